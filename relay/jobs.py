@@ -1,0 +1,179 @@
+"""The two RQ jobs: plan a notification into deliveries, and send one delivery."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import replace
+
+from relay.bootstrap import Runtime, runtime
+from relay.channels import AddressError, address_url, channel_format, send
+from relay.model import Notification, PlannedDelivery, State
+from relay.routing import plan_notification
+from relay.store import DeliveryRecord, delivery_id, now
+
+log = logging.getLogger("relay.jobs")
+LOCK_MARGIN = 30
+_OPEN = (State.QUEUED.value, State.RETRYING.value)
+
+
+def _record(rt: Runtime, event_id: str, kind: str, planned: PlannedDelivery) -> DeliveryRecord:
+    ts = now()
+    skipped = planned.skip_reason is not None
+    return DeliveryRecord(
+        id=delivery_id(event_id, planned.message_index, planned.channel, planned.recipient_index),
+        eventId=event_id,
+        kind=kind,
+        messageIndex=planned.message_index,
+        recipientType=planned.recipient_type,
+        recipient=planned.recipient_ref or planned.address,
+        address=planned.address,
+        channel=planned.channel,
+        template=planned.template,
+        state=State.SKIPPED.value if skipped else State.QUEUED.value,
+        attempts=0,
+        maxAttempts=rt.config.retry.attempts,
+        lastError=planned.skip_reason,
+        createdAt=ts,
+        updatedAt=ts,
+        fallback=list(planned.fallback),
+        attemptTimes=[],
+        recipientIndex=planned.recipient_index,
+    )
+
+
+def plan_job(event_id: str) -> int:
+    """Turn a stored notification into delivery records and jobs; safe to run again after a crash."""
+    rt = runtime()
+    event = rt.store.event(event_id)
+    if event is None:
+        log.warning("event expired before it was planned", extra={"eventId": event_id})
+        return 0
+    notification = Notification.model_validate_json(event.payload)
+    records = [_record(rt, event_id, notification.kind, p) for p in plan_notification(rt.config, notification)]
+    stored = rt.store.create_deliveries(event_id, records)
+    for record in stored:
+        if record.state == State.SKIPPED.value:
+            log.info("delivery skipped: %s", record.lastError,
+                     extra={"eventId": event_id, "deliveryId": record.id, "channel": record.channel})
+    rt.intake.enqueue_deliveries([r.id for r in stored if r.state in _OPEN])
+    if not records:
+        log.info("no route for this notification", extra={"eventId": event_id, "kind": notification.kind})
+    rt.store.prune()
+    return len(records)
+
+
+def deliver_job(delivery_id_: str) -> str:
+    """Send one delivery once; a delivered, skipped or failed one is left alone."""
+    rt = runtime()
+    record = rt.store.delivery(delivery_id_)
+    if record is None or record.state not in _OPEN:
+        return record.state if record else "missing"
+    owner = f"{socket.gethostname()}:{os.getpid()}"
+    lock_ttl = int(rt.config.send_timeout) + LOCK_MARGIN
+    if not rt.store.lock(record.id, owner, lock_ttl):
+        # Another worker is sending it right now (or died doing so): look again when its lock ends.
+        rt.intake.retry_later(record.id, lock_ttl, int(now()))
+        return "locked"
+    try:
+        current = rt.store.delivery(delivery_id_)
+        if current is None or current.state not in _OPEN:
+            return current.state if current else "missing"
+        return _attempt(rt, current)
+    finally:
+        rt.store.unlock(delivery_id_)
+
+
+def _attempt(rt: Runtime, record: DeliveryRecord) -> str:
+    ctx = {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}
+    previous = record.state
+    event = rt.store.event(record.eventId)
+    channel = rt.config.channels.get(record.channel)
+    if event is None or channel is None:
+        record.state = State.FAILED.value
+        record.lastError = "event expired" if event is None else f"channel {record.channel!r} is no longer configured"
+        rt.store.update(record, previous, reason="config")
+        log.warning("delivery failed: %s", record.lastError, extra=ctx)
+        return record.state
+    notification = Notification.model_validate_json(event.payload)
+    message = notification.messages[record.messageIndex]
+    recipient = None
+    if record.recipientIndex is not None and record.recipientIndex < len(message.recipients):
+        recipient = message.recipients[record.recipientIndex]
+    planned = PlannedDelivery(
+        message_index=record.messageIndex,
+        recipient_type=record.recipientType,
+        channel=record.channel,
+        template=record.template,
+        recipient=recipient,
+        recipient_ref=record.recipient,
+        address=record.address,
+        recipient_index=record.recipientIndex,
+    )
+    fmt = channel_format(channel.url, channel.format)
+    rendered = rt.renderer.render(notification, planned, fmt)
+    if rendered.error:
+        rt.store.incr("relay_template_fallbacks_total", kind=record.kind)
+        log.warning("template failed, sent the platform's text instead: %s", rendered.error,
+                    extra={**ctx, "template": rendered.template})
+    title = rendered.title
+    if record.fallbackFor:
+        title = f"[not delivered through its main channel] {title}"
+    try:
+        url = address_url(channel.url, record.address) if record.address else channel.url
+    except AddressError as exc:
+        record.state = State.SKIPPED.value
+        record.lastError = f"recipient address rejected: {exc}"
+        rt.store.update(record, previous)
+        return record.state
+    record.attempts += 1
+    record.attemptTimes.append(now())
+    result = send(url, title, rendered.body, rendered.format)
+    if result.ok:
+        record.state = State.DELIVERED.value
+        record.lastError = None
+        rt.store.update(record, previous)
+        rt.store.observe_latency(record.createdAt)
+        log.info("delivered", extra={**ctx, "state": record.state, "template": rendered.template})
+        return record.state
+    record.lastError = result.error
+    if result.transient and record.attempts < record.maxAttempts:
+        record.state = State.RETRYING.value
+        delay = rt.config.retry.delay_after(record.attempts)
+        rt.store.update(record, previous, reason="transient")
+        rt.intake.retry_later(record.id, delay, record.attempts)
+        log.info("send failed, retrying in %gs: %s", delay, result.error, extra={**ctx, "state": record.state})
+        return record.state
+    record.state = State.FAILED.value
+    rt.store.update(record, previous, reason="transient" if result.transient else "permanent")
+    log.warning("delivery failed: %s", result.error, extra={**ctx, "state": record.state})
+    _fall_back(rt, record)
+    return record.state
+
+
+def _fall_back(rt: Runtime, record: DeliveryRecord) -> None:
+    """A route's `fallback:` channels get the message when its delivery is given up."""
+    if not record.fallback or record.fallbackFor:
+        return
+    ts = now()
+    extra = [
+        replace(
+            record,
+            id=delivery_id(record.eventId, record.messageIndex, f"{record.channel}>{name}", record.recipientIndex),
+            channel=name,
+            state=State.QUEUED.value,
+            attempts=0,
+            lastError=None,
+            createdAt=ts,
+            updatedAt=ts,
+            fallback=[],
+            attemptTimes=[],
+            fallbackFor=record.id,
+            address=record.address if rt.config.channels[name].per_recipient else None,
+        )
+        for name in record.fallback
+        if name in rt.config.channels
+    ]
+    stored = rt.store.create_deliveries(record.eventId, extra)
+    rt.intake.enqueue_deliveries([r.id for r in stored if r.state in _OPEN])

@@ -1,0 +1,61 @@
+"""Logging: JSON lines (one event a line) or readable text on a terminal; secrets scrubbed from both."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+_FIELDS = ("eventId", "deliveryId", "channel", "state", "kind", "template")
+_secrets: list[str] = []
+
+
+def _scrub(text: str) -> str:
+    for secret in _secrets:
+        if secret in text:
+            text = text.replace(secret, "****")
+    return text
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": _scrub(record.getMessage()),
+        }
+        for name in _FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                out[name] = _scrub(str(value))
+        if record.exc_info:
+            out["exc"] = _scrub(self.formatException(record.exc_info))
+        return json.dumps(out, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        extras = " ".join(f"{n}={getattr(record, n)}" for n in _FIELDS if getattr(record, n, None) is not None)
+        line = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        if extras:
+            line += f"  [{extras}]"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return _scrub(line)
+
+
+def setup_logging(level: str = "INFO", fmt: str = "auto", secrets: list[str] | None = None) -> None:
+    _secrets[:] = sorted({s for s in (secrets or []) if s and len(s) >= 4}, key=len, reverse=True)
+    use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if use_json else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # Apprise logs each send failure itself; relay records it on the delivery instead.
+    logging.getLogger("apprise").setLevel(logging.CRITICAL)
+    for noisy in ("rq.worker", "rq.scheduler", "rq.queue"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -1,0 +1,53 @@
+"""Prometheus text exposition of the counters every relay process keeps in Redis."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+HELP = {
+    "relay_notifications_received_total": ("counter", "Notifications accepted (durable, 202 accepted)."),
+    "relay_notifications_duplicate_total": ("counter", "Notifications answered 202 duplicate (eventId seen)."),
+    "relay_notifications_rejected_total": ("counter", "Webhook calls refused, by HTTP status and reason."),
+    "relay_deliveries_total": ("counter", "Delivery state changes, by state, channel, kind and failure reason."),
+    "relay_template_fallbacks_total": ("counter", "Renders that fell back to the platform's text."),
+    "relay_replays_total": ("counter", "Failed deliveries requeued by a replay."),
+    "relay_delivery_latency_seconds": ("histogram", "From acceptance of the notification to delivery."),
+    "relay_queue_depth": ("gauge", "Jobs waiting in the relay queue."),
+    "relay_deliveries_failed_kept": ("gauge", "Failed deliveries kept for inspection and replay."),
+    "relay_workers_alive": ("gauge", "Workers that sent a heartbeat in the last 30 s."),
+    "relay_up": ("gauge", "1 when Redis answered this scrape."),
+}
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(raw: str) -> str:
+    if not raw:
+        return ""
+    pairs = [p.split("=", 1) for p in raw.split(",") if "=" in p]
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in pairs) + "}"
+
+
+def _family(series: str) -> str:
+    for suffix in ("_bucket", "_count", "_sum"):
+        if series.endswith(suffix) and series[: -len(suffix)] in HELP:
+            return series[: -len(suffix)]
+    return series
+
+
+def exposition(counters: dict[str, float], gauges: dict[str, float]) -> str:
+    families: dict[str, list[str]] = defaultdict(list)
+    for field, value in sorted(counters.items()):
+        name, _, labels = field.partition("|")
+        families[_family(name)].append(f"{name}{_labels(labels)} {value:g}")
+    for name, value in gauges.items():
+        families[name].append(f"{name} {value:g}")
+    lines: list[str] = []
+    for family in sorted(set(families) | {n for n, (t, _) in HELP.items() if t == "counter"}):
+        kind, text = HELP.get(family, ("untyped", family))
+        lines.append(f"# HELP {family} {text}")
+        lines.append(f"# TYPE {family} {kind}")
+        lines.extend(families.get(family, []))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,60 @@
+"""`relay preview`: the delivery plan and every rendered message of a payload, without sending."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from relay.channels import channel_format, describe_url
+from relay.config import Config
+from relay.model import Notification
+from relay.rendering import Renderer
+from relay.routing import plan_notification
+
+
+def preview_plan(config: Config, data: dict[str, Any]) -> list[dict[str, Any]]:
+    notification = Notification.model_validate(data)
+    renderer = Renderer(config.templates_path, {"platform_url": (config.platform.url or "").rstrip("/")})
+    out = []
+    for planned in plan_notification(config, notification):
+        channel = config.channels[planned.channel]
+        item: dict[str, Any] = {
+            "message": planned.message_index,
+            "recipientType": planned.recipient_type,
+            "channel": planned.channel,
+            "target": describe_url(channel.url),
+            "recipient": planned.recipient_ref,
+            "address": planned.address,
+        }
+        if planned.skip_reason:
+            item.update(state="skipped", reason=planned.skip_reason)
+        else:
+            rendered = renderer.render(notification, planned, channel_format(channel.url, channel.format))
+            item.update(state="would send", template=rendered.template, format=rendered.format,
+                        title=rendered.title, body=rendered.body)
+            if rendered.error:
+                item["templateError"] = rendered.error
+        out.append(item)
+    return out
+
+
+def preview(config: Config, data: dict[str, Any], fmt: str = "text") -> str:
+    plan = preview_plan(config, data)
+    if fmt == "json":
+        return json.dumps({"deliveries": plan}, indent=2, ensure_ascii=False)
+    if not plan:
+        return "no deliveries: no route and no default channel matches this notification"
+    blocks = []
+    for n, item in enumerate(plan, 1):
+        who = f" to {item['recipient'] or item['address']}" if item["recipient"] or item["address"] else ""
+        head = f"[{n}] message {item['message']} ({item['recipientType']}) -> {item['channel']} {item['target']}{who}"
+        if item["state"] == "skipped":
+            blocks.append(f"{head}\n    skipped: {item['reason']}")
+            continue
+        lines = [head, f"    template: {item['template']} ({item['format']})"]
+        if "templateError" in item:
+            lines.append(f"    template failed, the platform's text is used: {item['templateError']}")
+        lines.append(f"    title: {item['title']}")
+        lines.append("    " + item["body"].replace("\n", "\n    "))
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)

@@ -1,0 +1,69 @@
+"""Who a message is for: its recipient type, and each recipient's reference and e-mail address."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+# A deliberately narrow address grammar: it ends up inside an Apprise URL, so nothing that could
+# add a target, a parameter or a host may pass (no '?', '&', '/', ',', spaces, quotes or schemes).
+_LOCAL = r"[A-Za-z0-9!#$%*+=^_`{|}~-]+(?:\.[A-Za-z0-9!#$%*+=^_`{|}~-]+)*"
+_DOMAIN = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}"
+_EMAIL = re.compile(rf"{_LOCAL}@{_DOMAIN}")
+MAX_EMAIL_LENGTH = 254
+
+
+def user_field(recipient: dict[str, Any], dotted: str) -> Any:
+    """A resolved user field, read flat (`{"spec.email": ...}`) or nested (`{"spec": {"email": ...}}`)."""
+    if dotted in recipient and recipient[dotted] is not None:
+        return recipient[dotted]
+    node: Any = recipient
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def valid_email(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= MAX_EMAIL_LENGTH and _EMAIL.fullmatch(value) is not None
+
+
+def email_of(recipient: dict[str, Any]) -> str | None:
+    """The recipient's e-mail: `spec.email`, Backstage's `spec.profile.email`, or a plain `email`."""
+    for dotted in ("spec.email", "spec.profile.email", "email"):
+        value = user_field(recipient, dotted)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def reference_of(recipient: dict[str, Any]) -> str | None:
+    ref = recipient.get("userRef")
+    if isinstance(ref, str) and ref:
+        return ref
+    name = user_field(recipient, "metadata.name")
+    return name if isinstance(name, str) and name else None
+
+
+def recipient_type_candidates(legacy: str | None, v2: str | None) -> list[str]:
+    """Types to try in order: v2 first when present, then the legacy one."""
+    found = []
+    for value in (v2, legacy):
+        if isinstance(value, str) and value and value not in found:
+            found.append(value)
+    return found
+
+
+def resolve_recipient_type(legacy: str | None, v2: str | None, is_routed: Callable[[str], bool]) -> str | None:
+    """`recipientType_v2` when present and routed, else the legacy type when routed, else the best name.
+
+    The name returned when nothing is routed (v2, else legacy) is what the delivery records and
+    templates see; the default route applies to it.
+    """
+    candidates = recipient_type_candidates(legacy, v2)
+    for candidate in candidates:
+        if is_routed(candidate):
+            return candidate
+    return candidates[0] if candidates else None

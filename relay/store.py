@@ -1,0 +1,340 @@
+"""Event and delivery records in Redis: what was received, what was sent, what failed and why."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from redis import Redis
+from redis.client import Pipeline
+
+from relay.model import State
+
+PREFIX = "relay:"
+EVENTS = PREFIX + "events"  # zset eventId -> received time
+DELIVERIES = PREFIX + "deliveries"  # zset delivery id -> created time
+FAILED = PREFIX + "failed"  # zset delivery id -> time it failed
+METRICS = PREFIX + "metrics"  # hash of counters, shared by API and workers
+WORKERS = PREFIX + "workers"  # zset worker name -> last heartbeat
+SCAN_LIMIT = 20_000
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)  # most index entries one listing reads
+
+
+def now() -> float:
+    return time.time()
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(ts * 1000) % 1000:03d}Z"
+
+
+def event_key(event_id: str) -> str:
+    return f"{PREFIX}event:{event_id}"
+
+
+def event_deliveries_key(event_id: str) -> str:
+    return f"{PREFIX}event:{event_id}:deliveries"
+
+
+def dedup_key(event_id: str) -> str:
+    return f"{PREFIX}dedup:{event_id}"
+
+
+def delivery_key(delivery_id: str) -> str:
+    return f"{PREFIX}delivery:{delivery_id}"
+
+
+def lock_key(delivery_id: str) -> str:
+    return f"{PREFIX}lock:{delivery_id}"
+
+
+def delivery_id(event_id: str, message_index: int, channel: str, recipient_index: int | None) -> str:
+    """Stable: planning the same event twice yields the same ids, so nothing is created twice."""
+    raw = f"{event_id}\x00{message_index}\x00{channel}\x00{'' if recipient_index is None else recipient_index}"
+    return "d" + hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+def _label_value(value: str) -> str:
+    # Values come from payloads (kinds): keep them short and free of the field's separators.
+    clean = "".join(c if c not in "|,=\n" else "_" for c in value)
+    return clean[:100]
+
+
+def metric_field(name: str, **labels: str) -> str:
+    if not labels:
+        return name
+    return name + "|" + ",".join(f"{k}={_label_value(v)}" for k, v in sorted(labels.items()))
+
+
+@dataclass
+class DeliveryRecord:
+    id: str
+    eventId: str
+    kind: str
+    messageIndex: int
+    recipientType: str | None
+    recipient: str | None
+    address: str | None
+    channel: str
+    template: str
+    state: str
+    attempts: int
+    maxAttempts: int
+    lastError: str | None
+    createdAt: float
+    updatedAt: float
+    fallback: list[str]
+    attemptTimes: list[float]
+    fallbackFor: str | None = None
+    recipientIndex: int | None = None
+
+    @classmethod
+    def from_hash(cls, data: dict[str, str]) -> DeliveryRecord:
+        return cls(
+            id=data["id"],
+            eventId=data["eventId"],
+            kind=data.get("kind", ""),
+            messageIndex=int(data.get("messageIndex", 0)),
+            recipientType=data.get("recipientType") or None,
+            recipient=data.get("recipient") or None,
+            address=data.get("address") or None,
+            channel=data.get("channel", ""),
+            template=data.get("template", "auto"),
+            state=data.get("state", State.QUEUED.value),
+            attempts=int(data.get("attempts", 0)),
+            maxAttempts=int(data.get("maxAttempts", 1)),
+            lastError=data.get("lastError") or None,
+            createdAt=float(data.get("createdAt", 0)),
+            updatedAt=float(data.get("updatedAt", 0)),
+            fallback=json.loads(data.get("fallback", "[]")),
+            attemptTimes=json.loads(data.get("attemptTimes", "[]")),
+            fallbackFor=data.get("fallbackFor") or None,
+            recipientIndex=int(data["recipientIndex"]) if data.get("recipientIndex") else None,
+        )
+
+    def to_hash(self) -> dict[str, str]:
+        return {
+            "id": self.id,
+            "eventId": self.eventId,
+            "kind": self.kind,
+            "messageIndex": str(self.messageIndex),
+            "recipientType": self.recipientType or "",
+            "recipient": self.recipient or "",
+            "address": self.address or "",
+            "channel": self.channel,
+            "template": self.template,
+            "state": self.state,
+            "attempts": str(self.attempts),
+            "maxAttempts": str(self.maxAttempts),
+            "lastError": self.lastError or "",
+            "createdAt": repr(self.createdAt),
+            "updatedAt": repr(self.updatedAt),
+            "fallback": json.dumps(self.fallback),
+            "attemptTimes": json.dumps(self.attemptTimes),
+            "fallbackFor": self.fallbackFor or "",
+            "recipientIndex": "" if self.recipientIndex is None else str(self.recipientIndex),
+        }
+
+    def public(self, with_event: bool = False) -> dict[str, Any]:
+        """The delivery as the API shows it (SPEC's shape, plus a few extra fields)."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "recipientType": self.recipientType,
+            "recipient": self.recipient,
+            "channel": self.channel,
+            "state": self.state,
+            "attempts": self.attempts,
+            "lastError": self.lastError,
+            "createdAt": iso(self.createdAt),
+            "updatedAt": iso(self.updatedAt),
+            "address": self.address,
+            "template": self.template,
+            "attemptTimes": [iso(t) for t in self.attemptTimes],
+        }
+        if self.fallbackFor:
+            out["fallbackFor"] = self.fallbackFor
+        if with_event:
+            out["eventId"] = self.eventId
+            out["kind"] = self.kind
+        return out
+
+
+@dataclass
+class EventRecord:
+    eventId: str
+    kind: str
+    receivedAt: float
+    payload: str
+
+
+class Store:
+    def __init__(self, redis: Redis, retention: float) -> None:
+        self.redis = redis
+        self.retention = int(retention)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def add_event(self, pipe: Pipeline, event_id: str, kind: str, payload: str, dedup_ttl: float) -> None:
+        ts = now()
+        pipe.set(dedup_key(event_id), "1", ex=max(1, int(dedup_ttl)))
+        pipe.hset(
+            event_key(event_id),
+            mapping={"eventId": event_id, "kind": kind, "receivedAt": repr(ts), "payload": payload},
+        )
+        pipe.expire(event_key(event_id), self.retention)
+        pipe.zadd(EVENTS, {event_id: ts})
+        pipe.hincrby(METRICS, metric_field("relay_notifications_received_total", kind=kind), 1)
+
+    def event(self, event_id: str) -> EventRecord | None:
+        data = self.redis.hgetall(event_key(event_id))
+        if not data:
+            return None
+        d = {k.decode(): v.decode() for k, v in data.items()}
+        return EventRecord(d["eventId"], d.get("kind", ""), float(d.get("receivedAt", 0)), d.get("payload", "{}"))
+
+    def event_delivery_ids(self, event_id: str) -> list[str]:
+        return [v.decode() for v in self.redis.lrange(event_deliveries_key(event_id), 0, -1)]
+
+    # -- deliveries -----------------------------------------------------------------------------
+
+    def create_deliveries(self, event_id: str, records: list[DeliveryRecord]) -> list[DeliveryRecord]:
+        """Store records that do not exist yet; return the stored state of every record."""
+        if not records:
+            return []
+        keys = [delivery_key(r.id) for r in records]
+        existing = self.redis.pipeline(transaction=False)
+        for key in keys:
+            existing.exists(key)
+        present = existing.execute()
+        pipe = self.redis.pipeline(transaction=True)
+        for record, is_present in zip(records, present, strict=True):
+            if is_present:
+                continue
+            key = delivery_key(record.id)
+            pipe.hset(key, mapping=record.to_hash())
+            pipe.expire(key, self.retention)
+            pipe.zadd(DELIVERIES, {record.id: record.createdAt})
+            pipe.rpush(event_deliveries_key(event_id), record.id)
+            pipe.hincrby(
+                METRICS,
+                metric_field("relay_deliveries_total", state=record.state, channel=record.channel, kind=record.kind),
+                1,
+            )
+            if record.state == State.FAILED.value:
+                pipe.zadd(FAILED, {record.id: record.updatedAt})
+        pipe.expire(event_deliveries_key(event_id), self.retention)
+        pipe.execute()
+        return [r for r in self.deliveries([r.id for r in records]) if r is not None]
+
+    def delivery(self, delivery_id_: str) -> DeliveryRecord | None:
+        data = self.redis.hgetall(delivery_key(delivery_id_))
+        if not data:
+            return None
+        return DeliveryRecord.from_hash({k.decode(): v.decode() for k, v in data.items()})
+
+    def deliveries(self, ids: Iterable[str]) -> list[DeliveryRecord | None]:
+        ids = list(ids)
+        pipe = self.redis.pipeline(transaction=False)
+        for i in ids:
+            pipe.hgetall(delivery_key(i))
+        out: list[DeliveryRecord | None] = []
+        for data in pipe.execute():
+            out.append(DeliveryRecord.from_hash({k.decode(): v.decode() for k, v in data.items()}) if data else None)
+        return out
+
+    def update(self, record: DeliveryRecord, previous_state: str, **metric_labels: str) -> None:
+        record.updatedAt = now()
+        key = delivery_key(record.id)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hset(key, mapping=record.to_hash())
+        pipe.expire(key, self.retention)
+        if record.state == State.FAILED.value:
+            pipe.zadd(FAILED, {record.id: record.updatedAt})
+        elif previous_state == State.FAILED.value:
+            pipe.zrem(FAILED, record.id)
+        if record.state != previous_state:
+            labels = {"state": record.state, "channel": record.channel, "kind": record.kind, **metric_labels}
+            pipe.hincrby(METRICS, metric_field("relay_deliveries_total", **labels), 1)
+        pipe.execute()
+
+    def lock(self, delivery_id_: str, owner: str, ttl: int) -> bool:
+        return bool(self.redis.set(lock_key(delivery_id_), owner, nx=True, ex=ttl))
+
+    def unlock(self, delivery_id_: str) -> None:
+        self.redis.delete(lock_key(delivery_id_))
+
+    def iter_recent(self, since: float | None = None, index: str = DELIVERIES) -> Iterator[DeliveryRecord]:
+        """Deliveries newest first, read in pages, at most SCAN_LIMIT index entries."""
+        low: float | str = since if since is not None else "-inf"
+        offset, page = 0, 200
+        while offset < SCAN_LIMIT:
+            ids = [v.decode() for v in self.redis.zrevrangebyscore(index, "+inf", low, start=offset, num=page)]
+            if not ids:
+                return
+            offset += len(ids)
+            for record in self.deliveries(ids):
+                if record is not None:
+                    yield record
+            if len(ids) < page:
+                return
+
+    def prune(self) -> None:
+        """Drop index entries older than the retention (their records have expired already)."""
+        cutoff = now() - self.retention
+        pipe = self.redis.pipeline(transaction=False)
+        for index in (EVENTS, DELIVERIES, FAILED):
+            pipe.zremrangebyscore(index, "-inf", cutoff)
+        pipe.execute()
+
+    # -- metrics and liveness -------------------------------------------------------------------
+
+    def incr(self, name: str, amount: int = 1, **labels: str) -> None:
+        self.redis.hincrby(METRICS, metric_field(name, **labels), amount)
+
+    def observe_latency(self, created: float) -> None:
+        """End-to-end latency (accepted to delivered) into a histogram shared by every process."""
+        seconds = max(0.0, now() - created)
+        name = "relay_delivery_latency_seconds"
+        pipe = self.redis.pipeline(transaction=False)
+        for bound in LATENCY_BUCKETS:
+            if seconds <= bound:
+                pipe.hincrby(METRICS, metric_field(name + "_bucket", le=f"{bound:g}"), 1)
+        pipe.hincrby(METRICS, metric_field(name + "_bucket", le="+Inf"), 1)
+        pipe.hincrby(METRICS, metric_field(name + "_count"), 1)
+        pipe.hincrbyfloat(METRICS, metric_field(name + "_sum"), seconds)
+        pipe.execute()
+
+    def counters(self) -> dict[str, float]:
+        return {k.decode(): float(v) for k, v in self.redis.hgetall(METRICS).items()}
+
+    def heartbeat(self, worker: str) -> None:
+        self.redis.zadd(WORKERS, {worker: now()})
+
+    def workers_seen(self, within: float) -> list[str]:
+        cutoff = now() - within
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zremrangebyscore(WORKERS, "-inf", now() - 3600)
+        pipe.zrangebyscore(WORKERS, cutoff, "+inf")
+        return [v.decode() for v in pipe.execute()[1]]
+
+
+def parse_since(value: str | None) -> float | None:
+    """`since` as a duration back from now ("2h") or an ISO 8601 time."""
+    if value is None or value == "":
+        return None
+    from relay.durations import parse_duration
+
+    try:
+        return now() - parse_duration(value)
+    except ValueError:
+        pass
+    text = value.strip().replace("Z", "+00:00")
+    parsed = datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()

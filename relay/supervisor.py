@@ -1,0 +1,93 @@
+"""`relay serve`: embedded Redis (when no redis.url), N worker processes and the API, stopped together."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import uvicorn
+
+from relay.bootstrap import build
+from relay.config import Config
+from relay.embedded import EmbeddedRedis, die_with_parent
+from relay.http import create_app
+
+log = logging.getLogger("relay.serve")
+STOP_SECONDS = 20.0
+
+
+class Workers:
+    """Worker processes, restarted if one dies while relay runs."""
+
+    def __init__(self, count: int, config_file: Path | None, env: dict[str, str]) -> None:
+        self.count = count
+        self.args = [sys.executable, "-m", "relay", "worker"]
+        if config_file is not None:
+            self.args += ["--config", str(config_file)]
+        self.env = {**env, "RELAY_SUPERVISED": "1"}
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self.args, env=self.env, stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=die_with_parent)
+
+    def start(self) -> None:
+        with self.lock:
+            self.procs = [self._spawn() for _ in range(self.count)]
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self.stopping.wait(1.0):
+            with self.lock:
+                for i, proc in enumerate(self.procs):
+                    if proc.poll() is not None and not self.stopping.is_set():
+                        log.warning("worker %d exited with %s; starting another", proc.pid, proc.returncode)
+                        self.procs[i] = self._spawn()
+
+    def stop(self) -> None:
+        """SIGTERM: each worker finishes the delivery in hand, then exits."""
+        self.stopping.set()
+        with self.lock:
+            for proc in self.procs:
+                if proc.poll() is None:
+                    proc.terminate()
+            for proc in self.procs:
+                try:
+                    proc.wait(STOP_SECONDS)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def serve(config: Config, config_file: Path | None, workers: int) -> int:
+    env = dict(os.environ)
+    embedded: EmbeddedRedis | None = None
+    pool: Workers | None = None
+    try:
+        if not config.redis.url:
+            embedded = EmbeddedRedis(config.data_path, config.redis.appendfsync).start()
+            env["RELAY_REDIS__URL"] = embedded.url
+            config = config.model_copy(update={"redis": config.redis.model_copy(update={"url": embedded.url})})
+            log.info("embedded Redis started on %s (append-only file in %s)", embedded.url, config.data_path)
+        pool = Workers(workers, config_file, env)
+        pool.start()
+        app = create_app(build(config))
+        server = config.server
+        log.info("relay listening on http://%s:%d%s with %d worker(s)", server.host, server.port, server.path, workers)
+        uvicorn.Server(
+            uvicorn.Config(app, host=server.host, port=server.port, log_config=None, access_log=False,
+                           lifespan="off", timeout_graceful_shutdown=10)
+        ).run()
+        return 0
+    finally:
+        if pool is not None:
+            pool.stop()
+        if embedded is not None:
+            embedded.stop()
+        log.info("relay stopped")

@@ -1,0 +1,150 @@
+"""Fixtures: a Redis the session starts itself (never one it did not start), sinks, config, app, worker."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis import Redis
+from rq import Queue, SimpleWorker
+from starlette.testclient import TestClient
+
+from relay.bootstrap import Runtime, build, install
+from relay.config import Config
+from relay.embedded import EmbeddedRedis
+from relay.http import create_app
+from relay.queue import QUEUE_NAME
+from tests.servers import HttpSink, SmtpSink
+
+HERE = Path(__file__).resolve().parent
+WEBHOOK_TOKEN = "test-webhook-token-1234"
+ADMIN_TOKEN = "test-admin-token-5678"
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis(redis_server: EmbeddedRedis) -> Iterator[Redis]:
+    conn = Redis.from_url(redis_server.url)
+    conn.flushdb()
+    yield conn
+    conn.flushdb()
+    conn.close()
+
+
+@pytest.fixture(scope="session")
+def smtp() -> Iterator[SmtpSink]:
+    sink = SmtpSink().start()
+    yield sink
+    sink.stop()
+
+
+@pytest.fixture(scope="session")
+def http_sink_server() -> Iterator[HttpSink]:
+    sink = HttpSink().start()
+    yield sink
+    sink.stop()
+
+
+@pytest.fixture
+def sink(http_sink_server: HttpSink, smtp: SmtpSink) -> Iterator[HttpSink]:
+    http_sink_server.clear()
+    smtp.clear()
+    yield http_sink_server
+    http_sink_server.delay = 0.0
+
+
+def sample_notification(**overrides: Any) -> dict[str, Any]:
+    """The platform's sample, with a fresh eventId unless given."""
+    data: dict[str, Any] = json.loads((HERE / "data" / "access-control-request-failed.json").read_text())
+    data = copy.deepcopy(data)
+    data["metadata"]["eventId"] = str(uuid.uuid4())
+    for key, value in overrides.items():
+        data[key] = value
+    return data
+
+
+def base_config(sink: HttpSink, smtp: SmtpSink, tmp_path: Path, redis_url: str, **extra: Any) -> Config:
+    data: dict[str, Any] = {
+        "server": {"auth": {"tokens": [WEBHOOK_TOKEN]}, "admin_tokens": [ADMIN_TOKEN]},
+        "redis": {"url": redis_url},
+        "data_dir": str(tmp_path / "data"),
+        "templates": {"dir": str(tmp_path / "templates")},
+        "retry": {"attempts": 3, "backoff": ["1s"]},
+        "channels": {
+            "owners-hook": {"url": sink.url("/owners")},
+            "managers-hook": {"url": sink.url("/managers")},
+            "requester-email": {"url": smtp.url(), "per_recipient": True},
+            "audit-hook": {"url": sink.url("/audit")},
+        },
+        "routes": [
+            {"kinds": ["notification:access-control-*"], "recipient_types": ["recipient-type:system-owner"],
+             "channels": ["owners-hook"]},
+            {"recipient_types": ["recipient-type:project-data-access-manager"], "channels": ["managers-hook"]},
+            {"recipient_types": ["recipient-type:access-control-requester"], "channels": ["requester-email"]},
+        ],
+        "default": {"channels": ["audit-hook"]},
+    }
+    for key, value in extra.items():
+        data[key] = value
+    return Config.model_validate(data)
+
+
+@pytest.fixture
+def make_runtime(redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink,
+                 tmp_path: Path) -> Callable[..., Runtime]:
+    def make(**extra: Any) -> Runtime:
+        return install(build(base_config(sink, smtp, tmp_path, redis_server.url, **extra), redis))
+
+    return make
+
+
+@pytest.fixture
+def rt(make_runtime: Callable[..., Runtime]) -> Runtime:
+    return make_runtime()
+
+
+@pytest.fixture
+def client(rt: Runtime) -> Iterator[TestClient]:
+    with TestClient(create_app(rt)) as c:
+        yield c
+
+
+def run_worker(rt: Runtime) -> None:
+    """A real RQ worker, in this process, until the queue is empty (scheduled retries not included)."""
+    worker = SimpleWorker([Queue(QUEUE_NAME, connection=rt.redis)], connection=rt.redis)
+    worker.work(burst=True, with_scheduler=False)
+
+
+def run_scheduled(rt: Runtime) -> int:
+    """Move every scheduled job (retries) into the queue now, as the scheduler would when due."""
+    from rq.registry import ScheduledJobRegistry
+
+    queue = Queue(QUEUE_NAME, connection=rt.redis)
+    registry = ScheduledJobRegistry(queue=queue)
+    ids = registry.get_job_ids()
+    for job_id in ids:
+        registry.remove(job_id)
+        job = queue.fetch_job(job_id)
+        if job is not None:
+            queue._enqueue_job(job)
+    return len(ids)
+
+
+def post(client: TestClient, payload: Any, token: str = WEBHOOK_TOKEN, **kwargs: Any) -> Any:
+    headers = {"Authorization": f"Bearer {token}", **kwargs.pop("headers", {})}
+    return client.post("/webhook", json=payload, headers=headers, **kwargs)
+
+
+def admin(client: TestClient, path: str, method: str = "GET", **kwargs: Any) -> Any:
+    return client.request(method, path, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, **kwargs)

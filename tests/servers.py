@@ -1,0 +1,146 @@
+"""Real servers the tests start for themselves: an SMTP sink (aiosmtpd) and an HTTP sink."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from aiosmtpd.controller import Controller
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+@dataclass
+class Mail:
+    envelope_from: str
+    envelope_to: list[str]
+    message: EmailMessage
+
+    @property
+    def subject(self) -> str:
+        return str(self.message["Subject"])
+
+    def part(self, content_type: str) -> str | None:
+        for p in self.message.walk():
+            if p.get_content_type() == content_type:
+                return str(p.get_content())
+        return None
+
+
+class _Handler:
+    def __init__(self, sink: SmtpSink) -> None:
+        self.sink = sink
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        msg = email.message_from_bytes(envelope.content, policy=email.policy.default)
+        with self.sink.lock:
+            self.sink.mails.append(Mail(envelope.mail_from, list(envelope.rcpt_tos), msg))  # type: ignore[arg-type]
+        return "250 OK"
+
+
+class SmtpSink:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.mails: list[Mail] = []
+        self.lock = threading.Lock()
+        self.controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port)
+
+    def start(self) -> SmtpSink:
+        self.controller.start()
+        return self
+
+    def stop(self) -> None:
+        self.controller.stop()
+
+    def url(self, sender: str = "relay@example.com") -> str:
+        return f"mailto://127.0.0.1:{self.port}?from={sender}&mode=insecure"
+
+    def clear(self) -> None:
+        with self.lock:
+            self.mails.clear()
+
+
+@dataclass
+class Hit:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class HttpSink:
+    """Collects POSTs; `script[path]` is a list of status codes answered in turn (then 200)."""
+
+    hits: list[Hit] = field(default_factory=list)
+    script: dict[str, list[int]] = field(default_factory=dict)
+    delay: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> HttpSink:
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length)
+                if sink.delay:
+                    time.sleep(sink.delay)
+                with sink.lock:
+                    codes = sink.script.get(self.path, [])
+                    status = codes.pop(0) if codes else 200
+                    if status < 300:
+                        sink.hits.append(Hit(self.path, dict(self.headers), body))
+                self.send_response(status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def url(self, path: str = "/hook") -> str:
+        return f"json://127.0.0.1:{self.port}{path}"
+
+    def at(self, path: str) -> list[Hit]:
+        with self.lock:
+            return [h for h in self.hits if h.path == path]
+
+    def clear(self) -> None:
+        with self.lock:
+            self.hits.clear()
+            self.script.clear()
