@@ -12,8 +12,26 @@ from relay.recipients import valid_email
 
 EMAIL_SCHEMES = frozenset({"mailto", "mailtos"})
 CHAT_SCHEMES = frozenset(
-    {"slack", "workflows", "workflow", "msteams", "discord", "mmost", "mmosts", "rocket", "rockets",
-     "zulip", "matrix", "matrixs", "tgram", "guilded", "ryver", "gchat", "lark", "feishu"}
+    {
+        "slack",
+        "workflows",
+        "workflow",
+        "msteams",
+        "discord",
+        "mmost",
+        "mmosts",
+        "rocket",
+        "rockets",
+        "zulip",
+        "matrix",
+        "matrixs",
+        "tgram",
+        "guilded",
+        "ryver",
+        "gchat",
+        "lark",
+        "feishu",
+    }
 )
 _FORMATS = {"txt": apprise.NotifyFormat.TEXT, "md": apprise.NotifyFormat.MARKDOWN, "html": apprise.NotifyFormat.HTML}
 _STATUS = re.compile(r"error=(\d{3})")
@@ -95,7 +113,7 @@ def describe_url(url: str) -> str:
         obj = None
     if obj is None:
         return f"{scheme_of(url) or '?'}://****"
-    shown = str(obj.url(privacy=True))
+    shown = str(obj.url(privacy=True))  # type: ignore[no-untyped-call]
     return redact(shown, secret_parts(url))
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from redis.exceptions import RedisError
 
 from relay.config import Config, ConfigError, default_config_path, load_config
 from relay.logs import setup_logging
@@ -63,8 +64,9 @@ def cmd_api(args: argparse.Namespace) -> int:
     _log(config)
     _refuse_open_bind(config)
     app = create_app(build(config))
-    uvicorn.run(app, host=config.server.host, port=config.server.port, log_config=None, access_log=False,
-                lifespan="off")
+    uvicorn.run(
+        app, host=config.server.host, port=config.server.port, log_config=None, access_log=False, lifespan="off"
+    )
     return 0
 
 
@@ -147,6 +149,13 @@ def cmd_send(args: argparse.Namespace) -> int:
         return 1
 
 
+def cmd_sink(args: argparse.Namespace) -> int:
+    from relay.devsink import run_sink
+
+    run_sink(args.http_port, args.smtp_port)
+    return 0
+
+
 def _runtime(args: argparse.Namespace) -> Any:
     from relay.bootstrap import build
 
@@ -174,12 +183,22 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     records = [r.public() for r in rt.store.deliveries(rt.store.event_delivery_ids(args.event_id)) if r]
     if args.json:
-        print(json.dumps({"eventId": event.eventId, "kind": event.kind, "receivedAt": iso(event.receivedAt),
-                          "deliveries": records}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "eventId": event.eventId,
+                    "kind": event.kind,
+                    "receivedAt": iso(event.receivedAt),
+                    "deliveries": records,
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"event {event.eventId}  kind {event.kind}  received {iso(event.receivedAt)}")
-    print(_table(records, ["id", "recipientType", "recipient", "channel", "state", "attempts", "updatedAt",
-                           "lastError"]))
+    print(
+        _table(records, ["id", "recipientType", "recipient", "channel", "state", "attempts", "updatedAt", "lastError"])
+    )
     return 0
 
 
@@ -196,8 +215,23 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(_table(rows, ["id", "eventId", "kind", "recipientType", "recipient", "channel", "state", "attempts",
-                        "updatedAt", "lastError"]))
+    print(
+        _table(
+            rows,
+            [
+                "id",
+                "eventId",
+                "kind",
+                "recipientType",
+                "recipient",
+                "channel",
+                "state",
+                "attempts",
+                "updatedAt",
+                "lastError",
+            ],
+        )
+    )
     return 0
 
 
@@ -269,6 +303,10 @@ def parser() -> argparse.ArgumentParser:
         else:
             c.add_argument("--dry-run", action="store_true")
             c.set_defaults(func=cmd_replay)
+    c = sub.add_parser("sink", help="print what the example channels send (webhooks and e-mail), for trying relay")
+    c.add_argument("--http-port", type=int, default=9999)
+    c.add_argument("--smtp-port", type=int, default=8025)
+    c.set_defaults(func=cmd_sink)
     c = command("status", "one notification's deliveries")
     c.add_argument("event_id")
     c.add_argument("--json", action="store_true")
@@ -282,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except ConfigError as exc:
         print(f"relay: {exc}", file=sys.stderr)
+        return 2
+    except RedisError as exc:
+        print(f"relay: cannot reach Redis ({exc}); is `relay serve` running with this config?", file=sys.stderr)
         return 2
     except (OSError, ValueError) as exc:
         print(f"relay: {exc}", file=sys.stderr)

@@ -46,9 +46,9 @@ class WebhookAuth(_Model):
 
 class ServerConfig(_Model):
     host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65535)
+    port: int = Field(default=8080, ge=0, le=65535)
     path: str = "/webhook"
-    max_body_bytes: int = Field(1_048_576, gt=0)
+    max_body_bytes: int = Field(default=1_048_576, gt=0)
     auth: WebhookAuth = Field(default_factory=WebhookAuth)
     admin_tokens: list[str] = Field(default_factory=list)
     # Binding a non-loopback address with no webhook auth must be asked for explicitly.
@@ -70,7 +70,7 @@ class RedisConfig(_Model):
 
 
 class RetryConfig(_Model):
-    attempts: int = Field(6, ge=1, le=100)
+    attempts: int = Field(default=6, ge=1, le=100)
     backoff: list[Seconds] = Field(default_factory=lambda: [10.0, 60.0, 300.0, 1800.0, 7200.0])
 
     def delay_after(self, attempt: int) -> float:
@@ -105,7 +105,7 @@ class RouteConfig(_Model):
     recipient_types: list[str] = Field(default_factory=lambda: ["*"])
     channels: list[str] = Field(default_factory=list)
     template: str = "auto"
-    continue_: bool = Field(False, alias="continue")
+    continue_: bool = Field(default=False, alias="continue")
     fallback: list[str] = Field(default_factory=list)
 
 
@@ -121,19 +121,19 @@ class LoggingConfig(_Model):
 
 
 class Config(_Model):
-    server: ServerConfig = Field(default_factory=ServerConfig)
+    server: ServerConfig = Field(default_factory=lambda: ServerConfig())
     redis: RedisConfig = Field(default_factory=RedisConfig)
     data_dir: str = "./.relay"
     dedup_ttl: Seconds = 7 * 86400.0
     # How long events and deliveries (failed ones included) stay inspectable and replayable.
     retention: Seconds = 30 * 86400.0
-    retry: RetryConfig = Field(default_factory=RetryConfig)
+    retry: RetryConfig = Field(default_factory=lambda: RetryConfig())
     platform: PlatformConfig = Field(default_factory=PlatformConfig)
     templates: TemplatesConfig = Field(default_factory=TemplatesConfig)
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     routes: list[RouteConfig] = Field(default_factory=list)
     default: DefaultRoute = Field(default_factory=DefaultRoute)
-    workers: int = Field(2, ge=0, le=64)
+    workers: int = Field(default=2, ge=0, le=64)
     send_timeout: Seconds = 30.0
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # Where the file was read from; relative paths in the file are relative to it.

@@ -3,6 +3,7 @@ with the append-only file on. Also what the test suite starts for itself."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import shutil
@@ -20,10 +21,8 @@ _PR_SET_PDEATHSIG = 1
 
 def die_with_parent() -> None:
     """preexec_fn: the child gets SIGTERM if relay dies, so nothing is left behind even on SIGKILL."""
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 def redis_executable() -> str:
@@ -77,7 +76,9 @@ class EmbeddedRedis:
     def start(self, timeout: float = 15.0) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if _responds(self.sock):
-            raise RuntimeError(f"a Redis server already listens on {self.sock}: is another relay using {self.data_dir}?")
+            raise RuntimeError(
+                f"a Redis server already listens on {self.sock}: is another relay using {self.data_dir}?"
+            )
         self.sock.unlink(missing_ok=True)
         args = [
             redis_executable(),
@@ -91,9 +92,7 @@ class EmbeddedRedis:
             "--daemonize", "no",
             "--logfile", str(self.data_dir / "redis.log"),
         ]  # fmt: skip
-        self.proc = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent
-        )
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -66,10 +67,8 @@ def create_app(rt: Runtime) -> Starlette:
     server = config.server
 
     def rejected(status: int, reason: str) -> None:
-        try:
+        with contextlib.suppress(RedisError):
             rt.store.incr("relay_notifications_rejected_total", status=str(status), reason=reason)
-        except RedisError:
-            pass
 
     async def webhook(request: Request) -> Response:
         if not webhook_allowed(server, request.headers):
@@ -78,8 +77,10 @@ def create_app(rt: Runtime) -> Starlette:
                 401,
                 ["missing or invalid credentials"],
                 "The webhook call was not authenticated.",
-                solutions=["Send a configured token (Authorization: Bearer, or the configured header) "
-                           "or the configured Basic credentials."],
+                solutions=[
+                    "Send a configured token (Authorization: Bearer, or the configured header) "
+                    "or the configured Basic credentials."
+                ],
                 headers={"WWW-Authenticate": 'Bearer realm="relay"'},
             )
         limit = server.max_body_bytes
@@ -109,13 +110,18 @@ def create_app(rt: Runtime) -> Starlette:
             reason = "body is not UTF-8" if isinstance(exc, UnicodeDecodeError) else f"body is not valid JSON: {exc}"
             if isinstance(exc, RecursionError):
                 reason = "body is nested too deeply"
-            return error_response(400, [reason], "The notification is not valid JSON.",
-                                  solutions=["Send one JSON object as the body."])
+            return error_response(
+                400, [reason], "The notification is not valid JSON.", solutions=["Send one JSON object as the body."]
+            )
         if not isinstance(data, dict):
             await run_in_threadpool(rejected, 422, "schema")
-            return error_response(422, [f"the body must be a JSON object, not {type(data).__name__}"],
-                                  "The notification must be a JSON object.", field="",
-                                  solutions=["Send one notification object as the body."])
+            return error_response(
+                422,
+                [f"the body must be a JSON object, not {type(data).__name__}"],
+                "The notification must be a JSON object.",
+                field="",
+                solutions=["Send one notification object as the body."],
+            )
         try:
             notification = Notification.model_validate(data)
         except ValidationError as exc:
@@ -162,8 +168,14 @@ def create_app(rt: Runtime) -> Starlette:
         if ok:
             return JSONResponse({"status": "ready", **detail})
         problem = "Redis is unreachable" if detail["redis"] != "ok" else "no worker seen in the last 30 s"
-        return error_response(503, [problem], "relay is not ready.", problems=[problem],
-                              solutions=["Check Redis and start `relay worker`."], headers={"Retry-After": RETRY_AFTER})
+        return error_response(
+            503,
+            [problem],
+            "relay is not ready.",
+            problems=[problem],
+            solutions=["Check Redis and start `relay worker`."],
+            headers={"Retry-After": RETRY_AFTER},
+        )
 
     def _metrics() -> str:
         try:
@@ -173,8 +185,12 @@ def create_app(rt: Runtime) -> Starlette:
             pipe.zcard(FAILED)
             depth, failed = pipe.execute()
             workers = len(rt.store.workers_seen(WORKER_SEEN_WITHIN))
-            gauges = {"relay_queue_depth": depth, "relay_deliveries_failed_kept": failed,
-                      "relay_workers_alive": workers, "relay_up": 1}
+            gauges = {
+                "relay_queue_depth": depth,
+                "relay_deliveries_failed_kept": failed,
+                "relay_workers_alive": workers,
+                "relay_up": 1,
+            }
         except RedisError:
             counters, gauges = {}, {"relay_up": 0}
         return exposition(counters, gauges)
@@ -186,16 +202,23 @@ def create_app(rt: Runtime) -> Starlette:
     def admin(handler: Handler) -> Handler:
         async def guarded(request: Request) -> Response:
             if not admin_allowed(server, request.headers):
-                return error_response(401, ["missing or invalid admin credentials"],
-                                      "The admin API needs an admin token.",
-                                      solutions=["Send Authorization: Bearer <one of server.admin_tokens>."],
-                                      headers={"WWW-Authenticate": 'Bearer realm="relay-admin"'})
+                return error_response(
+                    401,
+                    ["missing or invalid admin credentials"],
+                    "The admin API needs an admin token.",
+                    solutions=["Send Authorization: Bearer <one of server.admin_tokens>."],
+                    headers={"WWW-Authenticate": 'Bearer realm="relay-admin"'},
+                )
             try:
                 return await handler(request)
             except RedisError as exc:
-                return error_response(503, [f"Redis is unavailable ({type(exc).__name__})"],
-                                      "relay cannot read its records right now.",
-                                      solutions=["Try again shortly."], headers={"Retry-After": RETRY_AFTER})
+                return error_response(
+                    503,
+                    [f"Redis is unavailable ({type(exc).__name__})"],
+                    "relay cannot read its records right now.",
+                    solutions=["Try again shortly."],
+                    headers={"Retry-After": RETRY_AFTER},
+                )
 
         return guarded
 
@@ -215,9 +238,13 @@ def create_app(rt: Runtime) -> Starlette:
         event_id = request.path_params["event_id"]
         found = await run_in_threadpool(_event, event_id)
         if found is None:
-            return error_response(404, [f"no notification with eventId {event_id!r}"],
-                                  "That notification is unknown or has expired.", field="eventId",
-                                  solutions=["Check the eventId; records are kept for the configured retention."])
+            return error_response(
+                404,
+                [f"no notification with eventId {event_id!r}"],
+                "That notification is unknown or has expired.",
+                field="eventId",
+                solutions=["Check the eventId; records are kept for the configured retention."],
+            )
         return JSONResponse(found)
 
     async def list_deliveries(request: Request) -> Response:
@@ -229,9 +256,17 @@ def create_app(rt: Runtime) -> Starlette:
                 raise ValueError("limit must be at least 1")
         except ValueError as exc:
             field = str(exc).split(" ", 1)[0]
-            return error_response(422, [str(exc)], f"Invalid query: {exc}", field=field,
-                                  solutions=["state is one of " + ", ".join(sorted(STATES)) +
-                                             "; since is a duration (2h) or ISO time; limit is 1 to 500."])
+            return error_response(
+                422,
+                [str(exc)],
+                f"Invalid query: {exc}",
+                field=field,
+                solutions=[
+                    "state is one of "
+                    + ", ".join(sorted(STATES))
+                    + "; since is a duration (2h) or ISO time; limit is 1 to 500."
+                ],
+            )
         limit = min(limit, 500)
         found = await run_in_threadpool(filters.select, rt, limit)
         return JSONResponse({"deliveries": [r.public(with_event=True) for r in found], "count": len(found)})
@@ -244,8 +279,12 @@ def create_app(rt: Runtime) -> Starlette:
                 raise ValueError("the body must be a JSON object")
             filters = Filters.from_body(body)
         except ValueError as exc:
-            return error_response(422 if raw.strip() else 400, [str(exc)], f"Invalid replay request: {exc}",
-                                  solutions=["Send any of ids, eventId, kind, channel, since."])
+            return error_response(
+                422 if raw.strip() else 400,
+                [str(exc)],
+                f"Invalid replay request: {exc}",
+                solutions=["Send any of ids, eventId, kind, channel, since."],
+            )
         dry_run = bool(body.get("dryRun", False))
         replayed, not_replayed = await run_in_threadpool(filters.replay, rt, dry_run)
         return JSONResponse({"replayed": replayed, "dryRun": dry_run, "notReplayed": not_replayed})
@@ -256,13 +295,21 @@ def create_app(rt: Runtime) -> Starlette:
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         messages = {404: "No such endpoint.", 405: "Method not allowed on this endpoint."}
-        return error_response(exc.status_code, [str(exc.detail)], messages.get(exc.status_code, str(exc.detail)),
-                              headers=getattr(exc, "headers", None))
+        return error_response(
+            exc.status_code,
+            [str(exc.detail)],
+            messages.get(exc.status_code, str(exc.detail)),
+            headers=getattr(exc, "headers", None),
+        )
 
     async def server_error(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s", request.url.path)
-        return error_response(500, ["internal error"], "relay failed to handle the request.",
-                              solutions=["Try again later; the logs of relay say more."])
+        return error_response(
+            500,
+            ["internal error"],
+            "relay failed to handle the request.",
+            solutions=["Try again later; the logs of relay say more."],
+        )
 
     routes = [
         Route(server.path, webhook, methods=["POST"]),
@@ -280,8 +327,15 @@ def create_app(rt: Runtime) -> Starlette:
 class Filters:
     """Which deliveries a listing or a replay is about."""
 
-    def __init__(self, state: str | None = None, kind: str | None = None, channel: str | None = None,
-                 since: float | None = None, event_id: str | None = None, ids: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        state: str | None = None,
+        kind: str | None = None,
+        channel: str | None = None,
+        since: float | None = None,
+        event_id: str | None = None,
+        ids: list[str] | None = None,
+    ) -> None:
         self.state, self.kind, self.channel, self.since = state, kind, channel, since
         self.event_id, self.ids = event_id, ids
 
@@ -290,8 +344,13 @@ class Filters:
         state = q.get("state") or None
         if state is not None and state not in STATES:
             raise ValueError(f"state {state!r} is not one of {', '.join(sorted(STATES))}")
-        return cls(state, q.get("kind") or None, q.get("channel") or None, _since(q.get("since")),
-                   q.get("eventId") or q.get("event") or None)
+        return cls(
+            state,
+            q.get("kind") or None,
+            q.get("channel") or None,
+            _since(q.get("since")),
+            q.get("eventId") or q.get("event") or None,
+        )
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> Filters:
@@ -301,8 +360,14 @@ class Filters:
         for key in ("eventId", "kind", "channel", "since"):
             if body.get(key) is not None and not isinstance(body[key], str):
                 raise ValueError(f"{key} must be a string")
-        return cls(State.FAILED.value, body.get("kind"), body.get("channel"), _since(body.get("since")),
-                   body.get("eventId"), ids)
+        return cls(
+            State.FAILED.value,
+            body.get("kind"),
+            body.get("channel"),
+            _since(body.get("since")),
+            body.get("eventId"),
+            ids,
+        )
 
     def matches(self, r: DeliveryRecord) -> bool:
         if self.state and r.state != self.state:
@@ -347,4 +412,3 @@ def _since(value: Any) -> float | None:
         return parse_since(str(value))
     except ValueError:
         raise ValueError(f"since {value!r} is neither a duration (2h) nor an ISO 8601 time") from None
-

@@ -55,8 +55,11 @@ def plan_job(event_id: str) -> int:
     stored = rt.store.create_deliveries(event_id, records)
     for record in stored:
         if record.state == State.SKIPPED.value:
-            log.info("delivery skipped: %s", record.lastError,
-                     extra={"eventId": event_id, "deliveryId": record.id, "channel": record.channel})
+            log.info(
+                "delivery skipped: %s",
+                record.lastError,
+                extra={"eventId": event_id, "deliveryId": record.id, "channel": record.channel},
+            )
     rt.intake.enqueue_deliveries([r.id for r in stored if r.state in _OPEN])
     if not records:
         log.info("no route for this notification", extra={"eventId": event_id, "kind": notification.kind})
@@ -115,8 +118,11 @@ def _attempt(rt: Runtime, record: DeliveryRecord) -> str:
     rendered = rt.renderer.render(notification, planned, fmt)
     if rendered.error:
         rt.store.incr("relay_template_fallbacks_total", kind=record.kind)
-        log.warning("template failed, sent the platform's text instead: %s", rendered.error,
-                    extra={**ctx, "template": rendered.template})
+        log.warning(
+            "template failed, sent the platform's text instead: %s",
+            rendered.error,
+            extra={**ctx, "template": rendered.template},
+        )
     title = rendered.title
     if record.fallbackFor:
         title = f"[not delivered through its main channel] {title}"

@@ -57,7 +57,7 @@ def recipient_type_name(recipient_type: str) -> str:
     return recipient_type.removeprefix("recipient-type:")
 
 
-class State(str, enum.Enum):
+class State(enum.StrEnum):
     QUEUED = "queued"
     RETRYING = "retrying"
     DELIVERED = "delivered"

@@ -14,16 +14,32 @@ def _answer(description: str, schema: dict[str, Any] | None = None) -> dict[str,
 
 
 def _errors(*codes: int) -> dict[str, Any]:
-    text = {400: "Bad request", 401: "Missing or invalid credentials", 404: "Not found", 413: "Body too large",
-            415: "Not JSON", 422: "Schema violation", 503: "Unavailable; see Retry-After"}
+    text = {
+        400: "Bad request",
+        401: "Missing or invalid credentials",
+        404: "Not found",
+        413: "Body too large",
+        415: "Not JSON",
+        422: "Schema violation",
+        503: "Unavailable; see Retry-After",
+    }
     return {str(c): _answer(text[c]) for c in codes}
 
 
 def openapi_document(webhook_path: str) -> dict[str, Any]:
     delivery = {
         "type": "object",
-        "required": ["id", "recipientType", "recipient", "channel", "state", "attempts", "lastError",
-                     "createdAt", "updatedAt"],
+        "required": [
+            "id",
+            "recipientType",
+            "recipient",
+            "channel",
+            "state",
+            "attempts",
+            "lastError",
+            "createdAt",
+            "updatedAt",
+        ],
         "properties": {
             "id": {"type": "string"},
             "eventId": {"type": "string"},
@@ -72,69 +88,152 @@ def openapi_document(webhook_path: str) -> dict[str, Any]:
             "inputErrorField": {"type": "string"},
             "moreInfo": {
                 "type": "object",
-                "properties": {"problems": {"type": "array", "items": {"type": "string"}},
-                               "solutions": {"type": "array", "items": {"type": "string"}}},
+                "properties": {
+                    "problems": {"type": "array", "items": {"type": "string"}},
+                    "solutions": {"type": "array", "items": {"type": "string"}},
+                },
             },
         },
     }
-    admin = [{"adminToken": []}]
+    admin: list[dict[str, list[str]]] = [{"adminToken": []}]
     return {
         "openapi": "3.1.0",
-        "info": {"title": "relay", "version": __version__,
-                 "description": "Webhook notification relay: intake, delivery records and replay."},
+        "info": {
+            "title": "relay",
+            "version": __version__,
+            "description": "Webhook notification relay: intake, delivery records and replay.",
+        },
         "paths": {
-            webhook_path: {"post": {
-                "summary": "Receive one notification",
-                "security": [{"webhookToken": []}, {"webhookBasic": []}, {}],
-                "requestBody": {"required": True, "content": {"application/json": {
-                    "schema": {"$ref": "#/components/schemas/Notification"}}}},
-                "responses": {"202": _answer("Accepted (durable) or duplicate", {
-                    "type": "object", "required": ["eventId", "status"],
-                    "properties": {"eventId": {"type": "string"},
-                                   "status": {"type": "string", "enum": ["accepted", "duplicate"]}}}),
-                    **_errors(400, 401, 413, 415, 422, 503)},
-            }},
+            webhook_path: {
+                "post": {
+                    "summary": "Receive one notification",
+                    "security": [{"webhookToken": []}, {"webhookBasic": []}, {}],
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Notification"}}},
+                    },
+                    "responses": {
+                        "202": _answer(
+                            "Accepted (durable) or duplicate",
+                            {
+                                "type": "object",
+                                "required": ["eventId", "status"],
+                                "properties": {
+                                    "eventId": {"type": "string"},
+                                    "status": {"type": "string", "enum": ["accepted", "duplicate"]},
+                                },
+                            },
+                        ),
+                        **_errors(400, 401, 413, 415, 422, 503),
+                    },
+                }
+            },
             "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "Alive"}}}},
-            "/readyz": {"get": {"summary": "Redis reachable and a worker seen in the last 30 s",
-                                "responses": {"200": {"description": "Ready"}, **_errors(503)}}},
-            "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {
-                "description": "Text format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
-            "/api/v1/events/{eventId}": {"get": {
-                "summary": "What happened to one notification", "security": admin,
-                "parameters": [{"name": "eventId", "in": "path", "required": True, "schema": {"type": "string"}}],
-                "responses": {"200": _answer("The notification and its deliveries", {
-                    "type": "object", "required": ["eventId", "kind", "receivedAt", "deliveries"],
-                    "properties": {"eventId": {"type": "string"}, "kind": {"type": "string"},
-                                   "receivedAt": {"type": "string", "format": "date-time"},
-                                   "deliveries": {"type": "array", "items": delivery}}}),
-                    **_errors(401, 404)},
-            }},
-            "/api/v1/deliveries": {"get": {
-                "summary": "Deliveries, newest first", "security": admin,
-                "parameters": [
-                    {"name": "state", "in": "query", "schema": {
-                        "type": "string", "enum": ["queued", "retrying", "delivered", "failed", "skipped"]}},
-                    {"name": "kind", "in": "query", "schema": {"type": "string"}},
-                    {"name": "channel", "in": "query", "schema": {"type": "string"}},
-                    {"name": "since", "in": "query", "schema": {"type": "string"}},
-                    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 50}},
-                ],
-                "responses": {"200": _answer("Deliveries", {
-                    "type": "object", "properties": {"deliveries": {"type": "array", "items": delivery},
-                                                     "count": {"type": "integer"}}}),
-                    **_errors(401, 422)},
-            }},
-            "/api/v1/deliveries/replay": {"post": {
-                "summary": "Requeue failed deliveries (never a delivered one)", "security": admin,
-                "requestBody": {"required": False, "content": {"application/json": {"schema": {
-                    "type": "object", "properties": {
-                        "ids": {"type": "array", "items": {"type": "string"}}, "eventId": {"type": "string"},
-                        "kind": {"type": "string"}, "channel": {"type": "string"}, "since": {"type": "string"},
-                        "dryRun": {"type": "boolean"}}}}}},
-                "responses": {"200": _answer("How many were requeued", {
-                    "type": "object", "required": ["replayed"], "properties": {"replayed": {"type": "integer"}}}),
-                    **_errors(400, 401, 422)},
-            }},
+            "/readyz": {
+                "get": {
+                    "summary": "Redis reachable and a worker seen in the last 30 s",
+                    "responses": {"200": {"description": "Ready"}, **_errors(503)},
+                }
+            },
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus metrics",
+                    "responses": {
+                        "200": {"description": "Text format", "content": {"text/plain": {"schema": {"type": "string"}}}}
+                    },
+                }
+            },
+            "/api/v1/events/{eventId}": {
+                "get": {
+                    "summary": "What happened to one notification",
+                    "security": admin,
+                    "parameters": [{"name": "eventId", "in": "path", "required": True, "schema": {"type": "string"}}],
+                    "responses": {
+                        "200": _answer(
+                            "The notification and its deliveries",
+                            {
+                                "type": "object",
+                                "required": ["eventId", "kind", "receivedAt", "deliveries"],
+                                "properties": {
+                                    "eventId": {"type": "string"},
+                                    "kind": {"type": "string"},
+                                    "receivedAt": {"type": "string", "format": "date-time"},
+                                    "deliveries": {"type": "array", "items": delivery},
+                                },
+                            },
+                        ),
+                        **_errors(401, 404),
+                    },
+                }
+            },
+            "/api/v1/deliveries": {
+                "get": {
+                    "summary": "Deliveries, newest first",
+                    "security": admin,
+                    "parameters": [
+                        {
+                            "name": "state",
+                            "in": "query",
+                            "schema": {
+                                "type": "string",
+                                "enum": ["queued", "retrying", "delivered", "failed", "skipped"],
+                            },
+                        },
+                        {"name": "kind", "in": "query", "schema": {"type": "string"}},
+                        {"name": "channel", "in": "query", "schema": {"type": "string"}},
+                        {"name": "since", "in": "query", "schema": {"type": "string"}},
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 50}},
+                    ],
+                    "responses": {
+                        "200": _answer(
+                            "Deliveries",
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "deliveries": {"type": "array", "items": delivery},
+                                    "count": {"type": "integer"},
+                                },
+                            },
+                        ),
+                        **_errors(401, 422),
+                    },
+                }
+            },
+            "/api/v1/deliveries/replay": {
+                "post": {
+                    "summary": "Requeue failed deliveries (never a delivered one)",
+                    "security": admin,
+                    "requestBody": {
+                        "required": False,
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {
+                                        "ids": {"type": "array", "items": {"type": "string"}},
+                                        "eventId": {"type": "string"},
+                                        "kind": {"type": "string"},
+                                        "channel": {"type": "string"},
+                                        "since": {"type": "string"},
+                                        "dryRun": {"type": "boolean"},
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    "responses": {
+                        "200": _answer(
+                            "How many were requeued",
+                            {
+                                "type": "object",
+                                "required": ["replayed"],
+                                "properties": {"replayed": {"type": "integer"}},
+                            },
+                        ),
+                        **_errors(400, 401, 422),
+                    },
+                }
+            },
         },
         "components": {
             "schemas": {"Notification": notification, "Message": message, "Delivery": delivery, "Error": error},

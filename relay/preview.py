@@ -30,8 +30,13 @@ def preview_plan(config: Config, data: dict[str, Any]) -> list[dict[str, Any]]:
             item.update(state="skipped", reason=planned.skip_reason)
         else:
             rendered = renderer.render(notification, planned, channel_format(channel.url, channel.format))
-            item.update(state="would send", template=rendered.template, format=rendered.format,
-                        title=rendered.title, body=rendered.body)
+            item.update(
+                state="would send",
+                template=rendered.template,
+                format=rendered.format,
+                title=rendered.title,
+                body=rendered.body,
+            )
             if rendered.error:
                 item["templateError"] = rendered.error
         out.append(item)

@@ -10,7 +10,7 @@ from redis.exceptions import RedisError, WatchError
 from rq import Queue, Retry
 
 from relay.model import State
-from relay.store import DeliveryRecord, Store, dedup_key, metric_field, now, METRICS
+from relay.store import METRICS, DeliveryRecord, Store, dedup_key, metric_field, now
 
 QUEUE_NAME = "relay"
 PLAN_JOB = "relay.jobs.plan_job"
@@ -46,7 +46,7 @@ class Intake:
             with self.redis.pipeline(transaction=True) as pipe:
                 for _ in range(5):
                     try:
-                        pipe.watch(dedup_key(event_id))
+                        pipe.watch(dedup_key(event_id))  # type: ignore[no-untyped-call]
                         if pipe.exists(dedup_key(event_id)):
                             pipe.unwatch()
                             self.redis.hincrby(METRICS, metric_field("relay_notifications_duplicate_total"), 1)

@@ -51,9 +51,8 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
                 raise RenderError("exponent too large")
             return operator.pow(left, right)
         for seq, count in ((left, right), (right, left)):
-            if isinstance(seq, str | list | tuple) and isinstance(count, int):
-                if len(seq) * max(count, 0) > MAX_SEQUENCE:
-                    raise RenderError("sequence repetition too large")
+            if isinstance(seq, str | list | tuple) and isinstance(count, int) and len(seq) * count > MAX_SEQUENCE:
+                raise RenderError("sequence repetition too large")
         return operator.mul(left, right)
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from redis import Redis
 from redis.client import Pipeline
@@ -22,7 +22,13 @@ FAILED = PREFIX + "failed"  # zset delivery id -> time it failed
 METRICS = PREFIX + "metrics"  # hash of counters, shared by API and workers
 WORKERS = PREFIX + "workers"  # zset worker name -> last heartbeat
 SCAN_LIMIT = 20_000
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)  # most index entries one listing reads
+LATENCY_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0,
+)  # fmt: skip  # most index entries one listing reads
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def now() -> float:
@@ -194,11 +200,11 @@ class Store:
         data = self.redis.hgetall(event_key(event_id))
         if not data:
             return None
-        d = {k.decode(): v.decode() for k, v in data.items()}
+        d = {_text(k): _text(v) for k, v in data.items()}
         return EventRecord(d["eventId"], d.get("kind", ""), float(d.get("receivedAt", 0)), d.get("payload", "{}"))
 
     def event_delivery_ids(self, event_id: str) -> list[str]:
-        return [v.decode() for v in self.redis.lrange(event_deliveries_key(event_id), 0, -1)]
+        return [_text(v) for v in self.redis.lrange(event_deliveries_key(event_id), 0, -1)]
 
     # -- deliveries -----------------------------------------------------------------------------
 
@@ -216,7 +222,7 @@ class Store:
             if is_present:
                 continue
             key = delivery_key(record.id)
-            pipe.hset(key, mapping=record.to_hash())
+            pipe.hset(key, mapping=cast(Any, record.to_hash()))
             pipe.expire(key, self.retention)
             pipe.zadd(DELIVERIES, {record.id: record.createdAt})
             pipe.rpush(event_deliveries_key(event_id), record.id)
@@ -235,7 +241,7 @@ class Store:
         data = self.redis.hgetall(delivery_key(delivery_id_))
         if not data:
             return None
-        return DeliveryRecord.from_hash({k.decode(): v.decode() for k, v in data.items()})
+        return DeliveryRecord.from_hash({_text(k): _text(v) for k, v in data.items()})
 
     def deliveries(self, ids: Iterable[str]) -> list[DeliveryRecord | None]:
         ids = list(ids)
@@ -244,14 +250,14 @@ class Store:
             pipe.hgetall(delivery_key(i))
         out: list[DeliveryRecord | None] = []
         for data in pipe.execute():
-            out.append(DeliveryRecord.from_hash({k.decode(): v.decode() for k, v in data.items()}) if data else None)
+            out.append(DeliveryRecord.from_hash({_text(k): _text(v) for k, v in data.items()}) if data else None)
         return out
 
     def update(self, record: DeliveryRecord, previous_state: str, **metric_labels: str) -> None:
         record.updatedAt = now()
         key = delivery_key(record.id)
         pipe = self.redis.pipeline(transaction=True)
-        pipe.hset(key, mapping=record.to_hash())
+        pipe.hset(key, mapping=cast(Any, record.to_hash()))
         pipe.expire(key, self.retention)
         if record.state == State.FAILED.value:
             pipe.zadd(FAILED, {record.id: record.updatedAt})
@@ -273,7 +279,7 @@ class Store:
         low: float | str = since if since is not None else "-inf"
         offset, page = 0, 200
         while offset < SCAN_LIMIT:
-            ids = [v.decode() for v in self.redis.zrevrangebyscore(index, "+inf", low, start=offset, num=page)]
+            ids = [_text(v) for v in self.redis.zrevrangebyscore(index, "+inf", low, start=offset, num=page)]
             if not ids:
                 return
             offset += len(ids)
@@ -310,7 +316,7 @@ class Store:
         pipe.execute()
 
     def counters(self) -> dict[str, float]:
-        return {k.decode(): float(v) for k, v in self.redis.hgetall(METRICS).items()}
+        return {_text(k): float(v) for k, v in self.redis.hgetall(METRICS).items()}
 
     def heartbeat(self, worker: str) -> None:
         self.redis.zadd(WORKERS, {worker: now()})
@@ -320,7 +326,7 @@ class Store:
         pipe = self.redis.pipeline(transaction=False)
         pipe.zremrangebyscore(WORKERS, "-inf", now() - 3600)
         pipe.zrangebyscore(WORKERS, cutoff, "+inf")
-        return [v.decode() for v in pipe.execute()[1]]
+        return [_text(v) for v in pipe.execute()[1]]
 
 
 def parse_since(value: str | None) -> float | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -34,8 +35,9 @@ class Workers:
         self.lock = threading.Lock()
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(self.args, env=self.env, stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=die_with_parent)
+        return subprocess.Popen(
+            self.args, env=self.env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent
+        )
 
     def start(self) -> None:
         with self.lock:
@@ -80,9 +82,20 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
         app = create_app(build(config))
         server = config.server
         log.info("relay listening on http://%s:%d%s with %d worker(s)", server.host, server.port, server.path, workers)
+        # uvicorn re-raises the stop signal once it has shut down; these handlers absorb it so that
+        # the workers and the embedded Redis are stopped below, in order.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: None)
         uvicorn.Server(
-            uvicorn.Config(app, host=server.host, port=server.port, log_config=None, access_log=False,
-                           lifespan="off", timeout_graceful_shutdown=10)
+            uvicorn.Config(
+                app,
+                host=server.host,
+                port=server.port,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=10,
+            )
         ).run()
         return 0
     finally:

@@ -88,8 +88,11 @@ def base_config(sink: HttpSink, smtp: SmtpSink, tmp_path: Path, redis_url: str, 
             "audit-hook": {"url": sink.url("/audit")},
         },
         "routes": [
-            {"kinds": ["notification:access-control-*"], "recipient_types": ["recipient-type:system-owner"],
-             "channels": ["owners-hook"]},
+            {
+                "kinds": ["notification:access-control-*"],
+                "recipient_types": ["recipient-type:system-owner"],
+                "channels": ["owners-hook"],
+            },
             {"recipient_types": ["recipient-type:project-data-access-manager"], "channels": ["managers-hook"]},
             {"recipient_types": ["recipient-type:access-control-requester"], "channels": ["requester-email"]},
         ],
@@ -101,8 +104,9 @@ def base_config(sink: HttpSink, smtp: SmtpSink, tmp_path: Path, redis_url: str, 
 
 
 @pytest.fixture
-def make_runtime(redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink,
-                 tmp_path: Path) -> Callable[..., Runtime]:
+def make_runtime(
+    redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
+) -> Callable[..., Runtime]:
     def make(**extra: Any) -> Runtime:
         return install(build(base_config(sink, smtp, tmp_path, redis_server.url, **extra), redis))
 

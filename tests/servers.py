@@ -54,7 +54,7 @@ class _Handler:
     def __init__(self, sink: SmtpSink) -> None:
         self.sink = sink
 
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         msg = email.message_from_bytes(envelope.content, policy=email.policy.default)
         with self.sink.lock:
             self.sink.mails.append(Mail(envelope.mail_from, list(envelope.rcpt_tos), msg))  # type: ignore[arg-type]
@@ -106,7 +106,7 @@ class HttpSink:
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
                 if sink.delay:

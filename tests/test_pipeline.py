@@ -57,8 +57,17 @@ def test_sample_notification_reaches_every_channel_and_is_recorded(
     # v2 type project-data-access-manager is routed, so it wins over the legacy system-owner.
     assert channels["managers-hook"][0]["recipientType"] == "recipient-type:project-data-access-manager"
     for d in event["deliveries"]:
-        assert set(d) >= {"id", "recipientType", "recipient", "channel", "state", "attempts", "lastError",
-                          "createdAt", "updatedAt"}
+        assert set(d) >= {
+            "id",
+            "recipientType",
+            "recipient",
+            "channel",
+            "state",
+            "attempts",
+            "lastError",
+            "createdAt",
+            "updatedAt",
+        }
 
 
 def test_duplicate_event_is_answered_and_sent_once(client: TestClient, rt: Runtime, sink: HttpSink) -> None:
@@ -95,10 +104,17 @@ def test_recipient_without_address_is_skipped_and_others_go_out(
 def test_unknown_kind_uses_platform_text_verbatim_on_default_route(
     client: TestClient, rt: Runtime, sink: HttpSink
 ) -> None:
-    payload = sample_notification(kind="notification:something-new", messages=[{
-        "recipientType": "recipient-type:brand-new", "recipients": [],
-        "title": "Hello {{ not_a_template }}", "message": "Line one\nLine <two> & {% raw %}",
-    }])
+    payload = sample_notification(
+        kind="notification:something-new",
+        messages=[
+            {
+                "recipientType": "recipient-type:brand-new",
+                "recipients": [],
+                "title": "Hello {{ not_a_template }}",
+                "message": "Line one\nLine <two> & {% raw %}",
+            }
+        ],
+    )
     assert post(client, payload).status_code == 202
     run_worker(rt)
     hits = sink.at("/audit")

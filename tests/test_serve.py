@@ -1,0 +1,140 @@
+"""`relay serve` as a subprocess, exactly as the README runs it: embedded Redis, API, workers, clean stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import sample_notification
+from tests.servers import HttpSink, SmtpSink, free_port, wait_for
+
+RELAY = str(Path(sys.executable).parent / "relay")
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = next(line for line in (entry / "status").read_text().splitlines() if line.startswith("State:"))
+        except (OSError, StopIteration):
+            continue
+        if text in cmdline and "zombie" not in state:
+            found.append(int(entry.name))
+    return found
+
+
+def _get(url: str, token: str | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
+
+
+@pytest.fixture
+def served(tmp_path: Path, sink: HttpSink, smtp: SmtpSink) -> Iterator[dict[str, object]]:
+    port = free_port()
+    config = {
+        "server": {"port": port, "auth": {"tokens": ["serve-token-1234"]}, "admin_tokens": ["serve-admin-5678"]},
+        "data_dir": str(tmp_path / "data"),
+        "channels": {
+            "owners": {"url": sink.url("/serve-owners")},
+            "email": {"url": smtp.url(), "per_recipient": True},
+        },
+        "routes": [
+            {"recipient_types": ["recipient-type:system-owner"], "channels": ["owners"]},
+            {"recipient_types": ["recipient-type:access-control-requester"], "channels": ["email"]},
+        ],
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(config))
+    proc = subprocess.Popen(
+        [RELAY, "serve", "--config", str(path), "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _get(base + "/readyz")[0] == 200, timeout=30)
+        yield {"proc": proc, "base": base, "config": path, "data": tmp_path / "data"}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def test_serve_send_status_and_clean_stop(
+    served: dict[str, object], sink: HttpSink, smtp: SmtpSink, tmp_path: Path
+) -> None:
+    config = str(served["config"])
+    payload = sample_notification()
+    payload_file = tmp_path / "payload.json"
+    payload_file.write_text(json.dumps(payload))
+    sent = subprocess.run(
+        [RELAY, "send", str(payload_file), "--config", config], capture_output=True, text=True, timeout=30
+    )
+    assert sent.returncode == 0, sent.stderr
+    status, body = sent.stdout.split(" ", 1)
+    assert status == "202"
+    assert json.loads(body) == {"eventId": payload["metadata"]["eventId"], "status": "accepted"}
+
+    wait_for(lambda: len(sink.at("/serve-owners")) == 2 and smtp.mails, timeout=10)
+    titles = sorted(h.json()["title"] for h in sink.at("/serve-owners"))
+    assert titles == ["Access request failed", "Access request failed in a project you manage"]
+    assert smtp.mails[0].envelope_to == ["alice.rossi@example.com"]
+
+    def delivered() -> str | None:
+        out = subprocess.run(
+            [RELAY, "status", payload["metadata"]["eventId"], "--config", config, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        data = json.loads(out.stdout) if out.returncode == 0 else {"deliveries": []}
+        states = sorted(d["state"] for d in data["deliveries"])
+        return out.stdout if states == ["delivered", "delivered", "delivered"] else None
+
+    # Two owners messages (legacy system-owner on the third message) and one e-mail.
+    wait_for(delivered, timeout=10)
+    table = subprocess.run(
+        [RELAY, "status", payload["metadata"]["eventId"], "--config", config],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    assert "delivered" in table and "owners" in table
+
+    code, text = _get(f"{served['base']}/api/v1/events/{payload['metadata']['eventId']}", "serve-admin-5678")
+    assert code == 200 and len(json.loads(text)["deliveries"]) == 3
+
+    proc = served["proc"]
+    assert isinstance(proc, subprocess.Popen)
+    data_dir = str(served["data"])
+    assert _processes_mentioning(data_dir), "the embedded Redis should be running"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    time.sleep(0.2)
+    assert _processes_mentioning(data_dir) == []
+    assert _processes_mentioning(config) == []
+    assert (served["data"] / "appendonly.aof").exists() or list(Path(data_dir).glob("appendonly*"))  # type: ignore[operator]
