@@ -175,17 +175,17 @@ class Config(_Model):
         return [s for s in found if s and len(s) >= 4]
 
 
-def _substitute(value: Any, where: str) -> Any:
+def _substitute(value: Any, where: str, environ: dict[str, str]) -> Any:
     if isinstance(value, dict):
-        return {k: _substitute(v, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+        return {k: _substitute(v, f"{where}.{k}" if where else str(k), environ) for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute(v, f"{where}.{i}") for i, v in enumerate(value)]
+        return [_substitute(v, f"{where}.{i}", environ) for i, v in enumerate(value)]
     if isinstance(value, str):
 
         def repl(m: re.Match[str]) -> str:
             name, default = m.group(1), m.group(2)
-            if name in os.environ:
-                return os.environ[name]
+            if name in environ:
+                return environ[name]
             if default is not None:
                 return default
             raise ConfigError(f"{where}: environment variable {name} is not set")
@@ -253,7 +253,7 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
             loaded = {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{file}: the top level must be a mapping of keys")
-        data = _substitute(loaded, "")
+        data = _substitute(loaded, "", environ)
         base = file.resolve().parent
     _apply_env(data, environ)
     data["base_dir"] = str(base)

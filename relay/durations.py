@@ -13,7 +13,7 @@ def parse_duration(value: str | int | float) -> float:
     if isinstance(value, bool):
         raise ValueError(f"not a duration: {value!r}")
     if isinstance(value, int | float):
-        if value < 0:
+        if value != value or value < 0:  # NaN (YAML .nan) or negative
             raise ValueError(f"negative duration: {value!r}")
         return float(value)
     text = str(value).strip().lower()

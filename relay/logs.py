@@ -55,7 +55,10 @@ def setup_logging(level: str = "INFO", fmt: str = "auto", secrets: list[str] | N
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # Apprise logs each send failure itself; relay records it on the delivery instead.
-    logging.getLogger("apprise").setLevel(logging.CRITICAL)
+    # Apprise logs each send failure itself; relay records it on the delivery instead. Its level must
+    # stay at WARNING: Apprise reads the failure (and the HTTP status relay classifies) from these records.
+    apprise_log = logging.getLogger("apprise")
+    apprise_log.setLevel(logging.WARNING)
+    apprise_log.propagate = False
     for noisy in ("rq.worker", "rq.scheduler", "rq.queue"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -11,6 +11,7 @@ import uuid
 from redis import Redis
 from redis.exceptions import RedisError
 from rq import Queue, SimpleWorker
+from rq.registry import StartedJobRegistry
 
 from relay.bootstrap import build, install, redis_url
 from relay.config import Config
@@ -18,6 +19,7 @@ from relay.queue import QUEUE_NAME
 
 log = logging.getLogger("relay.worker")
 HEARTBEAT_SECONDS = 5.0
+REAP_EVERY = 3  # heartbeats
 
 
 def _heartbeat(config: Config, name: str, stop: threading.Event) -> None:
@@ -25,11 +27,18 @@ def _heartbeat(config: Config, name: str, stop: threading.Event) -> None:
     from relay.store import Store
 
     store = Store(conn, config.retention)
+    started = StartedJobRegistry(QUEUE_NAME, connection=conn)
+    beats = 0
     while not stop.is_set():
         try:
             store.heartbeat(name)
+            if beats % REAP_EVERY == 0:
+                # RQ itself looks for jobs of dead workers only every 10 minutes: look more often, so a
+                # delivery whose worker was killed is retried within about two minutes.
+                started.cleanup()
         except RedisError as exc:
             log.warning("heartbeat failed: %s", type(exc).__name__)
+        beats += 1
         parent_gone = os.getppid() == 1
         if parent_gone and os.environ.get("RELAY_SUPERVISED") == "1":
             # `relay serve` died without stopping us: do not linger as an orphan.

@@ -100,6 +100,8 @@ class HttpSink:
     hits: list[Hit] = field(default_factory=list)
     script: dict[str, list[int]] = field(default_factory=dict)
     delay: float = 0.0
+    delays: dict[str, float] = field(default_factory=dict)  # per path
+    started: list[str] = field(default_factory=list)  # paths of requests received, before any delay
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> HttpSink:
@@ -109,8 +111,11 @@ class HttpSink:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
-                if sink.delay:
-                    time.sleep(sink.delay)
+                with sink.lock:
+                    sink.started.append(self.path)
+                    delay = sink.delays.get(self.path, sink.delay)
+                if delay:
+                    time.sleep(delay)
                 with sink.lock:
                     codes = sink.script.get(self.path, [])
                     status = codes.pop(0) if codes else 200
@@ -144,3 +149,5 @@ class HttpSink:
         with self.lock:
             self.hits.clear()
             self.script.clear()
+            self.delays.clear()
+            self.started.clear()

@@ -25,9 +25,7 @@ CHANNELS: dict[str, dict[str, Any]] = {
 
 
 def config(*routes: dict[str, Any], default: list[str] | None = None) -> Config:
-    return Config.model_validate(
-        {"channels": CHANNELS, "routes": list(routes), "default": {"channels": default or []}}
-    )
+    return Config.model_validate({"channels": CHANNELS, "routes": list(routes), "default": {"channels": default or []}})
 
 
 def route(**fields: Any) -> dict[str, Any]:
@@ -473,8 +471,9 @@ def test_unknown_kind_takes_catch_all_routes() -> None:
 def test_platform_sample_shape() -> None:
     """The platform's sample: owner, requester, and a v2-only type whose recipients have no e-mail."""
     cfg = config(
-        route(kinds=["notification:access-control-*"], recipient_types=["recipient-type:system-owner"],
-              channels=["slack"]),
+        route(
+            kinds=["notification:access-control-*"], recipient_types=["recipient-type:system-owner"], channels=["slack"]
+        ),
         route(recipient_types=["recipient-type:project-data-access-manager"], channels=["email"]),
         route(recipient_types=["recipient-type:access-control-requester"], channels=["email"]),
         default=["hook"],

@@ -1,0 +1,81 @@
+"""The `relay` command in-process: safe bind, deliveries, replay, status, send errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from relay.bootstrap import Runtime
+from relay.cli import main
+from tests.conftest import post, run_worker, sample_notification
+from tests.servers import HttpSink, free_port
+
+
+@pytest.fixture
+def config_file(rt: Runtime, tmp_path: Path) -> Path:
+    path = tmp_path / "cli-config.json"
+    data = rt.config.model_dump(mode="json", by_alias=True, exclude={"base_dir"})
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_serve_refuses_an_open_address_without_auth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "open.yaml"
+    path.write_text("server: {host: 0.0.0.0}\n")
+    assert main(["serve", "--config", str(path)]) == 2
+    assert "no webhook auth is configured" in capsys.readouterr().err
+
+
+def test_invalid_config_names_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("routes:\n  - channels: [missing]\n")
+    assert main(["status", "x", "--config", str(path)]) == 2
+    assert "routes.0.channels: unknown channel 'missing'" in capsys.readouterr().err
+
+
+def test_deliveries_replay_and_status(client: TestClient, rt: Runtime, sink: HttpSink, config_file: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    sink.script["/owners"] = [400, 400]
+    payloads = [sample_notification() for _ in range(2)]
+    for payload in payloads:
+        post(client, payload)
+    run_worker(rt)
+    capsys.readouterr()
+
+    assert main(["deliveries", "--state", "failed", "--config", str(config_file), "--json"]) == 0
+    failed: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
+    assert [d["channel"] for d in failed] == ["owners-hook", "owners-hook"]
+
+    assert main(["deliveries", "--state", "failed", "--config", str(config_file)]) == 0
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].split()[:3] == ["id", "eventId", "kind"]
+    assert table.count("owners-hook") == 2
+
+    event = payloads[0]["metadata"]["eventId"]
+    assert main(["replay", "--event", event, "--dry-run", "--config", str(config_file)]) == 0
+    assert "1 failed deliveries would be replayed (dry run)" in capsys.readouterr().out
+    assert rt.store.delivery(failed[0]["id"]) is not None
+
+    assert main(["replay", "--channel", "owners-hook", "--config", str(config_file)]) == 0
+    out = capsys.readouterr()
+    assert "replayed 2 failed deliveries" in out.out and "2/2" in out.err
+    run_worker(rt)
+    assert len(sink.at("/owners")) == 2
+
+    assert main(["status", event, "--config", str(config_file)]) == 0
+    status = capsys.readouterr().out
+    assert f"event {event}" in status and status.count("delivered") == 3
+
+    assert main(["status", "no-such-event", "--config", str(config_file)]) == 1
+
+
+def test_send_reports_an_unreachable_relay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    payload = tmp_path / "p.json"
+    payload.write_text(json.dumps(sample_notification()))
+    url = f"http://127.0.0.1:{free_port()}/webhook"
+    assert main(["send", str(payload), "--url", url, "--config", str(tmp_path / "absent.yaml")]) == 1
+    assert "cannot reach relay" in capsys.readouterr().err
