@@ -39,7 +39,7 @@ def build(config: Config, redis: Redis | None = None) -> Runtime:
         config=config,
         redis=conn,
         store=store,
-        intake=Intake.create(conn, store, config.dedup_ttl),
+        intake=Intake.create(conn, store, config.dedup_ttl, config.send_timeout),
         renderer=Renderer(config.templates_path, extra),
     )
 

@@ -134,7 +134,8 @@ class Config(_Model):
     routes: list[RouteConfig] = Field(default_factory=list)
     default: DefaultRoute = Field(default_factory=DefaultRoute)
     workers: int = Field(default=2, ge=0, le=64)
-    send_timeout: Seconds = 30.0
+    # Longest one send may take; a worker killed mid-send is noticed about this + 80 s later.
+    send_timeout: Seconds = 20.0
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # Where the file was read from; relative paths in the file are relative to it.
     base_dir: str = Field(".", exclude=True)

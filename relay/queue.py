@@ -16,8 +16,11 @@ QUEUE_NAME = "relay"
 PLAN_JOB = "relay.jobs.plan_job"
 DELIVER_JOB = "relay.jobs.deliver_job"
 # RQ-level retries only cover a crashed or killed worker; send failures are retried by relay itself.
-CRASH_RETRY = Retry(max=3, interval=[5, 30, 60])
-JOB_TIMEOUT = 300
+# No interval: a job found abandoned goes straight back to the queue, with no wait on a scheduler.
+CRASH_RETRY = Retry(max=3)
+# RQ declares a job abandoned once its timeout plus 60 s have passed since its start: keep the timeout
+# short so that a delivery whose worker was killed is retried within about two minutes.
+JOB_MARGIN = 20
 
 
 class QueueUnavailable(Exception):
@@ -35,10 +38,12 @@ class Intake:
     store: Store
     queue: Queue
     dedup_ttl: float
+    job_timeout: int
 
     @classmethod
-    def create(cls, redis: Redis, store: Store, dedup_ttl: float) -> Intake:
-        return cls(redis, store, Queue(QUEUE_NAME, connection=redis), dedup_ttl)
+    def create(cls, redis: Redis, store: Store, dedup_ttl: float, send_timeout: float) -> Intake:
+        timeout = int(send_timeout) + JOB_MARGIN
+        return cls(redis, store, Queue(QUEUE_NAME, connection=redis), dedup_ttl, timeout)
 
     def accept(self, event_id: str, kind: str, payload: str) -> str:
         """'accepted' once the event and its planning job are in Redis, in one transaction; else 'duplicate'."""
@@ -59,7 +64,7 @@ class Intake:
                             job_id=job_id("plan", _hash(event_id)),
                             result_ttl=0,
                             failure_ttl=self.store.retention,
-                            timeout=JOB_TIMEOUT,
+                            timeout=self.job_timeout,
                             retry=CRASH_RETRY,
                             pipeline=pipe,
                         )
@@ -83,7 +88,7 @@ class Intake:
                 job_id=job_id("deliver", i, int(now() * 1000)),
                 result_ttl=0,
                 failure_ttl=self.store.retention,
-                timeout=JOB_TIMEOUT,
+                timeout=self.job_timeout,
                 retry=CRASH_RETRY,
             )
             for i in ids
@@ -98,7 +103,7 @@ class Intake:
             job_id=job_id("deliver", delivery_id, attempt),
             result_ttl=0,
             failure_ttl=self.store.retention,
-            job_timeout=JOB_TIMEOUT,
+            job_timeout=self.job_timeout,
             retry=CRASH_RETRY,
         )
 

@@ -37,8 +37,9 @@ def test_invalid_config_names_the_key(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "routes.0.channels: unknown channel 'missing'" in capsys.readouterr().err
 
 
-def test_deliveries_replay_and_status(client: TestClient, rt: Runtime, sink: HttpSink, config_file: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_deliveries_replay_and_status(
+    client: TestClient, rt: Runtime, sink: HttpSink, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     sink.script["/owners"] = [400, 400]
     payloads = [sample_notification() for _ in range(2)]
     for payload in payloads:

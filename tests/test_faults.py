@@ -1,0 +1,119 @@
+"""Crash and outage safety with real processes: a worker killed mid-send, Redis killed under load."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from redis import Redis
+from starlette.testclient import TestClient
+
+from relay.bootstrap import build, install
+from relay.embedded import EmbeddedRedis
+from relay.http import create_app
+from tests.conftest import base_config, post, run_worker, sample_notification
+from tests.servers import HttpSink, SmtpSink, wait_for
+
+RELAY = str(Path(sys.executable).parent / "relay")
+
+
+def test_worker_killed_mid_send_is_retried_and_delivered(
+    redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
+) -> None:
+    config = base_config(sink, smtp, tmp_path, redis_server.url)
+    rt = install(build(config, redis))
+    path = tmp_path / "config.json"
+    path.write_text(
+        json.dumps(
+            {
+                "redis": {"url": redis_server.url},
+                "channels": {"slow": {"url": sink.url("/slow")}},
+                "routes": [{"channels": ["slow"]}],
+                "send_timeout": "5s",
+            }
+        )
+    )
+    sink.delays["/slow"] = 3.0
+    payload = sample_notification(messages=[sample_notification()["messages"][0]])
+    with TestClient(create_app(rt)) as client:
+        assert post(client, payload).status_code == 202
+
+    first = subprocess.Popen(
+        [RELAY, "worker", "--config", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_for(lambda: "/slow" in sink.started, timeout=20)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    sink.delays.clear()
+    second = subprocess.Popen(
+        [RELAY, "worker", "--config", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        # RQ declares the job abandoned once its timeout (send_timeout + 20 s) and 60 s have passed;
+        # relay's workers look for such jobs every 15 s and requeue them: within two minutes.
+        record = wait_for(lambda: _delivered(rt, payload["metadata"]["eventId"]), timeout=120, interval=1)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(30)
+    assert record["state"] == "delivered"
+    # The killed attempt may have reached the sink (it answers after its delay): at most one more.
+    assert 1 <= len(sink.at("/slow")) <= 2
+
+
+def _delivered(rt: Any, event_id: str) -> dict[str, Any] | None:
+    records = [r for r in rt.store.deliveries(rt.store.event_delivery_ids(event_id)) if r]
+    if records and all(r.state == "delivered" for r in records):
+        return records[0].public()
+    return None
+
+
+def test_redis_killed_under_load_loses_nothing_acknowledged(sink: HttpSink, smtp: SmtpSink, tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path / "redis").start()
+    try:
+        conn = Redis.from_url(server.url, socket_timeout=2, socket_connect_timeout=1)
+        config = base_config(
+            sink, smtp, tmp_path, server.url, routes=[{"channels": ["owners-hook"]}], default={"channels": []}
+        )
+        rt = install(build(config, conn))
+        acked: list[str] = []
+        refused = 0
+        stop = threading.Event()
+        with TestClient(create_app(rt)) as client:
+
+            def load() -> None:
+                nonlocal refused
+                while not stop.is_set():
+                    payload = sample_notification(messages=[sample_notification()["messages"][0]])
+                    answer = post(client, payload)
+                    if answer.status_code == 202:
+                        acked.append(payload["metadata"]["eventId"])
+                    else:
+                        assert answer.status_code == 503 and answer.headers["Retry-After"]
+                        refused += 1
+
+            thread = threading.Thread(target=load)
+            thread.start()
+            wait_for(lambda: len(acked) >= 100, timeout=30)
+            server.kill()  # SIGKILL: no chance to flush anything but what the kernel already has
+            wait_for(lambda: refused >= 3, timeout=30)
+            server.start()
+            before = len(acked)
+            wait_for(lambda: len(acked) >= before + 50, timeout=30)  # resumes with no restart of relay
+            stop.set()
+            thread.join(30)
+        assert refused >= 3
+        missing = [e for e in acked if rt.store.event(e) is None]
+        assert missing == []
+        run_worker(rt)
+        assert len(sink.at("/owners")) == len(acked)
+    finally:
+        server.stop()
