@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from relay.auth import admin_allowed, webhook_allowed
 from relay.bootstrap import Runtime
@@ -62,7 +62,7 @@ def _is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-def create_app(rt: Runtime) -> Starlette:
+def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Starlette:
     config = rt.config
     server = config.server
 
@@ -320,6 +320,7 @@ def create_app(rt: Runtime) -> Starlette:
         Route("/api/v1/events/{event_id:path}", admin(get_event), methods=["GET"]),
         Route("/api/v1/deliveries", admin(list_deliveries), methods=["GET"]),
         Route("/api/v1/deliveries/replay", admin(replay), methods=["POST"]),
+        *(extra_routes or []),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: server_error})
 
