@@ -40,7 +40,7 @@ def build(config: Config, redis: Redis | None = None) -> Runtime:
         redis=conn,
         store=store,
         intake=Intake.create(conn, store, config.dedup_ttl, config.send_timeout),
-        renderer=Renderer(config.templates_path, extra),
+        renderer=Renderer(config.templates_path, extra, config.templates.builtin),
     )
 
 

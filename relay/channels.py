@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import re
+import smtplib
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from email import message_from_string
+from email.message import Message
+from email.mime.text import MIMEText
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, unquote_plus, urlencode, urlsplit, urlunsplit
 
 import apprise
+from apprise.exception import AppriseException
+from apprise.plugins.email import AppriseEmailException, NotifyEmail
+from apprise.plugins.email.base import PGP_MODE_DEFAULT
+from apprise.plugins.email.smtp import SMTP_EXCEPTIONS, AppriseSMTPController
 
 from relay.recipients import valid_email
 
@@ -76,25 +84,33 @@ def address_url(url: str, address: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query, safe="@")))
 
 
+def _forms(raw: str) -> set[str]:
+    """A URL piece as written, decoded, and re-encoded: a secret may be shown in any of these."""
+    decoded = {unquote(raw), unquote_plus(raw)}
+    encoded = {quote(d, safe=safe) for d in decoded for safe in ("", "/", "@:")} | {quote_plus(d) for d in decoded}
+    return {raw} | decoded | encoded
+
+
 def secret_parts(url: str) -> list[str]:
     """Pieces of a channel URL that may be credentials: user info, path segments, query values."""
-    pieces: list[str] = []
+    raw: list[str] = []
     try:
         parts = urlsplit(url)
     except ValueError:
         return [url]
     if "@" in parts.netloc:
-        userinfo = parts.netloc.rsplit("@", 1)[0]
-        pieces.extend(unquote(p) for p in userinfo.split(":"))
-    pieces.extend(unquote(seg) for seg in parts.path.split("/"))
+        raw.extend(parts.netloc.rsplit("@", 1)[0].split(":"))
+    raw.extend(parts.path.split("/"))
     if parts.scheme.lower() not in EMAIL_SCHEMES and parts.netloc and "@" not in parts.netloc:
         # Tokens often sit in the host position (slack://T/B/C, workflows://host/...): hide non-hosts.
         host = parts.netloc.split(":")[0]
         if "." not in host and host not in {"localhost"}:
-            pieces.append(unquote(host))
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key.lower() not in {"from", "to", "mode", "format", "method", "cc", "bcc", "name"}:
-            pieces.append(value)
+            raw.append(host)
+    for pair in parts.query.split("&"):
+        key, _, value = pair.partition("=")
+        if unquote_plus(key).lower() not in {"from", "to", "mode", "format", "method", "cc", "bcc", "name"}:
+            raw.append(value)
+    pieces = {form for piece in raw for form in _forms(piece)}
     return sorted({p for p in pieces if len(p) >= 4}, key=len, reverse=True)
 
 
@@ -143,15 +159,35 @@ def classify(status_code: int | None) -> bool:
     return status_code in _TRANSIENT_CODES or status_code >= 500
 
 
-def send(url: str, title: str, body: str, fmt: str) -> SendResult:
-    """One send through a fresh Apprise object (a shared one throttles between sends)."""
+def native_url(url: str, fmt: str) -> str:
+    """The URL that makes a channel post its native message: Block Kit for Slack markdown.
+
+    An operator's own `blocks=` or `template=` on the URL wins.
+    """
+    if fmt != "md" or scheme_of(url) != "slack":
+        return url
+    parts = urlsplit(url)
+    keys = {k.lower() for k, _ in parse_qsl(parts.query, keep_blank_values=True)}
+    if keys & {"blocks", "template"}:
+        return url
+    return urlunsplit(parts._replace(query="&".join(q for q in (parts.query, "blocks=yes") if q)))
+
+
+def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> SendResult:
+    """One send through a fresh Apprise object (a shared one throttles between sends).
+
+    `text` is the plain-text part of an html e-mail; without it Apprise derives one from the HTML.
+    """
     secrets = secret_parts(url)
+    url = native_url(url, fmt)
     try:
         obj = apprise.Apprise.instantiate(url, suppress_exceptions=False)
     except Exception as exc:
         return SendResult(False, False, "invalid channel URL: " + redact(str(exc), secrets))
     if obj is None:
         return SendResult(False, False, f"invalid channel URL (scheme {scheme_of(url)!r})")
+    if text is not None and fmt == "html" and isinstance(obj, NotifyEmail) and obj.pgp_mode == PGP_MODE_DEFAULT:
+        return send_email(obj, title, body, text, secrets)
     client = apprise.Apprise()
     client.add(obj)
     result = client.notify(body=body or " ", title=title, body_format=_FORMATS.get(fmt, apprise.NotifyFormat.TEXT))
@@ -166,3 +202,59 @@ def send(url: str, title: str, body: str, fmt: str) -> SendResult:
     codes = [int(m) for m in _STATUS.findall(text)]
     code = codes[-1] if codes else None
     return SendResult(False, classify(code), text[:1000], code)
+
+
+def with_text_part(raw: str, text: str) -> str:
+    """An html e-mail Apprise prepared, its derived text/plain alternative replaced by `text`."""
+    message = message_from_string(raw)
+    parts = message.get_payload() if message.get_content_type() == "multipart/alternative" else None
+    if not isinstance(parts, list) or not parts or not isinstance(parts[0], Message):
+        return raw
+    if parts[0].get_content_type() != "text/plain":
+        return raw
+    parts[0] = MIMEText(text, "plain", "utf-8")
+    return message.as_string()
+
+
+def send_email(obj: NotifyEmail, title: str, html_body: str, text: str, secrets: list[str]) -> SendResult:
+    """An html e-mail whose text part is ours.
+
+    Apprise always derives the text part from the HTML and has no way to take one, so this builds the
+    message with Apprise's own `prepare_emails` (headers, names, Message-ID as Apprise does), swaps
+    the text part, and sends it through Apprise's SMTP controller with the URL's settings.
+    """
+    failed: list[str] = []
+    try:
+        messages = NotifyEmail.prepare_emails(
+            subject=title,
+            body=html_body,
+            notify_format=apprise.NotifyFormat.HTML,
+            from_addr=obj.from_addr,
+            to=obj.targets,
+            cc=obj.cc,
+            bcc=obj.bcc,
+            reply_to=obj.reply_to,
+            smtp_host=obj.smtp_host,
+            headers={"X-Application": obj.app_id, **obj.headers},
+            names=obj.names,
+        )
+        with AppriseSMTPController(
+            host=obj.smtp_host,
+            port=int(obj.port or 0),
+            secure_mode=str(obj.secure_mode),
+            user=obj.user,
+            password=obj.password,
+            verify_certificate=obj.verify_certificate,
+            socket_connect_timeout=obj.socket_connect_timeout,
+        ) as smtp:
+            for message in messages:
+                if not smtp.sendmail(str(obj.from_addr[1]), message.to_addrs, with_text_part(message.body, text)):
+                    failed.append(message.recipient)
+    except (*SMTP_EXCEPTIONS, AppriseEmailException, AppriseException) as exc:
+        reason = redact(str(exc), secrets) or type(exc).__name__
+        # SMTP 5xx (bad credentials, rejected sender) will not get better by retrying.
+        permanent = isinstance(exc, smtplib.SMTPResponseException) and exc.smtp_code >= 500
+        return SendResult(False, not permanent, f"e-mail to {obj.smtp_host} failed: {reason}"[:1000])
+    if failed:
+        return SendResult(False, True, f"the SMTP server did not accept the e-mail to {', '.join(failed)}")
+    return SendResult(True)

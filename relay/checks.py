@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jinja2 import TemplateSyntaxError
+from jinja2 import Environment, TemplateNotFound, TemplateSyntaxError
 
 from relay.channels import check_url, describe_url
 from relay.config import Config
@@ -39,16 +39,13 @@ def check_templates(config: Config) -> tuple[list[str], list[str]]:
     for where, template in routes:
         if template in (AUTO, PLATFORM):
             continue
-        found = [fmt for fmt in FORMATS if env.loader is not None and _exists(env, f"{template}.{fmt}.j2")]
+        found = [fmt for fmt in FORMATS if _exists(env, f"{template}.{fmt}.j2")]
         if not found:
             problems.append(f"{where}.template: no template {template!r} ({template}.<md|html|txt>.j2)")
     return problems, notes
 
 
-def _exists(env: object, name: str) -> bool:
-    from jinja2 import Environment, TemplateNotFound
-
-    assert isinstance(env, Environment)
+def _exists(env: Environment, name: str) -> bool:
     try:
         env.get_template(name)
         return True

@@ -91,6 +91,9 @@ class PlatformConfig(_Model):
 
 class TemplatesConfig(_Model):
     dir: str = "./templates"
+    # Use the templates shipped with relay (per kind and recipient type) where the operator has none.
+    # Off by default: then a kind without a template of the operator's gets the platform's own text.
+    builtin: bool = False
 
 
 class ChannelConfig(_Model):

@@ -135,7 +135,7 @@ def _attempt(rt: Runtime, record: DeliveryRecord) -> str:
         return record.state
     record.attempts += 1
     record.attemptTimes.append(now())
-    result = send(url, title, rendered.body, rendered.format)
+    result = send(url, title, rendered.body, rendered.format, rendered.text)
     if result.ok:
         record.state = State.DELIVERED.value
         record.lastError = None

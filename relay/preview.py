@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from relay.channels import channel_format, describe_url
+from relay.channels import channel_format, describe_url, native_url
 from relay.config import Config
 from relay.model import Notification
 from relay.rendering import Renderer
@@ -14,22 +14,24 @@ from relay.routing import plan_notification
 
 def preview_plan(config: Config, data: dict[str, Any]) -> list[dict[str, Any]]:
     notification = Notification.model_validate(data)
-    renderer = Renderer(config.templates_path, {"platform_url": (config.platform.url or "").rstrip("/")})
+    extra = {"platform_url": (config.platform.url or "").rstrip("/")}
+    renderer = Renderer(config.templates_path, extra, config.templates.builtin)
     out = []
     for planned in plan_notification(config, notification):
         channel = config.channels[planned.channel]
+        fmt = channel_format(channel.url, channel.format)
         item: dict[str, Any] = {
             "message": planned.message_index,
             "recipientType": planned.recipient_type,
             "channel": planned.channel,
-            "target": describe_url(channel.url),
+            "target": describe_url(native_url(channel.url, fmt)),
             "recipient": planned.recipient_ref,
             "address": planned.address,
         }
         if planned.skip_reason:
             item.update(state="skipped", reason=planned.skip_reason)
         else:
-            rendered = renderer.render(notification, planned, channel_format(channel.url, channel.format))
+            rendered = renderer.render(notification, planned, fmt)
             item.update(
                 state="would send",
                 template=rendered.template,
@@ -37,6 +39,8 @@ def preview_plan(config: Config, data: dict[str, Any]) -> list[dict[str, Any]]:
                 title=rendered.title,
                 body=rendered.body,
             )
+            if rendered.text is not None:
+                item["text"] = rendered.text
             if rendered.error:
                 item["templateError"] = rendered.error
         out.append(item)
@@ -61,5 +65,8 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text") -> str:
             lines.append(f"    template failed, the platform's text is used: {item['templateError']}")
         lines.append(f"    title: {item['title']}")
         lines.append("    " + item["body"].replace("\n", "\n    "))
+        if "text" in item:
+            lines.append("    --- plain-text part")
+            lines.append("    " + item["text"].replace("\n", "\n    "))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)

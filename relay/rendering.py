@@ -7,12 +7,14 @@ A template that fails falls back to the platform's text, and says why (`Rendered
 from __future__ import annotations
 
 import html
+import logging
 import operator
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from jinja2 import (
     BaseLoader,
@@ -21,8 +23,10 @@ from jinja2 import (
     StrictUndefined,
     Template,
     TemplateNotFound,
+    nodes,
     select_autoescape,
 )
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from relay.model import Notification, PlannedDelivery, kind_name, recipient_type_name
@@ -34,6 +38,8 @@ MAX_SEQUENCE = 100_000
 RENDER_SECONDS = 2.0
 PLATFORM = "platform"
 AUTO = "auto"
+
+log = logging.getLogger(__name__)
 
 
 class RenderError(Exception):
@@ -79,6 +85,7 @@ class Rendered:
     format: str  # "txt", "md" or "html": what `body` is written in
     template: str  # the template file used, or "platform"
     error: str | None = None  # why a template was not used, when it failed
+    text: str | None = None  # plain-text alternative of an html body (e-mail); None: derive it from the HTML
 
 
 def candidates(template: str, kind: str, recipient_types: list[str], fmt: str) -> list[str]:
@@ -106,23 +113,66 @@ def _bounded(chunks: Iterator[str], deadline: float) -> str:
     return "".join(out)
 
 
+_parents: WeakKeyDictionary[Template, Template | None] = WeakKeyDictionary()
+
+
+def parent_of(tpl: Template) -> Template | None:
+    """The template `tpl` extends, when it names one literally (`{% extends "base.j2" %}`)."""
+    if tpl in _parents:
+        return _parents[tpl]
+    env = tpl.environment
+    parent: Template | None = None
+    if env.loader is not None and tpl.name is not None:
+        source = env.loader.get_source(env, tpl.name)[0]
+        for node in env.parse(source).find_all(nodes.Extends):
+            if isinstance(node.template, nodes.Const) and isinstance(node.template.value, str):
+                parent = env.get_template(node.template.value)
+                break
+    _parents[tpl] = parent
+    return parent
+
+
+def find_block(tpl: Template, name: str) -> Callable[[Context], Iterator[str]] | None:
+    """A block as the rendered template would use it: its own, else the nearest ancestor's."""
+    seen: set[str | None] = set()
+    current: Template | None = tpl
+    while current is not None and current.name not in seen:
+        if name in current.blocks:
+            return current.blocks[name]
+        seen.add(current.name)
+        current = parent_of(current)
+    return None
+
+
 def _empty_block(context: Any) -> Iterator[str]:
     return iter(())
 
 
-def render_template(tpl: Template, context: dict[str, Any], fmt: str) -> tuple[str | None, str]:
-    """(title from the `title` block or None, body without that block)."""
+def render_template(
+    tpl: Template, context: dict[str, Any], fmt: str, default_title: str = ""
+) -> tuple[str | None, str]:
+    """(title from the `title` block or None, body without that block).
+
+    The body sees the resulting title as `title`, so a layout can show it without repeating it.
+    """
     deadline = time.monotonic() + RENDER_SECONDS
     title: str | None = None
-    if "title" in tpl.blocks:
-        title = _bounded(tpl.blocks["title"](tpl.new_context(context)), deadline).strip()
+    title_block = find_block(tpl, "title")
+    if title_block is not None:
+        title = _bounded(title_block(tpl.new_context(context)), deadline).strip()
         if fmt == "html":
             title = html.unescape(title)
         title = " ".join(title.split())
-    ctx = tpl.new_context(context)
+    shown = title if title is not None else context.get("title", default_title)
+    ctx = tpl.new_context({**context, "title": shown})
     ctx.blocks["title"] = [_empty_block]
     body = _bounded(tpl.root_render_func(ctx), deadline).strip()
     return title, body
+
+
+def text_counterpart(name: str) -> str | None:
+    """The `.txt.j2` template that gives an `.html.j2` template its plain-text part."""
+    return name.removesuffix(".html.j2") + ".txt.j2" if name.endswith(".html.j2") else None
 
 
 def build_context(
@@ -145,6 +195,7 @@ def build_context(
         "recipients": msg.get("recipients", []),
         "recipient": recipient,
         "channel": delivery.channel,
+        "platform_url": "",
     }
     if extra:
         context.update(extra)
@@ -159,12 +210,30 @@ def platform_text(notification: Notification, delivery: PlannedDelivery) -> tupl
 class Renderer:
     """Looks templates up and renders them; one per process, templates compiled once."""
 
-    def __init__(self, template_dir: Path | None, extra_context: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, template_dir: Path | None, extra_context: dict[str, Any] | None = None, shipped: bool = True
+    ) -> None:
         self.env = make_environment(template_dir)
         self.extra = extra_context or {}
+        self.operator = FileSystemLoader(str(template_dir)) if template_dir is not None else None
+        # Without shipped templates (templates.builtin: false) only the operator's own are looked up;
+        # the shipped layouts and bases stay available to them and to the platform's text.
+        self.shipped = shipped
 
-    def find(self, names: list[str]) -> Template | None:
-        for name in names:
+    def operator_has(self, name: str) -> bool:
+        if self.operator is None:
+            return False
+        try:
+            self.operator.get_source(self.env, name)
+            return True
+        except TemplateNotFound:
+            return False
+
+    def find(self, names: list[str], shipped: bool | None = None) -> Template | None:
+        """The first template of `names` that exists; any of the operator's beats any shipped one."""
+        use_shipped = self.shipped if shipped is None else shipped
+        ordered = [n for n in names if self.operator_has(n)] + (names if use_shipped else [])
+        for name in ordered:
             try:
                 return self.env.get_template(name)
             except TemplateNotFound:
@@ -182,8 +251,10 @@ class Renderer:
             tpl = self.find(names)
             if tpl is not None:
                 context = build_context(notification, delivery, self.extra)
-                t_title, body = render_template(tpl, context, fmt)
-                return Rendered(t_title if t_title is not None else title, body, fmt, tpl.name or "?")
+                t_title, body = render_template(tpl, context, fmt, title)
+                t_title = t_title if t_title is not None else title
+                text_part = self.text_part(tpl.name or "", context, t_title) if fmt == "html" else None
+                return Rendered(t_title, body, fmt, tpl.name or "?", text=text_part)
             if delivery.template not in (AUTO, PLATFORM):
                 error = f"template {names[0]} not found"
         except Exception as exc:  # any template failure: fall back, never lose the message
@@ -191,14 +262,26 @@ class Renderer:
             error = f"{where}: {type(exc).__name__}: {exc}"
         return self.platform(title, text, fmt, error)
 
+    def text_part(self, html_name: str, context: dict[str, Any], title: str) -> str | None:
+        """The plain-text part from the html template's `.txt.j2` sibling; None to derive it from the HTML."""
+        name = text_counterpart(html_name)
+        if name is None:
+            return None
+        try:
+            tpl = self.find([name])
+            return render_template(tpl, context, "txt", title)[1] if tpl is not None else None
+        except Exception as exc:  # the HTML part is fine; only the text part is derived instead
+            log.warning("text part template failed, derived from the HTML instead: %s: %s", name, exc)
+            return None
+
     def platform(self, title: str, text: str, fmt: str, error: str | None) -> Rendered:
         """The platform's text verbatim; HTML channels get it inside a layout, escaped, never altered."""
         if fmt == "html":
-            layout = self.find(["_layouts/platform.html.j2"])
+            layout = self.find(["_layouts/platform.html.j2"], shipped=True)
             if layout is not None:
                 try:
                     _, body = render_template(layout, {"title": title, "text": text}, "html")
-                    return Rendered(title, body, "html", PLATFORM, error)
+                    return Rendered(title, body, "html", PLATFORM, error, text=text)
                 except Exception as exc:  # the layout is ours; still never lose the message
                     error = error or f"layout: {exc}"
         return Rendered(title, text, "txt", PLATFORM, error)

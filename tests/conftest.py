@@ -26,6 +26,18 @@ WEBHOOK_TOKEN = "test-webhook-token-1234"
 ADMIN_TOKEN = "test-admin-token-5678"
 
 
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """Commands under test call setup_logging, which points the root logger at the test's stderr."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis")).start()

@@ -260,10 +260,6 @@ def test_describe_url_of_unknown_scheme() -> None:
     assert describe_url("nosuchscheme://secret-token-here") == "nosuchscheme://****"
 
 
-@pytest.mark.xfail(
-    reason="BUG: secret_parts only yields decoded values; encoded forms (%20, +) leak through redact",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("url", "leak"),
     [
@@ -275,10 +271,6 @@ def test_describe_url_hides_encoded_header_values(url: str, leak: str) -> None:
     assert leak not in describe_url(url)
 
 
-@pytest.mark.xfail(
-    reason="BUG: secret_parts only yields decoded values; a percent-encoded password leaks through redact",
-    strict=True,
-)
 def test_redact_hides_percent_encoded_password() -> None:
     url = "mailtos://relay:p%40ssw0rd@smtp.example.com"
     assert "ssw0rd" not in redact(f"cannot connect: {url}", secret_parts(url))

@@ -255,10 +255,6 @@ def test_operator_template_overrides_shipped_one_of_the_same_name(tdir: Path) ->
     assert (out.title, out.body, out.template) == ("Mine", "operator's own", f"{SHIPPED}/system-owner.md.j2")
 
 
-@pytest.mark.xfail(
-    reason="BUG: a shipped <type>.md.j2 beats the operator's own default.md.j2 for the same kind",
-    strict=True,
-)
 def test_operator_default_template_beats_shipped_type_templates(tdir: Path) -> None:
     write(tdir, f"{SHIPPED}/default.md.j2", "operator's default")
     out = Renderer(tdir).render(notification(kind=SHIPPED_KIND), delivery(), "md")
@@ -311,10 +307,6 @@ def test_title_block_sets_title_and_is_not_in_body(tdir: Path, source: str, fmt:
     assert out.format == fmt
 
 
-@pytest.mark.xfail(
-    reason="BUG: a title block inherited from a base template ({% extends %}) is not used as the title",
-    strict=True,
-)
 def test_inherited_title_block_sets_title(tdir: Path) -> None:
     base = "{% block title %}Base: {{ body.verb }}{% endblock %}\nBODY {% block content %}{% endblock %}"
     write(tdir, "base.md.j2", base)

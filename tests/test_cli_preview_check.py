@@ -1,0 +1,137 @@
+"""`relay preview` and `relay check`, run through the command line entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from relay.cli import main
+from tests.conftest import sample_notification
+
+SLACK_TOKEN = "abcdefghijklmnopqrstuvwx"
+SMTP_PASSWORD = "Sup3rSecretPw"
+HEADER_TOKEN = "hdr-token-98765"
+
+
+def write_config(tmp_path: Path, **overrides: Any) -> Path:
+    data: dict[str, Any] = {
+        "data_dir": str(tmp_path / "data"),
+        "platform": {"url": "https://platform.example.com/"},
+        "templates": {"dir": str(tmp_path / "templates"), "builtin": True},
+        "channels": {
+            "owners-slack": {"url": f"slack://T1234ABCD/B1234ABCD/{SLACK_TOKEN}"},
+            "requester-email": {
+                "url": f"mailtos://relay:{SMTP_PASSWORD}@smtp.example.com?from=relay@example.com",
+                "per_recipient": True,
+            },
+            "audit": {"url": f"json://audit.example.com/in?+X-Token={HEADER_TOKEN}"},
+        },
+        "routes": [
+            {"recipient_types": ["recipient-type:system-owner"], "channels": ["owners-slack"]},
+            {"recipient_types": ["recipient-type:access-control-requester"], "channels": ["requester-email"]},
+        ],
+        "default": {"channels": ["audit"]},
+    }
+    data.update(overrides)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def write_payload(tmp_path: Path, **overrides: Any) -> Path:
+    path = tmp_path / "payload.json"
+    path.write_text(json.dumps(sample_notification(**overrides)), encoding="utf-8")
+    return path
+
+
+def assert_no_secret(text: str) -> None:
+    for secret in (SLACK_TOKEN, SMTP_PASSWORD, HEADER_TOKEN):
+        assert secret not in text
+
+
+def test_preview_of_the_sample_shows_plan_and_rendered_messages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["preview", str(write_payload(tmp_path)), "--config", str(write_config(tmp_path))]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert_no_secret(out)
+    assert "-> owners-slack" in out
+    assert "template: access-control-request-failed/system-owner.md.j2 (md)" in out
+    assert "title: Your access request failed: Invoices SQL output port" in out
+    assert "https://platform.example.com/marketplace/systems/urn:dmb:dp:finance:invoices:1" in out
+    assert "blocks=yes" in out  # Slack gets Block Kit
+    assert "--- plain-text part\n    Your request for access to Invoices SQL output port" in out
+
+
+def test_preview_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["preview", str(write_payload(tmp_path)), "--config", str(write_config(tmp_path)), "--format", "json"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert_no_secret(out)
+    deliveries = json.loads(out)["deliveries"]
+    plan = [(d["message"], d["channel"], d["state"], d["template"], d["format"]) for d in deliveries]
+    kind = "access-control-request-failed"
+    assert plan == [
+        (0, "owners-slack", "would send", f"{kind}/system-owner.md.j2", "md"),
+        (1, "requester-email", "would send", f"{kind}/access-control-requester.html.j2", "html"),
+        # routed by its legacy type, rendered for its v2 type
+        (2, "owners-slack", "would send", f"{kind}/project-data-access-manager.md.j2", "md"),
+    ]
+    assert deliveries[1]["address"] == "alice.rossi@example.com"
+
+
+def test_preview_of_an_unknown_kind_uses_the_platform_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    messages = [{"recipientType": "recipient-type:new", "recipients": [], "title": "Hi {{ x }}", "message": "Body"}]
+    payload = write_payload(tmp_path, kind="notification:brand-new", messages=messages)
+    assert main(["preview", str(payload), "--config", str(write_config(tmp_path)), "--format", "json"]) == 0
+    (delivery,) = json.loads(capsys.readouterr().out)["deliveries"]
+    assert delivery["channel"] == "audit"
+    assert (delivery["template"], delivery["title"], delivery["body"]) == ("platform", "Hi {{ x }}", "Body")
+
+
+def test_preview_of_an_invalid_payload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    payload = tmp_path / "bad.json"
+    payload.write_text('{"kind": "notification:x"}', encoding="utf-8")
+    assert main(["preview", str(payload), "--config", str(write_config(tmp_path))]) == 2
+    assert "not a valid notification" in capsys.readouterr().err
+
+
+def test_check_passes_a_good_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--config", str(write_config(tmp_path))]) == 0
+    out = capsys.readouterr()
+    assert "config is valid" in out.out
+    assert_no_secret(out.out + out.err)
+
+
+def test_check_reports_missing_named_template_and_syntax_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "templates" / "access-control-request-failed" / "system-owner.md.j2"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("line one\n{% if body %}\nno endif\n", encoding="utf-8")
+    routes = [{"channels": ["owners-slack"], "template": "shared/nowhere"}]
+    assert main(["check", "--config", str(write_config(tmp_path, routes=routes))]) == 1
+    err = capsys.readouterr().err
+    assert f"template {broken}, line 3" in err
+    assert "routes.0.template: no template 'shared/nowhere'" in err
+    assert "2 problem(s) found" in err
+
+
+def test_check_reports_an_invalid_channel_url_without_its_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    channels = {
+        "owners-slack": {"url": f"slack://T1234ABCD/{SLACK_TOKEN}"},
+        "requester-email": {"url": f"mailtos://relay:{SMTP_PASSWORD}@smtp.example.com?from=relay@example.com"},
+        "audit": {"url": f"nosuchscheme://user:{SMTP_PASSWORD}@host/x"},
+    }
+    assert main(["check", "--config", str(write_config(tmp_path, channels=channels))]) == 1
+    out = capsys.readouterr()
+    assert "channels.owners-slack.url" in out.err
+    assert "channels.audit.url" in out.err
+    assert_no_secret(out.out + out.err)
