@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import smtplib
+import time
 from dataclasses import dataclass
 from email import message_from_string
 from email.message import Message
@@ -16,6 +17,7 @@ from apprise.plugins.email import AppriseEmailException, NotifyEmail
 from apprise.plugins.email.base import PGP_MODE_DEFAULT
 from apprise.plugins.email.smtp import SMTP_EXCEPTIONS, AppriseSMTPController
 
+from relay import retry_after
 from relay.recipients import valid_email
 
 EMAIL_SCHEMES = frozenset({"mailto", "mailtos"})
@@ -150,6 +152,7 @@ class SendResult:
     transient: bool = False
     error: str | None = None
     status_code: int | None = None
+    retry_after: float | None = None  # seconds the service asked us to wait (429/503 Retry-After)
 
 
 def classify(status_code: int | None) -> bool:
@@ -190,6 +193,8 @@ def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> 
         return send_email(obj, title, body, text, secrets)
     client = apprise.Apprise()
     client.add(obj)
+    retry_after.install()
+    started = time.monotonic()
     result = client.notify(body=body or " ", title=title, body_format=_FORMATS.get(fmt, apprise.NotifyFormat.TEXT))
     if result.status == apprise.AppriseResultStatus.SUCCESS:
         return SendResult(True)
@@ -201,7 +206,8 @@ def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> 
     text = redact("; ".join(dict.fromkeys(messages)) or f"send failed ({result.status.name})", secrets)
     codes = [int(m) for m in _STATUS.findall(text)]
     code = codes[-1] if codes else None
-    return SendResult(False, classify(code), text[:1000], code)
+    wait = retry_after.asked_since(started) if code in (429, 503) else None
+    return SendResult(False, classify(code), text[:1000], code, wait)
 
 
 def with_text_part(raw: str, text: str) -> str:

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from relay.durations import parse_duration
+from relay.model import MAX_EVENT_ID_LENGTH
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 
@@ -18,6 +19,11 @@ ENV_PREFIX = "RELAY_"
 # Environment names that are not config keys.
 _NOT_KEYS = {"RELAY_CONFIG"}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+# An HTTP header name as proxies pass it on unchanged (the platform's own are letters and hyphens).
+_HEADER_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]*$"
+MIN_HMAC_SECRET = 16
+# Hard ceiling of server.limits.max_depth: well below the point where Python's json parser recurses out.
+MAX_JSON_DEPTH = 256
 
 
 class ConfigError(Exception):
@@ -33,15 +39,59 @@ class BasicAuth(_Model):
     password: str
 
 
+class HmacAuth(_Model):
+    """A signature of `timestamp + "." + body` (HMAC-SHA256, hex), for senders that can sign."""
+
+    # Several secrets at once allow rotation; `secret: x` is the same as `secrets: [x]`.
+    secrets: list[str] = Field(min_length=1)
+    header: str = Field(default="X-Relay-Signature", pattern=_HEADER_NAME)
+    timestamp_header: str = Field(default="X-Relay-Timestamp", pattern=_HEADER_NAME)
+    # A timestamp further than this from relay's clock, either way, is refused: a captured call
+    # cannot be replayed later.
+    tolerance: Seconds = Field(default=300.0, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_secret(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "secret" in data:
+            data = dict(data)
+            single = data.pop("secret")
+            data["secrets"] = [single, *data.get("secrets", [])]
+        return data
+
+    @field_validator("secrets")
+    @classmethod
+    def _long_enough(cls, secrets: list[str]) -> list[str]:
+        # A short shared secret can be brute-forced offline from one captured signature.
+        for i, secret in enumerate(secrets):
+            if len(secret) < MIN_HMAC_SECRET:
+                raise ValueError(f"secret {i} is shorter than {MIN_HMAC_SECRET} characters")
+        return secrets
+
+
 class WebhookAuth(_Model):
     tokens: list[str] = Field(default_factory=list)
     # The platform can only add custom headers: a token may come in a header of this name.
-    header: str = "X-Relay-Token"
+    header: str = Field(default="X-Relay-Token", pattern=_HEADER_NAME)
     basic: BasicAuth | None = None
+    hmac: HmacAuth | None = None
 
     @property
     def enabled(self) -> bool:
-        return bool(self.tokens) or self.basic is not None
+        return bool(self.tokens) or self.basic is not None or self.hmac is not None
+
+
+class LimitsConfig(_Model):
+    """Bounds on what one webhook call may carry; a payload over one is answered 422 naming the field."""
+
+    max_depth: int = Field(default=32, ge=4, le=MAX_JSON_DEPTH)
+    max_messages: int = Field(default=100, ge=1)
+    max_recipients: int = Field(default=1000, ge=1)
+    max_kind_length: int = Field(default=256, ge=16)
+    max_event_id_length: int = Field(default=MAX_EVENT_ID_LENGTH, ge=16, le=MAX_EVENT_ID_LENGTH)
+    # Request line plus all headers; enforced by uvicorn's h11 parser (a plain-text 400 above it).
+    # The platform's custom header values may be 4096 characters long, hence the floor.
+    max_header_bytes: int = Field(default=16_384, ge=8_192, le=1_048_576)
 
 
 class ServerConfig(_Model):
@@ -51,6 +101,7 @@ class ServerConfig(_Model):
     max_body_bytes: int = Field(default=1_048_576, gt=0)
     auth: WebhookAuth = Field(default_factory=WebhookAuth)
     admin_tokens: list[str] = Field(default_factory=list)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
     # Binding a non-loopback address with no webhook auth must be asked for explicitly.
     allow_unauthenticated: bool = False
 
@@ -61,6 +112,16 @@ class ServerConfig(_Model):
         if self.path.startswith("/api/") or self.path in {"/healthz", "/readyz", "/metrics", "/openapi.json"}:
             raise ValueError(f"server.path {self.path!r} collides with a built-in endpoint")
         return self
+
+    def secrets(self) -> list[str]:
+        """Every credential of the server section: webhook tokens, Basic password, HMAC secrets, admin tokens."""
+        auth = self.auth
+        found = [*auth.tokens, *self.admin_tokens]
+        if auth.basic is not None:
+            found.append(auth.basic.password)
+        if auth.hmac is not None:
+            found.extend(auth.hmac.secrets)
+        return [s for s in found if s]
 
 
 class RedisConfig(_Model):
@@ -96,11 +157,28 @@ class TemplatesConfig(_Model):
     builtin: bool = False
 
 
+def parse_rate(value: str | float | int | None) -> float | None:
+    """Sends per second from "1/s", "20/m", "100/h" (or a bare number per second)."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if value <= 0:
+            raise ValueError("rate must be positive")
+        return float(value)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*/\s*(s|m|h|sec|min|hour|second|minute)\s*", str(value))
+    if not match or float(match.group(1)) <= 0:
+        raise ValueError(f"rate {value!r} is not like 1/s, 20/m or 100/h")
+    per = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
+    return float(match.group(1)) / per[match.group(2)]
+
+
 class ChannelConfig(_Model):
     url: str
     per_recipient: bool = False
     # Force a body format; by default it follows the channel's scheme (md chat, html mail, txt others).
     format: Literal["md", "html", "txt"] | None = None
+    # Most sends per second to this channel ("1/s", "20/m"); the excess waits in the queue.
+    rate: Annotated[float | None, BeforeValidator(parse_rate)] = None
 
 
 class RouteConfig(_Model):
@@ -137,6 +215,9 @@ class Config(_Model):
     routes: list[RouteConfig] = Field(default_factory=list)
     default: DefaultRoute = Field(default_factory=DefaultRoute)
     workers: int = Field(default=2, ge=0, le=64)
+    # Deliveries each worker process sends at once (RQ SimpleWorker loops in threads): sends mostly
+    # wait on the network, so a slow chat API does not hold up everything behind it.
+    worker_threads: int = Field(default=16, ge=1, le=256)
     # Longest one send may take; a worker killed mid-send is noticed about this + 80 s later.
     send_timeout: Seconds = 20.0
     logging: LoggingConfig = Field(default_factory=LoggingConfig)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from dataclasses import replace
+from typing import Any
+
+from redis import Redis
+from rq.job import Job
 
 from relay.bootstrap import Runtime, runtime
 from relay.channels import AddressError, address_url, channel_format, send
@@ -15,6 +20,8 @@ from relay.store import DeliveryRecord, delivery_id, now
 
 log = logging.getLogger("relay.jobs")
 LOCK_MARGIN = 30
+SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
+MAX_SLOT_SLEEP = 1.5
 _OPEN = (State.QUEUED.value, State.RETRYING.value)
 
 
@@ -67,12 +74,25 @@ def plan_job(event_id: str) -> int:
     return len(records)
 
 
-def deliver_job(delivery_id_: str) -> str:
-    """Send one delivery once; a delivered, skipped or failed one is left alone."""
+def deliver_job(delivery_id_: str, slot_at: float | None = None) -> str:
+    """Send one delivery once; a delivered, skipped or failed one is left alone.
+
+    `slot_at`: the time of a rate-limit slot the delivery booked; it sends then, without booking again.
+    """
     rt = runtime()
     record = rt.store.delivery(delivery_id_)
     if record is None or record.state not in _OPEN:
         return record.state if record else "missing"
+    channel = rt.config.channels.get(record.channel)
+    if channel is not None and channel.rate and slot_at is None:
+        wait = rt.store.reserve_slot(record.channel, channel.rate)
+        if wait > SLOT_SLACK:
+            # Over the channel's rate: wait in the scheduled queue for the booked slot, holding no worker.
+            rt.intake.retry_later(record.id, wait, int(now() * 1000), slot_at=now() + wait)
+            return "throttled"
+    if slot_at is not None and 0 < slot_at - now() <= MAX_SLOT_SLEEP:
+        # RQ schedules in whole seconds, so the job may run up to a second before its slot.
+        time.sleep(slot_at - now())
     owner = f"{socket.gethostname()}:{os.getpid()}"
     lock_ttl = int(rt.config.send_timeout) + LOCK_MARGIN
     if not rt.store.lock(record.id, owner, lock_ttl):
@@ -147,6 +167,8 @@ def _attempt(rt: Runtime, record: DeliveryRecord) -> str:
     if result.transient and record.attempts < record.maxAttempts:
         record.state = State.RETRYING.value
         delay = rt.config.retry.delay_after(record.attempts)
+        if result.retry_after is not None:
+            delay = result.retry_after  # the service said how long: wait that long, no less, no more
         rt.store.update(record, previous, reason="transient")
         rt.intake.retry_later(record.id, delay, record.attempts)
         log.info("send failed, retrying in %gs: %s", delay, result.error, extra={**ctx, "state": record.state})
@@ -183,3 +205,25 @@ def _fall_back(rt: Runtime, record: DeliveryRecord) -> None:
     ]
     stored = rt.store.create_deliveries(record.eventId, extra)
     rt.intake.enqueue_deliveries([r.id for r in stored if r.state in _OPEN])
+
+
+def delivery_job_failed(job: Job, connection: Redis, exc_type: type, exc: BaseException, tb: Any) -> None:
+    """RQ's failure callback: once a delivery job crashed or timed out with no RQ retry left, the
+    delivery is marked failed with the reason, so it shows up and can be replayed."""
+    if job.retries_left:
+        return
+    delivery = str(job.args[0]) if job.args else ""
+    rt = runtime()
+    record = rt.store.delivery(delivery)
+    if record is None or record.state not in _OPEN:
+        return
+    previous = record.state
+    record.state = State.FAILED.value
+    # The exception text may hold a URL; its type says enough (the worker's log has the rest).
+    record.lastError = f"the delivery job crashed or timed out on every try ({exc_type.__name__})"
+    rt.store.update(record, previous, reason="crash")
+    log.error(
+        "delivery job failed for good: %s",
+        exc_type.__name__,
+        extra={"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel},
+    )

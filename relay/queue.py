@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import Enum
+from typing import Any
 
 from redis import Redis
-from redis.exceptions import RedisError, WatchError
-from rq import Queue, Retry
+from redis.commands.core import Script
+from redis.exceptions import RedisError
+from rq import Callback, Queue, Retry
+from rq.job import Job
+from rq.scripts import _build_hset_args
 
 from relay.model import State
-from relay.store import METRICS, DeliveryRecord, Store, dedup_key, metric_field, now
+from relay.store import EVENTS, METRICS, DeliveryRecord, Store, dedup_key, event_key, metric_field, now
 
 QUEUE_NAME = "relay"
 PLAN_JOB = "relay.jobs.plan_job"
@@ -18,9 +23,35 @@ DELIVER_JOB = "relay.jobs.deliver_job"
 # RQ-level retries only cover a crashed or killed worker; send failures are retried by relay itself.
 # No interval: a job found abandoned goes straight back to the queue, with no wait on a scheduler.
 CRASH_RETRY = Retry(max=3)
+# When those retries are used up too, the delivery is marked failed (replayable), never left queued.
+DELIVERY_GIVEN_UP = Callback("relay.jobs.delivery_job_failed")
 # RQ declares a job abandoned once its timeout plus 60 s have passed since its start: keep the timeout
 # short so that a delivery whose worker was killed is retried within about two minutes.
 JOB_MARGIN = 20
+
+
+# One round trip per notification: dedup, the event record, its index and counter, and the planning
+# job exactly as RQ's own enqueue writes it (job hash, queue registered in rq:queues, id pushed on
+# rq:queue:relay), all in one atomic script. A script runs whole or not at all on the server, and the
+# append-only file records its writes together, so a 202 still means durable and nothing is ever
+# half-accepted. The only command that can refuse is the first one (SET NX), before anything is written.
+ACCEPT_SCRIPT = """
+-- KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 job hash, 6 queue list, 7 rq:queues
+-- ARGV: 1 dedup ttl, 2 eventId, 3 kind, 4 receivedAt, 5 payload, 6 retention,
+--       7 received counter field, 8 duplicate counter field, 9 job id, 10.. job hash field/value pairs
+if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
+  redis.call('HINCRBY', KEYS[4], ARGV[8], 1)
+  return 0
+end
+redis.call('HSET', KEYS[2], 'eventId', ARGV[2], 'kind', ARGV[3], 'receivedAt', ARGV[4], 'payload', ARGV[5])
+redis.call('EXPIRE', KEYS[2], ARGV[6])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
+redis.call('HINCRBY', KEYS[4], ARGV[7], 1)
+redis.call('HSET', KEYS[5], unpack(ARGV, 10))
+redis.call('SADD', KEYS[7], KEYS[6])
+redis.call('RPUSH', KEYS[6], ARGV[9])
+return 1
+"""
 
 
 class QueueUnavailable(Exception):
@@ -39,6 +70,7 @@ class Intake:
     queue: Queue
     dedup_ttl: float
     job_timeout: int
+    _script: Script | None = field(default=None, repr=False)
 
     @classmethod
     def create(cls, redis: Redis, store: Store, dedup_ttl: float, send_timeout: float) -> Intake:
@@ -46,37 +78,58 @@ class Intake:
         return cls(redis, store, Queue(QUEUE_NAME, connection=redis), dedup_ttl, timeout)
 
     def accept(self, event_id: str, kind: str, payload: str) -> str:
-        """'accepted' once the event and its planning job are in Redis, in one transaction; else 'duplicate'."""
+        """'accepted' once the event and its planning job are in Redis, atomically; else 'duplicate'.
+
+        One round trip (EVALSHA of a script registered once; after a Redis restart redis-py loads it
+        again by itself). Raises QueueUnavailable on any Redis error: nothing was accepted then.
+        """
         try:
-            with self.redis.pipeline(transaction=True) as pipe:
-                for _ in range(5):
-                    try:
-                        pipe.watch(dedup_key(event_id))  # type: ignore[no-untyped-call]
-                        if pipe.exists(dedup_key(event_id)):
-                            pipe.unwatch()
-                            self.redis.hincrby(METRICS, metric_field("relay_notifications_duplicate_total"), 1)
-                            return "duplicate"
-                        pipe.multi()
-                        self.store.add_event(pipe, event_id, kind, payload, self.dedup_ttl)
-                        self.queue.enqueue_call(
-                            PLAN_JOB,
-                            args=(event_id,),
-                            job_id=job_id("plan", _hash(event_id)),
-                            result_ttl=0,
-                            failure_ttl=self.store.retention,
-                            timeout=self.job_timeout,
-                            retry=CRASH_RETRY,
-                            pipeline=pipe,
-                        )
-                        pipe.execute()
-                        return "accepted"
-                    except WatchError:
-                        continue
-                    finally:
-                        pipe.reset()
-            return "duplicate"
+            if self._script is None:
+                self._script = self.redis.register_script(ACCEPT_SCRIPT)
+                # RQ stamps the server version on every job it enqueues: ask once, not per notification.
+                self.queue.get_redis_server_version()
+            ts = now()
+            job = self.plan_job(event_id)
+            keys = [
+                dedup_key(event_id),
+                event_key(event_id),
+                EVENTS,
+                METRICS,
+                job.key,
+                self.queue.key,
+                self.queue.redis_queues_keys,
+            ]
+            args: list[Any] = [
+                max(1, int(self.dedup_ttl)),
+                event_id,
+                kind,
+                repr(ts),
+                payload,
+                self.store.retention,
+                metric_field("relay_notifications_received_total", kind=kind),
+                metric_field("relay_notifications_duplicate_total"),
+                job.id,
+                *job_hash_args(job),
+            ]
+            accepted = self._script(keys=keys, args=args)
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
+        return "accepted" if accepted else "duplicate"
+
+    def plan_job(self, event_id: str) -> Job:
+        """The planning job as `Queue.enqueue_call` would build it, ready to be written (not written)."""
+        job = self.queue.create_job(
+            PLAN_JOB,
+            args=(event_id,),
+            job_id=job_id("plan", _hash(event_id)),
+            result_ttl=0,
+            failure_ttl=self.store.retention,
+            timeout=self.job_timeout,
+            retry=CRASH_RETRY,
+        )
+        # What Queue._enqueue_async_job does before it saves: origin, enqueued_at, timeout, status.
+        self.queue._prepare_for_queue(job)
+        return job
 
     def enqueue_deliveries(self, ids: list[str]) -> None:
         if not ids:
@@ -90,21 +143,25 @@ class Intake:
                 failure_ttl=self.store.retention,
                 timeout=self.job_timeout,
                 retry=CRASH_RETRY,
+                on_failure=DELIVERY_GIVEN_UP,
             )
             for i in ids
         ]
         self.queue.enqueue_many(jobs)
 
-    def retry_later(self, delivery_id: str, delay: float, attempt: int) -> None:
+    def retry_later(self, delivery_id: str, delay: float, attempt: int, slot_at: float | None = None) -> None:
+        """Run the delivery again after `delay`; `slot_at`: the rate-limit slot it booked."""
         self.queue.enqueue_in(
             timedelta(seconds=delay),
             DELIVER_JOB,
             delivery_id,
+            slot_at,
             job_id=job_id("deliver", delivery_id, attempt),
             result_ttl=0,
             failure_ttl=self.store.retention,
             job_timeout=self.job_timeout,
             retry=CRASH_RETRY,
+            on_failure=DELIVERY_GIVEN_UP,
         )
 
     def replay(self, records: list[DeliveryRecord], attempts: int, dry_run: bool = False) -> int:
@@ -121,6 +178,13 @@ class Intake:
         self.redis.hincrby(METRICS, metric_field("relay_replays_total"), len(chosen))
         self.enqueue_deliveries([r.id for r in chosen])
         return len(chosen)
+
+
+def job_hash_args(job: Job) -> list[Any]:
+    """The job hash's field/value pairs exactly as RQ 3.0's `Job.save` writes them (via `Job.to_dict`)."""
+    # The job has no ttl, so RQ's `job.cleanup(ttl=job.ttl)` after the save sets no expiry either.
+    # JobStatus is a str enum: send its plain value.
+    return [a.value if isinstance(a, Enum) else a for a in _build_hset_args(job)]  # type: ignore[no-untyped-call]
 
 
 def _hash(value: str) -> str:

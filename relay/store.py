@@ -27,6 +27,19 @@ LATENCY_BUCKETS = (
 )  # fmt: skip  # most index entries one listing reads
 
 
+# Slots of a channel's rate limit: each call books the next free one (a virtual schedule, GCRA-like),
+# so a burst is spread over time in one round trip each, without waking everyone at once.
+_RESERVE_SLOT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local interval = tonumber(ARGV[1])
+local nxt = tonumber(redis.call('GET', KEYS[1]) or '0')
+if nxt < now then nxt = now end
+redis.call('SET', KEYS[1], tostring(nxt + interval), 'PX', math.ceil((nxt + interval - now) * 1000) + 1000)
+return tostring(nxt - now)
+"""
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -182,6 +195,7 @@ class Store:
     def __init__(self, redis: Redis, retention: float) -> None:
         self.redis = redis
         self.retention = int(retention)
+        self._reserve = redis.register_script(_RESERVE_SLOT)
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -267,6 +281,10 @@ class Store:
             labels = {"state": record.state, "channel": record.channel, "kind": record.kind, **metric_labels}
             pipe.hincrby(METRICS, metric_field("relay_deliveries_total", **labels), 1)
         pipe.execute()
+
+    def reserve_slot(self, channel: str, rate: float) -> float:
+        """Book the channel's next send slot (at most `rate` a second); seconds until it comes."""
+        return float(self._reserve(keys=[f"{PREFIX}rate:{channel}"], args=[1.0 / rate]))
 
     def lock(self, delivery_id_: str, owner: str, ttl: int) -> bool:
         return bool(self.redis.set(lock_key(delivery_id_), owner, nx=True, ex=ttl))

@@ -142,13 +142,15 @@ def run_worker(rt: Runtime) -> None:
     worker.work(burst=True, with_scheduler=False)
 
 
-def run_scheduled(rt: Runtime) -> int:
-    """Move every scheduled job (retries) into the queue now, as the scheduler would when due."""
+def run_scheduled(rt: Runtime, due_only: bool = False) -> int:
+    """Move scheduled jobs (retries) into the queue now (all, or only those due), as RQ's scheduler does."""
+    import time
+
     from rq.registry import ScheduledJobRegistry
 
     queue = Queue(QUEUE_NAME, connection=rt.redis)
     registry = ScheduledJobRegistry(queue=queue)
-    ids = registry.get_job_ids()
+    ids = registry.get_jobs_to_schedule(int(time.time())) if due_only else registry.get_job_ids()
     for job_id in ids:
         registry.remove(job_id)
         job = queue.fetch_job(job_id)

@@ -88,6 +88,7 @@ class Hit:
     path: str
     headers: dict[str, str]
     body: bytes
+    at: float = field(default_factory=time.monotonic)
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -102,9 +103,10 @@ class HttpSink:
     delay: float = 0.0
     delays: dict[str, float] = field(default_factory=dict)  # per path
     started: list[str] = field(default_factory=list)  # paths of requests received, before any delay
+    retry_after: dict[str, str] = field(default_factory=dict)  # Retry-After sent with 429/503, per path
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def start(self) -> HttpSink:
+    def start(self, port: int = 0) -> HttpSink:
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -122,6 +124,8 @@ class HttpSink:
                     if status < 300:
                         sink.hits.append(Hit(self.path, dict(self.headers), body))
                 self.send_response(status)
+                if status in (429, 503) and self.path in sink.retry_after:
+                    self.send_header("Retry-After", sink.retry_after[self.path])
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"ok")
@@ -129,7 +133,7 @@ class HttpSink:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
@@ -151,3 +155,4 @@ class HttpSink:
             self.script.clear()
             self.delays.clear()
             self.started.clear()
+            self.retry_after.clear()
