@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from redis import Redis
 
 from relay import embedded
+from relay.catalog import Catalog
 from relay.config import Config, load_config
 from relay.queue import Intake
 from relay.rendering import Renderer
@@ -29,6 +30,7 @@ class Runtime:
     store: Store
     intake: Intake
     renderer: Renderer
+    catalog: Catalog | None = None
 
 
 def build(config: Config, redis: Redis | None = None) -> Runtime:
@@ -41,6 +43,7 @@ def build(config: Config, redis: Redis | None = None) -> Runtime:
         store=store,
         intake=Intake.create(conn, store, config.dedup_ttl, config.send_timeout),
         renderer=Renderer(config.templates_path, extra, config.templates.builtin),
+        catalog=Catalog(config.platform, conn) if config.platform.url else None,
     )
 
 

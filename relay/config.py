@@ -145,7 +145,7 @@ class PlatformConfig(_Model):
     url: str | None = None
     access_token: str | None = None
     auth: Literal["bearer", "basic"] = "bearer"
-    jwt_duration: Seconds = 3600.0
+    jwt_duration: Seconds = 300.0  # the platform's default; ask for no longer than needed
     cache_ttl: Seconds = 3600.0
     timeout: Seconds = 5.0
 

@@ -13,6 +13,7 @@ from redis import Redis
 from rq.job import Job
 
 from relay.bootstrap import Runtime, runtime
+from relay.catalog import CatalogUnavailable
 from relay.channels import AddressError, address_url, channel_format, send
 from relay.model import Notification, PlannedDelivery, State
 from relay.routing import plan_notification
@@ -124,6 +125,10 @@ def _attempt(rt: Runtime, record: DeliveryRecord) -> str:
     recipient = None
     if record.recipientIndex is not None and record.recipientIndex < len(message.recipients):
         recipient = message.recipients[record.recipientIndex]
+    if channel.per_recipient and not record.address:
+        outcome = _look_up(rt, record, previous, ctx)
+        if outcome is not None:
+            return outcome
     planned = PlannedDelivery(
         message_index=record.messageIndex,
         recipient_type=record.recipientType,
@@ -164,19 +169,94 @@ def _attempt(rt: Runtime, record: DeliveryRecord) -> str:
         log.info("delivered", extra={**ctx, "state": record.state, "template": rendered.template})
         return record.state
     record.lastError = result.error
-    if result.transient and record.attempts < record.maxAttempts:
+    return _retry_or_fail(rt, record, previous, result.transient, result.retry_after, ctx)
+
+
+def _retry_or_fail(
+    rt: Runtime,
+    record: DeliveryRecord,
+    previous: str,
+    transient: bool,
+    retry_after: float | None,
+    ctx: dict[str, str],
+) -> str:
+    """After a failed try: retry with backoff while tries are left and it may help, else failed."""
+    if transient and record.attempts < record.maxAttempts:
         record.state = State.RETRYING.value
         delay = rt.config.retry.delay_after(record.attempts)
-        if result.retry_after is not None:
-            delay = result.retry_after  # the service said how long: wait that long, no less, no more
+        if retry_after is not None:
+            delay = retry_after  # the service said how long: wait that long, no less, no more
         rt.store.update(record, previous, reason="transient")
         rt.intake.retry_later(record.id, delay, record.attempts)
-        log.info("send failed, retrying in %gs: %s", delay, result.error, extra={**ctx, "state": record.state})
+        log.info("failed, retrying in %gs: %s", delay, record.lastError, extra={**ctx, "state": record.state})
         return record.state
     record.state = State.FAILED.value
-    rt.store.update(record, previous, reason="transient" if result.transient else "permanent")
-    log.warning("delivery failed: %s", result.error, extra={**ctx, "state": record.state})
+    rt.store.update(record, previous, reason="transient" if transient else "permanent")
+    log.warning("delivery failed: %s", record.lastError, extra={**ctx, "state": record.state})
     _fall_back(rt, record)
+    return record.state
+
+
+def _look_up(rt: Runtime, record: DeliveryRecord, previous: str, ctx: dict[str, str]) -> str | None:
+    """Find a per-recipient delivery's address in the platform catalog.
+
+    None when the record now has an address to send to; else the state it ended in (retrying when
+    the platform is down, skipped when it knows no address, skipped as expanded for a group).
+    """
+    ref = record.recipient
+    if rt.catalog is None or not ref:
+        record.state = State.SKIPPED.value
+        record.lastError = "recipient has no e-mail address"
+        rt.store.update(record, previous)
+        return record.state
+    try:
+        emails = rt.catalog.emails(ref)
+    except CatalogUnavailable as exc:
+        record.attempts += 1
+        record.attemptTimes.append(now())
+        record.lastError = f"platform catalog look-up of {ref} failed: {exc}"
+        return _retry_or_fail(rt, record, previous, True, None, ctx)
+    if ref.lower().startswith("group:"):
+        return _expand_group(rt, record, previous, emails)
+    if not emails:
+        record.state = State.SKIPPED.value
+        record.lastError = f"no e-mail address for {ref} in the platform catalog"
+        rt.store.update(record, previous)
+        log.info("delivery skipped: %s", record.lastError, extra=ctx)
+        return record.state
+    record.address = emails[0]
+    return None
+
+
+def _expand_group(rt: Runtime, record: DeliveryRecord, previous: str, emails: list[str]) -> str:
+    """One delivery per member of a group; the group's own record says what became of it."""
+    ts = now()
+    members = [
+        replace(
+            record,
+            id=delivery_id(
+                record.eventId, record.messageIndex, f"{record.channel}>{email.lower()}", record.recipientIndex
+            ),
+            recipient=email,
+            address=email,
+            state=State.QUEUED.value,
+            attempts=0,
+            lastError=None,
+            createdAt=ts,
+            updatedAt=ts,
+            attemptTimes=[],
+        )
+        for email in emails
+    ]
+    stored = rt.store.create_deliveries(record.eventId, members)
+    rt.intake.enqueue_deliveries([r.id for r in stored if r.state in _OPEN])
+    record.state = State.SKIPPED.value
+    record.lastError = (
+        f"group {record.recipient} expanded into {len(members)} member deliveries"
+        if members
+        else f"group {record.recipient} has no member with an e-mail address in the platform catalog"
+    )
+    rt.store.update(record, previous)
     return record.state
 
 

@@ -28,6 +28,8 @@ def preview_plan(config: Config, data: dict[str, Any]) -> list[dict[str, Any]]:
             "recipient": planned.recipient_ref,
             "address": planned.address,
         }
+        if planned.lookup:
+            item["lookup"] = f"the address of {planned.recipient_ref} is looked up in the platform catalog when sent"
         if planned.skip_reason:
             item.update(state="skipped", reason=planned.skip_reason)
         else:
@@ -61,6 +63,8 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text") -> str:
             blocks.append(f"{head}\n    skipped: {item['reason']}")
             continue
         lines = [head, f"    template: {item['template']} ({item['format']})"]
+        if "lookup" in item:
+            lines.append(f"    {item['lookup']}")
         if "templateError" in item:
             lines.append(f"    template failed, the platform's text is used: {item['templateError']}")
         lines.append(f"    title: {item['title']}")

@@ -47,6 +47,18 @@ def reference_of(recipient: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+def catalog_ref(recipient: dict[str, Any]) -> str | None:
+    """An entity reference the platform catalog can resolve: `userRef`, else kind + `metadata.name`."""
+    ref = recipient.get("userRef")
+    if isinstance(ref, str) and ":" in ref and ref.split(":", 1)[1]:
+        return ref
+    name = user_field(recipient, "metadata.name")
+    kind = recipient.get("kind")
+    if isinstance(name, str) and name and "/" not in name and ":" not in name:
+        return f"{kind.lower() if isinstance(kind, str) and kind else 'user'}:default/{name}"
+    return None
+
+
 def recipient_type_candidates(legacy: str | None, v2: str | None) -> list[str]:
     """Types to try in order: v2 first when present, then the legacy one."""
     found = []

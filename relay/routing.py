@@ -7,7 +7,7 @@ from fnmatch import fnmatchcase
 
 from relay.config import Config, DefaultRoute, RouteConfig
 from relay.model import Message, Notification, PlannedDelivery, kind_name, recipient_type_name
-from relay.recipients import email_of, reference_of, resolve_recipient_type, valid_email
+from relay.recipients import catalog_ref, email_of, reference_of, resolve_recipient_type, valid_email
 
 
 def _matches(patterns: list[str], value: str, short: str) -> bool:
@@ -58,6 +58,8 @@ def _skip_reason(raw_email: str | None) -> str:
 def plan_notification(config: Config, notification: Notification) -> list[PlannedDelivery]:
     """Every delivery the notification needs, skipped ones included, in a stable order."""
     plan: list[PlannedDelivery] = []
+    # With the platform configured, a recipient without a usable e-mail is looked up when sent.
+    can_look_up = bool(config.platform.url)
     for index, message in enumerate(notification.messages):
         routing = route_message(config, notification.kind, message)
         seen_channels: set[str] = set()
@@ -88,6 +90,16 @@ def plan_notification(config: Config, notification: Notification) -> list[Planne
                         plan.append(
                             replace(
                                 audience, recipient=recipient, recipient_ref=ref, address=raw, recipient_index=r_index
+                            )
+                        )
+                    elif can_look_up and catalog_ref(recipient):
+                        plan.append(
+                            replace(
+                                audience,
+                                recipient=recipient,
+                                recipient_ref=catalog_ref(recipient),
+                                recipient_index=r_index,
+                                lookup=True,
                             )
                         )
                     else:

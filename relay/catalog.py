@@ -1,0 +1,204 @@
+"""Platform catalog client: a recipient's e-mail (or a group's members' e-mails) by entity reference.
+
+Bearer: the access token is exchanged for a short-lived JWT (POST /api/auth/access-tokens/jwt), kept
+in the process and exchanged again shortly before it expires or on a 401. Basic: `platform:<token>`.
+Answers are cached in Redis (negative ones for less time). The token and the JWT go only to the
+platform's URL and are never logged.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import requests
+from redis import Redis
+from redis.exceptions import RedisError
+
+from relay.config import PlatformConfig
+from relay.recipients import valid_email
+from relay.store import METRICS, PREFIX, metric_field
+
+log = logging.getLogger("relay.catalog")
+NEGATIVE_TTL = 300.0  # seconds an unknown user or a user without e-mail is remembered
+REFRESH_MARGIN = 0.2  # exchange again when this share of the JWT's life is left
+MAX_GROUP_MEMBERS = 1000
+
+
+class CatalogUnavailable(Exception):
+    """The platform did not answer usefully (network, timeout, 5xx, refused credentials): retry later."""
+
+
+@dataclass(frozen=True)
+class EntityRef:
+    kind: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def parse(cls, ref: str) -> EntityRef | None:
+        """`user:default/jane.doe`, `group:team-a` (namespace `default`), `User:ns/name`."""
+        if ":" not in ref:
+            return None
+        kind, _, rest = ref.partition(":")
+        namespace, _, name = rest.rpartition("/")
+        if not kind or not name:
+            return None
+        return cls(kind.lower(), namespace or "default", name)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.namespace}/{self.name}"
+
+
+def entity_email(entity: dict[str, Any]) -> str | None:
+    spec = entity.get("spec") if isinstance(entity.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    profile = spec.get("profile") if isinstance(spec.get("profile"), dict) else {}
+    assert isinstance(profile, dict)
+    for value in (profile.get("email"), spec.get("email")):
+        if isinstance(value, str) and valid_email(value.strip()):
+            return value.strip()
+    return None
+
+
+def member_refs(entity: dict[str, Any]) -> list[str]:
+    """A group's members: its `hasMember` relations (Backstage), else `spec.members`."""
+    refs = []
+    for relation in entity.get("relations") or []:
+        if isinstance(relation, dict) and relation.get("type") == "hasMember":
+            target = relation.get("targetRef")
+            if isinstance(target, str):
+                refs.append(target)
+    spec = entity.get("spec")
+    if not refs and isinstance(spec, dict) and isinstance(spec.get("members"), list):
+        refs = [m if ":" in m else f"user:default/{m}" for m in spec["members"] if isinstance(m, str)]
+    return refs[:MAX_GROUP_MEMBERS]
+
+
+class Catalog:
+    def __init__(self, config: PlatformConfig, redis: Redis, session: requests.Session | None = None) -> None:
+        assert config.url, "the catalog needs platform.url"
+        self.config = config
+        self.base = config.url.rstrip("/")
+        self.redis = redis
+        self.http = session or requests.Session()
+        self._jwt: str | None = None
+        self._jwt_expires = 0.0
+        self._lock = threading.Lock()
+
+    # -- credentials ---------------------------------------------------------------------------
+
+    def _exchange(self) -> str:
+        duration = int(self.config.jwt_duration)
+        try:
+            answer = self.http.post(
+                f"{self.base}/api/auth/access-tokens/jwt",
+                json={"access_token": self.config.access_token, "duration_seconds": duration},
+                timeout=self.config.timeout,
+            )
+        except requests.RequestException as exc:
+            raise CatalogUnavailable(f"token exchange failed: {type(exc).__name__}") from None
+        if answer.status_code != 200:
+            raise CatalogUnavailable(f"token exchange answered {answer.status_code}")
+        try:
+            jwt = answer.json()["jwt"]
+        except (ValueError, KeyError, TypeError):
+            raise CatalogUnavailable("token exchange answer has no jwt") from None
+        if not isinstance(jwt, str) or not jwt:
+            raise CatalogUnavailable("token exchange answer has no jwt")
+        self._jwt = jwt
+        self._jwt_expires = time.monotonic() + duration
+        self._count("exchange")
+        return jwt
+
+    def _authorization(self, renew: bool = False) -> str:
+        token = self.config.access_token or ""
+        if self.config.auth == "basic":
+            return "Basic " + base64.b64encode(f"platform:{token}".encode()).decode()
+        with self._lock:
+            left = self._jwt_expires - time.monotonic()
+            if renew or self._jwt is None or left < self.config.jwt_duration * REFRESH_MARGIN:
+                self._exchange()
+            return f"Bearer {self._jwt}"
+
+    def _get(self, path: str) -> dict[str, Any] | None:
+        """GET a catalog path: the JSON object, None on 404; one new exchange on a 401."""
+        for attempt in (0, 1):
+            try:
+                answer = self.http.get(
+                    f"{self.base}{path}",
+                    headers={"Authorization": self._authorization(renew=attempt == 1), "Accept": "application/json"},
+                    timeout=self.config.timeout,
+                )
+            except requests.RequestException as exc:
+                raise CatalogUnavailable(f"catalog request failed: {type(exc).__name__}") from None
+            if answer.status_code == 401 and attempt == 0 and self.config.auth == "bearer":
+                continue  # the JWT expired early or was revoked: exchange once more
+            if answer.status_code == 404:
+                return None
+            if answer.status_code != 200:
+                raise CatalogUnavailable(f"catalog answered {answer.status_code}")
+            try:
+                data = answer.json()
+            except ValueError:
+                raise CatalogUnavailable("catalog answer is not JSON") from None
+            return data if isinstance(data, dict) else None
+        raise CatalogUnavailable("catalog refused the credentials")
+
+    def entity(self, ref: EntityRef) -> dict[str, Any] | None:
+        path = "/api/catalog/entities/by-name/" + "/".join(
+            quote(p, safe="") for p in (ref.kind, ref.namespace, ref.name)
+        )
+        return self._get(path)
+
+    # -- look-ups ------------------------------------------------------------------------------
+
+    def emails(self, ref_text: str) -> list[str]:
+        """The e-mails behind a reference: a user's one, or a group's members'; [] when none is known."""
+        ref = EntityRef.parse(ref_text)
+        if ref is None:
+            return []
+        key = f"{PREFIX}catalog:{ref}"
+        try:
+            cached = self.redis.get(key)
+        except RedisError:
+            cached = None
+        if cached is not None:
+            self._count("cache_hit")
+            found = json.loads(cached)
+            return [e for e in found if isinstance(e, str)]
+        found = self._resolve(ref)
+        ttl = self.config.cache_ttl if found else min(NEGATIVE_TTL, self.config.cache_ttl)
+        with contextlib.suppress(RedisError):
+            self.redis.set(key, json.dumps(found), ex=max(1, int(ttl)))
+        return found
+
+    def _resolve(self, ref: EntityRef) -> list[str]:
+        entity = self.entity(ref)
+        if entity is None:
+            self._count("not_found")
+            return []
+        self._count("fetched")
+        if ref.kind == "group":
+            found: list[str] = []
+            for member in member_refs(entity):
+                member_ref = EntityRef.parse(member)
+                if member_ref is None or member_ref.kind != "user":
+                    continue
+                for email in self.emails(str(member_ref)):
+                    if email.lower() not in {f.lower() for f in found}:
+                        found.append(email)
+            return found
+        own = entity_email(entity)
+        return [own] if own else []
+
+    def _count(self, result: str) -> None:
+        with contextlib.suppress(RedisError):
+            self.redis.hincrby(METRICS, metric_field("relay_catalog_lookups_total", result=result), 1)
