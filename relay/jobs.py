@@ -230,26 +230,8 @@ def _look_up(rt: Runtime, record: DeliveryRecord, previous: str, ctx: dict[str, 
 
 def _expand_group(rt: Runtime, record: DeliveryRecord, previous: str, emails: list[str]) -> str:
     """One delivery per member of a group; the group's own record says what became of it."""
-    ts = now()
-    members = [
-        replace(
-            record,
-            id=delivery_id(
-                record.eventId, record.messageIndex, f"{record.channel}>{email.lower()}", record.recipientIndex
-            ),
-            recipient=email,
-            address=email,
-            state=State.QUEUED.value,
-            attempts=0,
-            lastError=None,
-            createdAt=ts,
-            updatedAt=ts,
-            attemptTimes=[],
-        )
-        for email in emails
-    ]
-    stored = rt.store.create_deliveries(record.eventId, members)
-    rt.intake.enqueue_deliveries([r.id for r in stored if r.state in _OPEN])
+    members = [_derived(record, email.lower(), recipient=email, address=email) for email in emails]
+    _send_new(rt, record.eventId, members)
     record.state = State.SKIPPED.value
     record.lastError = (
         f"group {record.recipient} expanded into {len(members)} member deliveries"
@@ -264,26 +246,39 @@ def _fall_back(rt: Runtime, record: DeliveryRecord) -> None:
     """A route's `fallback:` channels get the message when its delivery is given up."""
     if not record.fallback or record.fallbackFor:
         return
-    ts = now()
     extra = [
-        replace(
+        _derived(
             record,
-            id=delivery_id(record.eventId, record.messageIndex, f"{record.channel}>{name}", record.recipientIndex),
+            name,
             channel=name,
-            state=State.QUEUED.value,
-            attempts=0,
-            lastError=None,
-            createdAt=ts,
-            updatedAt=ts,
             fallback=[],
-            attemptTimes=[],
             fallbackFor=record.id,
             address=record.address if rt.config.channels[name].per_recipient else None,
         )
         for name in record.fallback
         if name in rt.config.channels
     ]
-    stored = rt.store.create_deliveries(record.eventId, extra)
+    _send_new(rt, record.eventId, extra)
+
+
+def _derived(record: DeliveryRecord, key: str, **changes: Any) -> DeliveryRecord:
+    """A new delivery born of `record` (a group member, a fallback), with a stable id of its own."""
+    ts = now()
+    return replace(
+        record,
+        id=delivery_id(record.eventId, record.messageIndex, f"{record.channel}>{key}", record.recipientIndex),
+        state=State.QUEUED.value,
+        attempts=0,
+        lastError=None,
+        createdAt=ts,
+        updatedAt=ts,
+        attemptTimes=[],
+        **changes,
+    )
+
+
+def _send_new(rt: Runtime, event_id: str, records: list[DeliveryRecord]) -> None:
+    stored = rt.store.create_deliveries(event_id, records)
     rt.intake.enqueue_deliveries([r.id for r in stored if r.state in _OPEN])
 
 
