@@ -279,14 +279,42 @@ def _substitute(value: Any, where: str, environ: dict[str, str]) -> Any:
     return value
 
 
+def _schema_path(model: type[BaseModel], rest: str) -> list[str] | None:
+    """The key path whose names, joined by '_', spell `rest` (server_max_body_bytes -> server.max_body_bytes)."""
+    found: list[list[str]] = []
+    for field_name, info in model.model_fields.items():
+        key = info.alias or field_name
+        if rest == key:
+            found.append([key])
+        elif (
+            rest.startswith(key + "_") and isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+        ):
+            tail = _schema_path(info.annotation, rest[len(key) + 1 :])
+            if tail:
+                found.append([key, *tail])
+    return found[0] if len(found) == 1 else None
+
+
+def _env_path(name: str) -> list[str] | None:
+    rest = name[len(ENV_PREFIX) :]
+    if "__" in rest:
+        parts = [p.lower() for p in rest.split("__") if p]
+    else:
+        parts = _schema_path(Config, rest.lower()) or []
+    # Only names of config sections count: RELAY_WEBHOOK_TOKEN may be a secret for ${...}.
+    if not parts or parts[0] not in Config.model_fields or parts[0] == "base_dir":
+        return None
+    return parts
+
+
 def _apply_env(data: dict[str, Any], environ: dict[str, str]) -> None:
-    """RELAY_SERVER__PORT=9000 sets server.port; values are read as YAML (lists, numbers, booleans)."""
+    """RELAY_SERVER__PORT=9000 (or RELAY_SERVER_PORT, matched against the known keys) sets server.port;
+    values are read as YAML (lists, numbers, booleans)."""
     for name, raw in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX) or name in _NOT_KEYS:
             continue
-        parts = [p.lower() for p in name[len(ENV_PREFIX) :].split("__") if p]
-        # Only names of config sections count: RELAY_WEBHOOK_TOKEN may be a secret for ${...}.
-        if not parts or parts[0] not in Config.model_fields or parts[0] == "base_dir":
+        parts = _env_path(name)
+        if parts is None:
             continue
         try:
             value = yaml.safe_load(raw) if raw.strip() else raw

@@ -487,3 +487,24 @@ def test_retry_delay_after(tmp_path: Path, backoff: list[str], attempt: int, del
 def test_retry_defaults() -> None:
     retry = RetryConfig()
     assert [retry.delay_after(n) for n in range(1, 8)] == [10, 60, 300, 1800, 7200, 7200, 7200]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "read"),
+    [
+        ("RELAY_SERVER_PORT", "9001", lambda c: c.server.port == 9001),
+        ("RELAY_REDIS_URL", "redis://h:6379/1", lambda c: c.redis.url == "redis://h:6379/1"),
+        ("RELAY_DATA_DIR", "/tmp/relay-data", lambda c: c.data_dir == "/tmp/relay-data"),
+        ("RELAY_SERVER_MAX_BODY_BYTES", "2048", lambda c: c.server.max_body_bytes == 2048),
+        ("RELAY_SERVER_AUTH_TOKENS", "[t1, t2]", lambda c: c.server.auth.tokens == ["t1", "t2"]),
+        ("RELAY_RETRY_ATTEMPTS", "2", lambda c: c.retry.attempts == 2),
+        ("RELAY_DEDUP_TTL", "1h", lambda c: c.dedup_ttl == 3600.0),
+    ],
+)
+def test_single_underscore_overrides_are_matched_against_the_keys(name: str, value: str, read: Any) -> None:
+    assert read(load_config(None, environ={name: value}))
+
+
+def test_names_that_are_no_key_are_left_alone() -> None:
+    config = load_config(None, environ={"RELAY_WEBHOOK_TOKEN": "x", "RELAY_SERVER_NOPE": "1", "RELAY_CONFIG": "y"})
+    assert config.server.port == 8080
