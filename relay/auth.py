@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
+import re
 from collections.abc import Mapping
 
-from relay.config import ServerConfig
+from relay.config import HmacAuth, ServerConfig
+
+# Unix seconds, optionally with a fraction; anything else is refused before any arithmetic.
+_TIMESTAMP = re.compile(r"\d{1,12}(?:\.\d{1,9})?")
+_SIG_PREFIX = "sha256="
 
 
 def _equal(given: str, expected: str) -> bool:
@@ -55,3 +61,43 @@ def admin_allowed(server: ServerConfig, headers: Mapping[str, str]) -> bool:
         return True
     token = _bearer(headers) or headers.get("x-relay-admin-token")
     return bool(token) and _any_equal(token or "", server.admin_tokens)
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    """The hex HMAC-SHA256 of `timestamp + "." + body`: what a sender puts in the signature header."""
+    return hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+
+
+def signature_offered(server: ServerConfig, headers: Mapping[str, str]) -> bool:
+    """Whether the call may be signed: only then is the body read before the caller is known."""
+    signed = server.auth.hmac
+    return signed is not None and bool(headers.get(signed.header.lower()))
+
+
+def _given_signatures(value: str) -> list[bytes]:
+    # Several may be sent, comma-separated, so a sender can sign with an old and a new secret at once.
+    found = []
+    for part in value.split(","):
+        part = part.strip()
+        if part[: len(_SIG_PREFIX)].lower() == _SIG_PREFIX:
+            part = part[len(_SIG_PREFIX) :]
+        if part:
+            found.append(part.lower().encode())
+    return found
+
+
+def signature_problem(signed: HmacAuth, headers: Mapping[str, str], body: bytes, now: float) -> str | None:
+    """None when the call carries a fresh, valid signature; else why not (for the log, never the answer)."""
+    timestamp = headers.get(signed.timestamp_header.lower(), "").strip()
+    if not _TIMESTAMP.fullmatch(timestamp):
+        return "missing or malformed signature timestamp"
+    if abs(now - float(timestamp)) > signed.tolerance:
+        return "signature timestamp outside the tolerance"
+    given = _given_signatures(headers.get(signed.header.lower(), ""))
+    expected = [sign(secret, timestamp, body).encode() for secret in signed.secrets]
+    # Every pair is compared, without stopping early, so timing says nothing about which matched.
+    found = False
+    for candidate in given:
+        for wanted in expected:
+            found |= hmac.compare_digest(candidate, wanted)
+    return None if found else "signature mismatch"

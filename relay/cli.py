@@ -65,7 +65,16 @@ def cmd_api(args: argparse.Namespace) -> int:
     _refuse_open_bind(config)
     app = create_app(build(config))
     uvicorn.run(
-        app, host=config.server.host, port=config.server.port, log_config=None, access_log=False, lifespan="off"
+        app,
+        host=config.server.host,
+        port=config.server.port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        # h11 takes a configurable bound on the request line plus headers (httptools has a fixed
+        # one of its own); over it, uvicorn answers a plain-text 400 and closes the connection.
+        http="h11",
+        h11_max_incomplete_event_size=config.server.limits.max_header_bytes,
     )
     return 0
 

@@ -89,8 +89,9 @@ class LimitsConfig(_Model):
     max_recipients: int = Field(default=1000, ge=1)
     max_kind_length: int = Field(default=256, ge=16)
     max_event_id_length: int = Field(default=MAX_EVENT_ID_LENGTH, ge=16, le=MAX_EVENT_ID_LENGTH)
-    # Request line plus all headers; enforced by uvicorn's h11 parser (a plain-text 400 above it).
-    # The platform's custom header values may be 4096 characters long, hence the floor.
+    # All request headers. uvicorn's h11 parser refuses (plain-text 400) a header block that grows past
+    # this while it arrives; the webhook answers 431 to one that came whole. The platform's custom
+    # header values may be 4096 characters long, hence the floor.
     max_header_bytes: int = Field(default=16_384, ge=8_192, le=1_048_576)
 
 

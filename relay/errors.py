@@ -7,6 +7,8 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.responses import JSONResponse
 
+from relay.redaction import scrub
+
 
 def error_body(
     errors: list[str],
@@ -15,13 +17,18 @@ def error_body(
     problems: list[str] | None = None,
     solutions: list[str] | None = None,
 ) -> dict[str, Any]:
+    # Error texts may quote Apprise, Redis or a payload: none of them may carry a configured secret.
+    errors = [scrub(e) for e in errors]
     body: dict[str, Any] = {
         "errors": errors,
-        "userMessage": user_message,
-        "moreInfo": {"problems": problems if problems is not None else errors, "solutions": solutions or []},
+        "userMessage": scrub(user_message),
+        "moreInfo": {
+            "problems": errors if problems is None else [scrub(p) for p in problems],
+            "solutions": [scrub(s) for s in solutions or []],
+        },
     }
     if field is not None:
-        body["inputErrorField"] = field
+        body["inputErrorField"] = scrub(field)
     return body
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from fnmatch import fnmatchcase
 from typing import Any
@@ -18,14 +19,17 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from relay.auth import admin_allowed, webhook_allowed
+from relay.auth import admin_allowed, signature_offered, signature_problem, webhook_allowed
 from relay.bootstrap import Runtime
+from relay.config import LimitsConfig, ServerConfig
 from relay.errors import error_response, validation_response
 from relay.metrics import exposition
-from relay.model import Notification, State
+from relay.model import LIMIT_ERROR, Notification, State, json_depth, too_deep_at
 from relay.openapi import openapi_document
 from relay.queue import QUEUE_NAME, QueueUnavailable
+from relay.redaction import remember_config
 from relay.store import FAILED, DeliveryRecord, iso, parse_since
+from relay.ui import ui_routes
 
 log = logging.getLogger("relay.http")
 RETRY_AFTER = "5"
@@ -36,6 +40,14 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 class BodyTooLarge(Exception):
     pass
+
+
+class Refused(Exception):
+    """A finished error answer from one step of the webhook intake; `reason` labels the rejection metric."""
+
+    def __init__(self, response: Response, reason: str | None) -> None:
+        super().__init__(reason)
+        self.response, self.reason = response, reason
 
 
 async def read_limited(request: Request, limit: int) -> bytes:
@@ -62,95 +74,187 @@ def _is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
+def _unauthorized() -> Refused:
+    # One answer for every failure: which part was wrong (token, password, signature, clock) is only logged.
+    return Refused(
+        error_response(
+            401,
+            ["missing or invalid credentials"],
+            "The webhook call was not authenticated.",
+            solutions=["Send the credentials configured for this webhook (a token, Basic credentials or a signature)."],
+            headers={"WWW-Authenticate": 'Bearer realm="relay"'},
+        ),
+        "auth",
+    )
+
+
+def _too_large(limit: int) -> Refused:
+    return Refused(
+        error_response(
+            413,
+            [f"body larger than {limit} bytes"],
+            "The notification is too large.",
+            solutions=[f"Send at most {limit} bytes, or raise server.max_body_bytes."],
+        ),
+        "size",
+    )
+
+
+def header_bytes(request: Request) -> int:
+    """The size of the request's header block as sent: each `name: value` line and its CRLF."""
+    return sum(len(name) + len(value) + 4 for name, value in request.headers.raw)
+
+
+def _headers_too_large(limit: int) -> Refused:
+    return Refused(
+        error_response(
+            431,
+            [f"request headers larger than {limit} bytes"],
+            "The request's headers are too large.",
+            solutions=[f"Send at most {limit} bytes of headers, or raise server.limits.max_header_bytes."],
+        ),
+        "headers",
+    )
+
+
+def _not_json_type(content_type: str | None) -> Refused:
+    return Refused(
+        error_response(
+            415,
+            [f"content type {content_type or '(none)'!r} is not JSON"],
+            "The notification must be sent as JSON.",
+            solutions=["Send the body with Content-Type: application/json."],
+        ),
+        "content_type",
+    )
+
+
+def _bad_json(reason: str) -> Refused:
+    return Refused(
+        error_response(
+            400, [reason], "The notification is not valid JSON.", solutions=["Send one JSON object as the body."]
+        ),
+        "json",
+    )
+
+
+def _too_deep(limit: int, path: str) -> Refused:
+    return Refused(
+        error_response(
+            422,
+            [f"{path or 'the body'}: JSON nested deeper than {limit} levels"],
+            f"The notification is nested deeper than {limit} levels.",
+            field=path,
+            solutions=[f"Flatten the payload, or raise server.limits.max_depth (now {limit})."],
+        ),
+        "limits",
+    )
+
+
+def _not_object(data: Any) -> Refused:
+    return Refused(
+        error_response(
+            422,
+            [f"the body must be a JSON object, not {type(data).__name__}"],
+            "The notification must be a JSON object.",
+            field="",
+            solutions=["Send one notification object as the body."],
+        ),
+        "schema",
+    )
+
+
+def _unavailable() -> Response:
+    return error_response(
+        503,
+        ["the queue is unavailable; nothing was accepted"],
+        "relay cannot store notifications right now.",
+        problems=["Redis did not answer or did not confirm the write."],
+        solutions=["Send the notification again after Retry-After seconds."],
+        headers={"Retry-After": RETRY_AFTER},
+    )
+
+
+def parse_json(raw: bytes, max_depth: int) -> Any:
+    """The body as JSON; the nesting is measured on the text first, so no parser recursion is ever deep."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _bad_json("body is not UTF-8") from None
+    if json_depth(text) > max_depth:
+        raise _too_deep(max_depth, too_deep_at(text, max_depth) or "")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise _bad_json(f"body is not valid JSON: {exc}") from None
+
+
+def validate_notification(raw: bytes, limits: LimitsConfig) -> Notification:
+    """Parse, bound and validate a webhook body: CPU work on up to max_body_bytes, so run off the event loop."""
+    data = parse_json(raw, limits.max_depth)
+    if not isinstance(data, dict):
+        raise _not_object(data)
+    try:
+        return Notification.model_validate(data, context={"limits": limits})
+    except ValidationError as exc:
+        over = any(e["type"] == LIMIT_ERROR for e in exc.errors())
+        raise Refused(validation_response(exc), "limits" if over else "schema") from None
+
+
+async def authenticated_body(request: Request, server: ServerConfig) -> bytes:
+    """The body of a call from a known sender: header credentials, else a valid signature of the body."""
+    headers = request.headers
+    # uvicorn's h11 only bounds a header block that arrives in pieces; one read can carry 256 KiB.
+    if header_bytes(request) > server.limits.max_header_bytes:
+        raise _headers_too_large(server.limits.max_header_bytes)
+    by_header = webhook_allowed(server, headers)
+    if not by_header and not signature_offered(server, headers):
+        log.info("webhook call refused: no valid token or Basic credentials")
+        raise _unauthorized()
+    try:
+        raw = await read_limited(request, server.max_body_bytes)
+    except BodyTooLarge:
+        raise _too_large(server.max_body_bytes) from None
+    except ClientDisconnect:
+        gone = error_response(400, ["the client closed the connection"], "The body was not received.")
+        raise Refused(gone, None) from None
+    signed = server.auth.hmac
+    if not by_header and signed is not None:
+        problem = signature_problem(signed, headers, raw, time.time())
+        if problem is not None:
+            log.info("webhook call refused: %s", problem)
+            raise _unauthorized()
+    return raw
+
+
 def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Starlette:
     config = rt.config
     server = config.server
+    # Error answers are scrubbed of every configured secret, in all its forms.
+    remember_config(config)
 
     def rejected(status: int, reason: str) -> None:
         with contextlib.suppress(RedisError):
             rt.store.incr("relay_notifications_rejected_total", status=str(status), reason=reason)
 
     async def webhook(request: Request) -> Response:
-        if not webhook_allowed(server, request.headers):
-            await run_in_threadpool(rejected, 401, "auth")
-            return error_response(
-                401,
-                ["missing or invalid credentials"],
-                "The webhook call was not authenticated.",
-                solutions=[
-                    "Send a configured token (Authorization: Bearer, or the configured header) "
-                    "or the configured Basic credentials."
-                ],
-                headers={"WWW-Authenticate": 'Bearer realm="relay"'},
-            )
-        limit = server.max_body_bytes
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            return _too_large(limit)
-        if not _is_json(request.headers.get("content-type", "")):
-            await run_in_threadpool(rejected, 415, "content_type")
-            return error_response(
-                415,
-                [f"content type {request.headers.get('content-type', '(none)')!r} is not JSON"],
-                "The notification must be sent as JSON.",
-                solutions=["Send the body with Content-Type: application/json."],
-            )
         try:
-            raw = await read_limited(request, limit)
-        except BodyTooLarge:
-            await run_in_threadpool(rejected, 413, "size")
-            return _too_large(limit)
-        except ClientDisconnect:
-            return error_response(400, ["the client closed the connection"], "The body was not received.")
+            raw = await authenticated_body(request, server)
+            if not _is_json(request.headers.get("content-type", "")):
+                raise _not_json_type(request.headers.get("content-type"))
+            notification = await run_in_threadpool(validate_notification, raw, server.limits)
+        except Refused as refusal:
+            if refusal.reason is not None:
+                await run_in_threadpool(rejected, refusal.response.status_code, refusal.reason)
+            return refusal.response
         try:
-            text = raw.decode("utf-8")
-            data = json.loads(text, parse_constant=_reject_constant)
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            await run_in_threadpool(rejected, 400, "json")
-            reason = "body is not UTF-8" if isinstance(exc, UnicodeDecodeError) else f"body is not valid JSON: {exc}"
-            if isinstance(exc, RecursionError):
-                reason = "body is nested too deeply"
-            return error_response(
-                400, [reason], "The notification is not valid JSON.", solutions=["Send one JSON object as the body."]
-            )
-        if not isinstance(data, dict):
-            await run_in_threadpool(rejected, 422, "schema")
-            return error_response(
-                422,
-                [f"the body must be a JSON object, not {type(data).__name__}"],
-                "The notification must be a JSON object.",
-                field="",
-                solutions=["Send one notification object as the body."],
-            )
-        try:
-            notification = Notification.model_validate(data)
-        except ValidationError as exc:
-            await run_in_threadpool(rejected, 422, "schema")
-            return validation_response(exc)
-        except RecursionError:
-            return error_response(400, ["body is nested too deeply"], "The notification is nested too deeply.")
-        try:
-            status = await run_in_threadpool(rt.intake.accept, notification.event_id, notification.kind, text)
+            # The payload is stored as received (unknown fields kept); it decoded as UTF-8 above.
+            status = await run_in_threadpool(rt.intake.accept, notification.event_id, notification.kind, raw.decode())
         except QueueUnavailable as exc:
             log.error("queue unavailable, answered 503: %s", exc, extra={"eventId": notification.event_id})
-            return error_response(
-                503,
-                ["the queue is unavailable; nothing was accepted"],
-                "relay cannot store notifications right now.",
-                problems=["Redis did not answer or did not confirm the write."],
-                solutions=["Send the notification again after Retry-After seconds."],
-                headers={"Retry-After": RETRY_AFTER},
-            )
+            return _unavailable()
         log.info("notification %s", status, extra={"eventId": notification.event_id, "kind": notification.kind})
         return JSONResponse({"eventId": notification.event_id, "status": status}, 202)
-
-    def _too_large(limit: int) -> Response:
-        return error_response(
-            413,
-            [f"body larger than {limit} bytes"],
-            "The notification is too large.",
-            solutions=[f"Send at most {limit} bytes, or raise server.max_body_bytes."],
-        )
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -320,6 +424,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/api/v1/events/{event_id:path}", admin(get_event), methods=["GET"]),
         Route("/api/v1/deliveries", admin(list_deliveries), methods=["GET"]),
         Route("/api/v1/deliveries/replay", admin(replay), methods=["POST"]),
+        *ui_routes(rt),
         *(extra_routes or []),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: server_error})

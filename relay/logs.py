@@ -8,15 +8,10 @@ import sys
 import time
 from typing import Any
 
+from relay.redaction import remember
+from relay.redaction import scrub as _scrub
+
 _FIELDS = ("eventId", "deliveryId", "channel", "state", "kind", "template")
-_secrets: list[str] = []
-
-
-def _scrub(text: str) -> str:
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, "****")
-    return text
 
 
 class JsonFormatter(logging.Formatter):
@@ -33,6 +28,8 @@ class JsonFormatter(logging.Formatter):
                 out[name] = _scrub(str(value))
         if record.exc_info:
             out["exc"] = _scrub(self.formatException(record.exc_info))
+        if record.stack_info:
+            out["stack"] = _scrub(self.formatStack(record.stack_info))
         return json.dumps(out, ensure_ascii=False)
 
 
@@ -44,11 +41,14 @@ class TextFormatter(logging.Formatter):
             line += f"  [{extras}]"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
+        if record.stack_info:
+            line += "\n" + self.formatStack(record.stack_info)
         return _scrub(line)
 
 
 def setup_logging(level: str = "INFO", fmt: str = "auto", secrets: list[str] | None = None) -> None:
-    _secrets[:] = sorted({s for s in (secrets or []) if s and len(s) >= 4}, key=len, reverse=True)
+    # Every form of every secret: a channel URL's password may be logged percent-decoded, say.
+    remember(secrets or [])
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if use_json else TextFormatter())
@@ -62,3 +62,6 @@ def setup_logging(level: str = "INFO", fmt: str = "auto", secrets: list[str] | N
     apprise_log.propagate = False
     for noisy in ("rq.worker", "rq.scheduler", "rq.queue"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    # HTTP clients log every request URL at DEBUG, and a webhook URL carries its tokens in the path.
+    for client in ("urllib3", "requests", "httpx", "httpcore"):
+        logging.getLogger(client).setLevel(logging.WARNING)

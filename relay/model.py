@@ -107,10 +107,12 @@ class Notification(_Open):
 
 
 # JSON nesting, measured on the text without parsing it (a parser recurses once per level).
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A string may run to the end of the text: a match is then still found at once. Were an unterminated
+# string a failed match, the scan would retry at every later quote, quadratic in the text's length.
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]', re.DOTALL)
+_TOKEN = re.compile(_STRING.pattern + r"|[\[\]{},:]", re.DOTALL)
 
 
 def json_depth(text: str) -> int:
@@ -119,7 +121,7 @@ def json_depth(text: str) -> int:
     Strings are removed first, so brackets inside them do not count; the text need not be valid JSON.
     """
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    return max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0)
+    return max(0, max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0))
 
 
 def _key(token: str) -> str:

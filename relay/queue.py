@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import Enum
@@ -13,6 +14,9 @@ from redis.exceptions import RedisError
 from rq import Callback, Queue, Retry
 from rq.job import Job
 from rq.scripts import _build_hset_args
+from rq.serializers import DefaultSerializer
+from rq.utils import get_call_string, utcformat
+from rq.utils import now as rq_now
 
 from relay.model import State
 from relay.store import EVENTS, METRICS, DeliveryRecord, Store, dedup_key, event_key, metric_field, now
@@ -35,6 +39,8 @@ JOB_MARGIN = 20
 # rq:queue:relay), all in one atomic script. A script runs whole or not at all on the server, and the
 # append-only file records its writes together, so a 202 still means durable and nothing is ever
 # half-accepted. The only command that can refuse is the first one (SET NX), before anything is written.
+# The job hash fields that are the same for every planning job are written into the script (@CONST@)
+# when an Intake registers it, so each call sends only what differs.
 ACCEPT_SCRIPT = """
 -- KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 job hash, 6 queue list, 7 rq:queues
 -- ARGV: 1 dedup ttl, 2 eventId, 3 kind, 4 receivedAt, 5 payload, 6 retention,
@@ -47,11 +53,20 @@ redis.call('HSET', KEYS[2], 'eventId', ARGV[2], 'kind', ARGV[3], 'receivedAt', A
 redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
 redis.call('HINCRBY', KEYS[4], ARGV[7], 1)
-redis.call('HSET', KEYS[5], unpack(ARGV, 10))
+redis.call('HSET', KEYS[5], @CONST@unpack(ARGV, 10))
 redis.call('SADD', KEYS[7], KEYS[6])
 redis.call('RPUSH', KEYS[6], ARGV[9])
 return 1
 """
+# Job hash fields that differ between planning jobs; every other field RQ writes is the same for all.
+_VARYING = ("created_at", "enqueued_at", "data", "description")
+
+
+def _lua_literal(value: Any) -> str:
+    """A Lua string literal of `value`, every byte outside a small safe set written as a decimal escape."""
+    raw = value if isinstance(value, bytes) else str(value).encode()
+    safe = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:[] "
+    return "'" + "".join(chr(c) if c in safe else f"\\{c:03d}" for c in raw) + "'"
 
 
 class QueueUnavailable(Exception):
@@ -71,6 +86,8 @@ class Intake:
     dedup_ttl: float
     job_timeout: int
     _script: Script | None = field(default=None, repr=False)
+    # False when RQ's job fields could not be reproduced here (another RQ): each job is then built by RQ.
+    _fast: bool = field(default=True, repr=False)
 
     @classmethod
     def create(cls, redis: Redis, store: Store, dedup_ttl: float, send_timeout: float) -> Intake:
@@ -84,21 +101,9 @@ class Intake:
         again by itself). Raises QueueUnavailable on any Redis error: nothing was accepted then.
         """
         try:
-            if self._script is None:
-                self._script = self.redis.register_script(ACCEPT_SCRIPT)
-                # RQ stamps the server version on every job it enqueues: ask once, not per notification.
-                self.queue.get_redis_server_version()
+            script = self._script or self._register()
+            ident = job_id("plan", _hash(event_id))
             ts = now()
-            job = self.plan_job(event_id)
-            keys = [
-                dedup_key(event_id),
-                event_key(event_id),
-                EVENTS,
-                METRICS,
-                job.key,
-                self.queue.key,
-                self.queue.redis_queues_keys,
-            ]
             args: list[Any] = [
                 max(1, int(self.dedup_ttl)),
                 event_id,
@@ -108,13 +113,41 @@ class Intake:
                 self.store.retention,
                 metric_field("relay_notifications_received_total", kind=kind),
                 metric_field("relay_notifications_duplicate_total"),
-                job.id,
-                *job_hash_args(job),
+                ident,
             ]
-            accepted = self._script(keys=keys, args=args)
+            if self._fast:
+                args += _varying_fields(event_id, utcformat(rq_now()))
+            else:
+                args += job_hash_args(self.plan_job(event_id))
+            keys = [
+                dedup_key(event_id),
+                event_key(event_id),
+                EVENTS,
+                METRICS,
+                Job.redis_job_namespace_prefix + ident,
+                self.queue.key,
+                self.queue.redis_queues_keys,
+            ]
+            accepted = script(keys=keys, args=args)
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
         return "accepted" if accepted else "duplicate"
+
+    def _register(self) -> Script:
+        # RQ stamps the server version on the jobs it enqueues: ask once, not per notification.
+        self.queue.get_redis_server_version()
+        sample = "sample-event-id"
+        built = job_hash_args(self.plan_job(sample))
+        pairs = dict(zip(built[::2], built[1::2], strict=True))
+        ours = _varying_fields(sample, "")
+        ours_map = dict(zip(ours[::2], ours[1::2], strict=True))
+        same = set(pairs) >= set(_VARYING) and all(
+            pairs[f] == ours_map[f] for f in _VARYING if f not in ("created_at", "enqueued_at")
+        )
+        self._fast = same
+        const = "".join(f"{_lua_literal(k)}, {_lua_literal(v)}, " for k, v in pairs.items() if k not in _VARYING)
+        self._script = self.redis.register_script(ACCEPT_SCRIPT.replace("@CONST@", const if same else ""))
+        return self._script
 
     def plan_job(self, event_id: str) -> Job:
         """The planning job as `Queue.enqueue_call` would build it, ready to be written (not written)."""
@@ -185,6 +218,13 @@ def job_hash_args(job: Job) -> list[Any]:
     # The job has no ttl, so RQ's `job.cleanup(ttl=job.ttl)` after the save sets no expiry either.
     # JobStatus is a str enum: send its plain value.
     return [a.value if isinstance(a, Enum) else a for a in _build_hset_args(job)]  # type: ignore[no-untyped-call]
+
+
+def _varying_fields(event_id: str, stamp: str) -> list[Any]:
+    """The planning job's own fields, computed as RQ's Job.to_dict does: times, call data, description."""
+    data = zlib.compress(DefaultSerializer.dumps((PLAN_JOB, None, (event_id,), {})))
+    description = get_call_string(PLAN_JOB, (event_id,), {}, max_length=75)
+    return ["created_at", stamp, "enqueued_at", stamp, "data", data, "description", description]
 
 
 def _hash(value: str) -> str:

@@ -95,6 +95,10 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
                 access_log=False,
                 lifespan="off",
                 timeout_graceful_shutdown=10,
+                # h11 takes a configurable bound on the request line plus headers (httptools has a fixed
+                # one of its own); over it, uvicorn answers a plain-text 400 and closes the connection.
+                http="h11",
+                h11_max_incomplete_event_size=server.limits.max_header_bytes,
             )
         ).run()
         return 0

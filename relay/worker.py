@@ -1,17 +1,33 @@
-"""`relay worker`: an RQ SimpleWorker (no fork per job) with the scheduler, plus a heartbeat for /readyz."""
+"""`relay worker`: RQ SimpleWorker loops (no fork per job) in `worker_threads` threads of one process, the
+scheduler in one of them, plus a heartbeat for /readyz and a reaper of abandoned jobs.
+
+A send mostly waits on the network (a chat API answers in 100 ms or more), so one process sends up to
+`worker_threads` deliveries at once. Each thread is a complete RQ worker with its own name and Redis
+connection: RQ's registries, `rq info` and the abandoned-job handling see them as ordinary workers.
+RQ installs its signal handlers only from the main thread, so the threads skip that; the main thread
+handles SIGTERM and SIGINT instead: the first asks every thread to finish the delivery in hand and stop
+(warm shutdown), a second one exits at once (the deliveries in hand are retried once RQ finds them
+abandoned). Job timeouts use RQ's timer-based death penalty, which works in any thread.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import socket
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from types import FrameType
+from typing import Any
 
 from redis import Redis
 from redis.exceptions import RedisError
 from rq import Queue, SimpleWorker
 from rq.registry import StartedJobRegistry
+from rq.timeouts import TimerDeathPenalty
 
 from relay.bootstrap import build, install, redis_url
 from relay.config import Config
@@ -20,6 +36,43 @@ from relay.queue import QUEUE_NAME
 log = logging.getLogger("relay.worker")
 HEARTBEAT_SECONDS = 5.0
 REAP_EVERY = 3  # heartbeats
+# An idle thread waits for a job in slices this long, so that a stop request is seen within it.
+IDLE_SLICE = 2
+SCHEDULER_START_WAIT = 10.0
+
+
+class ThreadWorker(SimpleWorker):
+    """An RQ SimpleWorker that can run in any thread of the process."""
+
+    death_penalty_class = TimerDeathPenalty
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.scheduler_started = threading.Event()
+
+    def _install_signal_handlers(self) -> None:
+        """The process's main thread handles the signals (see `run_worker`)."""
+
+    def _start_scheduler(self, *args: Any, **kwargs: Any) -> None:
+        try:
+            super()._start_scheduler(*args, **kwargs)
+        finally:
+            self.scheduler_started.set()
+
+    def request_warm_stop(self) -> None:
+        """Finish the job in hand (if any), then leave the work loop."""
+        self._stop_requested = True
+
+    def dequeue_job_and_maintain_ttl(self, timeout: int | None, max_idle_time: int | None = None) -> Any:
+        if timeout is None:  # burst: RQ does not block at all
+            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        # RQ blocks up to its dequeue timeout and then waits again, never looking at a stop request:
+        # wait in short slices instead, so that an idle thread stops within IDLE_SLICE seconds.
+        while not self._stop_requested:
+            found = super().dequeue_job_and_maintain_ttl(IDLE_SLICE, IDLE_SLICE)
+            if found is not None:
+                return found
+        return None
 
 
 def _heartbeat(config: Config, name: str, stop: threading.Event) -> None:
@@ -46,17 +99,137 @@ def _heartbeat(config: Config, name: str, stop: threading.Event) -> None:
         stop.wait(HEARTBEAT_SECONDS)
 
 
+def _warm_up(config: Config) -> None:
+    """Load Apprise's plugins for every channel once, before threads would race to load them, and size
+    Apprise's send pool for this process's threads."""
+    from relay.channels import check_url
+
+    for channel in config.channels.values():
+        with contextlib.suppress(Exception):
+            check_url(channel.url)
+    size_apprise_pool(config.worker_threads)
+
+
+def size_apprise_pool(threads: int) -> None:
+    """Apprise 2.2 runs every send that has a timeout in one process-wide ThreadPoolExecutor of default
+    size (min(32, cores + 4): 6 on a 2-core machine), so at most 6 sends of a process would be in flight
+    however many worker threads wait on them. Give it one slot per worker thread (and a few spare)."""
+    import apprise.apprise as core
+
+    if not hasattr(core, "get_shared_executor") or not hasattr(core, "_shared_executor_lock"):
+        log.warning("this Apprise has no shared send pool to size; sends may be less concurrent")
+        return
+    with core._shared_executor_lock:
+        previous = core._shared_executor
+        core._shared_executor = ThreadPoolExecutor(max_workers=threads + 4, thread_name_prefix="apprise-send")
+    if previous is not None:
+        previous.shutdown(wait=False)
+
+
+class ThreadPool:
+    """`count` ThreadWorkers; a thread whose worker quit on its own (a Redis outage) is started again."""
+
+    def __init__(self, config: Config, name: str, count: int, burst: bool) -> None:
+        self.url = redis_url(config)
+        self.name = name
+        self.count = count
+        self.burst = burst
+        self.level = logging.getLevelName(log.getEffectiveLevel())
+        self.stopping = threading.Event()
+        self.workers: list[ThreadWorker] = []
+        self.threads: list[threading.Thread] = []
+        # Re-entrant: the signal handler (main thread) may stop the pool while wait() holds it.
+        self.lock = threading.RLock()
+        self._serial = 0
+
+    def _new_worker(self) -> ThreadWorker:
+        # RQ blocks on BLPOP: its connection must not have a short socket timeout.
+        conn = Redis.from_url(self.url, socket_connect_timeout=5, health_check_interval=30)
+        self._serial += 1
+        return ThreadWorker(
+            [Queue(QUEUE_NAME, connection=conn)], connection=conn, name=f"{self.name}-{self._serial}", worker_ttl=60
+        )
+
+    def _run(self, worker: ThreadWorker, with_scheduler: bool) -> None:
+        try:
+            worker.work(with_scheduler=with_scheduler, burst=self.burst, logging_level=self.level)
+        except Exception:
+            log.exception("worker thread %s stopped on an error", worker.name)
+        finally:
+            worker.scheduler_started.set()
+
+    def _start(self, slot: int | None, with_scheduler: bool) -> ThreadWorker:
+        worker = self._new_worker()
+        thread = threading.Thread(target=self._run, args=(worker, with_scheduler), name=worker.name, daemon=True)
+        if slot is None:
+            self.workers.append(worker)
+            self.threads.append(thread)
+        else:
+            self.workers[slot], self.threads[slot] = worker, thread
+        thread.start()
+        return worker
+
+    def start(self) -> None:
+        with self.lock:
+            first = self._start(None, with_scheduler=True)
+        # The scheduler runs in a process RQ forks: let it fork before the other threads exist.
+        first.scheduler_started.wait(SCHEDULER_START_WAIT)
+        with self.lock:
+            for _ in range(self.count - 1):
+                if not self.stopping.is_set():
+                    self._start(None, with_scheduler=False)
+
+    def wait(self) -> None:
+        """Until every thread is done (burst, or after a stop); restarts threads that quit on their own."""
+        while True:
+            with self.lock:
+                alive = [t for t in self.threads if t.is_alive()]
+                if not alive and (self.burst or self.stopping.is_set()):
+                    return
+                if not self.burst and not self.stopping.is_set():
+                    for slot, thread in enumerate(self.threads):
+                        if not thread.is_alive():
+                            log.warning("worker thread %s quit; starting another", thread.name)
+                            self._start(slot, with_scheduler=slot == 0)
+            for thread in alive:
+                thread.join(0.5)
+                break
+            else:
+                self.stopping.wait(0.5)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self.lock:
+            for worker in self.workers:
+                worker.request_warm_stop()
+
+
 def run_worker(config: Config, burst: bool = False) -> None:
     install(build(config))
+    _warm_up(config)
     name = f"relay-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    # RQ blocks on BLPOP for long periods: its connection must not have a short socket timeout.
-    conn = Redis.from_url(redis_url(config), socket_connect_timeout=5, health_check_interval=30)
     stop = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(config, name, stop), daemon=True)
     beat.start()
-    worker = SimpleWorker([Queue(QUEUE_NAME, connection=conn)], connection=conn, name=name, worker_ttl=60)
-    log.info("worker %s started", name)
+    pool = ThreadPool(config, name, config.worker_threads, burst)
+    signals = 0
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            log.info("worker %s stopping: finishing the deliveries in hand", name)
+            pool.stop()
+        else:
+            log.warning("worker %s: second stop signal, exiting now", name)
+            os._exit(1)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    log.info("worker %s started with %d thread(s)", name, config.worker_threads)
     try:
-        worker.work(with_scheduler=True, burst=burst, logging_level=logging.getLevelName(log.getEffectiveLevel()))
+        pool.start()
+        pool.wait()
     finally:
         stop.set()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

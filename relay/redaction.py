@@ -1,0 +1,159 @@
+"""Secrets out of every text relay shows: logs, error texts, API answers, command output.
+
+A credential reaches a text in many spellings: as configured, percent-decoded, `+`-decoded, re-encoded
+by Apprise or by `urlencode`, JSON-escaped. Scrubbing only the configured spelling leaks the others,
+so every credential-like part of a channel URL is expanded into all of these forms.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
+
+if TYPE_CHECKING:
+    from relay.config import Config
+
+MASK = "****"
+# Shorter pieces are not scrubbed: they would eat ordinary words and numbers.
+MIN_LENGTH = 4
+EMAIL_SCHEMES = frozenset({"mailto", "mailtos"})
+# Query keys whose values are addresses or settings, not credentials; they stay readable.
+PLAIN_KEYS = frozenset({"from", "to", "mode", "format", "method", "cc", "bcc", "name"})
+# Words that introduce a credential in a header value ("Bearer <token>"); the word itself is no secret.
+AUTH_WORDS = frozenset({"bearer", "basic", "token", "digest", "apikey"})
+# The `safe` sets of the encoders that put values into URLs: quote(), urlencode(safe="@"), Apprise.
+_SAFE_SETS = ("", "/", "@", "@:", "/:@")
+
+
+def _encoded(value: str) -> set[str]:
+    out = {quote(value, safe=safe) for safe in _SAFE_SETS}
+    out |= {quote_plus(value), quote_plus(value, safe="@")}
+    out |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    return out
+
+
+def forms(value: str) -> set[str]:
+    """`value` as written, decoded, and re-encoded in every way a URL or a JSON text may show it.
+
+    The words of a decoded value count too: `Bearer%20tok` may be shown as `Bearer tok` or just `tok`.
+    """
+    decoded = {value, unquote(value), unquote_plus(value)}
+    words = {w for d in decoded for w in d.split() if w.lower() not in AUTH_WORDS and w != d}
+    found = decoded | words
+    for piece in decoded | words:
+        found |= _encoded(piece)
+    return {f for f in found if len(f) >= MIN_LENGTH}
+
+
+def _userinfo(netloc: str) -> list[str]:
+    if "@" not in netloc:
+        return []
+    userinfo = netloc.rsplit("@", 1)[0]
+    user, _, password = userinfo.partition(":")
+    pieces = [userinfo, user, password]
+    # HTTP Basic sends exactly this pair base64-encoded.
+    pieces.append(base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode())
+    return pieces
+
+
+def _host_token(scheme: str, netloc: str) -> list[str]:
+    """Chat URLs put tokens in the host position (slack://T/B/C, msteams://team/...): a non-hostname counts."""
+    if scheme in EMAIL_SCHEMES or not netloc or "@" in netloc:
+        return []
+    host = netloc.split(":")[0]
+    return [] if "." in host or host.lower() == "localhost" else [host]
+
+
+def _query_values(query: str) -> list[str]:
+    values = []
+    for pair in query.split("&"):
+        key, _, value = pair.partition("=")
+        if unquote_plus(key).lower() not in PLAIN_KEYS:
+            values.append(value)
+    return values
+
+
+def url_parts(url: str) -> list[str]:
+    """The credential-like pieces of a URL as written: user info, host tokens, path segments, query values."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return [url]
+    return [
+        *_userinfo(parts.netloc),
+        *_host_token(parts.scheme.lower(), parts.netloc),
+        *parts.path.split("/"),
+        *_query_values(parts.query),
+    ]
+
+
+def url_secrets(url: str) -> list[str]:
+    """Every form of every credential-like piece of `url`, longest first (a drop-in for `secret_parts`)."""
+    found = {form for piece in url_parts(url) for form in forms(piece)}
+    return sorted(found, key=len, reverse=True)
+
+
+def expand(values: Iterable[str]) -> set[str]:
+    """All forms of configured secrets; a URL (a channel) also yields all forms of its pieces."""
+    found: set[str] = set()
+    for value in values:
+        if not value:
+            continue
+        found |= forms(value)
+        if "://" in value:
+            found.update(url_secrets(value))
+    return found
+
+
+def config_secrets(config: Config) -> set[str]:
+    """Everything secret in a configuration, in every form: what logs and answers are scrubbed of."""
+    raw = [*config.secrets(), *config.server.secrets()]
+    basic = config.server.auth.basic
+    found = expand(raw)
+    if basic is not None:
+        found.add(base64.b64encode(f"{basic.username}:{basic.password}".encode()).decode())
+    return found
+
+
+class Redactor:
+    """Replaces known secrets in texts, in one pass, the longest secret first."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._secrets: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self.add(secrets)
+
+    def add(self, secrets: Iterable[str]) -> None:
+        self._secrets |= {s for s in secrets if len(s) >= MIN_LENGTH}
+        if self._secrets:
+            # Longest first: a secret that contains another is hidden whole. Case-insensitive, as
+            # percent-escapes and hostnames change case on their way through libraries.
+            ordered = sorted(self._secrets, key=lambda s: (-len(s), s))
+            self._pattern = re.compile("|".join(map(re.escape, ordered)), re.IGNORECASE)
+
+    def scrub(self, text: str) -> str:
+        return self._pattern.sub(MASK, text) if self._pattern is not None else text
+
+    def __contains__(self, secret: str) -> bool:
+        return secret in self._secrets
+
+
+# The process's secrets: filled from the configuration by logging setup and by the HTTP app.
+_process = Redactor()
+
+
+def remember(secrets: Iterable[str]) -> None:
+    """Add secrets (expanded into all their forms) to what this process scrubs from every text."""
+    _process.add(expand(secrets))
+
+
+def remember_config(config: Config) -> None:
+    _process.add(config_secrets(config))
+
+
+def scrub(text: str) -> str:
+    return _process.scrub(text)

@@ -1,0 +1,387 @@
+"""The Helm chart and the Grafana dashboard under deploy/: what can be checked without a cluster.
+
+With `helm` on the PATH the chart is rendered (and linted) and every document must be a Kubernetes
+object. Without it (Debian has no helm package), each template is reduced to its YAML skeleton: lines
+holding only a template action are dropped and inline actions become a placeholder scalar. That
+skeleton must parse, every document must name its kind and apiVersion, every `.Values` path a template
+uses must exist in values.yaml, and every `include` must name a template of _helpers.tpl.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from relay.cli import parser
+from relay.config import load_config
+from relay.metrics import HELP
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+CHART = DEPLOY / "helm" / "relay"
+TEMPLATES = CHART / "templates"
+DASHBOARD = DEPLOY / "grafana" / "relay-dashboard.json"
+HELM = shutil.which("helm")
+
+ACTION = re.compile(r"\{\{(?:(?!\}\}).)*\}\}")  # one {{ ... }}, never running past its own }}
+ACTION_ONLY_LINE = re.compile(r"^\s*(\{\{(?:(?!\}\}).)*\}\}\s*)+$")
+PLACEHOLDER = "TEMPLATED"
+EXPECTED_KINDS = {
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
+    ("v1", "ServiceAccount"),
+    ("v1", "Service"),
+    ("apps/v1", "Deployment"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+}
+
+
+def values() -> dict[str, Any]:
+    data = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def template_files() -> list[Path]:
+    return sorted(p for p in TEMPLATES.glob("*.yaml"))
+
+
+def helper_templates() -> dict[str, str]:
+    """The bodies of the `define`s of _helpers.tpl, by name."""
+    text = (TEMPLATES / "_helpers.tpl").read_text()
+    found: dict[str, str] = {}
+    name, depth, start = None, 0, 0
+    for action in ACTION.finditer(text):
+        words = action.group(0).strip("{}-/* ").split()
+        if not words:
+            continue
+        if words[0] == "define" and depth == 0:
+            name, depth, start = words[1].strip('"'), 1, action.end()
+        elif words[0] in ("if", "with", "range", "define"):
+            depth += 1
+        elif words[0] == "end" and depth:
+            depth -= 1
+            if depth == 0 and name is not None:
+                found[name] = text[start : action.start()]
+    return found
+
+
+INCLUDE_LINE = re.compile(r'^(\s*)\{\{-?\s*include\s+"([^"]+)"\s+\.\s*(?:\|\s*n?indent\s+(\d+)\s*)?-?\}\}\s*$')
+
+
+def skeleton(text: str, helpers: dict[str, str] | None = None) -> str:
+    """The template's YAML with the template language taken out, conservatively: an action alone on its
+    line is dropped (both branches of an `if` stay), except `include` of a helper, which is expanded
+    (skeleton of its body, at its indentation); an action within a line becomes a placeholder scalar."""
+    helpers = helper_templates() if helpers is None else helpers
+    lines = []
+    for line in text.splitlines():
+        include = INCLUDE_LINE.match(line)
+        if include and include.group(2) in helpers:
+            indent = " " * int(include.group(3)) if include.group(3) else include.group(1)
+            body = skeleton(helpers[include.group(2)], helpers)
+            lines.extend(indent + part for part in body.splitlines() if part.strip())
+            continue
+        if ACTION_ONLY_LINE.match(line):
+            continue
+        lines.append(ACTION.sub(PLACEHOLDER, line))
+    return "\n".join(lines) + "\n"
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d is not None]
+
+
+def rendered_docs() -> list[dict[str, Any]]:
+    """Every object of the chart: rendered by helm when there is one, else the templates' skeletons."""
+    if HELM:
+        out = subprocess.run(
+            [HELM, "template", "relay", str(CHART), *helm_sets()], check=True, capture_output=True, text=True
+        ).stdout
+        return documents(out)
+    return [d for path in template_files() for d in documents(skeleton(path.read_text()))]
+
+
+def helm_sets() -> list[str]:
+    return [
+        "--set",
+        "redis.url=redis://:pw@redis:6379/0",
+        "--set",
+        "secrets.RELAY_WEBHOOK_TOKEN=w",
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+    ]
+
+
+def by_name(docs: list[dict[str, Any]], kind: str, suffix: str) -> dict[str, Any]:
+    [found] = [d for d in docs if d["kind"] == kind and str(d["metadata"]["name"]).endswith(suffix)]
+    return found
+
+
+# -- Helm chart ----------------------------------------------------------------------------------
+
+
+def test_chart_metadata_and_values_parse() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v2" and chart["name"] == "relay" and chart["type"] == "application"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", chart["version"])
+    v = values()
+    assert {"image", "redis", "secrets", "config", "api", "worker", "service"} <= set(v)
+
+
+def test_every_template_renders_to_kubernetes_objects() -> None:
+    docs = rendered_docs()
+    assert docs
+    for doc in docs:
+        assert isinstance(doc.get("apiVersion"), str) and isinstance(doc.get("kind"), str), doc
+        assert doc["metadata"]["name"]
+    kinds = {(d["apiVersion"], d["kind"]) for d in docs}
+    assert kinds == EXPECTED_KINDS
+    assert sum(d["kind"] == "Deployment" for d in docs) == 2
+
+
+@pytest.mark.skipif(HELM is None, reason="helm is not installed (Debian has no package); the skeleton checks run")
+def test_helm_lint_and_redis_is_required() -> None:
+    assert HELM is not None
+    subprocess.run([HELM, "lint", str(CHART), *helm_sets()], check=True, capture_output=True)
+    failed = subprocess.run([HELM, "template", "relay", str(CHART)], capture_output=True, text=True)
+    assert failed.returncode != 0 and "redis.url" in failed.stderr
+
+
+def test_skeleton_of_each_template_parses_on_its_own() -> None:
+    # Run even with helm: a template whose YAML only works by accident of rendering is fragile.
+    for path in template_files():
+        docs = documents(skeleton(path.read_text()))
+        assert docs, path.name
+        for doc in docs:
+            assert {"apiVersion", "kind", "metadata"} <= set(doc), path.name
+
+
+def test_api_and_worker_run_relay_commands_with_probes_and_config() -> None:
+    docs = rendered_docs()
+    known = set(parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    api = by_name(docs, "Deployment", "-api")["spec"]["template"]["spec"]
+    worker = by_name(docs, "Deployment", "-worker")["spec"]["template"]["spec"]
+    [api_c], [worker_c] = api["containers"], worker["containers"]
+    assert api_c["command"] == ["relay", "api"] and worker_c["command"] == ["relay", "worker"]
+    assert {api_c["command"][1], worker_c["command"][1]} <= known
+    assert api_c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert api_c["startupProbe"]["httpGet"]["path"] == "/healthz"
+    readiness = api_c["readinessProbe"]["httpGet"]["path"]
+    assert readiness == ("/readyz" if HELM else PLACEHOLDER)
+    assert values()["api"]["readinessPath"] == "/readyz"
+    for spec, container in ((api, api_c), (worker, worker_c)):
+        env = {e["name"] for e in container["env"]}
+        assert {"RELAY_CONFIG", "RELAY_DATA_DIR"} <= env
+        assert container["envFrom"][0]["secretRef"]["name"]
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert {"/etc/relay", "/tmp", "/data"} <= mounts
+        assert spec["automountServiceAccountToken"] is False
+    assert {"RELAY_SERVER__HOST", "RELAY_SERVER__PORT"} <= {e["name"] for e in api_c["env"]}
+    assert "RELAY_WORKER_THREADS" in {e["name"] for e in worker_c["env"]}
+    service = by_name(docs, "Service", "")
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+
+
+def test_pods_run_as_non_root_with_a_read_only_root() -> None:
+    v = values()
+    pod, container = v["podSecurityContext"], v["securityContext"]
+    assert pod["runAsNonRoot"] is True and pod["runAsUser"] != 0 and pod["runAsGroup"] != 0
+    assert container["allowPrivilegeEscalation"] is False and container["readOnlyRootFilesystem"] is True
+    assert container["capabilities"]["drop"] == ["ALL"]
+    # The image's user (deploy/Dockerfile) is the one the chart runs as.
+    assert f"--uid {pod['runAsUser']}" in (DEPLOY / "Dockerfile").read_text()
+    for name in ("api-deployment.yaml", "worker-deployment.yaml"):
+        text = (TEMPLATES / name).read_text()
+        assert "toYaml .Values.podSecurityContext" in text and "toYaml .Values.securityContext" in text
+
+
+def test_worker_hpa_scales_on_the_exported_queue_depth() -> None:
+    hpa = by_name(rendered_docs(), "HorizontalPodAutoscaler", "-worker")
+    assert hpa["spec"]["scaleTargetRef"]["kind"] == "Deployment"
+    [metric] = hpa["spec"]["metrics"]
+    assert metric["type"] == "External" and metric["external"]["target"]["type"] == "AverageValue"
+    auto = values()["worker"]["autoscaling"]
+    assert auto["metricName"] == "relay_queue_depth" and auto["metricName"] in HELP
+    assert 1 <= auto["minReplicas"] <= auto["maxReplicas"]
+    text = (TEMPLATES / "worker-hpa.yaml").read_text()
+    assert "prometheus-adapter" in text and "external.metrics.k8s.io" in text  # the adapter it needs
+
+
+def test_secrets_stay_out_of_the_config_map() -> None:
+    v = values()
+    secret_text = (TEMPLATES / "secret.yaml").read_text()
+    assert "RELAY_REDIS__URL" in secret_text and ".Values.secrets" in secret_text
+    config_text = yaml.safe_dump(v["config"])
+    for name in v["secrets"]:
+        assert "${" + name + "}" in config_text  # referenced, never inlined
+    assert "redis" not in v["config"] and not v["redis"]["url"]  # the URL may hold a password: Secret only
+
+
+def test_the_chart_config_is_a_valid_relay_config(tmp_path: Path) -> None:
+    """values.yaml's `config`, with the environment the chart gives the pods, passes relay's own loader."""
+    v = values()
+    file = tmp_path / "config.yaml"
+    file.write_text(yaml.safe_dump(v["config"]))
+    environ = {name: f"json://127.0.0.1:9/{name.lower()}" for name in v["secrets"]}
+    environ |= {"RELAY_WEBHOOK_TOKEN": "w" * 24, "RELAY_ADMIN_TOKEN": "a" * 24}
+    environ |= {
+        "RELAY_REDIS__URL": "redis://redis:6379/0",
+        "RELAY_SERVER__HOST": "0.0.0.0",
+        "RELAY_SERVER__PORT": str(v["api"]["port"]),
+        "RELAY_DATA_DIR": "/data",
+        "RELAY_WORKER_THREADS": str(v["worker"]["threads"]),
+    }
+    config = load_config(file, environ)
+    assert config.server.host == "0.0.0.0" and config.server.port == v["api"]["port"]
+    assert config.redis.url == "redis://redis:6379/0" and config.worker_threads == v["worker"]["threads"]
+    assert config.server.auth.enabled and config.server.admin_tokens
+
+
+def _values_paths(text: str) -> set[str]:
+    return set(re.findall(r"\.Values\.([A-Za-z0-9_.]+)", text))
+
+
+def test_templates_use_only_values_that_exist() -> None:
+    v = values()
+    for path in [*template_files(), TEMPLATES / "_helpers.tpl", TEMPLATES / "NOTES.txt"]:
+        for dotted in _values_paths(path.read_text()):
+            node: Any = v
+            for part in dotted.split("."):
+                assert isinstance(node, dict) and part in node, f"{path.name}: .Values.{dotted} is not in values.yaml"
+                node = node[part]
+
+
+def test_includes_name_defined_templates_and_blocks_are_balanced() -> None:
+    helpers = (TEMPLATES / "_helpers.tpl").read_text()
+    defined = set(re.findall(r'\{\{-?\s*define\s+"([^"]+)"', helpers))
+    assert {"relay.fullname", "relay.labels", "relay.selectorLabels", "relay.env"} <= defined
+    for path in [*template_files(), TEMPLATES / "_helpers.tpl", TEMPLATES / "NOTES.txt"]:
+        text = path.read_text()
+        for name in re.findall(r'include\s+"([^"]+)"', text):
+            assert name in defined, f"{path.name}: include of undefined {name!r}"
+        actions = [a.strip("{}- ") for a in ACTION.findall(text)]
+        opened = sum(1 for a in actions if re.match(r"(if|with|range|define)\b", a))
+        closed = sum(1 for a in actions if a == "end")
+        assert opened == closed, f"{path.name}: {opened} blocks opened, {closed} closed"
+
+
+# -- Grafana dashboard ----------------------------------------------------------------------------
+
+PROMQL_WORDS = {
+    "sum", "max", "min", "avg", "count", "rate", "irate", "increase", "histogram_quantile", "by", "without",
+    "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool", "offset", "topk", "bottomk",
+    "label_values", "clamp_min", "clamp_max", "abs", "vector", "scalar",
+}  # fmt: skip
+LABELS = {"kind", "status", "reason", "state", "channel", "result", "le", "job", "instance"}
+
+
+def exported_metrics() -> set[str]:
+    names = set(HELP)
+    for name, (kind, _) in HELP.items():
+        if kind == "histogram":
+            names |= {f"{name}_bucket", f"{name}_count", f"{name}_sum"}
+    return names
+
+
+def promql_names(expr: str) -> tuple[set[str], set[str]]:
+    """(metric names, label names) an expression uses."""
+    e = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    metrics: set[str] = set()
+    labels: set[str] = set()
+    for metric, label in re.findall(r"label_values\(\s*([A-Za-z_:][\w:]*)[^,]*,\s*(\w+)\s*\)", e):
+        metrics.add(metric)
+        labels.add(label)
+    e = re.sub(r"label_values\([^)]*\)", "", e)
+    for matchers in re.findall(r"\{([^}]*)\}", e):
+        labels |= set(re.findall(r"([A-Za-z_]\w*)\s*(?:=~|!~|!=|=)", matchers))
+    e = re.sub(r"\{[^}]*\}", "", e)
+    e = re.sub(r"\[[^\]]*\]", "", e)
+    for grouping in re.findall(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)", e):
+        labels |= {label.strip() for label in grouping.split(",") if label.strip()}
+    e = re.sub(r"\b(?:by|without|on|ignoring)\s*\([^)]*\)", "", e)
+    metrics |= {w for w in re.findall(r"(?<![\w.$])[A-Za-z_:][\w:]*", e) if w not in PROMQL_WORDS}
+    return metrics, labels
+
+
+def dashboard_exprs(dashboard: dict[str, Any]) -> list[str]:
+    exprs = []
+
+    def walk(panels: list[dict[str, Any]]) -> None:
+        for panel in panels:
+            exprs.extend(t["expr"] for t in panel.get("targets", []))
+            walk(panel.get("panels", []))
+
+    walk(dashboard["panels"])
+    for var in dashboard["templating"]["list"]:
+        if var["type"] == "query":
+            query = var["query"]
+            exprs.append(query["query"] if isinstance(query, dict) else query)
+    return exprs
+
+
+def test_promql_name_extraction() -> None:
+    metrics, labels = promql_names(
+        'sum by (state) (max by (state, channel) (rate(relay_deliveries_total{job=~"$job", state="x"}[5m])))'
+        " / max(relay_up) unless on (job) nope_total"
+    )
+    assert metrics == {"relay_deliveries_total", "relay_up", "nope_total"}
+    assert labels == {"state", "channel", "job"}
+    assert promql_names("histogram_quantile(0.95, max by (le) (rate(a_bucket[$__rate_interval])))")[0] == {"a_bucket"}
+
+
+def test_dashboard_is_valid_json_for_grafana() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert dashboard["uid"] and dashboard["title"] and dashboard["schemaVersion"] >= 30
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    assert len(panels) >= 10
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    cells: set[tuple[int, int]] = set()
+    for panel in dashboard["panels"]:
+        pos = panel["gridPos"]
+        assert pos["x"] >= 0 and pos["x"] + pos["w"] <= 24
+        mine = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"]) for y in range(pos["y"], pos["y"] + pos["h"])}
+        assert not cells & mine, f"panel {panel['title']!r} overlaps another"
+        cells |= mine
+        if panel["type"] != "row":
+            assert panel["targets"] and all(t["expr"].strip() and t["refId"] for t in panel["targets"])
+            assert panel["datasource"]["uid"] == "${datasource}"
+    variables = {v["name"] for v in dashboard["templating"]["list"]}
+    for expr in dashboard_exprs(dashboard):
+        for name in re.findall(r"\$(\w+)", expr):
+            assert name.startswith("__") or name in variables, f"undefined variable ${name} in {expr}"
+
+
+def test_dashboard_queries_name_only_metrics_relay_exports() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    exported = exported_metrics()
+    used: set[str] = set()
+    for expr in dashboard_exprs(dashboard):
+        metrics, labels = promql_names(expr)
+        assert metrics, f"no metric in {expr}"
+        assert metrics <= exported, f"{expr}: {sorted(metrics - exported)} not exported by relay"
+        assert labels <= LABELS, f"{expr}: unknown labels {sorted(labels - LABELS)}"
+        used |= metrics
+    # Every family relay exports is on the dashboard, the latency histogram through its buckets.
+    families = {m.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum") for m in used}
+    missing = sorted(set(HELP) - families)
+    assert not missing, f"add a panel for {missing} to deploy/grafana/relay-dashboard.json"
+    titles = " ".join(p["title"].lower() for p in dashboard["panels"])
+    for word in ("received", "duplicates", "rejected", "state", "channel", "latency", "queue", "failed", "workers"):
+        assert word in titles
+
+
+def test_dashboard_latency_panel_has_p50_and_p95() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = " ".join(dashboard_exprs(dashboard))
+    for q in ("0.5", "0.95"):
+        assert f"histogram_quantile({q}, max by (le) (rate(relay_delivery_latency_seconds_bucket" in exprs
