@@ -376,6 +376,16 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         return JSONResponse({"deliveries": [r.public(with_event=True) for r in found], "count": len(found)})
 
     async def replay(request: Request) -> Response:
+        content_type = request.headers.get("content-type")
+        if content_type is not None and not _is_json(content_type):
+            # A form of another site can post text/plain or form data, never JSON without a preflight:
+            # insisting on JSON keeps an open (token-less) admin API safe from cross-site replays.
+            return error_response(
+                415,
+                [f"content type {content_type!r} is not JSON"],
+                "The replay request must be JSON.",
+                solutions=["Send the body with Content-Type: application/json."],
+            )
         raw = await request.body()
         try:
             body = json.loads(raw) if raw.strip() else {}

@@ -309,3 +309,15 @@ def test_bad_replay_bodies_are_rejected(client: TestClient, body: bytes) -> None
     )
     assert answer.status_code in (400, 422)
     assert_error_body(answer, answer.status_code)
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"])
+def test_replay_refuses_form_posts(client: TestClient, content_type: str) -> None:
+    answer = client.post("/api/v1/deliveries/replay", content=b"ids=x", headers={
+        "Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": content_type})
+    assert_error_body(answer, 415)
+
+
+def test_replay_with_no_body_and_no_content_type_is_fine(client: TestClient) -> None:
+    answer = client.post("/api/v1/deliveries/replay", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert answer.status_code == 200 and answer.json()["replayed"] == 0
