@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from redis import Redis
+from redis.sentinel import Sentinel
 
 from relay import embedded
 from relay.catalog import Catalog
@@ -19,8 +22,29 @@ def redis_url(config: Config) -> str:
     return config.redis.url or embedded.url_for(config.data_path)
 
 
+def open_redis(url: str, **options: Any) -> Redis:
+    """A connection for `url`: redis://, rediss://, unix://, or Sentinel as
+    `redis+sentinel://[:password@]host:port[,host:port...]/service[/db]` (the current primary)."""
+    if not url.startswith("redis+sentinel://"):
+        return Redis.from_url(url, **options)
+    parts = urlsplit(url)
+    password = unquote(parts.password) if parts.password else None
+    hosts = []
+    for item in parts.netloc.rsplit("@", 1)[-1].split(","):
+        host, _, port = item.rpartition(":")
+        hosts.append((host or item, int(port) if port.isdigit() else 26379))
+    path = [p for p in parts.path.split("/") if p]
+    if not path:
+        raise ValueError("a redis+sentinel:// URL names the service: redis+sentinel://host:26379/mymaster/0")
+    db = int(path[1]) if len(path) > 1 else 0
+    timeout = options.get("socket_connect_timeout", 5)
+    sentinel = Sentinel(hosts, socket_timeout=timeout, password=password)  # type: ignore[no-untyped-call]
+    primary: Redis = sentinel.master_for(path[0], db=db, password=password, **options)  # type: ignore[no-untyped-call]
+    return primary
+
+
 def connect(config: Config) -> Redis:
-    return Redis.from_url(redis_url(config), socket_timeout=10, socket_connect_timeout=5, health_check_interval=30)
+    return open_redis(redis_url(config), socket_timeout=10, socket_connect_timeout=5, health_check_interval=30)
 
 
 @dataclass
