@@ -11,6 +11,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import from_json
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -63,10 +64,6 @@ async def read_limited(request: Request, limit: int) -> bytes:
             raise BodyTooLarge
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def _is_json(content_type: str) -> bool:
@@ -176,7 +173,11 @@ def _unavailable() -> Response:
 
 
 def parse_json(raw: bytes, max_depth: int) -> Any:
-    """The body as JSON; the nesting is measured on the text first, so no parser recursion is ever deep."""
+    """The body as JSON; the nesting is measured on the text first, so no parser recursion is ever deep.
+
+    Parsed by the parser the workers read stored notifications with (pydantic's), so that nothing is
+    accepted that a worker would then fail to read: lone surrogates, numbers out of range.
+    """
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -184,8 +185,9 @@ def parse_json(raw: bytes, max_depth: int) -> Any:
     if json_depth(text) > max_depth:
         raise _too_deep(max_depth, too_deep_at(text, max_depth) or "")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
+        # NaN and Infinity are not JSON, whatever some encoders write.
+        return from_json(raw, allow_inf_nan=False)
+    except ValueError as exc:
         raise _bad_json(f"body is not valid JSON: {exc}") from None
 
 
@@ -373,7 +375,8 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
             )
         limit = min(limit, 500)
         found = await run_in_threadpool(filters.select, rt, limit)
-        return JSONResponse({"deliveries": [r.public(with_event=True) for r in found], "count": len(found)})
+        # SPEC: "list deliveries": the answer is the list itself, newest first.
+        return JSONResponse([r.public(with_event=True) for r in found])
 
     async def replay(request: Request) -> Response:
         content_type = request.headers.get("content-type")

@@ -186,14 +186,8 @@ def openapi_document(webhook_path: str) -> dict[str, Any]:
                     ],
                     "responses": {
                         "200": _answer(
-                            "Deliveries",
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "deliveries": {"type": "array", "items": delivery},
-                                    "count": {"type": "integer"},
-                                },
-                            },
+                            "Deliveries, newest first, each with its eventId and kind",
+                            {"type": "array", "items": delivery},
                         ),
                         **_errors(401, 422),
                     },

@@ -287,17 +287,17 @@ def test_listing_filters_and_limit(client: TestClient, rt: Runtime) -> None:
         post(client, sample_notification())
     post(client, sample_notification(kind="notification:other"))
     run_worker(rt)
-    everything = admin(client, "/api/v1/deliveries?limit=500").json()["deliveries"]
+    everything = admin(client, "/api/v1/deliveries?limit=500").json()
     assert len(everything) == 12
     stamps = [d["createdAt"] for d in everything]
     assert stamps == sorted(stamps, reverse=True)
-    assert len(admin(client, "/api/v1/deliveries?limit=2").json()["deliveries"]) == 2
-    other = admin(client, "/api/v1/deliveries?kind=notification:other").json()["deliveries"]
+    assert len(admin(client, "/api/v1/deliveries?limit=2").json()) == 2
+    other = admin(client, "/api/v1/deliveries?kind=notification:other").json()
     # Route 1 names access-control kinds only: the other kind's system owner falls to the default route.
     assert sorted(d["channel"] for d in other) == ["audit-hook", "managers-hook", "requester-email"]
-    email = admin(client, "/api/v1/deliveries?channel=requester-email&state=delivered").json()["deliveries"]
+    email = admin(client, "/api/v1/deliveries?channel=requester-email&state=delivered").json()
     assert len(email) == 4
-    assert admin(client, "/api/v1/deliveries?since=1h").json()["count"] == 12
+    assert len(admin(client, "/api/v1/deliveries?since=1h").json()) == 12
 
 
 @pytest.mark.parametrize("body", [b"[1]", b'{"ids": "abc"}', b'{"eventId": 5}', b"{bad"])
