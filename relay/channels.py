@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from email import message_from_string
 from email.message import Message
 from email.mime.text import MIMEText
-from urllib.parse import parse_qsl, quote, quote_plus, unquote, unquote_plus, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import apprise
 from apprise.exception import AppriseException
@@ -19,6 +19,7 @@ from apprise.plugins.email.smtp import SMTP_EXCEPTIONS, AppriseSMTPController
 
 from relay import retry_after
 from relay.recipients import valid_email
+from relay.redaction import url_secrets
 
 EMAIL_SCHEMES = frozenset({"mailto", "mailtos"})
 CHAT_SCHEMES = frozenset(
@@ -86,34 +87,9 @@ def address_url(url: str, address: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query, safe="@")))
 
 
-def _forms(raw: str) -> set[str]:
-    """A URL piece as written, decoded, and re-encoded: a secret may be shown in any of these."""
-    decoded = {unquote(raw), unquote_plus(raw)}
-    encoded = {quote(d, safe=safe) for d in decoded for safe in ("", "/", "@:")} | {quote_plus(d) for d in decoded}
-    return {raw} | decoded | encoded
-
-
 def secret_parts(url: str) -> list[str]:
-    """Pieces of a channel URL that may be credentials: user info, path segments, query values."""
-    raw: list[str] = []
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return [url]
-    if "@" in parts.netloc:
-        raw.extend(parts.netloc.rsplit("@", 1)[0].split(":"))
-    raw.extend(parts.path.split("/"))
-    if parts.scheme.lower() not in EMAIL_SCHEMES and parts.netloc and "@" not in parts.netloc:
-        # Tokens often sit in the host position (slack://T/B/C, workflows://host/...): hide non-hosts.
-        host = parts.netloc.split(":")[0]
-        if "." not in host and host not in {"localhost"}:
-            raw.append(host)
-    for pair in parts.query.split("&"):
-        key, _, value = pair.partition("=")
-        if unquote_plus(key).lower() not in {"from", "to", "mode", "format", "method", "cc", "bcc", "name"}:
-            raw.append(value)
-    pieces = {form for piece in raw for form in _forms(piece)}
-    return sorted({p for p in pieces if len(p) >= 4}, key=len, reverse=True)
+    """Pieces of a channel URL that may be credentials, in every form they may be shown in."""
+    return url_secrets(url)
 
 
 def redact(text: str, secrets: list[str]) -> str:

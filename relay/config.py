@@ -22,8 +22,8 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # An HTTP header name as proxies pass it on unchanged (the platform's own are letters and hyphens).
 _HEADER_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]*$"
 MIN_HMAC_SECRET = 16
-# Hard ceiling of server.limits.max_depth: well below the point where Python's json parser recurses out.
-MAX_JSON_DEPTH = 256
+# Hard ceiling of server.limits.max_depth: below the depth (about 200) where pydantic's JSON parser gives up.
+MAX_JSON_DEPTH = 128
 
 
 class ConfigError(Exception):
@@ -252,9 +252,7 @@ class Config(_Model):
 
     def secrets(self) -> list[str]:
         """Every configured secret value, so that logs and answers can be scrubbed of them."""
-        found: list[str] = [*self.server.auth.tokens, *self.server.admin_tokens]
-        if self.server.auth.basic:
-            found.append(self.server.auth.basic.password)
+        found: list[str] = self.server.secrets()
         if self.platform.access_token:
             found.append(self.platform.access_token)
         found.extend(ch.url for ch in self.channels.values())

@@ -7,6 +7,8 @@ from typing import Any
 from relay import __version__
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
+# A duration back from now (90s, 2h, 1h30m, 7d) or an ISO 8601 date or time.
+SINCE_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h|d|w))+$|^\d+(\.\d+)?$|^\d{4}-\d{2}-\d{2}([T ][0-9:.]+)?(Z|[+-]\d{2}:?\d{2})?$"
 
 
 def _answer(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -20,6 +22,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         404: "Not found",
         413: "Body too large",
         415: "Not JSON",
+        431: "Request headers too large",
         422: "Schema violation",
         503: "Unavailable; see Retry-After",
     }
@@ -124,7 +127,7 @@ def openapi_document(webhook_path: str) -> dict[str, Any]:
                                 },
                             },
                         ),
-                        **_errors(400, 401, 413, 415, 422, 503),
+                        **_errors(400, 401, 413, 415, 422, 431, 503),
                     },
                 }
             },
@@ -181,7 +184,7 @@ def openapi_document(webhook_path: str) -> dict[str, Any]:
                         },
                         {"name": "kind", "in": "query", "schema": {"type": "string"}},
                         {"name": "channel", "in": "query", "schema": {"type": "string"}},
-                        {"name": "since", "in": "query", "schema": {"type": "string"}},
+                        {"name": "since", "in": "query", "schema": {"type": "string", "pattern": SINCE_PATTERN}},
                         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 50}},
                     ],
                     "responses": {

@@ -25,6 +25,7 @@ EMAIL_SCHEMES = frozenset({"mailto", "mailtos"})
 PLAIN_KEYS = frozenset({"from", "to", "mode", "format", "method", "cc", "bcc", "name"})
 # Words that introduce a credential in a header value ("Bearer <token>"); the word itself is no secret.
 AUTH_WORDS = frozenset({"bearer", "basic", "token", "digest", "apikey"})
+_PLAIN_WORD = re.compile(r"[a-z]+(?:[._-][a-z]+)*")
 # The `safe` sets of the encoders that put values into URLs: quote(), urlencode(safe="@"), Apprise.
 _SAFE_SETS = ("", "/", "@", "@:", "/:@")
 
@@ -54,7 +55,11 @@ def _userinfo(netloc: str) -> list[str]:
         return []
     userinfo = netloc.rsplit("@", 1)[0]
     user, _, password = userinfo.partition(":")
-    pieces = [userinfo, user, password]
+    pieces = [userinfo, password]
+    # A login that is a plain word (relay, mailer, apikey) is no secret, and hiding it would blank that
+    # word in every log line; one like an address or an identifier (ops@corp, AKIA1234) is hidden.
+    if not _PLAIN_WORD.fullmatch(unquote(user)):
+        pieces.append(user)
     # HTTP Basic sends exactly this pair base64-encoded.
     pieces.append(base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode())
     return pieces

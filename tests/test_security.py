@@ -367,6 +367,8 @@ def test_redaction_hides_every_form_of_a_url_secret(url: str, leak: str) -> None
         ("mailtos://u:pw-secret-1@smtp.example.com?from=relay@example.com&mode=starttls", "relay@example.com"),
         ("json://hooks.example.com/in?+X-Token=hdr-secret-99", "X-Token"),
         ("json://localhost:8080/in", "localhost"),
+        ("mailtos://relay:pw-secret-1@smtp.example.com", "relay"),
+        ("mailtos://apikey:SG.abc123def@smtp.example.com", "apikey"),
     ],
 )
 def test_redaction_leaves_hosts_addresses_and_header_names(url: str, visible: str) -> None:
@@ -389,3 +391,33 @@ def test_redactor_hides_longest_first_and_ignores_short_pieces() -> None:
 def test_basic_credentials_are_hidden_base64_encoded_too() -> None:
     secrets = url_secrets("json://user:pw-secret-42@hooks.example.com/x")
     assert base64.b64encode(b"user:pw-secret-42").decode() in secrets
+
+
+def test_limits_bind_the_edge_only_not_workers_reading_stored_notifications() -> None:
+    from relay.config import LimitsConfig
+    from relay.model import Notification
+
+    payload = sample_notification(messages=[{}] * 150)
+    assert len(Notification.model_validate(payload).messages) == 150
+    with pytest.raises(ValueError, match="number of messages: 150 is over the limit of 100"):
+        Notification.model_validate(payload, context={"limits": LimitsConfig()})
+
+
+def test_config_secrets_cover_every_credential_in_every_form(tmp_path: Any) -> None:
+    from relay.config import Config
+    from relay.redaction import config_secrets
+
+    config = Config.model_validate(
+        {
+            "server": {
+                "auth": {"tokens": ["tok-aaaa"], "basic": {"username": "u", "password": "p%2Fw-bbbb"}},
+                "admin_tokens": ["adm-cccc"],
+            },
+            "channels": {"c": {"url": "json://h.example.com/x?+X-Key=k%20dddd"}},
+        }
+    )
+    config.server.auth.hmac = HmacAuth.model_validate({"secret": HMAC_SECRET})
+    found = config_secrets(config)
+    for secret in ("tok-aaaa", "p/w-bbbb", "p%2Fw-bbbb", "adm-cccc", HMAC_SECRET, "k dddd", "k+dddd", "dddd"):
+        assert secret in found, secret
+    assert base64.b64encode(b"u:p%2Fw-bbbb").decode() in found
