@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -13,6 +14,7 @@ from relay import embedded
 from relay.catalog import Catalog
 from relay.config import Config, load_config
 from relay.queue import Intake
+from relay.redaction import remember_config
 from relay.rendering import Renderer
 from relay.store import Store
 
@@ -55,9 +57,11 @@ class Runtime:
     intake: Intake
     renderer: Renderer
     catalog: Catalog | None = None
+    # The file the config came from, to read again on a reload (None: defaults and environment).
+    config_file: Path | None = None
 
 
-def build(config: Config, redis: Redis | None = None) -> Runtime:
+def build(config: Config, redis: Redis | None = None, config_file: Path | None = None) -> Runtime:
     conn = redis if redis is not None else connect(config)
     store = Store(conn, config.retention)
     extra = {"platform_url": (config.platform.url or "").rstrip("/")}
@@ -68,7 +72,67 @@ def build(config: Config, redis: Redis | None = None) -> Runtime:
         intake=Intake.create(conn, store, config.dedup_ttl, config.send_timeout),
         renderer=Renderer(config.templates_path, extra, config.templates.builtin),
         catalog=Catalog(config.platform, conn) if config.platform.url else None,
+        config_file=config_file,
     )
+
+
+CONFIG_GENERATION = "relay:config:generation"
+FIXED_AT_START = ("server.host", "server.port", "server.path", "redis", "data_dir")
+
+
+def reload_runtime(rt: Runtime) -> list[str]:
+    """Read the config file again and use it from now on: routes, channels, templates, tokens, retry.
+
+    An invalid file raises ConfigError and the running config stays. Settings that only apply at
+    start (listen address, webhook path, Redis) are kept; the notes returned say which changed.
+    """
+    new = load_config(rt.config_file)
+    old = rt.config
+    notes = []
+    for name in FIXED_AT_START:
+        section, _, key = name.partition(".")
+        before, after = getattr(old, section), getattr(new, section)
+        if key:
+            before, after = getattr(before, key), getattr(after, key)
+        if before != after:
+            notes.append(f"{name} changed: it applies after a restart")
+    new = new.model_copy(
+        update={
+            "redis": old.redis,
+            "data_dir": old.data_dir,
+            "server": new.server.model_copy(
+                update={"host": old.server.host, "port": old.server.port, "path": old.server.path}
+            ),
+        }
+    )
+    extra = {"platform_url": (new.platform.url or "").rstrip("/")}
+    rt.renderer = Renderer(new.templates_path, extra, new.templates.builtin)
+    rt.catalog = Catalog(new.platform, rt.redis) if new.platform.url else None
+    rt.intake.dedup_ttl = new.dedup_ttl
+    rt.store.retention = int(new.retention)
+    rt.config = new  # last: jobs and handlers pick up a complete new set
+    remember_config(new)
+    return notes
+
+
+def reload_on_sighup(rt: Runtime) -> None:
+    """SIGHUP reloads the config (in a thread: a signal handler must not block on Redis)."""
+    import logging
+    import signal
+    import threading
+
+    log = logging.getLogger("relay.reload")
+
+    def reload() -> None:
+        try:
+            for note in reload_runtime(rt):
+                log.warning("%s", note)
+            generation = rt.redis.incr(CONFIG_GENERATION)
+            log.info("config reloaded on SIGHUP (generation %s)", generation)
+        except Exception as exc:  # an invalid file or Redis down: keep running on the old config
+            log.error("config reload refused, the running config is kept: %s", exc)
+
+    signal.signal(signal.SIGHUP, lambda *_: threading.Thread(target=reload, daemon=True).start())
 
 
 _current: Runtime | None = None

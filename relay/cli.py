@@ -57,13 +57,15 @@ def _refuse_open_bind(config: Config) -> None:
 def cmd_api(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from relay.bootstrap import build
+    from relay.bootstrap import build, reload_on_sighup
     from relay.http import create_app
 
     config = _config(args)
     _log(config)
     _refuse_open_bind(config)
-    app = create_app(build(config))
+    rt = build(config, config_file=_config_file(args))
+    reload_on_sighup(rt)
+    app = create_app(rt)
     uvicorn.run(
         app,
         host=config.server.host,

@@ -21,8 +21,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from relay.auth import admin_allowed, signature_offered, signature_problem, webhook_allowed
-from relay.bootstrap import Runtime
-from relay.config import LimitsConfig, ServerConfig
+from relay.bootstrap import CONFIG_GENERATION, Runtime, reload_runtime
+from relay.config import ConfigError, LimitsConfig, ServerConfig
 from relay.errors import error_response, validation_response
 from relay.metrics import exposition
 from relay.model import LIMIT_ERROR, Notification, State, json_depth, too_deep_at
@@ -230,10 +230,11 @@ async def authenticated_body(request: Request, server: ServerConfig) -> bytes:
 
 
 def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Starlette:
-    config = rt.config
-    server = config.server
+    # Handlers read rt.config at each request, so that a reload takes effect; the webhook path is
+    # fixed for the life of the process.
+    webhook_path = rt.config.server.path
     # Error answers are scrubbed of every configured secret, in all its forms.
-    remember_config(config)
+    remember_config(rt.config)
 
     def rejected(status: int, reason: str) -> None:
         with contextlib.suppress(RedisError):
@@ -241,6 +242,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
 
     async def webhook(request: Request) -> Response:
         try:
+            server = rt.config.server
             raw = await authenticated_body(request, server)
             if not _is_json(request.headers.get("content-type", "")):
                 raise _not_json_type(request.headers.get("content-type"))
@@ -307,7 +309,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
 
     def admin(handler: Handler) -> Handler:
         async def guarded(request: Request) -> Response:
-            if not admin_allowed(server, request.headers):
+            if not admin_allowed(rt.config.server, request.headers):
                 return error_response(
                     401,
                     ["missing or invalid admin credentials"],
@@ -406,8 +408,24 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         replayed, not_replayed = await run_in_threadpool(filters.replay, rt, dry_run)
         return JSONResponse({"replayed": replayed, "dryRun": dry_run, "notReplayed": not_replayed})
 
+    async def reload_config(request: Request) -> Response:
+        try:
+            notes = await run_in_threadpool(reload_runtime, rt)
+        except ConfigError as exc:
+            log.error("config reload refused, the running config is kept: %s", exc)
+            return error_response(
+                422,
+                [str(exc)],
+                "The new config is invalid; the running config is kept.",
+                solutions=["Fix the file (`relay check` says what is wrong) and reload again."],
+            )
+        # Workers (any machine) watch this counter and read their own config file again.
+        generation = await run_in_threadpool(rt.redis.incr, CONFIG_GENERATION)
+        log.info("config reloaded (generation %s)", generation)
+        return JSONResponse({"reloaded": True, "generation": generation, "notes": notes})
+
     async def openapi(request: Request) -> Response:
-        return JSONResponse(openapi_document(server.path))
+        return JSONResponse(openapi_document(webhook_path))
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -429,7 +447,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         )
 
     routes = [
-        Route(server.path, webhook, methods=["POST"]),
+        Route(webhook_path, webhook, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
@@ -437,6 +455,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/api/v1/events/{event_id:path}", admin(get_event), methods=["GET"]),
         Route("/api/v1/deliveries", admin(list_deliveries), methods=["GET"]),
         Route("/api/v1/deliveries/replay", admin(replay), methods=["POST"]),
+        Route("/api/v1/reload", admin(reload_config), methods=["POST"]),
         *ui_routes(rt),
         *(extra_routes or []),
     ]

@@ -196,6 +196,26 @@ def openapi_document(webhook_path: str) -> dict[str, Any]:
                     },
                 }
             },
+            "/api/v1/reload": {
+                "post": {
+                    "summary": "Read the config file again (routes, channels, templates, tokens); workers follow",
+                    "security": admin,
+                    "responses": {
+                        "200": _answer(
+                            "Reloaded",
+                            {
+                                "type": "object",
+                                "properties": {
+                                    "reloaded": {"type": "boolean"},
+                                    "generation": {"type": "integer"},
+                                    "notes": {"type": "array", "items": {"type": "string"}},
+                                },
+                            },
+                        ),
+                        **_errors(401, 422),
+                    },
+                }
+            },
             "/api/v1/deliveries/replay": {
                 "post": {
                     "summary": "Requeue failed deliveries (never a delivered one)",

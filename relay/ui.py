@@ -391,14 +391,13 @@ def _error(status: int, title: str, message: str, headers: dict[str, str] | None
 
 
 def ui_routes(rt: Runtime) -> list[BaseRoute]:
-    server = rt.config.server
-
+    # rt.config is read at each request: a reload (SIGHUP, POST /api/v1/reload) changes the tokens.
     def tokens() -> list[str]:
-        return server.admin_tokens
+        return rt.config.server.admin_tokens
 
     def header_auth(request: Request) -> bool:
         """The admin API's own header credentials (for scripts); only when tokens are configured."""
-        return bool(tokens()) and admin_allowed(server, request.headers)
+        return bool(tokens()) and admin_allowed(rt.config.server, request.headers)
 
     def session_of(request: Request) -> str | None:
         value = request.cookies.get(COOKIE)

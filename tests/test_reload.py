@@ -1,0 +1,70 @@
+"""Config reload: POST /api/v1/reload (and SIGHUP) swap routes, channels and tokens without dropping work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from starlette.testclient import TestClient
+
+from relay.bootstrap import CONFIG_GENERATION, Runtime, build, install
+from relay.config import load_config
+from relay.http import create_app
+from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, base_config, post, run_worker, sample_notification
+from tests.servers import HttpSink, SmtpSink
+
+
+def _runtime(tmp_path: Path, redis_url: str, redis: Any, data: dict[str, Any]) -> Runtime:
+    path = tmp_path / "relay.json"
+    path.write_text(json.dumps(data))
+    return install(build(load_config(path), redis, config_file=path))
+
+
+def test_reload_swaps_routes_and_tokens_and_refuses_a_broken_file(
+    redis: Any, redis_server: Any, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
+) -> None:
+    data = base_config(sink, smtp, tmp_path, redis_server.url).model_dump(
+        mode="json", by_alias=True, exclude={"base_dir"}
+    )
+    data["routes"] = [{"channels": ["owners-hook"]}]
+    rt = _runtime(tmp_path, redis_server.url, redis, data)
+    path = rt.config_file
+    assert path is not None
+    with TestClient(create_app(rt)) as client:
+        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        post(client, sample_notification())
+        run_worker(rt)
+        assert len(sink.at("/owners")) == 3 and sink.at("/audit") == []
+
+        data["routes"] = [{"channels": ["audit-hook"]}]
+        data["server"]["admin_tokens"] = ["rotated-admin-token-42"]
+        data["server"]["port"] = 9999
+        path.write_text(json.dumps(data))
+        answer = client.post("/api/v1/reload", headers=headers)
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert body["reloaded"] is True and body["generation"] == 1
+        assert body["notes"] == ["server.port changed: it applies after a restart"]
+        assert rt.config.server.port == 8080  # kept until a restart
+
+        post(client, sample_notification())
+        run_worker(rt)
+        assert len(sink.at("/audit")) == 3 and len(sink.at("/owners")) == 3
+        # The old admin token is refused now, the new one works.
+        assert client.get("/api/v1/deliveries", headers=headers).status_code == 401
+        rotated = {"Authorization": "Bearer rotated-admin-token-42"}
+        assert client.get("/api/v1/deliveries", headers=rotated).status_code == 200
+
+        path.write_text("routes: [{channels: [no-such-channel]}]\n")
+        refused = client.post("/api/v1/reload", headers=rotated)
+        assert refused.status_code == 422
+        assert "unknown channel 'no-such-channel'" in refused.json()["errors"][0]
+        assert [r.channels for r in rt.config.routes] == [["audit-hook"]]  # the running config stays
+        assert post(client, sample_notification(), token=WEBHOOK_TOKEN).status_code == 202
+    assert int(redis.get(CONFIG_GENERATION)) == 1
+
+
+def test_reload_needs_admin_credentials(client: TestClient) -> None:
+    answer = client.post("/api/v1/reload")
+    assert answer.status_code == 401 and answer.json()["errors"]
