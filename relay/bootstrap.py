@@ -12,7 +12,7 @@ from redis.sentinel import Sentinel
 
 from relay import embedded
 from relay.catalog import Catalog
-from relay.config import Config, load_config
+from relay.config import Config, ConfigError, load_config
 from relay.queue import Intake
 from relay.redaction import remember_config
 from relay.rendering import Renderer
@@ -86,6 +86,9 @@ def reload_runtime(rt: Runtime) -> list[str]:
     An invalid file raises ConfigError and the running config stays. Settings that only apply at
     start (listen address, webhook path, Redis) are kept; the notes returned say which changed.
     """
+    if rt.config_file is None:
+        # Reading defaults and the environment again would silently drop what the process was given.
+        raise ConfigError("relay was started without a config file: there is nothing to reload")
     new = load_config(rt.config_file)
     old = rt.config
     notes = []

@@ -68,3 +68,10 @@ def test_reload_swaps_routes_and_tokens_and_refuses_a_broken_file(
 def test_reload_needs_admin_credentials(client: TestClient) -> None:
     answer = client.post("/api/v1/reload")
     assert answer.status_code == 401 and answer.json()["errors"]
+
+
+def test_reload_without_a_config_file_is_refused(client: TestClient, rt: Runtime) -> None:
+    before = rt.config
+    answer = client.post("/api/v1/reload", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert answer.status_code == 422 and "without a config file" in answer.json()["errors"][0]
+    assert rt.config is before
