@@ -26,11 +26,14 @@ from typing import Any
 from redis import Redis
 from redis.exceptions import RedisError
 from rq import Queue, SimpleWorker
+from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
 from rq.registry import StartedJobRegistry
+from rq.scheduler import RQScheduler
 from rq.timeouts import TimerDeathPenalty
 
 from relay.bootstrap import build, install, redis_url
 from relay.config import Config
+from relay.embedded import die_with_parent
 from relay.queue import QUEUE_NAME
 
 log = logging.getLogger("relay.worker")
@@ -39,6 +42,21 @@ REAP_EVERY = 3  # heartbeats
 # An idle thread waits for a job in slices this long, so that a stop request is seen within it.
 IDLE_SLICE = 2
 SCHEDULER_START_WAIT = 10.0
+
+
+class OwnedScheduler(RQScheduler):
+    """RQ's scheduler, whose forked process gets SIGTERM when its worker process dies, even by SIGKILL
+    (RQ's own would be left running as an orphan)."""
+
+    def start(self) -> Any:
+        self._owner_pid = os.getpid()
+        return super().start()  # type: ignore[no-untyped-call]
+
+    def work(self) -> None:
+        die_with_parent()
+        if os.getppid() != self._owner_pid:  # the worker died before the line above
+            return
+        super().work()  # type: ignore[no-untyped-call]
 
 
 class ThreadWorker(SimpleWorker):
@@ -53,9 +71,34 @@ class ThreadWorker(SimpleWorker):
     def _install_signal_handlers(self) -> None:
         """The process's main thread handles the signals (see `run_worker`)."""
 
-    def _start_scheduler(self, *args: Any, **kwargs: Any) -> None:
+    def _start_scheduler(
+        self,
+        burst: bool = False,
+        logging_level: str | None = "INFO",
+        date_format: str = DEFAULT_LOGGING_DATE_FORMAT,
+        log_format: str = DEFAULT_LOGGING_FORMAT,
+    ) -> None:
+        """RQ's own `_start_scheduler`, with a scheduler process that ends with its worker."""
         try:
-            super()._start_scheduler(*args, **kwargs)
+            self.scheduler = scheduler = OwnedScheduler(
+                self.queues,
+                connection=self.connection,
+                logging_level=logging_level if logging_level is not None else self.log.level,
+                date_format=date_format,
+                log_format=log_format,
+                serializer=self.serializer,
+            )
+            scheduler.acquire_locks()  # type: ignore[no-untyped-call]
+            if scheduler.acquired_locks:
+                if burst:
+                    try:
+                        scheduler.register_birth()
+                        scheduler.enqueue_scheduled_jobs()  # type: ignore[no-untyped-call]
+                    finally:
+                        scheduler.release_locks()  # type: ignore[no-untyped-call]
+                        scheduler.register_death()
+                else:
+                    scheduler.start()
         finally:
             self.scheduler_started.set()
 

@@ -89,3 +89,40 @@ def test_idle_worker_stops_promptly(redis: Redis, redis_server: EmbeddedRedis, t
             proc.kill()
             proc.wait()
     assert Worker.all(connection=redis) == []
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("State:"))
+    except (OSError, StopIteration):
+        return False
+    return "zombie" not in state
+
+
+def test_scheduler_process_ends_with_a_killed_worker(redis: Redis, redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"redis": {"url": redis_server.url}, "worker_threads": 2}))
+    proc = subprocess.Popen(
+        [RELAY, "worker", "--config", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+    )
+    try:
+        scheduler = wait_for(lambda: _children(proc.pid), timeout=30)[0]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        wait_for(lambda: not _alive(scheduler), timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
