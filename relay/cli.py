@@ -86,7 +86,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     config = _config(args)
     _log(config)
-    run_worker(config, burst=args.burst)
+    run_worker(config, burst=args.burst, config_file=_config_file(args))
     return 0
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import uvicorn
 
-from relay.bootstrap import build
+from relay.bootstrap import build, reload_on_sighup
 from relay.config import Config
 from relay.embedded import EmbeddedRedis, die_with_parent
 from relay.http import create_app
@@ -79,7 +79,10 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
             log.info("embedded Redis started on %s (append-only file in %s)", embedded.url, config.data_path)
         pool = Workers(workers, config_file, env)
         pool.start()
-        app = create_app(build(config))
+        rt = build(config, config_file=config_file)
+        # SIGHUP: the API reads the file again and bumps the generation that the workers watch.
+        reload_on_sighup(rt)
+        app = create_app(rt)
         server = config.server
         log.info("relay listening on http://%s:%d%s with %d worker(s)", server.host, server.port, server.path, workers)
         # uvicorn re-raises the stop signal once it has shut down; these handlers absorb it so that

@@ -20,6 +20,7 @@ import socket
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -31,8 +32,8 @@ from rq.registry import StartedJobRegistry
 from rq.scheduler import RQScheduler
 from rq.timeouts import TimerDeathPenalty
 
-from relay.bootstrap import build, install, redis_url
-from relay.config import Config
+from relay.bootstrap import CONFIG_GENERATION, build, install, open_redis, redis_url, reload_runtime, runtime
+from relay.config import Config, ConfigError
 from relay.embedded import die_with_parent
 from relay.queue import QUEUE_NAME
 
@@ -118,16 +119,23 @@ class ThreadWorker(SimpleWorker):
         return None
 
 
-def _heartbeat(config: Config, name: str, stop: threading.Event) -> None:
-    conn = Redis.from_url(redis_url(config), socket_timeout=5, socket_connect_timeout=5)
+def _heartbeat(config: Config, name: str, stop: threading.Event, reload: threading.Event) -> None:
+    conn = open_redis(redis_url(config), socket_timeout=5, socket_connect_timeout=5)
     from relay.store import Store
 
     store = Store(conn, config.retention)
     started = StartedJobRegistry(QUEUE_NAME, connection=conn)
+    generation = _generation(conn)
     beats = 0
     while not stop.is_set():
         try:
             store.heartbeat(name)
+            now_generation = _generation(conn)
+            if reload.is_set() or now_generation != generation:
+                # SIGHUP here, or a reload elsewhere (`relay serve`, POST /api/v1/reload): read our file again.
+                reload.clear()
+                generation = now_generation
+                _reload(name)
             if beats % REAP_EVERY == 0:
                 # RQ itself looks for jobs of dead workers only every 10 minutes: look more often, so a
                 # delivery whose worker was killed is retried within about two minutes.
@@ -140,6 +148,20 @@ def _heartbeat(config: Config, name: str, stop: threading.Event) -> None:
             # `relay serve` died without stopping us: do not linger as an orphan.
             os._exit(0)
         stop.wait(HEARTBEAT_SECONDS)
+
+
+def _generation(conn: Redis) -> bytes | None:
+    value = conn.get(CONFIG_GENERATION)
+    return value if isinstance(value, bytes) else None
+
+
+def _reload(name: str) -> None:
+    try:
+        for note in reload_runtime(runtime()):
+            log.warning("%s", note)
+        log.info("worker %s reloaded its config", name)
+    except ConfigError as exc:
+        log.error("worker %s kept its running config; the new one is invalid: %s", name, exc)
 
 
 def _warm_up(config: Config) -> None:
@@ -187,7 +209,7 @@ class ThreadPool:
 
     def _new_worker(self) -> ThreadWorker:
         # RQ blocks on BLPOP: its connection must not have a short socket timeout.
-        conn = Redis.from_url(self.url, socket_connect_timeout=5, health_check_interval=30)
+        conn = open_redis(self.url, socket_connect_timeout=5, health_check_interval=30)
         self._serial += 1
         return ThreadWorker(
             [Queue(QUEUE_NAME, connection=conn)], connection=conn, name=f"{self.name}-{self._serial}", worker_ttl=60
@@ -247,12 +269,14 @@ class ThreadPool:
                 worker.request_warm_stop()
 
 
-def run_worker(config: Config, burst: bool = False) -> None:
-    install(build(config))
+def run_worker(config: Config, burst: bool = False, config_file: Path | None = None) -> None:
+    install(build(config, config_file=config_file))
     _warm_up(config)
     name = f"relay-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     stop = threading.Event()
-    beat = threading.Thread(target=_heartbeat, args=(config, name, stop), daemon=True)
+    reload = threading.Event()
+    signal.signal(signal.SIGHUP, lambda *_: reload.set())
+    beat = threading.Thread(target=_heartbeat, args=(config, name, stop, reload), daemon=True)
     beat.start()
     pool = ThreadPool(config, name, config.worker_threads, burst)
     signals = 0

@@ -138,3 +138,27 @@ def test_serve_send_status_and_clean_stop(
     assert _processes_mentioning(data_dir) == []
     assert _processes_mentioning(config) == []
     assert (served["data"] / "appendonly.aof").exists() or list(Path(data_dir).glob("appendonly*"))  # type: ignore[operator]
+
+
+def test_sighup_reloads_api_and_workers(served: dict[str, object], sink: HttpSink, tmp_path: Path) -> None:
+    path = served["config"]
+    assert isinstance(path, Path)
+    data = json.loads(path.read_text())
+    data["channels"]["new-owners"] = {"url": sink.url("/reloaded-owners")}
+    data["routes"] = [{"recipient_types": ["recipient-type:system-owner"], "channels": ["new-owners"]}]
+    path.write_text(json.dumps(data))
+    proc = served["proc"]
+    assert isinstance(proc, subprocess.Popen)
+    proc.send_signal(signal.SIGHUP)
+
+    def routed_anew() -> bool:
+        # Workers see the new generation within a heartbeat (5 s); until then, send again and look.
+        payload = sample_notification()
+        payload_file = tmp_path / f"{payload['metadata']['eventId']}.json"
+        payload_file.write_text(json.dumps(payload))
+        subprocess.run([RELAY, "send", str(payload_file), "--config", str(path)], capture_output=True, timeout=30)
+        time.sleep(0.5)
+        return bool(sink.at("/reloaded-owners"))
+
+    wait_for(routed_anew, timeout=20, interval=1)
+    assert proc.poll() is None
