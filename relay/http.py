@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -12,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from pydantic_core import from_json
+from redis.asyncio import Redis as AsyncRedis
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -21,7 +23,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from relay.auth import admin_allowed, signature_offered, signature_problem, webhook_allowed
-from relay.bootstrap import CONFIG_GENERATION, Runtime, reload_runtime
+from relay.bootstrap import CONFIG_GENERATION, Runtime, redis_url, reload_runtime
 from relay.config import ConfigError, LimitsConfig, ServerConfig
 from relay.errors import error_response, validation_response
 from relay.metrics import exposition
@@ -236,6 +238,21 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     # Error answers are scrubbed of every configured secret, in all its forms.
     remember_config(rt.config)
 
+    url = redis_url(rt.config)
+    clients: dict[asyncio.AbstractEventLoop, AsyncRedis] = {}
+
+    async def accept(event_id: str, kind: str, payload: str) -> str:
+        """Durable intake on an asyncio connection of this loop (Sentinel: the threaded client)."""
+        if url.startswith("redis+sentinel://"):
+            return await run_in_threadpool(rt.intake.accept, event_id, kind, payload)
+        if not rt.intake.prepared:
+            await run_in_threadpool(rt.intake.prepare)
+        loop = asyncio.get_running_loop()
+        client = clients.get(loop)
+        if client is None:
+            client = clients[loop] = AsyncRedis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+        return await rt.intake.accept_async(client, event_id, kind, payload)
+
     def rejected(status: int, reason: str) -> None:
         with contextlib.suppress(RedisError):
             rt.store.incr("relay_notifications_rejected_total", status=str(status), reason=reason)
@@ -246,14 +263,15 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
             raw = await authenticated_body(request, server)
             if not _is_json(request.headers.get("content-type", "")):
                 raise _not_json_type(request.headers.get("content-type"))
-            notification = await run_in_threadpool(validate_notification, raw, server.limits)
+            # Parsing and validating is CPU work: a thread would add its hop and still hold the GIL.
+            notification = validate_notification(raw, server.limits)
         except Refused as refusal:
             if refusal.reason is not None:
                 await run_in_threadpool(rejected, refusal.response.status_code, refusal.reason)
             return refusal.response
         try:
             # The payload is stored as received (unknown fields kept); it decoded as UTF-8 above.
-            status = await run_in_threadpool(rt.intake.accept, notification.event_id, notification.kind, raw.decode())
+            status = await accept(notification.event_id, notification.kind, raw.decode())
         except QueueUnavailable as exc:
             log.error("queue unavailable, answered 503: %s", exc, extra={"eventId": notification.event_id})
             return _unavailable()

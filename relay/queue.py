@@ -9,8 +9,9 @@ from enum import Enum
 from typing import Any
 
 from redis import Redis
+from redis.asyncio import Redis as AsyncRedis
 from redis.commands.core import Script
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 from rq import Callback, Queue, Retry
 from rq.job import Job
 from rq.scripts import _build_hset_args
@@ -102,36 +103,67 @@ class Intake:
         """
         try:
             script = self._script or self._register()
-            ident = job_id("plan", _hash(event_id))
-            ts = now()
-            args: list[Any] = [
-                max(1, int(self.dedup_ttl)),
-                event_id,
-                kind,
-                repr(ts),
-                payload,
-                self.store.retention,
-                metric_field("relay_notifications_received_total", kind=kind),
-                metric_field("relay_notifications_duplicate_total"),
-                ident,
-            ]
-            if self._fast:
-                args += _varying_fields(event_id, utcformat(rq_now()))
-            else:
-                args += job_hash_args(self.plan_job(event_id))
-            keys = [
-                dedup_key(event_id),
-                event_key(event_id),
-                EVENTS,
-                METRICS,
-                Job.redis_job_namespace_prefix + ident,
-                self.queue.key,
-                self.queue.redis_queues_keys,
-            ]
+            keys, args = self._accept_call(event_id, kind, payload)
             accepted = script(keys=keys, args=args)
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
         return "accepted" if accepted else "duplicate"
+
+    @property
+    def prepared(self) -> bool:
+        return self._script is not None
+
+    def prepare(self) -> None:
+        """Register the accept script now (a blocking round trip), so that `accept_async` never blocks."""
+        try:
+            if self._script is None:
+                self._register()
+        except RedisError as exc:
+            raise QueueUnavailable(type(exc).__name__) from exc
+
+    async def accept_async(self, client: AsyncRedis, event_id: str, kind: str, payload: str) -> str:
+        """`accept` on an asyncio connection: the same script, one round trip, no thread hop."""
+        try:
+            script = self._script or self._register()
+            keys, args = self._accept_call(event_id, kind, payload)
+            try:
+                accepted = await client.evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:  # a restarted Redis forgot the script: load it again
+                await client.script_load(script.script)
+                accepted = await client.evalsha(script.sha, len(keys), *keys, *args)
+        except RedisError as exc:
+            raise QueueUnavailable(type(exc).__name__) from exc
+        return "accepted" if accepted else "duplicate"
+
+    def _accept_call(self, event_id: str, kind: str, payload: str) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of the accept script for one notification."""
+        ident = job_id("plan", _hash(event_id))
+        ts = now()
+        args: list[Any] = [
+            max(1, int(self.dedup_ttl)),
+            event_id,
+            kind,
+            repr(ts),
+            payload,
+            self.store.retention,
+            metric_field("relay_notifications_received_total", kind=kind),
+            metric_field("relay_notifications_duplicate_total"),
+            ident,
+        ]
+        if self._fast:
+            args += _varying_fields(event_id, utcformat(rq_now()))
+        else:
+            args += job_hash_args(self.plan_job(event_id))
+        keys = [
+            dedup_key(event_id),
+            event_key(event_id),
+            EVENTS,
+            METRICS,
+            Job.redis_job_namespace_prefix + ident,
+            self.queue.key,
+            self.queue.redis_queues_keys,
+        ]
+        return keys, args
 
     def _register(self) -> Script:
         # RQ stamps the server version on the jobs it enqueues: ask once, not per notification.

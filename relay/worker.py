@@ -33,7 +33,7 @@ from rq.scheduler import RQScheduler
 from rq.timeouts import TimerDeathPenalty
 
 from relay.bootstrap import CONFIG_GENERATION, build, install, open_redis, redis_url, reload_runtime, runtime
-from relay.config import Config, ConfigError
+from relay.config import Config, ConfigError, load_config
 from relay.embedded import die_with_parent
 from relay.queue import QUEUE_NAME
 
@@ -119,13 +119,14 @@ class ThreadWorker(SimpleWorker):
         return None
 
 
-def _heartbeat(config: Config, name: str, stop: threading.Event, reload: threading.Event) -> None:
+def _heartbeat(
+    config: Config, name: str, stop: threading.Event, reload: threading.Event, generation: bytes | None
+) -> None:
     conn = open_redis(redis_url(config), socket_timeout=5, socket_connect_timeout=5)
     from relay.store import Store
 
     store = Store(conn, config.retention)
     started = StartedJobRegistry(QUEUE_NAME, connection=conn)
-    generation = _generation(conn)
     beats = 0
     while not stop.is_set():
         try:
@@ -162,6 +163,8 @@ def _reload(name: str) -> None:
         log.info("worker %s reloaded its config", name)
     except ConfigError as exc:
         log.error("worker %s kept its running config; the new one is invalid: %s", name, exc)
+    except Exception:  # the heartbeat thread must live on whatever a reload meets
+        log.exception("worker %s kept its running config; the reload failed", name)
 
 
 def _warm_up(config: Config) -> None:
@@ -269,14 +272,25 @@ class ThreadPool:
                 worker.request_warm_stop()
 
 
+def _fresh_config(config: Config, config_file: Path | None) -> tuple[Config, bytes | None]:
+    """The config generation, then the file read again: a reload announced after that generation is
+    seen by the heartbeat, and one announced before it is already in the file read here."""
+    try:
+        generation = _generation(open_redis(redis_url(config), socket_timeout=5, socket_connect_timeout=5))
+    except RedisError:
+        return config, None
+    return (load_config(config_file) if config_file is not None else config), generation
+
+
 def run_worker(config: Config, burst: bool = False, config_file: Path | None = None) -> None:
+    config, generation = _fresh_config(config, config_file)
     install(build(config, config_file=config_file))
     _warm_up(config)
     name = f"relay-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     stop = threading.Event()
     reload = threading.Event()
     signal.signal(signal.SIGHUP, lambda *_: reload.set())
-    beat = threading.Thread(target=_heartbeat, args=(config, name, stop, reload), daemon=True)
+    beat = threading.Thread(target=_heartbeat, args=(config, name, stop, reload, generation), daemon=True)
     beat.start()
     pool = ThreadPool(config, name, config.worker_threads, burst)
     signals = 0
