@@ -208,8 +208,7 @@ def _attempt(rt: Runtime, record: DeliveryRecord, notification: Notification | N
     if result.ok:
         record.state = State.DELIVERED.value
         record.lastError = None
-        rt.store.update(record, previous)
-        rt.store.observe_latency(record.createdAt)
+        rt.store.update(record, previous, latency_from=record.createdAt)
         log.info("delivered", extra={**ctx, "state": record.state, "template": rendered.template})
         return record.state
     record.lastError = result.error

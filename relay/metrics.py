@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from relay.store import LATENCY_BUCKETS
+
 HELP = {
     "relay_notifications_received_total": ("counter", "Notifications accepted (durable, 202 accepted)."),
     "relay_notifications_duplicate_total": ("counter", "Notifications answered 202 duplicate (eventId seen)."),
@@ -31,6 +33,16 @@ def _labels(raw: str) -> str:
     return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in pairs) + "}"
 
 
+def _series_order(item: tuple[str, float]) -> tuple[str, float, str]:
+    """Sorted by name, with histogram buckets in the order of their bounds (+Inf last)."""
+    field = item[0]
+    name, _, labels = field.partition("|")
+    if name.endswith("_bucket") and labels.startswith("le="):
+        le = labels[3:]
+        return name, float("inf") if le == "+Inf" else float(le), ""
+    return name, 0.0, labels
+
+
 def _family(series: str) -> str:
     for suffix in ("_bucket", "_count", "_sum"):
         if series.endswith(suffix) and series[: -len(suffix)] in HELP:
@@ -38,9 +50,28 @@ def _family(series: str) -> str:
     return series
 
 
+def cumulative_buckets(counters: dict[str, float], name: str, bounds: tuple[float, ...]) -> dict[str, float]:
+    """Per-bucket counts (`<name>_slot|le=b`, as the workers keep them) as Prometheus' cumulative buckets."""
+    slots = {f"{b:g}": 0.0 for b in bounds} | {"+Inf": 0.0}
+    out = {}
+    for field, value in counters.items():
+        base, _, labels = field.partition("|")
+        if base == name + "_slot" and labels.startswith("le=") and labels[3:] in slots:
+            slots[labels[3:]] += value
+        else:
+            out[field] = value
+    if any(slots.values()):
+        total = 0.0
+        for le, count in slots.items():
+            total += count
+            out[f"{name}_bucket|le={le}"] = total
+    return out
+
+
 def exposition(counters: dict[str, float], gauges: dict[str, float]) -> str:
+    counters = cumulative_buckets(counters, "relay_delivery_latency_seconds", LATENCY_BUCKETS)
     families: dict[str, list[str]] = defaultdict(list)
-    for field, value in sorted(counters.items()):
+    for field, value in sorted(counters.items(), key=_series_order):
         name, _, labels = field.partition("|")
         families[_family(name)].append(f"{name}{_labels(labels)} {value:g}")
     for name, value in gauges.items():

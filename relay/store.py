@@ -249,6 +249,8 @@ class Store:
                 pipe.zadd(FAILED, {record.id: record.updatedAt})
         pipe.expire(event_deliveries_key(event_id), self.retention)
         pipe.execute()
+        if not any(present):
+            return records  # all new: they are stored exactly as given
         return [r for r in self.deliveries([r.id for r in records]) if r is not None]
 
     def delivery(self, delivery_id_: str) -> DeliveryRecord | None:
@@ -267,7 +269,10 @@ class Store:
             out.append(DeliveryRecord.from_hash({_text(k): _text(v) for k, v in data.items()}) if data else None)
         return out
 
-    def update(self, record: DeliveryRecord, previous_state: str, **metric_labels: str) -> None:
+    def update(
+        self, record: DeliveryRecord, previous_state: str, latency_from: float | None = None, **metric_labels: str
+    ) -> None:
+        """Store the record; with `latency_from`, count its end-to-end latency in the same round trip."""
         record.updatedAt = now()
         key = delivery_key(record.id)
         pipe = self.redis.pipeline(transaction=True)
@@ -280,6 +285,8 @@ class Store:
         if record.state != previous_state:
             labels = {"state": record.state, "channel": record.channel, "kind": record.kind, **metric_labels}
             pipe.hincrby(METRICS, metric_field("relay_deliveries_total", **labels), 1)
+        if latency_from is not None:
+            self._observe(pipe, max(0.0, record.updatedAt - latency_from))
         pipe.execute()
 
     def reserve_slot(self, channel: str, rate: float) -> float:
@@ -320,18 +327,15 @@ class Store:
     def incr(self, name: str, amount: int = 1, **labels: str) -> None:
         self.redis.hincrby(METRICS, metric_field(name, **labels), amount)
 
-    def observe_latency(self, created: float) -> None:
-        """End-to-end latency (accepted to delivered) into a histogram shared by every process."""
-        seconds = max(0.0, now() - created)
+    @staticmethod
+    def _observe(pipe: Pipeline, seconds: float) -> None:
+        """One latency into the shared histogram: only its own bucket is counted here (three commands, not
+        one per bucket); /metrics adds the buckets up into Prometheus' cumulative ones."""
         name = "relay_delivery_latency_seconds"
-        pipe = self.redis.pipeline(transaction=False)
-        for bound in LATENCY_BUCKETS:
-            if seconds <= bound:
-                pipe.hincrby(METRICS, metric_field(name + "_bucket", le=f"{bound:g}"), 1)
-        pipe.hincrby(METRICS, metric_field(name + "_bucket", le="+Inf"), 1)
+        bound = next((f"{b:g}" for b in LATENCY_BUCKETS if seconds <= b), "+Inf")
+        pipe.hincrby(METRICS, metric_field(name + "_slot", le=bound), 1)
         pipe.hincrby(METRICS, metric_field(name + "_count"), 1)
         pipe.hincrbyfloat(METRICS, metric_field(name + "_sum"), seconds)
-        pipe.execute()
 
     def counters(self) -> dict[str, float]:
         return {_text(k): float(v) for k, v in self.redis.hgetall(METRICS).items()}
