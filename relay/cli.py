@@ -214,9 +214,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _filters(args: argparse.Namespace, state: str | None) -> Any:
-    from relay.http import Filters, _since
+    from relay.selection import Filters, since_value
 
-    return Filters(state, args.kind, args.channel, _since(args.since), args.event)
+    return Filters(state, args.kind, args.channel, since_value(args.since), args.event)
 
 
 def cmd_deliveries(args: argparse.Namespace) -> int:

@@ -1,0 +1,213 @@
+"""Webhook intake checks: headers, size, content type, credentials and signature, JSON, the schema.
+
+Each step raises `Refused` with the finished error answer, so the handler reads as the list of steps.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import from_json
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from relay.auth import signature_offered, signature_problem, webhook_allowed
+from relay.config import LimitsConfig, ServerConfig
+from relay.errors import error_response, validation_response
+from relay.model import LIMIT_ERROR, Notification, json_depth, too_deep_at
+
+log = logging.getLogger("relay.webhook")
+RETRY_AFTER = "5"
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class Refused(Exception):
+    """A finished error answer from one step of the webhook intake; `reason` labels the rejection metric."""
+
+    def __init__(self, response: Response, reason: str | None) -> None:
+        super().__init__(reason)
+        self.response, self.reason = response, reason
+
+
+async def read_limited(request: Request, limit: int) -> bytes:
+    """The body, refusing more than `limit` bytes (a body of exactly the limit is fine)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _unauthorized() -> Refused:
+    # One answer for every failure: which part was wrong (token, password, signature, clock) is only logged.
+    return Refused(
+        error_response(
+            401,
+            ["missing or invalid credentials"],
+            "The webhook call was not authenticated.",
+            solutions=["Send the credentials configured for this webhook (a token, Basic credentials or a signature)."],
+            headers={"WWW-Authenticate": 'Bearer realm="relay"'},
+        ),
+        "auth",
+    )
+
+
+def _too_large(limit: int) -> Refused:
+    return Refused(
+        error_response(
+            413,
+            [f"body larger than {limit} bytes"],
+            "The notification is too large.",
+            solutions=[f"Send at most {limit} bytes, or raise server.max_body_bytes."],
+        ),
+        "size",
+    )
+
+
+def header_bytes(request: Request) -> int:
+    """The size of the request's header block as sent: each `name: value` line and its CRLF."""
+    return sum(len(name) + len(value) + 4 for name, value in request.headers.raw)
+
+
+def _headers_too_large(limit: int) -> Refused:
+    return Refused(
+        error_response(
+            431,
+            [f"request headers larger than {limit} bytes"],
+            "The request's headers are too large.",
+            solutions=[f"Send at most {limit} bytes of headers, or raise server.limits.max_header_bytes."],
+        ),
+        "headers",
+    )
+
+
+def not_json_type(content_type: str | None) -> Refused:
+    return Refused(
+        error_response(
+            415,
+            [f"content type {content_type or '(none)'!r} is not JSON"],
+            "The notification must be sent as JSON.",
+            solutions=["Send the body with Content-Type: application/json."],
+        ),
+        "content_type",
+    )
+
+
+def _bad_json(reason: str) -> Refused:
+    return Refused(
+        error_response(
+            400, [reason], "The notification is not valid JSON.", solutions=["Send one JSON object as the body."]
+        ),
+        "json",
+    )
+
+
+def _too_deep(limit: int, path: str) -> Refused:
+    return Refused(
+        error_response(
+            422,
+            [f"{path or 'the body'}: JSON nested deeper than {limit} levels"],
+            f"The notification is nested deeper than {limit} levels.",
+            field=path,
+            solutions=[f"Flatten the payload, or raise server.limits.max_depth (now {limit})."],
+        ),
+        "limits",
+    )
+
+
+def _not_object(data: Any) -> Refused:
+    return Refused(
+        error_response(
+            422,
+            [f"the body must be a JSON object, not {type(data).__name__}"],
+            "The notification must be a JSON object.",
+            field="",
+            solutions=["Send one notification object as the body."],
+        ),
+        "schema",
+    )
+
+
+def unavailable() -> Response:
+    return error_response(
+        503,
+        ["the queue is unavailable; nothing was accepted"],
+        "relay cannot store notifications right now.",
+        problems=["Redis did not answer or did not confirm the write."],
+        solutions=["Send the notification again after Retry-After seconds."],
+        headers={"Retry-After": RETRY_AFTER},
+    )
+
+
+def parse_json(raw: bytes, max_depth: int) -> Any:
+    """The body as JSON; the nesting is measured on the text first, so no parser recursion is ever deep.
+
+    Parsed by the parser the workers read stored notifications with (pydantic's), so that nothing is
+    accepted that a worker would then fail to read: lone surrogates, numbers out of range.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _bad_json("body is not UTF-8") from None
+    if json_depth(text) > max_depth:
+        raise _too_deep(max_depth, too_deep_at(text, max_depth) or "")
+    try:
+        # NaN and Infinity are not JSON, whatever some encoders write.
+        return from_json(raw, allow_inf_nan=False)
+    except ValueError as exc:
+        raise _bad_json(f"body is not valid JSON: {exc}") from None
+
+
+def validate_notification(raw: bytes, limits: LimitsConfig) -> Notification:
+    """Parse, bound and validate a webhook body: CPU work on up to max_body_bytes, so run off the event loop."""
+    data = parse_json(raw, limits.max_depth)
+    if not isinstance(data, dict):
+        raise _not_object(data)
+    try:
+        return Notification.model_validate(data, context={"limits": limits})
+    except ValidationError as exc:
+        over = any(e["type"] == LIMIT_ERROR for e in exc.errors())
+        raise Refused(validation_response(exc), "limits" if over else "schema") from None
+
+
+async def authenticated_body(request: Request, server: ServerConfig) -> bytes:
+    """The body of a call from a known sender: header credentials, else a valid signature of the body."""
+    headers = request.headers
+    # uvicorn's h11 only bounds a header block that arrives in pieces; one read can carry 256 KiB.
+    if header_bytes(request) > server.limits.max_header_bytes:
+        raise _headers_too_large(server.limits.max_header_bytes)
+    by_header = webhook_allowed(server, headers)
+    if not by_header and not signature_offered(server, headers):
+        log.info("webhook call refused: no valid token or Basic credentials")
+        raise _unauthorized()
+    try:
+        raw = await read_limited(request, server.max_body_bytes)
+    except BodyTooLarge:
+        raise _too_large(server.max_body_bytes) from None
+    except ClientDisconnect:
+        gone = error_response(400, ["the client closed the connection"], "The body was not received.")
+        raise Refused(gone, None) from None
+    signed = server.auth.hmac
+    if not by_header and signed is not None:
+        problem = signature_problem(signed, headers, raw, time.time())
+        if problem is not None:
+            log.info("webhook call refused: %s", problem)
+            raise _unauthorized()
+    return raw
