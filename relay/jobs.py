@@ -204,15 +204,17 @@ def _attempt(rt: Runtime, record: DeliveryRecord, notification: Notification | N
         return record.state
     record.attempts += 1
     record.attemptTimes.append(now())
+    started = time.monotonic()
     result = send(url, title, rendered.body, rendered.format, rendered.text)
+    took = time.monotonic() - started
     if result.ok:
         record.state = State.DELIVERED.value
         record.lastError = None
-        rt.store.update(record, previous, latency_from=record.createdAt)
+        rt.store.update(record, previous, latency_from=record.createdAt, send_seconds=took)
         log.info("delivered", extra={**ctx, "state": record.state, "template": rendered.template})
         return record.state
     record.lastError = result.error
-    return _retry_or_fail(rt, record, previous, result.transient, result.retry_after, ctx)
+    return _retry_or_fail(rt, record, previous, result.transient, result.retry_after, ctx, took)
 
 
 def _retry_or_fail(
@@ -222,6 +224,7 @@ def _retry_or_fail(
     transient: bool,
     retry_after: float | None,
     ctx: dict[str, str],
+    send_seconds: float | None = None,
 ) -> str:
     """After a failed try: retry with backoff while tries are left and it may help, else failed."""
     if transient and record.attempts < record.maxAttempts:
@@ -229,12 +232,12 @@ def _retry_or_fail(
         delay = rt.config.retry.delay_after(record.attempts)
         if retry_after is not None:
             delay = retry_after  # the service said how long: wait that long, no less, no more
-        rt.store.update(record, previous, reason="transient")
+        rt.store.update(record, previous, send_seconds=send_seconds, reason="transient")
         rt.intake.retry_later(record.id, delay, record.attempts)
         log.info("failed, retrying in %gs: %s", delay, record.lastError, extra={**ctx, "state": record.state})
         return record.state
     record.state = State.FAILED.value
-    rt.store.update(record, previous, reason="transient" if transient else "permanent")
+    rt.store.update(record, previous, send_seconds=send_seconds, reason="transient" if transient else "permanent")
     log.warning("delivery failed: %s", record.lastError, extra={**ctx, "state": record.state})
     _fall_back(rt, record)
     return record.state

@@ -15,6 +15,7 @@ HELP = {
     "relay_replays_total": ("counter", "Failed deliveries requeued by a replay."),
     "relay_catalog_lookups_total": ("counter", "Platform catalog look-ups, by result (cache_hit, fetched, ...)."),
     "relay_delivery_latency_seconds": ("histogram", "From acceptance of the notification to delivery."),
+    "relay_send_duration_seconds": ("histogram", "One send through Apprise (any outcome), by channel."),
     "relay_queue_depth": ("gauge", "Jobs waiting in the relay queue."),
     "relay_deliveries_failed_kept": ("gauge", "Failed deliveries kept for inspection and replay."),
     "relay_workers_alive": ("gauge", "Workers that sent a heartbeat in the last 30 s."),
@@ -33,14 +34,13 @@ def _labels(raw: str) -> str:
     return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in pairs) + "}"
 
 
-def _series_order(item: tuple[str, float]) -> tuple[str, float, str]:
-    """Sorted by name, with histogram buckets in the order of their bounds (+Inf last)."""
-    field = item[0]
-    name, _, labels = field.partition("|")
-    if name.endswith("_bucket") and labels.startswith("le="):
-        le = labels[3:]
-        return name, float("inf") if le == "+Inf" else float(le), ""
-    return name, 0.0, labels
+def _series_order(item: tuple[str, float]) -> tuple[str, str, float]:
+    """Sorted by name and labels, with histogram buckets in the order of their bounds (+Inf last)."""
+    name, _, labels = item[0].partition("|")
+    rest, _, le = labels.rpartition("le=")
+    if name.endswith("_bucket") and le:
+        return name, rest, float("inf") if le == "+Inf" else float(le)
+    return name, labels, 0.0
 
 
 def _family(series: str) -> str:
@@ -50,26 +50,32 @@ def _family(series: str) -> str:
     return series
 
 
-def cumulative_buckets(counters: dict[str, float], name: str, bounds: tuple[float, ...]) -> dict[str, float]:
-    """Per-bucket counts (`<name>_slot|le=b`, as the workers keep them) as Prometheus' cumulative buckets."""
-    slots = {f"{b:g}": 0.0 for b in bounds} | {"+Inf": 0.0}
-    out = {}
+def cumulative_buckets(counters: dict[str, float], bounds: tuple[float, ...]) -> dict[str, float]:
+    """Per-bucket counts (`<name>_slot|...,le=b`, as the processes keep them) as Prometheus' cumulative
+    `<name>_bucket` series, per set of other labels."""
+    order = [f"{b:g}" for b in bounds] + ["+Inf"]
+    groups: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    out: dict[str, float] = {}
     for field, value in counters.items():
-        base, _, labels = field.partition("|")
-        if base == name + "_slot" and labels.startswith("le=") and labels[3:] in slots:
-            slots[labels[3:]] += value
-        else:
+        base, _, raw = field.partition("|")
+        labels = dict(p.split("=", 1) for p in raw.split(",") if "=" in p)
+        le = labels.pop("le", None)
+        if not base.endswith("_slot") or le not in order:
             out[field] = value
-    if any(slots.values()):
+            continue
+        rest = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        slots = groups[(base.removesuffix("_slot"), rest)]
+        slots[le] = slots.get(le, 0.0) + value
+    for (name, rest), slots in groups.items():
         total = 0.0
-        for le, count in slots.items():
-            total += count
-            out[f"{name}_bucket|le={le}"] = total
+        for le in order:
+            total += slots.get(le, 0.0)
+            out[f"{name}_bucket|{rest + ',' if rest else ''}le={le}"] = total
     return out
 
 
 def exposition(counters: dict[str, float], gauges: dict[str, float]) -> str:
-    counters = cumulative_buckets(counters, "relay_delivery_latency_seconds", LATENCY_BUCKETS)
+    counters = cumulative_buckets(counters, LATENCY_BUCKETS)
     families: dict[str, list[str]] = defaultdict(list)
     for field, value in sorted(counters.items(), key=_series_order):
         name, _, labels = field.partition("|")

@@ -22,6 +22,8 @@ FAILED = PREFIX + "failed"  # zset delivery id -> time it failed
 METRICS = PREFIX + "metrics"  # hash of counters, shared by API and workers
 WORKERS = PREFIX + "workers"  # zset worker name -> last heartbeat
 SCAN_LIMIT = 20_000
+LATENCY = "relay_delivery_latency_seconds"  # accepted -> delivered
+SEND_LATENCY = "relay_send_duration_seconds"  # one send through Apprise, by channel
 LATENCY_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0,
 )  # fmt: skip  # most index entries one listing reads
@@ -270,9 +272,15 @@ class Store:
         return out
 
     def update(
-        self, record: DeliveryRecord, previous_state: str, latency_from: float | None = None, **metric_labels: str
+        self,
+        record: DeliveryRecord,
+        previous_state: str,
+        latency_from: float | None = None,
+        send_seconds: float | None = None,
+        **metric_labels: str,
     ) -> None:
-        """Store the record; with `latency_from`, count its end-to-end latency in the same round trip."""
+        """Store the record; with `latency_from` and `send_seconds`, count the end-to-end latency and the
+        duration of the send in the same round trip."""
         record.updatedAt = now()
         key = delivery_key(record.id)
         pipe = self.redis.pipeline(transaction=True)
@@ -286,7 +294,9 @@ class Store:
             labels = {"state": record.state, "channel": record.channel, "kind": record.kind, **metric_labels}
             pipe.hincrby(METRICS, metric_field("relay_deliveries_total", **labels), 1)
         if latency_from is not None:
-            self._observe(pipe, max(0.0, record.updatedAt - latency_from))
+            self._observe(pipe, LATENCY, max(0.0, record.updatedAt - latency_from))
+        if send_seconds is not None:
+            self._observe(pipe, SEND_LATENCY, send_seconds, channel=record.channel)
         pipe.execute()
 
     def reserve_slot(self, channel: str, rate: float) -> float:
@@ -328,14 +338,13 @@ class Store:
         self.redis.hincrby(METRICS, metric_field(name, **labels), amount)
 
     @staticmethod
-    def _observe(pipe: Pipeline, seconds: float) -> None:
-        """One latency into the shared histogram: only its own bucket is counted here (three commands, not
+    def _observe(pipe: Pipeline, name: str, seconds: float, **labels: str) -> None:
+        """One duration into a shared histogram: only its own bucket is counted here (three commands, not
         one per bucket); /metrics adds the buckets up into Prometheus' cumulative ones."""
-        name = "relay_delivery_latency_seconds"
         bound = next((f"{b:g}" for b in LATENCY_BUCKETS if seconds <= b), "+Inf")
-        pipe.hincrby(METRICS, metric_field(name + "_slot", le=bound), 1)
-        pipe.hincrby(METRICS, metric_field(name + "_count"), 1)
-        pipe.hincrbyfloat(METRICS, metric_field(name + "_sum"), seconds)
+        pipe.hincrby(METRICS, metric_field(name + "_slot", le=bound, **labels), 1)
+        pipe.hincrby(METRICS, metric_field(name + "_count", **labels), 1)
+        pipe.hincrbyfloat(METRICS, metric_field(name + "_sum", **labels), seconds)
 
     def counters(self) -> dict[str, float]:
         return {_text(k): float(v) for k, v in self.redis.hgetall(METRICS).items()}

@@ -217,6 +217,9 @@ def test_metrics_count_received_duplicates_and_deliveries(client: TestClient, rt
         'state="delivered"} 1' in text
     )
     assert "# TYPE relay_delivery_latency_seconds histogram" in text
+    assert 'relay_delivery_latency_seconds_bucket{le="+Inf"} 3' in text
+    assert "relay_delivery_latency_seconds_count 3" in text
+    assert 'relay_send_duration_seconds_bucket{channel="owners-hook",le="+Inf"} 1' in text
     assert WEBHOOK_TOKEN not in text
 
 
