@@ -97,6 +97,9 @@ def reload_runtime(rt: Runtime) -> list[str]:
         before, after = getattr(old, section), getattr(new, section)
         if key:
             before, after = getattr(before, key), getattr(after, key)
+        if section == "redis":
+            # `relay serve` runs on its embedded Redis when the file names none.
+            before, after = old.redis.url, new.redis.url or old.redis.url
         if before != after:
             notes.append(f"{name} changed: it applies after a restart")
     new = new.model_copy(
