@@ -55,28 +55,29 @@ def is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
+def _refused(status: int, error: str, user_message: str, solution: str, reason: str, **options: Any) -> Refused:
+    """A finished error answer of one intake step, with the reason its rejection is counted under."""
+    return Refused(error_response(status, [error], user_message, solutions=[solution], **options), reason)
+
+
 def _unauthorized() -> Refused:
     # One answer for every failure: which part was wrong (token, password, signature, clock) is only logged.
-    return Refused(
-        error_response(
-            401,
-            ["missing or invalid credentials"],
-            "The webhook call was not authenticated.",
-            solutions=["Send the credentials configured for this webhook (a token, Basic credentials or a signature)."],
-            headers={"WWW-Authenticate": 'Bearer realm="relay"'},
-        ),
+    return _refused(
+        401,
+        "missing or invalid credentials",
+        "The webhook call was not authenticated.",
+        "Send the credentials configured for this webhook (a token, Basic credentials or a signature).",
         "auth",
+        headers={"WWW-Authenticate": 'Bearer realm="relay"'},
     )
 
 
 def _too_large(limit: int) -> Refused:
-    return Refused(
-        error_response(
-            413,
-            [f"body larger than {limit} bytes"],
-            "The notification is too large.",
-            solutions=[f"Send at most {limit} bytes, or raise server.max_body_bytes."],
-        ),
+    return _refused(
+        413,
+        f"body larger than {limit} bytes",
+        "The notification is too large.",
+        f"Send at most {limit} bytes, or raise server.max_body_bytes.",
         "size",
     )
 
@@ -87,61 +88,48 @@ def header_bytes(request: Request) -> int:
 
 
 def _headers_too_large(limit: int) -> Refused:
-    return Refused(
-        error_response(
-            431,
-            [f"request headers larger than {limit} bytes"],
-            "The request's headers are too large.",
-            solutions=[f"Send at most {limit} bytes of headers, or raise server.limits.max_header_bytes."],
-        ),
+    return _refused(
+        431,
+        f"request headers larger than {limit} bytes",
+        "The request's headers are too large.",
+        f"Send at most {limit} bytes of headers, or raise server.limits.max_header_bytes.",
         "headers",
     )
 
 
 def not_json_type(content_type: str | None) -> Refused:
-    return Refused(
-        error_response(
-            415,
-            [f"content type {content_type or '(none)'!r} is not JSON"],
-            "The notification must be sent as JSON.",
-            solutions=["Send the body with Content-Type: application/json."],
-        ),
+    return _refused(
+        415,
+        f"content type {content_type or '(none)'!r} is not JSON",
+        "The notification must be sent as JSON.",
+        "Send the body with Content-Type: application/json.",
         "content_type",
     )
 
 
 def _bad_json(reason: str) -> Refused:
-    return Refused(
-        error_response(
-            400, [reason], "The notification is not valid JSON.", solutions=["Send one JSON object as the body."]
-        ),
-        "json",
-    )
+    return _refused(400, reason, "The notification is not valid JSON.", "Send one JSON object as the body.", "json")
 
 
 def _too_deep(limit: int, path: str) -> Refused:
-    return Refused(
-        error_response(
-            422,
-            [f"{path or 'the body'}: JSON nested deeper than {limit} levels"],
-            f"The notification is nested deeper than {limit} levels.",
-            field=path,
-            solutions=[f"Flatten the payload, or raise server.limits.max_depth (now {limit})."],
-        ),
+    return _refused(
+        422,
+        f"{path or 'the body'}: JSON nested deeper than {limit} levels",
+        f"The notification is nested deeper than {limit} levels.",
+        f"Flatten the payload, or raise server.limits.max_depth (now {limit}).",
         "limits",
+        field=path,
     )
 
 
 def _not_object(data: Any) -> Refused:
-    return Refused(
-        error_response(
-            422,
-            [f"the body must be a JSON object, not {type(data).__name__}"],
-            "The notification must be a JSON object.",
-            field="",
-            solutions=["Send one notification object as the body."],
-        ),
+    return _refused(
+        422,
+        f"the body must be a JSON object, not {type(data).__name__}",
+        "The notification must be a JSON object.",
+        "Send one notification object as the body.",
         "schema",
+        field="",
     )
 
 
