@@ -339,11 +339,12 @@ def _format_error(err: ValidationError) -> str:
 
 
 def default_config_path() -> Path | None:
-    env = os.environ.get("RELAY_CONFIG")
-    if env:
-        return Path(env)
+    """Without --config: ./config.yaml when it exists, else $RELAY_CONFIG (SPEC's order)."""
     here = Path("config.yaml")
-    return here if here.exists() else None
+    if here.exists():
+        return here
+    env = os.environ.get("RELAY_CONFIG")
+    return Path(env) if env else None
 
 
 def load_config(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Config:

@@ -317,19 +317,35 @@ class Renderer:
         error: str | None = None
         tpl: Template | None = None
         try:
-            tpl = self.find(names)
+            tpl, used = self.choose(delivery.template, notification.kind, types, fmt)
             if tpl is not None:
                 context = build_context(notification, delivery, self.extra)
-                t_title, body = render_template(tpl, context, fmt, title)
+                t_title, body = render_template(tpl, context, used, title)
                 t_title = t_title if t_title is not None else title
-                text_part = self.text_part(tpl.name or "", context, t_title) if fmt == "html" else None
-                return Rendered(t_title, body, fmt, tpl.name or "?", text=text_part)
+                text_part = self.text_part(tpl.name or "", context, t_title) if used == "html" else None
+                return Rendered(t_title, body, used, tpl.name or "?", text=text_part)
             if delivery.template not in (AUTO, PLATFORM):
                 error = f"template {names[0]} not found"
         except Exception as exc:  # any template failure: fall back, never lose the message
             where = tpl.name if tpl is not None else ", ".join(names)
             error = f"{where}: {type(exc).__name__}: {exc}"
         return self.platform(title, text, fmt, error)
+
+    def choose(self, template: str, kind: str, types: list[str], fmt: str) -> tuple[Template | None, str]:
+        """The template for a channel of format `fmt`, and the format it is written in.
+
+        An e-mail (html) channel with no html template takes a txt one, sent as plain text. The
+        operator's templates come first, in either format, then the shipped ones.
+        """
+        chains = [(candidates(template, kind, types, fmt), fmt)]
+        if fmt == "html":
+            chains.append((candidates(template, kind, types, "txt"), "txt"))
+        for shipped in (False, True) if self.shipped else (False,):
+            for names, written in chains:
+                found = self.find(names, shipped=shipped)
+                if found is not None:
+                    return found, written
+        return None, fmt
 
     def text_part(self, html_name: str, context: dict[str, Any], title: str) -> str | None:
         """The plain-text part from the html template's `.txt.j2` sibling; None to derive it from the HTML."""

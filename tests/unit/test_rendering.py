@@ -555,3 +555,15 @@ def test_platform_text_with_missing_or_padded_values(tdir: Path, title: str | No
     assert out.title == (title or "").strip()
     assert out.body == (text or "").strip()
     assert out.error is None
+
+
+def test_email_without_html_template_uses_the_txt_one(tmp_path: Path) -> None:
+    kind_dir = tmp_path / "brand-new"
+    kind_dir.mkdir()
+    (kind_dir / "default.txt.j2").write_text(
+        "{% block title %}Plain {{ kind_name }}{% endblock %}Text <b>{{ message.message }}</b>"
+    )
+    out = Renderer(tmp_path, shipped=False).render(notification(kind="notification:brand-new"), delivery(), "html")
+    assert out.format == "txt" and out.template == "brand-new/default.txt.j2"
+    assert out.title == "Plain brand-new"
+    assert out.body.startswith("Text <b>") and out.text is None
