@@ -71,6 +71,8 @@ class Message(_Open):
     @field_validator("recipients", mode="before")
     @classmethod
     def _few_recipients(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return []  # a message with no recipient listed (null) still reaches audience channels
         # Before validating the items: a list over the limit is refused without reading it.
         limits = _limits(info)
         if limits is not None and isinstance(value, list) and len(value) > limits.max_recipients:

@@ -316,8 +316,11 @@ def test_bad_replay_bodies_are_rejected(client: TestClient, body: bytes) -> None
 
 @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"])
 def test_replay_refuses_form_posts(client: TestClient, content_type: str) -> None:
-    answer = client.post("/api/v1/deliveries/replay", content=b"ids=x", headers={
-        "Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": content_type})
+    answer = client.post(
+        "/api/v1/deliveries/replay",
+        content=b"ids=x",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Content-Type": content_type},
+    )
     assert_error_body(answer, 415)
 
 

@@ -192,3 +192,11 @@ def test_many_notifications_each_delivered_once(client: TestClient, rt: Runtime,
     listing = admin(client, "/api/v1/deliveries?channel=owners-hook&limit=500").json()
     assert len(listing) == 30 and {d["eventId"] for d in listing} == set(ids)
     assert all(d["state"] == "delivered" for d in listing)
+
+
+def test_null_recipients_still_reach_audience_channels(client: TestClient, rt: Runtime, sink: HttpSink) -> None:
+    message = {**sample_notification()["messages"][0], "recipients": None}
+    payload = sample_notification(messages=[message])
+    assert post(client, payload).status_code == 202
+    run_worker(rt)
+    assert [h.json()["title"] for h in sink.at("/owners")] == ["Access request failed"]

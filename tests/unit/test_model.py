@@ -137,7 +137,6 @@ def test_free_form_body_and_recipients_are_kept_verbatim() -> None:
         (lambda p: setting(p, "messages.0.recipientType_v2", ["x"]), "messages.0.recipientType_v2"),
         (lambda p: setting(p, "messages.0.recipients", "a@b.com"), "messages.0.recipients"),
         (lambda p: setting(p, "messages.0.recipients", ["a@b.com"]), "messages.0.recipients.0"),
-        (lambda p: setting(p, "messages.0.recipients", None), "messages.0.recipients"),
         (lambda p: setting(p, "messages.0.title", 5), "messages.0.title"),
         (lambda p: setting(p, "messages.0.message", {"text": "x"}), "messages.0.message"),
     ],
@@ -158,6 +157,7 @@ def test_schema_violations(mutate: Any, field: str) -> None:
         (lambda p: without(p, "messages.0.recipientType"), lambda n: n.messages[0].recipientType is None),
         (lambda p: without(p, "messages.0.recipients"), lambda n: n.messages[0].recipients == []),
         (lambda p: setting(p, "messages.0.recipients", []), lambda n: n.messages[0].recipients == []),
+        (lambda p: setting(p, "messages.0.recipients", None), lambda n: n.messages[0].recipients == []),
         (lambda p: setting(p, "messages.0.title", None), lambda n: n.messages[0].title is None),
         (lambda p: setting(p, "messages.0.message", None), lambda n: n.messages[0].message is None),
         (
