@@ -154,7 +154,10 @@ def parse_json(raw: bytes, max_depth: int) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise _bad_json("body is not UTF-8") from None
-    if json_depth(text) > max_depth:
+    # Nesting deeper than the limit needs more opening brackets than that: counting them is C-fast,
+    # and only a body with that many pays for the full scan.
+    openings = text.count("{") + text.count("[")
+    if openings > max_depth and json_depth(text) > max_depth:
         raise _too_deep(max_depth, too_deep_at(text, max_depth) or "")
     try:
         # NaN and Infinity are not JSON, whatever some encoders write.
