@@ -8,6 +8,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from redis import Redis
+from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.sentinel import Sentinel
 
 from relay import embedded
@@ -24,11 +26,19 @@ def redis_url(config: Config) -> str:
     return config.redis.url or embedded.url_for(config.data_path)
 
 
-def open_redis(url: str, **options: Any) -> Redis:
-    """A connection for `url`: redis://, rediss://, unix://, or Sentinel as
-    `redis+sentinel://[:password@]host:port[,host:port...]/service[/db]` (the current primary)."""
-    if not url.startswith("redis+sentinel://"):
-        return Redis.from_url(url, **options)
+SENTINEL_SCHEME = "redis+sentinel://"
+
+
+@dataclass(frozen=True)
+class SentinelTarget:
+    hosts: list[tuple[str, int]]
+    service: str
+    db: int
+    password: str | None
+
+
+def sentinel_target(url: str) -> SentinelTarget:
+    """`redis+sentinel://[:password@]host:port[,host:port...]/service[/db]`, parsed."""
     parts = urlsplit(url)
     password = unquote(parts.password) if parts.password else None
     hosts = []
@@ -38,10 +48,28 @@ def open_redis(url: str, **options: Any) -> Redis:
     path = [p for p in parts.path.split("/") if p]
     if not path:
         raise ValueError("a redis+sentinel:// URL names the service: redis+sentinel://host:26379/mymaster/0")
-    db = int(path[1]) if len(path) > 1 else 0
+    return SentinelTarget(hosts, path[0], int(path[1]) if len(path) > 1 else 0, password)
+
+
+def open_redis(url: str, **options: Any) -> Redis:
+    """A connection for `url`: redis://, rediss://, unix://, or Sentinel (the current primary)."""
+    if not url.startswith(SENTINEL_SCHEME):
+        return Redis.from_url(url, **options)
+    t = sentinel_target(url)
     timeout = options.get("socket_connect_timeout", 5)
-    sentinel = Sentinel(hosts, socket_timeout=timeout, password=password)  # type: ignore[no-untyped-call]
-    primary: Redis = sentinel.master_for(path[0], db=db, password=password, **options)  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(t.hosts, socket_timeout=timeout, password=t.password)  # type: ignore[no-untyped-call]
+    primary: Redis = sentinel.master_for(t.service, db=t.db, password=t.password, **options)  # type: ignore[no-untyped-call]
+    return primary
+
+
+def open_async_redis(url: str, **options: Any) -> AsyncRedis:
+    """`open_redis` for asyncio code: the same URLs, Sentinel included."""
+    if not url.startswith(SENTINEL_SCHEME):
+        return AsyncRedis.from_url(url, **options)
+    t = sentinel_target(url)
+    timeout = options.get("socket_connect_timeout", 5)
+    sentinel = AsyncSentinel(t.hosts, socket_timeout=timeout, password=t.password)  # type: ignore[no-untyped-call]
+    primary: AsyncRedis = sentinel.master_for(t.service, db=t.db, password=t.password, **options)
     return primary
 
 
@@ -97,9 +125,6 @@ def reload_runtime(rt: Runtime) -> list[str]:
         before, after = getattr(old, section), getattr(new, section)
         if key:
             before, after = getattr(before, key), getattr(after, key)
-        if section == "redis":
-            # `relay serve` runs on its embedded Redis when the file names none.
-            before, after = old.redis.url, new.redis.url or old.redis.url
         if before != after:
             notes.append(f"{name} changed: it applies after a restart")
     new = new.model_copy(

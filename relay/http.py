@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from relay.auth import admin_allowed
-from relay.bootstrap import CONFIG_GENERATION, Runtime, redis_url, reload_runtime
+from relay.bootstrap import CONFIG_GENERATION, Runtime, open_async_redis, redis_url, reload_runtime
 from relay.config import ConfigError
 from relay.errors import error_response
 from relay.metrics import exposition
@@ -55,15 +55,13 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     clients: dict[asyncio.AbstractEventLoop, AsyncRedis] = {}
 
     async def accept(event_id: str, kind: str, payload: str) -> str:
-        """Durable intake on an asyncio connection of this loop (Sentinel: the threaded client)."""
-        if url.startswith("redis+sentinel://"):
-            return await run_in_threadpool(rt.intake.accept, event_id, kind, payload)
+        """Durable intake on an asyncio connection of this loop."""
         if not rt.intake.prepared:
             await run_in_threadpool(rt.intake.prepare)
         loop = asyncio.get_running_loop()
         client = clients.get(loop)
         if client is None:
-            client = clients[loop] = AsyncRedis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+            client = clients[loop] = open_async_redis(url, socket_timeout=10, socket_connect_timeout=5)
         return await rt.intake.accept_async(client, event_id, kind, payload)
 
     def rejected(status: int, reason: str) -> None:

@@ -74,7 +74,8 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
     try:
         if not config.redis.url:
             embedded = EmbeddedRedis(config.data_path, config.redis.appendfsync).start()
-            env["RELAY_REDIS__URL"] = embedded.url
+            # The API (this process, on a reload too) and the workers all read the config with this set.
+            os.environ["RELAY_REDIS__URL"] = env["RELAY_REDIS__URL"] = embedded.url
             config = config.model_copy(update={"redis": config.redis.model_copy(update={"url": embedded.url})})
             log.info("embedded Redis started on %s (append-only file in %s)", embedded.url, config.data_path)
         pool = Workers(workers, config_file, env)

@@ -59,3 +59,17 @@ def test_sentinel_url_reaches_the_primary(sentinel_url: str) -> None:
 def test_sentinel_url_needs_a_service_name() -> None:
     with pytest.raises(ValueError, match="names the service"):
         open_redis("redis+sentinel://127.0.0.1:26379")
+
+
+def test_webhook_intake_goes_through_the_sentinel_too(sentinel_url: str) -> None:
+    from starlette.testclient import TestClient
+
+    from relay.http import create_app
+    from tests.conftest import sample_notification
+
+    rt = build(Config.model_validate({"redis": {"url": sentinel_url}}))
+    payload = sample_notification()
+    with TestClient(create_app(rt)) as client:
+        answer = client.post("/webhook", json=payload)
+    assert answer.status_code == 202 and answer.json()["status"] == "accepted"
+    assert rt.store.event(payload["metadata"]["eventId"]) is not None
