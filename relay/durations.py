@@ -28,10 +28,3 @@ def parse_duration(value: str | int | float) -> float:
     if pos != len(text) or not text:
         raise ValueError(f"not a duration: {value!r} (use e.g. 30s, 5m, 2h, 7d)")
     return total
-
-
-def format_duration(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"

@@ -201,17 +201,6 @@ class Store:
 
     # -- events ---------------------------------------------------------------------------------
 
-    def add_event(self, pipe: Pipeline, event_id: str, kind: str, payload: str, dedup_ttl: float) -> None:
-        ts = now()
-        pipe.set(dedup_key(event_id), "1", ex=max(1, int(dedup_ttl)))
-        pipe.hset(
-            event_key(event_id),
-            mapping={"eventId": event_id, "kind": kind, "receivedAt": repr(ts), "payload": payload},
-        )
-        pipe.expire(event_key(event_id), self.retention)
-        pipe.zadd(EVENTS, {event_id: ts})
-        pipe.hincrby(METRICS, metric_field("relay_notifications_received_total", kind=kind), 1)
-
     def event(self, event_id: str) -> EventRecord | None:
         data = self.redis.hgetall(event_key(event_id))
         if not data:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from relay.config import Config, ConfigError, RetryConfig, load_config
-from relay.durations import format_duration, parse_duration
+from relay.durations import parse_duration
 
 SLACK = "slack://TTTT/BBBB/CCCC"
 
@@ -413,28 +413,6 @@ def test_parse_duration_refuses(value: Any) -> None:
 def test_parse_duration_refuses_nan() -> None:
     with pytest.raises(ValueError):
         parse_duration(math.nan)
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [
-        (86400, "1d"),
-        (172800, "2d"),
-        (3600, "1h"),
-        (7200, "2h"),
-        (60, "1m"),
-        (120, "2m"),
-        (5400, "90m"),
-        (90, "90s"),
-        (10, "10s"),
-        (0, "0s"),
-        (0.5, "0.5s"),
-        (90000, "25h"),
-    ],
-)
-def test_format_duration(seconds: float, text: str) -> None:
-    assert format_duration(seconds) == text
-    assert parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize(
