@@ -136,6 +136,18 @@ def client(rt: Runtime) -> Iterator[TestClient]:
         yield c
 
 
+def worker_config_file(tmp_path: Path, redis_url: str, **settings: Any) -> Path:
+    """A config file for a `relay worker` subprocess on the test's Redis."""
+    path = tmp_path / "worker-config.json"
+    path.write_text(json.dumps({"redis": {"url": redis_url}, **settings}))
+    return path
+
+
+def slow_channel(sink: HttpSink) -> dict[str, Any]:
+    """Settings routing every message to one channel at the sink's /slow."""
+    return {"channels": {"slow": {"url": sink.url("/slow")}}, "routes": [{"channels": ["slow"]}]}
+
+
 def run_worker(rt: Runtime) -> None:
     """A real RQ worker, in this process, until the queue is empty (scheduled retries not included)."""
     worker = SimpleWorker([Queue(QUEUE_NAME, connection=rt.redis)], connection=rt.redis)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from starlette.testclient import TestClient
 from relay.bootstrap import build, install
 from relay.embedded import EmbeddedRedis
 from relay.http import create_app
-from tests.conftest import base_config, post, run_worker, sample_notification
+from tests.conftest import base_config, post, run_worker, sample_notification, slow_channel, worker_config_file
 from tests.servers import HttpSink, SmtpSink, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
@@ -27,17 +26,7 @@ def test_worker_killed_mid_send_is_retried_and_delivered(
 ) -> None:
     config = base_config(sink, smtp, tmp_path, redis_server.url)
     rt = install(build(config, redis))
-    path = tmp_path / "config.json"
-    path.write_text(
-        json.dumps(
-            {
-                "redis": {"url": redis_server.url},
-                "channels": {"slow": {"url": sink.url("/slow")}},
-                "routes": [{"channels": ["slow"]}],
-                "send_timeout": "5s",
-            }
-        )
-    )
+    path = worker_config_file(tmp_path, redis_server.url, **slow_channel(sink), send_timeout="5s")
     sink.delays["/slow"] = 3.0
     payload = sample_notification(messages=[sample_notification()["messages"][0]])
     with TestClient(create_app(rt)) as client:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from relay.bootstrap import build, install
 from relay.embedded import EmbeddedRedis
 from relay.http import create_app
 from relay.queue import QUEUE_NAME
-from tests.conftest import base_config, post, sample_notification
+from tests.conftest import base_config, post, sample_notification, slow_channel, worker_config_file
 from tests.servers import HttpSink, SmtpSink, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
@@ -28,17 +27,7 @@ def test_slow_sends_go_out_concurrently_and_sigterm_finishes_them(
     redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
 ) -> None:
     rt = install(build(base_config(sink, smtp, tmp_path, redis_server.url), redis))
-    path = tmp_path / "config.json"
-    path.write_text(
-        json.dumps(
-            {
-                "redis": {"url": redis_server.url},
-                "channels": {"slow": {"url": sink.url("/slow")}},
-                "routes": [{"channels": ["slow"]}],
-                "worker_threads": 6,
-            }
-        )
-    )
+    path = worker_config_file(tmp_path, redis_server.url, **slow_channel(sink), worker_threads=6)
     sink.delays["/slow"] = DELAY
     events = []
     with TestClient(create_app(rt)) as client:
@@ -73,8 +62,7 @@ def test_slow_sends_go_out_concurrently_and_sigterm_finishes_them(
 
 
 def test_idle_worker_stops_promptly(redis: Redis, redis_server: EmbeddedRedis, tmp_path: Path) -> None:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({"redis": {"url": redis_server.url}, "worker_threads": 4}))
+    path = worker_config_file(tmp_path, redis_server.url, worker_threads=4)
     proc = subprocess.Popen(
         [RELAY, "worker", "--config", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
     )
@@ -112,8 +100,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_scheduler_process_ends_with_a_killed_worker(redis: Redis, redis_server: EmbeddedRedis, tmp_path: Path) -> None:
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({"redis": {"url": redis_server.url}, "worker_threads": 2}))
+    path = worker_config_file(tmp_path, redis_server.url, worker_threads=2)
     proc = subprocess.Popen(
         [RELAY, "worker", "--config", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
     )
