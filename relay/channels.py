@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import smtplib
-import time
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from email import message_from_string
 from email.message import Message
@@ -17,7 +20,7 @@ from apprise.plugins.email import AppriseEmailException, NotifyEmail
 from apprise.plugins.email.base import PGP_MODE_DEFAULT
 from apprise.plugins.email.smtp import SMTP_EXCEPTIONS, AppriseSMTPController
 
-from relay import retry_after
+from relay import keepalive, proxies, retry_after
 from relay.recipients import valid_email
 from relay.redaction import url_secrets
 
@@ -152,8 +155,39 @@ def native_url(url: str, fmt: str) -> str:
     return urlunsplit(parts._replace(query="&".join(q for q in (parts.query, "blocks=yes") if q)))
 
 
+class _Warnings(logging.Handler):
+    """Apprise's warnings and errors, kept per thread while a send runs: a send's failure reason (and
+    the HTTP status relay classifies) is in them. Records Apprise marks as not for capture stay out."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.local = threading.local()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        seen: list[str] | None = getattr(self.local, "seen", None)
+        if seen is not None and getattr(record, "apprise_capture", True):
+            seen.append(record.getMessage())
+
+    @contextmanager
+    def collect(self) -> Iterator[list[str]]:
+        seen: list[str] = []
+        outer = getattr(self.local, "seen", None)
+        self.local.seen = seen
+        try:
+            yield seen
+        finally:
+            self.local.seen = outer
+
+
+_WARNINGS = _Warnings()
+logging.getLogger("apprise").addHandler(_WARNINGS)
+proxies.read_once()
+
+
 def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> SendResult:
-    """One send through a fresh Apprise object (a shared one throttles between sends).
+    """One send, in the calling thread, through a fresh Apprise service object (a shared one throttles
+    between sends). Apprise's `Apprise.notify` would add tags, escalation and a hop to its own thread
+    pool, none of which a single service needs: the service's own `notify` formats, splits and sends.
 
     `text` is the plain-text part of an html e-mail; without it Apprise derives one from the HTML.
     """
@@ -167,23 +201,21 @@ def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> 
         return SendResult(False, False, f"invalid channel URL (scheme {scheme_of(url)!r})")
     if text is not None and fmt == "html" and isinstance(obj, NotifyEmail) and obj.pgp_mode == PGP_MODE_DEFAULT:
         return send_email(obj, title, body, text, secrets)
-    client = apprise.Apprise()
-    client.add(obj)
-    retry_after.install()
-    started = time.monotonic()
-    result = client.notify(body=body or " ", title=title, body_format=_FORMATS.get(fmt, apprise.NotifyFormat.TEXT))
-    if result.status == apprise.AppriseResultStatus.SUCCESS:
+    with _WARNINGS.collect() as messages, retry_after.watch() as asked, keepalive.pooled():
+        try:
+            ok = bool(
+                obj.notify(body=body or " ", title=title, body_format=_FORMATS.get(fmt, apprise.NotifyFormat.TEXT))
+            )
+        except Exception as exc:  # a plugin's own bug: a failure like a network one, never a crash
+            ok = False
+            messages.append(f"{type(exc).__name__}: {exc}")
+    if ok:
         return SendResult(True)
-    messages: list[str] = []
-    for service in result:
-        messages.extend(entry.message for entry in service.logs() if entry.level in ("WARNING", "ERROR"))
-    if result.status == apprise.AppriseResultStatus.TIMEOUT:
-        messages.append("timed out")
-    text = redact("; ".join(dict.fromkeys(messages)) or f"send failed ({result.status.name})", secrets)
-    codes = [int(m) for m in _STATUS.findall(text)]
+    reason = redact("; ".join(dict.fromkeys(messages)) or "send failed", secrets)
+    codes = [int(m) for m in _STATUS.findall(reason)]
     code = codes[-1] if codes else None
-    wait = retry_after.asked_since(started) if code in (429, 503) else None
-    return SendResult(False, classify(code), text[:1000], code, wait)
+    wait = asked.wait if code in (429, 503) else None
+    return SendResult(False, classify(code), reason[:1000], code, wait)
 
 
 def with_text_part(raw: str, text: str) -> str:

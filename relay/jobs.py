@@ -8,6 +8,7 @@ import random
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -89,13 +90,21 @@ def plan_job(event_id: str) -> int:
 def _send_inline(rt: Runtime, records: list[DeliveryRecord], notification: Notification) -> None:
     """The first deliveries of a fresh event are sent by its planning job, side by side: no queue hop and
     no job each. Each keeps its own record, lock and retries; one that cannot run here becomes a job."""
-    futures = [(record, _inline_pool().submit(_deliver, rt, record, None, notification)) for record in records]
+    if not records:
+        return
+    # The first one goes in this thread: no hand-over for the common notification of one delivery.
+    futures = [(record, _inline_pool().submit(_deliver, rt, record, None, notification)) for record in records[1:]]
+    _inline_one(rt, records[0], lambda: _deliver(rt, records[0], None, notification))
     for record, future in futures:
-        try:
-            future.result()
-        except Exception:
-            log.exception("inline send failed; the delivery goes to the queue", extra={"deliveryId": record.id})
-            rt.intake.enqueue_deliveries([record.id])
+        _inline_one(rt, record, future.result)
+
+
+def _inline_one(rt: Runtime, record: DeliveryRecord, run: Callable[[], object]) -> None:
+    try:
+        run()
+    except Exception:
+        log.exception("inline send failed; the delivery goes to the queue", extra={"deliveryId": record.id})
+        rt.intake.enqueue_deliveries([record.id])
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -137,17 +146,18 @@ def _deliver(
         time.sleep(slot_at - now())
     owner = f"{socket.gethostname()}:{os.getpid()}"
     lock_ttl = int(rt.config.send_timeout) + LOCK_MARGIN
-    if not rt.store.lock(record.id, owner, lock_ttl):
+    taken, current = rt.store.lock_and_read(record.id, owner, lock_ttl)
+    if not taken:
         # Another worker is sending it right now (or died doing so): look again when its lock ends.
         rt.intake.retry_later(record.id, lock_ttl, int(now()))
         return "locked"
     try:
-        current = rt.store.delivery(delivery_id_)
         if current is None or current.state not in _OPEN:
             return current.state if current else "missing"
         return _attempt(rt, current, notification)
     finally:
-        rt.store.unlock(delivery_id_)
+        if current is None or current.held_lock:  # not released by the update that stored the outcome
+            rt.store.unlock(delivery_id_)
 
 
 def _attempt(rt: Runtime, record: DeliveryRecord, notification: Notification | None = None) -> str:

@@ -39,6 +39,8 @@ MAX_SEQUENCE = 100_000
 RENDER_SECONDS = 2.0
 PLATFORM = "platform"
 AUTO = "auto"
+OPERATOR_LOOKUP_TTL = 2.0  # seconds an answer about the operator's template files is trusted
+OPERATOR_LOOKUP_MAX = 10_000
 
 log = logging.getLogger(__name__)
 
@@ -285,18 +287,29 @@ class Renderer:
         self.env = make_environment(template_dir)
         self.extra = extra_context or {}
         self.operator = FileSystemLoader(str(template_dir)) if template_dir is not None else None
+        self._operator_files: dict[str, tuple[float, bool]] = {}
         # Without shipped templates (templates.builtin: false) only the operator's own are looked up;
         # the shipped layouts and bases stay available to them and to the platform's text.
         self.shipped = shipped
 
     def operator_has(self, name: str) -> bool:
+        """Whether the operator's directory has the template; a render asks this of a dozen names, so the
+        answers are kept for a moment (a new or deleted file is seen within OPERATOR_LOOKUP_TTL)."""
         if self.operator is None:
             return False
+        at = time.monotonic()
+        known = self._operator_files.get(name)
+        if known is not None and at - known[0] < OPERATOR_LOOKUP_TTL:
+            return known[1]
         try:
             self.operator.get_source(self.env, name)
-            return True
+            found = True
         except TemplateNotFound:
-            return False
+            found = False
+        if len(self._operator_files) >= OPERATOR_LOOKUP_MAX:  # kinds come from payloads: stay bounded
+            self._operator_files.clear()
+        self._operator_files[name] = (at, found)
+        return found
 
     def find(self, names: list[str], shipped: bool | None = None) -> Template | None:
         """The first template of `names` that exists; any of the operator's beats any shipped one."""

@@ -1,25 +1,35 @@
 """What a throttled service asked for: the `Retry-After` of 429 and 503 answers.
 
-Apprise hides responses (and sends from its own thread pool), so a hook on requests' Session.send
-notes each Retry-After with the time it arrived; a send then takes the largest one that arrived
-while it ran. With several sends at once in one process this may borrow a neighbour's value, which
-is then a wait asked by the same kind of service.
+Apprise hides responses, so a hook on requests' Session.send notes the Retry-After of each answer
+in a per-thread slot that a send opens (`watch`); relay sends in the calling thread, so the value
+a send sees is its own, never a neighbour's.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import requests
 
 MAX_WAIT = 24 * 3600.0
-_seen: deque[tuple[float, float]] = deque(maxlen=1000)
+_local = threading.local()
 _lock = threading.Lock()
 _installed = False
+
+
+class Asked:
+    """The longest wait the services asked for during one send."""
+
+    def __init__(self) -> None:
+        self.wait: float | None = None
+
+    def note(self, wait: float) -> None:
+        self.wait = wait if self.wait is None else max(self.wait, wait)
 
 
 def parse(value: str | None, now: float | None = None) -> float | None:
@@ -45,19 +55,25 @@ def install() -> None:
 
         def send(self: requests.Session, request: Any, **kwargs: Any) -> Any:
             response = original(self, request, **kwargs)
-            if response.status_code in (429, 503):
+            asked: Asked | None = getattr(_local, "asked", None)
+            if asked is not None and response.status_code in (429, 503):
                 wait = parse(response.headers.get("Retry-After"))
                 if wait is not None:
-                    with _lock:
-                        _seen.append((time.monotonic(), wait))
+                    asked.note(wait)
             return response
 
         requests.Session.send = send  # type: ignore[method-assign]
         _installed = True
 
 
-def asked_since(start: float) -> float | None:
-    """The longest wait a service asked for since `start` (time.monotonic())."""
-    with _lock:
-        waits = [wait for at, wait in _seen if at >= start]
-    return max(waits) if waits else None
+@contextmanager
+def watch() -> Iterator[Asked]:
+    """Collect the Retry-After answers of the requests this thread makes inside the block."""
+    install()
+    asked = Asked()
+    outer = getattr(_local, "asked", None)
+    _local.asked = asked
+    try:
+        yield asked
+    finally:
+        _local.asked = outer

@@ -6,12 +6,11 @@ import hashlib
 import json
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from redis import Redis
-from redis.client import Pipeline
 
 from relay.model import State
 
@@ -39,6 +38,42 @@ local nxt = tonumber(redis.call('GET', KEYS[1]) or '0')
 if nxt < now then nxt = now end
 redis.call('SET', KEYS[1], tostring(nxt + interval), 'PX', math.ceil((nxt + interval - now) * 1000) + 1000)
 return tostring(nxt - now)
+"""
+
+# Store a delivery's new state atomically in one command: the record, the failed index, the send lock's
+# release and the metrics (a MULTI pipeline would be eleven commands and twenty replies).
+# KEYS: delivery, lock, failed index, metrics. ARGV: retention, id, updatedAt, failed-index op
+# (add/rem/-), release lock (1/0), n, n field/value pairs, m, m integer increments, then float increments.
+_UPDATE = """
+local n = tonumber(ARGV[6])
+redis.call('HSET', KEYS[1], unpack(ARGV, 7, 6 + 2 * n))
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+if ARGV[5] == '1' then redis.call('DEL', KEYS[2]) end
+if ARGV[4] == 'add' then
+  redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
+elseif ARGV[4] == 'rem' then
+  redis.call('ZREM', KEYS[3], ARGV[2])
+end
+local i = 7 + 2 * n
+local ints = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, ints do
+  redis.call('HINCRBY', KEYS[4], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+while i < #ARGV do
+  redis.call('HINCRBYFLOAT', KEYS[4], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+return 1
+"""
+
+# Take a delivery's send lock and read the record, in one round trip: {1, fields} or {0}.
+_LOCK_AND_READ = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
+  return {1, redis.call('HGETALL', KEYS[2])}
+end
+return {0}
 """
 
 
@@ -113,6 +148,8 @@ class DeliveryRecord:
     attemptTimes: list[float]
     fallbackFor: str | None = None
     recipientIndex: int | None = None
+    # This worker holds the record's send lock: the update that stores the outcome releases it.
+    held_lock: bool = field(default=False, init=False, compare=False, repr=False)
 
     @classmethod
     def from_hash(cls, data: dict[str, str]) -> DeliveryRecord:
@@ -198,6 +235,8 @@ class Store:
         self.redis = redis
         self.retention = int(retention)
         self._reserve = redis.register_script(_RESERVE_SLOT)
+        self._lock_and_read = redis.register_script(_LOCK_AND_READ)
+        self._update = redis.register_script(_UPDATE)
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -271,29 +310,50 @@ class Store:
         """Store the record; with `latency_from` and `send_seconds`, count the end-to-end latency and the
         duration of the send in the same round trip."""
         record.updatedAt = now()
-        key = delivery_key(record.id)
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.hset(key, mapping=cast(Any, record.to_hash()))
-        pipe.expire(key, self.retention)
+        failed = "-"
         if record.state == State.FAILED.value:
-            pipe.zadd(FAILED, {record.id: record.updatedAt})
+            failed = "add"
         elif previous_state == State.FAILED.value:
-            pipe.zrem(FAILED, record.id)
+            failed = "rem"
+        ints: list[tuple[str, int]] = []
+        floats: list[tuple[str, float]] = []
         if record.state != previous_state:
             labels = {"state": record.state, "channel": record.channel, "kind": record.kind, **metric_labels}
-            pipe.hincrby(METRICS, metric_field("relay_deliveries_total", **labels), 1)
+            ints.append((metric_field("relay_deliveries_total", **labels), 1))
         if latency_from is not None:
-            self._observe(pipe, LATENCY, max(0.0, record.updatedAt - latency_from))
+            self._observe(ints, floats, LATENCY, max(0.0, record.updatedAt - latency_from))
         if send_seconds is not None:
-            self._observe(pipe, SEND_LATENCY, send_seconds, channel=record.channel)
-        pipe.execute()
+            self._observe(ints, floats, SEND_LATENCY, send_seconds, channel=record.channel)
+        fields = record.to_hash()
+        args: list[Any] = [self.retention, record.id, repr(record.updatedAt), failed, int(record.held_lock)]
+        args.append(len(fields))
+        for pair in fields.items():
+            args.extend(pair)
+        args.append(len(ints))
+        for name, amount in ints:
+            args.extend((name, amount))
+        for name, value in floats:
+            args.extend((name, repr(value)))
+        keys = [delivery_key(record.id), lock_key(record.id), FAILED, METRICS]
+        self._update(keys=keys, args=args)
+        record.held_lock = False
 
     def reserve_slot(self, channel: str, rate: float) -> float:
         """Book the channel's next send slot (at most `rate` a second); seconds until it comes."""
         return float(self._reserve(keys=[f"{PREFIX}rate:{channel}"], args=[1.0 / rate]))
 
-    def lock(self, delivery_id_: str, owner: str, ttl: int) -> bool:
-        return bool(self.redis.set(lock_key(delivery_id_), owner, nx=True, ex=ttl))
+    def lock_and_read(self, delivery_id_: str, owner: str, ttl: int) -> tuple[bool, DeliveryRecord | None]:
+        """Take the delivery's send lock and read its record as it is now; the record, when the lock
+        was taken, holds the lock (see `update`)."""
+        taken, *rest = self._lock_and_read(keys=[lock_key(delivery_id_), delivery_key(delivery_id_)], args=[owner, ttl])
+        if not taken:
+            return False, None
+        flat = rest[0] if rest else []
+        if not flat:
+            return True, None
+        record = DeliveryRecord.from_hash({_text(flat[i]): _text(flat[i + 1]) for i in range(0, len(flat), 2)})
+        record.held_lock = True
+        return True, record
 
     def unlock(self, delivery_id_: str) -> None:
         self.redis.delete(lock_key(delivery_id_))
@@ -327,13 +387,15 @@ class Store:
         self.redis.hincrby(METRICS, metric_field(name, **labels), amount)
 
     @staticmethod
-    def _observe(pipe: Pipeline, name: str, seconds: float, **labels: str) -> None:
-        """One duration into a shared histogram: only its own bucket is counted here (three commands, not
-        one per bucket); /metrics adds the buckets up into Prometheus' cumulative ones."""
+    def _observe(
+        ints: list[tuple[str, int]], floats: list[tuple[str, float]], name: str, seconds: float, **labels: str
+    ) -> None:
+        """One duration into a shared histogram: only its own bucket is counted here (three increments,
+        not one per bucket); /metrics adds the buckets up into Prometheus' cumulative ones."""
         bound = next((f"{b:g}" for b in LATENCY_BUCKETS if seconds <= b), "+Inf")
-        pipe.hincrby(METRICS, metric_field(name + "_slot", le=bound, **labels), 1)
-        pipe.hincrby(METRICS, metric_field(name + "_count", **labels), 1)
-        pipe.hincrbyfloat(METRICS, metric_field(name + "_sum", **labels), seconds)
+        ints.append((metric_field(name + "_slot", le=bound, **labels), 1))
+        ints.append((metric_field(name + "_count", **labels), 1))
+        floats.append((metric_field(name + "_sum", **labels), seconds))
 
     def counters(self) -> dict[str, float]:
         return {_text(k): float(v) for k, v in self.redis.hgetall(METRICS).items()}

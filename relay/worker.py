@@ -18,8 +18,8 @@ import os
 import signal
 import socket
 import threading
+import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -31,6 +31,7 @@ from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
 from rq.registry import StartedJobRegistry
 from rq.scheduler import RQScheduler
 from rq.timeouts import TimerDeathPenalty
+from rq.utils import now as rq_now
 
 from relay.bootstrap import CONFIG_GENERATION, build, install, open_redis, redis_url, reload_runtime, runtime
 from relay.config import Config, ConfigError, load_config
@@ -43,6 +44,8 @@ REAP_EVERY = 3  # heartbeats
 # An idle thread waits for a job in slices this long, so that a stop request is seen within it.
 IDLE_SLICE = 2
 SCHEDULER_START_WAIT = 10.0
+HEARTBEAT_MIN_GAP = 5.0  # seconds between an RQ worker's own heartbeats
+SUSPENSION_CHECK_GAP = 1.0
 
 
 class OwnedScheduler(RQScheduler):
@@ -68,6 +71,7 @@ class ThreadWorker(SimpleWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.scheduler_started = threading.Event()
+        self._suspension_checked = -SUSPENSION_CHECK_GAP
 
     def _install_signal_handlers(self) -> None:
         """The process's main thread handles the signals (see `run_worker`)."""
@@ -102,6 +106,29 @@ class ThreadWorker(SimpleWorker):
                     scheduler.start()
         finally:
             self.scheduler_started.set()
+
+    # RQ writes the worker's heartbeat (three commands) three times per job, its state twice and looks
+    # for `rq suspend` once: a third of a short job's round trips. Heartbeats within a few seconds of
+    # the last add nothing (the worker key lives `worker_ttl` + 60 s), an unchanged state need not be
+    # written again, and a suspension is seen within a second.
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        last = self.last_heartbeat
+        recent = last is not None and (rq_now() - last).total_seconds() < HEARTBEAT_MIN_GAP
+        if pipeline is None and timeout is None and recent:
+            return
+        super().heartbeat(timeout, pipeline)
+
+    def set_state(self, state: str, pipeline: Any = None) -> None:
+        if pipeline is None and state == getattr(self, "_state", None):
+            return
+        super().set_state(state, pipeline)
+
+    def check_for_suspension(self, burst: bool) -> None:
+        checked = time.monotonic()
+        if checked - self._suspension_checked < SUSPENSION_CHECK_GAP:
+            return
+        self._suspension_checked = checked
+        super().check_for_suspension(burst)
 
     def request_warm_stop(self) -> None:
         """Finish the job in hand (if any), then leave the work loop."""
@@ -168,30 +195,12 @@ def _reload(name: str) -> None:
 
 
 def _warm_up(config: Config) -> None:
-    """Load Apprise's plugins for every channel once, before threads would race to load them, and size
-    Apprise's send pool for this process's threads."""
+    """Load Apprise's plugins for every channel once, before threads would race to load them."""
     from relay.channels import check_url
 
     for channel in config.channels.values():
         with contextlib.suppress(Exception):
             check_url(channel.url)
-    size_apprise_pool(config.worker_threads)
-
-
-def size_apprise_pool(threads: int) -> None:
-    """Apprise 2.2 runs every send that has a timeout in one process-wide ThreadPoolExecutor of default
-    size (min(32, cores + 4): 6 on a 2-core machine), so at most 6 sends of a process would be in flight
-    however many worker threads wait on them. Give it one slot per worker thread (and a few spare)."""
-    import apprise.apprise as core
-
-    if not hasattr(core, "get_shared_executor") or not hasattr(core, "_shared_executor_lock"):
-        log.warning("this Apprise has no shared send pool to size; sends may be less concurrent")
-        return
-    with core._shared_executor_lock:
-        previous = core._shared_executor
-        core._shared_executor = ThreadPoolExecutor(max_workers=threads + 4, thread_name_prefix="apprise-send")
-    if previous is not None:
-        previous.shutdown(wait=False)
 
 
 class ThreadPool:

@@ -567,3 +567,19 @@ def test_email_without_html_template_uses_the_txt_one(tmp_path: Path) -> None:
     assert out.format == "txt" and out.template == "brand-new/default.txt.j2"
     assert out.title == "Plain brand-new"
     assert out.body.startswith("Text <b>") and out.text is None
+
+
+def test_a_template_file_added_later_is_used_once_the_lookup_cache_expires(
+    tdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import relay.rendering as rendering
+
+    renderer = Renderer(tdir, shipped=False)  # relay's default, templates.builtin: false
+    assert renderer.render(notification(), delivery(), "md").template == PLATFORM
+    write(tdir, f"{KNAME}/default.md.j2", "added")
+    # Within the TTL the earlier answer stands (no file-system look-up per render) ...
+    assert renderer.render(notification(), delivery(), "md").template == PLATFORM
+    # ... and once it has passed, the new file is found.
+    monkeypatch.setattr(rendering, "OPERATOR_LOOKUP_TTL", 0.0)
+    out = renderer.render(notification(), delivery(), "md")
+    assert (out.body, out.template) == ("added", f"{KNAME}/default.md.j2")

@@ -1,0 +1,104 @@
+"""Keep-alive HTTP connections for Apprise's sends: one requests Session per thread.
+
+Apprise's plugins call `requests.post(...)` and friends, each of which builds a Session, opens a
+connection (a TLS handshake, for a chat API) and closes it again. Inside `pooled()`, those calls go
+to a Session of the calling thread instead, whose connections to a host stay open for the next send,
+as any production HTTP client's would. Outside it (the catalog client, anything else) requests is
+untouched. Cookies never outlive one send. A connection the server closed meanwhile is opened again
+by urllib3; one closed while a request is on it fails that send, which is retried like any network
+failure.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import requests
+
+_local = threading.local()
+_lock = threading.Lock()
+_installed = False
+
+
+def _session() -> requests.Session:
+    session: requests.Session | None = getattr(_local, "session", None)
+    if session is None:
+        session = _local.session = requests.Session()
+    return session
+
+
+def _request(method: str, url: str, **kwargs: Any) -> requests.Response:
+    return _session().request(method=method, url=url, **kwargs)
+
+
+# The functions of requests.api, in their own signatures and defaults, on the thread's Session.
+def _get(url: str, params: Any = None, **kwargs: Any) -> requests.Response:
+    return _request("get", url, params=params, **kwargs)
+
+
+def _options(url: str, **kwargs: Any) -> requests.Response:
+    return _request("options", url, **kwargs)
+
+
+def _head(url: str, **kwargs: Any) -> requests.Response:
+    kwargs.setdefault("allow_redirects", False)
+    return _request("head", url, **kwargs)
+
+
+def _post(url: str, data: Any = None, json: Any = None, **kwargs: Any) -> requests.Response:
+    return _request("post", url, data=data, json=json, **kwargs)
+
+
+def _put(url: str, data: Any = None, **kwargs: Any) -> requests.Response:
+    return _request("put", url, data=data, **kwargs)
+
+
+def _patch(url: str, data: Any = None, **kwargs: Any) -> requests.Response:
+    return _request("patch", url, data=data, **kwargs)
+
+
+def _delete(url: str, **kwargs: Any) -> requests.Response:
+    return _request("delete", url, **kwargs)
+
+
+_POOLED = {
+    "request": _request,
+    "get": _get,
+    "options": _options,
+    "head": _head,
+    "post": _post,
+    "put": _put,
+    "patch": _patch,
+    "delete": _delete,
+}
+
+
+def _install() -> None:
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        for name, pooled_call in _POOLED.items():
+            original = getattr(requests, name)
+
+            def call(*args: Any, _pooled: Any = pooled_call, _original: Any = original, **kwargs: Any) -> Any:
+                return (_pooled if getattr(_local, "active", False) else _original)(*args, **kwargs)
+
+            setattr(requests, name, call)
+        _installed = True
+
+
+@contextmanager
+def pooled() -> Iterator[None]:
+    """requests' module-level calls made by this thread inside the block use its kept connections."""
+    _install()
+    outer = getattr(_local, "active", False)
+    _local.active = True
+    _session().cookies.clear()
+    try:
+        yield
+    finally:
+        _local.active = outer

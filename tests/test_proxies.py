@@ -1,0 +1,59 @@
+"""Sends honour HTTP_PROXY and NO_PROXY, read once per process (relay.proxies)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.servers import HttpSink
+
+SEND = """
+import sys
+from relay.channels import send
+for url in sys.argv[1:]:
+    result = send(url, "title", "body", "txt")
+    print(url, result.ok, result.error)
+"""
+
+
+def _send(env: dict[str, str], *urls: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    done = subprocess.run(
+        [sys.executable, "-c", SEND, *urls], env={**clean, **env}, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_sends_go_through_the_environments_proxy() -> None:
+    proxy = HttpSink().start()
+    try:
+        out = _send({"HTTP_PROXY": f"http://127.0.0.1:{proxy.port}"}, "json://relay-test.invalid:8080/hook")
+        assert "True" in out
+        # A proxy gets the absolute URL in the request line.
+        assert [h.path for h in proxy.hits] == ["http://relay-test.invalid:8080/hook"]
+    finally:
+        proxy.stop()
+
+
+def test_no_proxy_hosts_are_reached_directly() -> None:
+    proxy, direct = HttpSink().start(), HttpSink().start()
+    try:
+        env = {"http_proxy": f"http://127.0.0.1:{proxy.port}", "no_proxy": "localhost,127.0.0.1"}
+        out = _send(env, f"json://127.0.0.1:{direct.port}/direct", "json://relay-test.invalid:8080/proxied")
+        assert out.count("True") == 2, out
+        assert [h.path for h in direct.hits] == ["/direct"]
+        assert [h.path for h in proxy.hits] == ["http://relay-test.invalid:8080/proxied"]
+    finally:
+        proxy.stop()
+        direct.stop()
+
+
+def test_without_proxy_settings_sends_go_direct() -> None:
+    direct = HttpSink().start()
+    try:
+        assert "True" in _send({}, f"json://127.0.0.1:{direct.port}/direct")
+        assert [h.path for h in direct.hits] == ["/direct"]
+    finally:
+        direct.stop()
