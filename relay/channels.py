@@ -20,7 +20,7 @@ from apprise.plugins.email import AppriseEmailException, NotifyEmail
 from apprise.plugins.email.base import PGP_MODE_DEFAULT
 from apprise.plugins.email.smtp import SMTP_EXCEPTIONS, AppriseSMTPController
 
-from relay import keepalive, proxies, retry_after
+from relay import keepalive, requests_env, retry_after
 from relay.recipients import valid_email
 from relay.redaction import url_secrets
 
@@ -181,7 +181,7 @@ class _Warnings(logging.Handler):
 
 _WARNINGS = _Warnings()
 logging.getLogger("apprise").addHandler(_WARNINGS)
-proxies.read_once()
+requests_env.read_once()
 
 
 def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> SendResult:

@@ -11,22 +11,61 @@ failure.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any
 
 import requests
+from requests.adapters import HTTPAdapter
+from requests.utils import DEFAULT_CA_BUNDLE_PATH
 
 _local = threading.local()
 _lock = threading.Lock()
 _installed = False
 
 
+@lru_cache(maxsize=64)
+def _is_dir(path: str) -> bool:
+    return os.path.isdir(path)
+
+
+@lru_cache(maxsize=64)
+def _exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
+class _Adapter(HTTPAdapter):
+    """requests' adapter, asking the file system about a CA bundle path (REQUESTS_CA_BUNDLE, say) once,
+    not on every request: a look-up is slow on some file systems, and the bundle does not move."""
+
+    def build_connection_pool_key_attributes(
+        self, request: requests.PreparedRequest, verify: Any, cert: Any = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        if not isinstance(verify, str):
+            return super().build_connection_pool_key_attributes(request, verify, cert)
+        host, pool = super().build_connection_pool_key_attributes(request, True, cert)
+        pool["ca_cert_dir" if _is_dir(verify) else "ca_certs"] = verify
+        return host, pool
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        bundle = verify if isinstance(verify, str) else DEFAULT_CA_BUNDLE_PATH if verify is True else None
+        if bundle and not cert and url.lower().startswith("https") and _exists(bundle):
+            # What HTTPAdapter.cert_verify does for a bundle that exists, minus the look-ups.
+            conn.cert_reqs = "CERT_REQUIRED"
+            conn.ca_certs, conn.ca_cert_dir = (None, bundle) if _is_dir(bundle) else (bundle, None)
+            return
+        super().cert_verify(conn, url, verify, cert)
+
+
 def _session() -> requests.Session:
     session: requests.Session | None = getattr(_local, "session", None)
     if session is None:
         session = _local.session = requests.Session()
+        session.mount("https://", _Adapter())
+        session.mount("http://", _Adapter())
     return session
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 from rq import Callback, Queue, Retry
 from rq.job import Job
 from rq.scripts import _build_hset_args
@@ -40,12 +40,14 @@ JOB_MARGIN = 20
 # rq:queue:relay), all in one atomic script. A script runs whole or not at all on the server, and the
 # append-only file records its writes together, so a 202 still means durable and nothing is ever
 # half-accepted. The only command that can refuse is the first one (SET NX), before anything is written.
-# The job hash fields that are the same for every planning job are written into the script (@CONST@)
-# when an Intake registers it, so each call sends only what differs.
+# The job hash fields that are the same for every planning job are written into the script (@JOB@)
+# when an Intake registers it, so each call sends only what differs: two times, the call data and the
+# description (ARGV 10-12).
 ACCEPT_SCRIPT = """
 -- KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 job hash, 6 queue list, 7 rq:queues
 -- ARGV: 1 dedup ttl, 2 eventId, 3 kind, 4 receivedAt, 5 payload, 6 retention,
---       7 received counter field, 8 duplicate counter field, 9 job id, 10.. job hash field/value pairs
+--       7 received counter field, 8 duplicate counter field, 9 job id, 10.. the job hash's own values
+--       (or, with RQ's fields not reproduced here, all its field/value pairs)
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
   redis.call('HINCRBY', KEYS[4], ARGV[8], 1)
   return 0
@@ -54,7 +56,7 @@ redis.call('HSET', KEYS[2], 'eventId', ARGV[2], 'kind', ARGV[3], 'receivedAt', A
 redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
 redis.call('HINCRBY', KEYS[4], ARGV[7], 1)
-redis.call('HSET', KEYS[5], @CONST@unpack(ARGV, 10))
+redis.call('HSET', KEYS[5], @JOB@)
 redis.call('SADD', KEYS[7], KEYS[6])
 redis.call('RPUSH', KEYS[6], ARGV[9])
 return 1
@@ -122,15 +124,20 @@ class Intake:
             raise QueueUnavailable(type(exc).__name__) from exc
 
     async def accept_async(self, client: AsyncRedis, event_id: str, kind: str, payload: str) -> str:
-        """`accept` on an asyncio connection: the same script, one round trip, no thread hop."""
+        """`accept` on an asyncio connection: the same script, one round trip, no thread hop.
+
+        The one command is encoded here and sent on a pooled connection directly: redis-py's generic
+        path (argument encoding, retry and telemetry hooks) costs as much as the rest of the request.
+        """
         try:
             script = self._script or self._register()
             keys, args = self._accept_call(event_id, kind, payload)
+            command = resp_command("EVALSHA", script.sha, len(keys), *keys, *args)
             try:
-                accepted = await client.evalsha(script.sha, len(keys), *keys, *args)
+                accepted = await _call(client, command)
             except NoScriptError:  # a restarted Redis forgot the script: load it again
                 await client.script_load(script.script)
-                accepted = await client.evalsha(script.sha, len(keys), *keys, *args)
+                accepted = await _call(client, command)
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
         return "accepted" if accepted else "duplicate"
@@ -151,7 +158,7 @@ class Intake:
             ident,
         ]
         if self._fast:
-            args += _varying_fields(event_id, utcformat(rq_now()))
+            args += _varying_values(event_id, utcformat(rq_now()))
         else:
             args += job_hash_args(self.plan_job(event_id))
         keys = [
@@ -171,14 +178,21 @@ class Intake:
         sample = "sample-event-id"
         built = job_hash_args(self.plan_job(sample))
         pairs = dict(zip(built[::2], built[1::2], strict=True))
-        ours = _varying_fields(sample, "")
-        ours_map = dict(zip(ours[::2], ours[1::2], strict=True))
+        stamp, data, description = _varying_values(sample, "")
+        ours = {"created_at": stamp, "enqueued_at": stamp, "data": data, "description": description}
+        # Every varying field RQ writes, and the call data RQ would read back: else RQ builds each job.
         same = set(pairs) >= set(_VARYING) and all(
-            pairs[f] == ours_map[f] for f in _VARYING if f not in ("created_at", "enqueued_at")
+            pairs[f] == ours[f] for f in _VARYING if f not in ("created_at", "enqueued_at", "data")
         )
+        same = same and _zlib_or_raw(pairs["data"]) == ours["data"]
         self._fast = same
-        const = "".join(f"{_lua_literal(k)}, {_lua_literal(v)}, " for k, v in pairs.items() if k not in _VARYING)
-        self._script = self.redis.register_script(ACCEPT_SCRIPT.replace("@CONST@", const if same else ""))
+        if same:
+            const = "".join(f"{_lua_literal(k)}, {_lua_literal(v)}, " for k, v in pairs.items() if k not in _VARYING)
+            varying = "'created_at', ARGV[10], 'enqueued_at', ARGV[10], 'data', ARGV[11], 'description', ARGV[12]"
+            job = const + varying
+        else:
+            job = "unpack(ARGV, 10)"
+        self._script = self.redis.register_script(ACCEPT_SCRIPT.replace("@JOB@", job))
         return self._script
 
     def plan_job(self, event_id: str) -> Job:
@@ -252,11 +266,47 @@ def job_hash_args(job: Job) -> list[Any]:
     return [a.value if isinstance(a, Enum) else a for a in _build_hset_args(job)]  # type: ignore[no-untyped-call]
 
 
-def _varying_fields(event_id: str, stamp: str) -> list[Any]:
-    """The planning job's own fields, computed as RQ's Job.to_dict does: times, call data, description."""
-    data = zlib.compress(DefaultSerializer.dumps((PLAN_JOB, None, (event_id,), {})))
-    description = get_call_string(PLAN_JOB, (event_id,), {}, max_length=75)
-    return ["created_at", stamp, "enqueued_at", stamp, "data", data, "description", description]
+def _varying_values(event_id: str, stamp: str) -> list[Any]:
+    """The planning job's own values: its times (created, enqueued), call data and description.
+
+    The call data is RQ's serialized call, left uncompressed: RQ reads a job's data raw when it is not
+    zlib data (`Job.restore`), and both sides are spared the compression.
+    """
+    data = DefaultSerializer.dumps((PLAN_JOB, None, (event_id,), {}))
+    return [stamp, data, get_call_string(PLAN_JOB, (event_id,), {}, max_length=75)]
+
+
+def _zlib_or_raw(data: bytes) -> bytes:
+    """Call data as RQ's `Job.restore` reads it."""
+    try:
+        return zlib.decompress(data)
+    except zlib.error:
+        return data
+
+
+def resp_command(*args: str | bytes | int) -> bytes:
+    """One command in Redis' wire format (RESP), as `send_packed_command` takes it."""
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        raw = arg if isinstance(arg, bytes) else str(arg).encode()
+        parts += (b"$%d\r\n" % len(raw), raw, b"\r\n")
+    return b"".join(parts)
+
+
+async def _call(client: AsyncRedis, command: bytes) -> Any:
+    """Send one packed command on a connection of the client's pool and read its answer."""
+    pool = client.connection_pool
+    conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+    try:
+        await conn.send_packed_command(command)
+        return await conn.read_response()
+    except ResponseError:
+        raise  # the server answered: the connection is in step
+    except BaseException:
+        await conn.disconnect()  # a half-read answer must not reach the next caller
+        raise
+    finally:
+        await pool.release(conn)
 
 
 def _hash(value: str) -> str:

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from redis import Redis
 from rq import Queue
-from rq.job import JobStatus
+from rq.job import Job, JobStatus
 
 from relay.bootstrap import Runtime
-from relay.queue import CRASH_RETRY, PLAN_JOB, QUEUE_NAME, QueueUnavailable, job_id
+from relay.queue import CRASH_RETRY, PLAN_JOB, QUEUE_NAME, QueueUnavailable, _zlib_or_raw, job_id
 from relay.store import EVENTS, METRICS, dedup_key, event_key, metric_field
 from tests.conftest import run_worker, sample_notification
 from tests.servers import HttpSink
@@ -44,13 +44,16 @@ def test_job_hash_is_what_rq_enqueue_writes(rt: Runtime, redis: Redis, event_id:
 
         # The fallback (an RQ whose fields relay cannot reproduce): every job built by RQ itself.
         rt.intake.queue.get_redis_server_version()
-        rt.intake._script = redis.register_script(ACCEPT_SCRIPT.replace("@CONST@", ""))
+        rt.intake._script = redis.register_script(ACCEPT_SCRIPT.replace("@JOB@", "unpack(ARGV, 10)"))
         rt.intake._fast = False
     payload = sample_notification()
     payload["metadata"]["eventId"] = event_id
     assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "accepted"
     ours_id = rt.intake.plan_job(event_id).id
     ours = _hash(redis, f"rq:job:{ours_id}")
+    # RQ reads our job back as its own: the same function and arguments.
+    restored = Job.fetch(ours_id, connection=redis)
+    assert (restored.func_name, restored.args, restored.kwargs) == (PLAN_JOB, (event_id,), {})
     redis.delete(f"rq:job:{ours_id}")
     redis.delete(f"rq:queue:{QUEUE_NAME}")
 
@@ -67,6 +70,9 @@ def test_job_hash_is_what_rq_enqueue_writes(rt: Runtime, redis: Redis, event_id:
     )
     theirs = _hash(redis, f"rq:job:{ours_id}")
     assert set(ours) == set(theirs)
+    # The call data may be left uncompressed (RQ reads both): compare it as RQ reads it.
+    for fields in (ours, theirs):
+        fields["data"] = _zlib_or_raw(fields["data"])
     assert {k: v for k, v in ours.items() if k not in _TIMES} == {k: v for k, v in theirs.items() if k not in _TIMES}
     assert redis.ttl(f"rq:job:{ours_id}") == -1
 
@@ -142,3 +148,48 @@ def test_unreachable_redis_is_queue_unavailable_and_writes_nothing(rt: Runtime, 
     with pytest.raises(QueueUnavailable):
         intake.accept("e-1", "notification:x", "{}")
     assert not redis.exists(dedup_key("e-1"))
+
+
+def test_async_intake_loads_the_script_again_after_a_redis_restart(rt: Runtime, redis: Redis) -> None:
+    import asyncio
+
+    from relay.bootstrap import open_async_redis, redis_url
+
+    async def run() -> list[str]:
+        client = open_async_redis(redis_url(rt.config))
+        try:
+            out = [await rt.intake.accept_async(client, "async-1", "notification:x", "{}")]
+            redis.script_flush()  # what a restarted server looks like to the client
+            out.append(await rt.intake.accept_async(client, "async-2", "notification:x", "{}"))
+            out.append(await rt.intake.accept_async(client, "async-2", "notification:x", "{}"))
+            return out
+        finally:
+            await client.aclose()
+
+    rt.intake.prepare()
+    assert asyncio.run(run()) == ["accepted", "accepted", "duplicate"]
+    assert Queue(QUEUE_NAME, connection=redis).count == 2
+
+
+def test_async_intake_without_redis_is_queue_unavailable(rt: Runtime, tmp_path: Any) -> None:
+    import asyncio
+
+    from redis.asyncio import Redis as AsyncRedis
+
+    async def run() -> None:
+        dead = AsyncRedis(unix_socket_path=str(tmp_path / "nothing.sock"), socket_connect_timeout=0.5)
+        try:
+            await rt.intake.accept_async(dead, "async-dead", "notification:x", "{}")
+        finally:
+            await dead.aclose()
+
+    rt.intake.prepare()
+    with pytest.raises(QueueUnavailable):
+        asyncio.run(run())
+
+
+def test_resp_command_is_redis_wire_format() -> None:
+    from relay.queue import resp_command
+
+    assert resp_command("SET", "k", b"\x00v\r\n", 7) == b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\n\x00v\r\n\r\n$1\r\n7\r\n"
+    assert resp_command("ECHO", "ü") == b"*2\r\n$4\r\nECHO\r\n$2\r\n\xc3\xbc\r\n"

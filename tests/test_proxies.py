@@ -1,4 +1,4 @@
-"""Sends honour HTTP_PROXY and NO_PROXY, read once per process (relay.proxies)."""
+"""Sends honour HTTP_PROXY and NO_PROXY, read once per process (relay.requests_env)."""
 
 from __future__ import annotations
 
