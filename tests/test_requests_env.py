@@ -1,10 +1,12 @@
-"""Sends honour HTTP_PROXY and NO_PROXY, read once per process (relay.requests_env)."""
+"""Sends honour HTTP_PROXY, NO_PROXY and a .netrc, looked up once per process (relay.requests_env)."""
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.servers import HttpSink
 
@@ -55,5 +57,26 @@ def test_without_proxy_settings_sends_go_direct() -> None:
     try:
         assert "True" in _send({}, f"json://127.0.0.1:{direct.port}/direct")
         assert [h.path for h in direct.hits] == ["/direct"]
+    finally:
+        direct.stop()
+
+
+def test_a_netrc_file_gives_its_credentials(tmp_path: Path) -> None:
+    direct = HttpSink().start()
+    try:
+        (tmp_path / ".netrc").write_text("machine 127.0.0.1 login relay-user password relay-pass-0001\n")
+        (tmp_path / ".netrc").chmod(0o600)
+        assert "True" in _send({"HOME": str(tmp_path)}, f"json://127.0.0.1:{direct.port}/netrc")
+        expected = "Basic " + base64.b64encode(b"relay-user:relay-pass-0001").decode()
+        assert [h.headers.get("Authorization") for h in direct.hits] == [expected]
+    finally:
+        direct.stop()
+
+
+def test_without_a_netrc_file_no_credentials_are_sent(tmp_path: Path) -> None:
+    direct = HttpSink().start()
+    try:
+        assert "True" in _send({"HOME": str(tmp_path)}, f"json://127.0.0.1:{direct.port}/plain")
+        assert [h.headers.get("Authorization") for h in direct.hits] == [None]
     finally:
         direct.stop()
