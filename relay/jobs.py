@@ -69,7 +69,11 @@ def plan_job(event_id: str) -> int:
         return 0
     notification = Notification.model_validate_json(event.payload)
     records = [_record(rt, event_id, notification.kind, p) for p in plan_notification(rt.config, notification)]
-    stored = rt.store.create_deliveries(event_id, records)
+    # The first deliveries are sent here: their send locks are taken as they are created (one round
+    # trip). A rate-limited channel's first books its slot instead, so it is locked when it sends.
+    first = [r for r in records if r.state in _OPEN][:INLINE_MAX]
+    to_lock = {r.id for r in first if not _rate_limited(rt, r)}
+    stored = rt.store.create_deliveries(event_id, records, lock=(_lock_owner(), _lock_ttl(rt), to_lock))
     for record in stored:
         if record.state == State.SKIPPED.value:
             log.info(
@@ -78,6 +82,10 @@ def plan_job(event_id: str) -> int:
                 extra={"eventId": event_id, "deliveryId": record.id, "channel": record.channel},
             )
     ready = [r for r in stored if r.state in _OPEN]
+    for later in ready[INLINE_MAX:]:
+        if later.held_lock:  # not sent here after all (an earlier run's records came first): let go
+            rt.store.unlock(later.id)
+            later.held_lock = False
     rt.intake.enqueue_deliveries([r.id for r in ready[INLINE_MAX:]])
     _send_inline(rt, ready[:INLINE_MAX], notification)
     if not records:
@@ -119,6 +127,19 @@ def _inline_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+def _lock_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _lock_ttl(rt: Runtime) -> int:
+    return int(rt.config.send_timeout) + LOCK_MARGIN
+
+
+def _rate_limited(rt: Runtime, record: DeliveryRecord) -> bool:
+    channel = rt.config.channels.get(record.channel)
+    return channel is not None and channel.rate is not None
+
+
 def deliver_job(delivery_id_: str, slot_at: float | None = None) -> str:
     """Send one delivery once; a delivered, skipped or failed one is left alone.
 
@@ -144,12 +165,13 @@ def _deliver(
     if slot_at is not None and 0 < slot_at - now() <= MAX_SLOT_SLEEP:
         # RQ schedules in whole seconds, so the job may run up to a second before its slot.
         time.sleep(slot_at - now())
-    owner = f"{socket.gethostname()}:{os.getpid()}"
-    lock_ttl = int(rt.config.send_timeout) + LOCK_MARGIN
-    taken, current = rt.store.lock_and_read(record.id, owner, lock_ttl)
+    current: DeliveryRecord | None = record
+    taken = record.held_lock  # created and locked by this planning job a moment ago
+    if not taken:
+        taken, current = rt.store.lock_and_read(record.id, _lock_owner(), _lock_ttl(rt))
     if not taken:
         # Another worker is sending it right now (or died doing so): look again when its lock ends.
-        rt.intake.retry_later(record.id, lock_ttl, int(now()))
+        rt.intake.retry_later(record.id, _lock_ttl(rt), int(now()))
         return "locked"
     try:
         if current is None or current.state not in _OPEN:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from redis import Redis
 
@@ -66,6 +66,37 @@ while i < #ARGV do
   i = i + 2
 end
 return 1
+"""
+
+# Create delivery records that do not exist yet, atomically, and take the send lock of those the caller
+# will send at once: one round trip for a whole notification. Returns per record 0 (it existed: read
+# it), 1 (created) or 2 (created, lock taken).
+# KEYS: event's delivery list, deliveries index, failed index, metrics, then per record its key and
+# its lock's key. ARGV: retention, lock owner, lock ttl, then per record: id, createdAt, failed (1/0),
+# lock (1/0), its metric field, n, n field/value pairs.
+_CREATE = """
+local out = {}
+local a = 4
+for r = 1, (#KEYS - 4) / 2 do
+  local key, lock = KEYS[3 + 2 * r], KEYS[4 + 2 * r]
+  local id, created, failed, take, metric = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  local n = tonumber(ARGV[a + 5])
+  if redis.call('EXISTS', key) == 1 then
+    out[r] = 0
+  else
+    redis.call('HSET', key, unpack(ARGV, a + 6, a + 5 + 2 * n))
+    redis.call('EXPIRE', key, ARGV[1])
+    redis.call('ZADD', KEYS[2], created, id)
+    redis.call('RPUSH', KEYS[1], id)
+    redis.call('HINCRBY', KEYS[4], metric, 1)
+    if failed == '1' then redis.call('ZADD', KEYS[3], created, id) end
+    out[r] = 1
+    if take == '1' and redis.call('SET', lock, ARGV[2], 'NX', 'EX', ARGV[3]) then out[r] = 2 end
+  end
+  a = a + 6 + 2 * n
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return out
 """
 
 # Take a delivery's send lock and read the record, in one round trip: {1, fields} or {0}.
@@ -237,6 +268,7 @@ class Store:
         self._reserve = redis.register_script(_RESERVE_SLOT)
         self._lock_and_read = redis.register_script(_LOCK_AND_READ)
         self._update = redis.register_script(_UPDATE)
+        self._create = redis.register_script(_CREATE)
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -252,36 +284,40 @@ class Store:
 
     # -- deliveries -----------------------------------------------------------------------------
 
-    def create_deliveries(self, event_id: str, records: list[DeliveryRecord]) -> list[DeliveryRecord]:
-        """Store records that do not exist yet; return the stored state of every record."""
+    def create_deliveries(
+        self, event_id: str, records: list[DeliveryRecord], lock: tuple[str, int, set[str]] | None = None
+    ) -> list[DeliveryRecord]:
+        """Store records that do not exist yet; return the stored state of every record.
+
+        `lock`: (owner, ttl, ids): the send locks of those new records are taken in the same round trip,
+        and the records returned hold them (see `update`).
+        """
         if not records:
             return []
-        keys = [delivery_key(r.id) for r in records]
-        existing = self.redis.pipeline(transaction=False)
-        for key in keys:
-            existing.exists(key)
-        present = existing.execute()
-        pipe = self.redis.pipeline(transaction=True)
-        for record, is_present in zip(records, present, strict=True):
-            if is_present:
-                continue
-            key = delivery_key(record.id)
-            pipe.hset(key, mapping=cast(Any, record.to_hash()))
-            pipe.expire(key, self.retention)
-            pipe.zadd(DELIVERIES, {record.id: record.createdAt})
-            pipe.rpush(event_deliveries_key(event_id), record.id)
-            pipe.hincrby(
-                METRICS,
-                metric_field("relay_deliveries_total", state=record.state, channel=record.channel, kind=record.kind),
-                1,
-            )
-            if record.state == State.FAILED.value:
-                pipe.zadd(FAILED, {record.id: record.updatedAt})
-        pipe.expire(event_deliveries_key(event_id), self.retention)
-        pipe.execute()
-        if not any(present):
+        owner, ttl, to_lock = lock if lock is not None else ("", 1, set())
+        keys = [event_deliveries_key(event_id), DELIVERIES, FAILED, METRICS]
+        args: list[Any] = [self.retention, owner, ttl]
+        for record in records:
+            keys += [delivery_key(record.id), lock_key(record.id)]
+            fields = record.to_hash()
+            labels = {"state": record.state, "channel": record.channel, "kind": record.kind}
+            metric = metric_field("relay_deliveries_total", **labels)
+            failed = int(record.state == State.FAILED.value)
+            args += [record.id, repr(record.createdAt), failed, int(record.id in to_lock), metric, len(fields)]
+            for pair in fields.items():
+                args.extend(pair)
+        outcome = [int(v) for v in self._create(keys=keys, args=args)]
+        for record, made in zip(records, outcome, strict=True):
+            record.held_lock = made == 2
+        if all(outcome):
             return records  # all new: they are stored exactly as given
-        return [r for r in self.deliveries([r.id for r in records]) if r is not None]
+        existing = iter(self.deliveries([r.id for r, made in zip(records, outcome, strict=True) if not made]))
+        stored: list[DeliveryRecord] = []
+        for record, made in zip(records, outcome, strict=True):
+            current = record if made else next(existing)
+            if current is not None:  # an existing record may have expired since
+                stored.append(current)
+        return stored
 
     def delivery(self, delivery_id_: str) -> DeliveryRecord | None:
         data = self.redis.hgetall(delivery_key(delivery_id_))

@@ -200,3 +200,37 @@ def test_null_recipients_still_reach_audience_channels(client: TestClient, rt: R
     assert post(client, payload).status_code == 202
     run_worker(rt)
     assert [h.json()["title"] for h in sink.at("/owners")] == ["Access request failed"]
+
+
+def test_planning_an_event_again_creates_and_sends_nothing_twice(
+    client: TestClient, rt: Runtime, sink: HttpSink
+) -> None:
+    from relay.jobs import plan_job
+    from relay.store import event_deliveries_key
+
+    payload = sample_notification()
+    event_id = payload["metadata"]["eventId"]
+    assert post(client, payload).json()["status"] == "accepted"
+    run_worker(rt)
+    sent = len(sink.hits)
+    ids = rt.store.event_delivery_ids(event_id)
+    # What a worker killed after planning, whose planning job RQ runs again, would do.
+    plan_job(event_id)
+    run_worker(rt)
+    assert len(sink.hits) == sent
+    assert rt.store.event_delivery_ids(event_id) == ids == list(dict.fromkeys(ids))
+    assert rt.redis.llen(event_deliveries_key(event_id)) == len(ids)
+    # No send lock is left behind by planning (locks taken with the records are released).
+    assert not list(rt.redis.scan_iter("relay:lock:*"))
+
+
+def test_planning_sends_its_first_deliveries_with_the_locks_it_took(
+    client: TestClient, rt: Runtime, sink: HttpSink
+) -> None:
+    payload = sample_notification()
+    assert post(client, payload).json()["status"] == "accepted"
+    run_worker(rt)
+    event = admin(client, f"/api/v1/events/{payload['metadata']['eventId']}").json()
+    states = {d["state"] for d in event["deliveries"]}
+    assert states <= {"delivered", "skipped"} and "delivered" in states
+    assert not list(rt.redis.scan_iter("relay:lock:*"))
