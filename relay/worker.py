@@ -1,5 +1,6 @@
-"""`relay worker`: RQ SimpleWorker loops (no fork per job) in `worker_threads` threads of one process, the
-scheduler in one of them, plus a heartbeat for /readyz and a reaper of abandoned jobs.
+"""`relay worker`: RQ SimpleWorker loops (no fork per job) in `worker_threads` threads of one process, RQ's
+scheduler in a thread too (started by the first loop), plus a heartbeat for /readyz and a reaper of
+abandoned jobs.
 
 A send mostly waits on the network (a chat API answers in 100 ms or more), so one process sends up to
 `worker_threads` deliveries at once. Each thread is a complete RQ worker with its own name and Redis
@@ -35,7 +36,6 @@ from rq.utils import now as rq_now
 
 from relay.bootstrap import CONFIG_GENERATION, build, install, open_redis, redis_url, reload_runtime, runtime
 from relay.config import Config, ConfigError, load_config
-from relay.embedded import die_with_parent
 from relay.queue import QUEUE_NAME
 
 log = logging.getLogger("relay.worker")
@@ -44,23 +44,46 @@ REAP_EVERY = 3  # heartbeats
 # An idle thread waits for a job in slices this long, so that a stop request is seen within it.
 IDLE_SLICE = 2
 SCHEDULER_START_WAIT = 10.0
+SCHEDULER_STOP_WAIT = 5.0  # its loop looks at a stop request every second
 HEARTBEAT_MIN_GAP = 5.0  # seconds between an RQ worker's own heartbeats
 SUSPENSION_CHECK_GAP = 1.0
 
 
-class OwnedScheduler(RQScheduler):
-    """RQ's scheduler, whose forked process gets SIGTERM when its worker process dies, even by SIGKILL
-    (RQ's own would be left running as an orphan)."""
+class _Thread:
+    """What RQ asks of its scheduler's process, answered by a thread: alive, and joined on stop."""
+
+    def __init__(self, thread: threading.Thread) -> None:
+        self.thread = thread
+        self.pid = os.getpid()
+
+    def is_alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        self.thread.join(timeout)
+
+
+class ThreadScheduler(RQScheduler):
+    """RQ's scheduler (retries and rate-limit slots become due jobs) in a thread of the worker process.
+    RQ forks a process for it: that would be one more Python process (some 50 MB) per machine, which
+    must also not outlive its worker. It mostly sleeps; a thread does the same work."""
 
     def start(self) -> Any:
-        self._owner_pid = os.getpid()
-        return super().start()  # type: ignore[no-untyped-call]
+        self._status = self.Status.STARTED
+        self._connection = None  # its own connection, made on first use
+        thread = threading.Thread(target=self._run, name="relay-scheduler", daemon=True)
+        self._process = _Thread(thread)  # type: ignore[assignment]
+        thread.start()
+        return self._process
 
-    def work(self) -> None:
-        die_with_parent()
-        if os.getppid() != self._owner_pid:  # the worker died before the line above
-            return
-        super().work()  # type: ignore[no-untyped-call]
+    def _run(self) -> None:
+        try:
+            self.work()  # type: ignore[no-untyped-call]
+        except Exception:
+            log.exception("the scheduler stopped on an error; the worker starts it again")
+
+    def _install_signal_handlers(self) -> None:
+        """The process's main thread handles the signals (see `run_worker`)."""
 
 
 class ThreadWorker(SimpleWorker):
@@ -83,9 +106,9 @@ class ThreadWorker(SimpleWorker):
         date_format: str = DEFAULT_LOGGING_DATE_FORMAT,
         log_format: str = DEFAULT_LOGGING_FORMAT,
     ) -> None:
-        """RQ's own `_start_scheduler`, with a scheduler process that ends with its worker."""
+        """RQ's own `_start_scheduler`, with the scheduler in a thread of this process."""
         try:
-            self.scheduler = scheduler = OwnedScheduler(
+            self.scheduler = scheduler = ThreadScheduler(
                 self.queues,
                 connection=self.connection,
                 logging_level=logging_level if logging_level is not None else self.log.level,
@@ -129,6 +152,16 @@ class ThreadWorker(SimpleWorker):
             return
         self._suspension_checked = checked
         super().check_for_suspension(burst)
+
+    def stop_scheduler(self) -> None:
+        """RQ signals its scheduler's process to stop; the thread is asked, and waited for."""
+        scheduler = self.scheduler
+        if scheduler is None:
+            return
+        scheduler.request_stop()  # type: ignore[no-untyped-call]
+        running = scheduler._process
+        if isinstance(running, _Thread):
+            running.join(SCHEDULER_STOP_WAIT)
 
     def request_warm_stop(self) -> None:
         """Finish the job in hand (if any), then leave the work loop."""
@@ -249,7 +282,7 @@ class ThreadPool:
     def start(self) -> None:
         with self.lock:
             first = self._start(None, with_scheduler=True)
-        # The scheduler runs in a process RQ forks: let it fork before the other threads exist.
+        # The first thread takes the scheduler lock (or finds another machine's) before the rest start.
         first.scheduler_started.wait(SCHEDULER_START_WAIT)
         with self.lock:
             for _ in range(self.count - 1):
