@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import zlib
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from enum import Enum
+from functools import lru_cache
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from redis import Redis
+from redis.asyncio import ConnectionPool as AsyncConnectionPool
 from redis.asyncio import Redis as AsyncRedis
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError, RedisError, ResponseError
@@ -16,8 +21,7 @@ from rq import Callback, Queue, Retry
 from rq.job import Job
 from rq.scripts import _build_hset_args
 from rq.serializers import DefaultSerializer
-from rq.utils import get_call_string, utcformat
-from rq.utils import now as rq_now
+from rq.utils import get_call_string
 
 from relay.model import State
 from relay.store import EVENTS, METRICS, DeliveryRecord, Store, dedup_key, event_key, metric_field, now
@@ -153,12 +157,12 @@ class Intake:
             repr(ts),
             payload,
             self.store.retention,
-            metric_field("relay_notifications_received_total", kind=kind),
-            metric_field("relay_notifications_duplicate_total"),
+            _received_field(kind),
+            _DUPLICATE_FIELD,
             ident,
         ]
         if self._fast:
-            args += _varying_values(event_id, utcformat(rq_now()))
+            args += _varying_values(event_id, _rq_timestamp())
         else:
             args += job_hash_args(self.plan_job(event_id))
         keys = [
@@ -293,23 +297,74 @@ def resp_command(*args: str | bytes | int) -> bytes:
     return b"".join(parts)
 
 
+class _Lanes:
+    """A few connections of a client kept for the intake's one command, handed out without the pool's
+    per-use checks (its lock, and a read to make sure no stale answer waits): a connection is only ever
+    given back in step, because one whose answer was not read whole is closed."""
+
+    def __init__(self, client: AsyncRedis, size: int) -> None:
+        self.free: asyncio.Queue[Any] = asyncio.Queue()
+        for _ in range(size):
+            self.free.put_nowait(client.connection_pool.make_connection())  # type: ignore[no-untyped-call]
+
+    async def call(self, command: bytes) -> Any:
+        conn = await self.free.get()
+        try:
+            await conn.send_packed_command(command)  # connects first when it is not connected
+            return await conn.read_response()
+        except ResponseError:
+            raise  # the server answered: the connection is in step
+        except BaseException:
+            await conn.disconnect()  # a half-read answer must not reach the next caller
+            raise
+        finally:
+            self.free.put_nowait(conn)
+
+
+_lanes: WeakKeyDictionary[AsyncRedis, _Lanes] = WeakKeyDictionary()
+LANES = 8  # connections per client: more than the round trips in flight at a time on one event loop
+
+
 async def _call(client: AsyncRedis, command: bytes) -> Any:
-    """Send one packed command on a connection of the client's pool and read its answer."""
+    """Send one packed command on one of the client's intake connections and read its answer.
+
+    A Sentinel client's connections find the primary as they connect, through their pool: those are
+    used as the pool hands them out."""
     pool = client.connection_pool
-    conn = await pool.get_connection()  # type: ignore[no-untyped-call]
+    if type(pool) is not AsyncConnectionPool:
+        return await _call_pooled(pool, command)
+    lanes = _lanes.get(client)
+    if lanes is None:
+        lanes = _lanes[client] = _Lanes(client, LANES)
+    return await lanes.call(command)
+
+
+async def _call_pooled(pool: Any, command: bytes) -> Any:
+    conn = await pool.get_connection()
     try:
         await conn.send_packed_command(command)
         return await conn.read_response()
     except ResponseError:
-        raise  # the server answered: the connection is in step
+        raise
     except BaseException:
-        await conn.disconnect()  # a half-read answer must not reach the next caller
+        await conn.disconnect()
         raise
     finally:
         await pool.release(conn)
 
 
 def _hash(value: str) -> str:
-    import hashlib
-
     return hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+_DUPLICATE_FIELD = metric_field("relay_notifications_duplicate_total")
+
+
+@lru_cache(maxsize=1024)
+def _received_field(kind: str) -> str:
+    return metric_field("relay_notifications_received_total", kind=kind)
+
+
+def _rq_timestamp() -> str:
+    """Now, as RQ's `utcformat(now())` writes it ('%Y-%m-%dT%H:%M:%S.%fZ'), without strftime's cost."""
+    return datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
