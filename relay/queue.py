@@ -310,13 +310,7 @@ class _Lanes:
     async def call(self, command: bytes) -> Any:
         conn = await self.free.get()
         try:
-            await conn.send_packed_command(command)  # connects first when it is not connected
-            return await conn.read_response()
-        except ResponseError:
-            raise  # the server answered: the connection is in step
-        except BaseException:
-            await conn.disconnect()  # a half-read answer must not reach the next caller
-            raise
+            return await _exchange(conn, command)
         finally:
             self.free.put_nowait(conn)
 
@@ -342,15 +336,20 @@ async def _call(client: AsyncRedis, command: bytes) -> Any:
 async def _call_pooled(pool: Any, command: bytes) -> Any:
     conn = await pool.get_connection()
     try:
-        await conn.send_packed_command(command)
-        return await conn.read_response()
-    except ResponseError:
-        raise
-    except BaseException:
-        await conn.disconnect()
-        raise
+        return await _exchange(conn, command)
     finally:
         await pool.release(conn)
+
+
+async def _exchange(conn: Any, command: bytes) -> Any:
+    try:
+        await conn.send_packed_command(command)  # connects first when it is not connected
+        return await conn.read_response()
+    except ResponseError:
+        raise  # the server answered: the connection is in step
+    except BaseException:
+        await conn.disconnect()  # a half-read answer must not reach the next caller
+        raise
 
 
 def _hash(value: str) -> str:
