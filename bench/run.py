@@ -366,14 +366,7 @@ def alerts(n: int) -> list[tuple[str, bytes]]:
 
 def am_latency(port: int, sink: Sink, n: int, rate: float) -> tuple[float, float, int]:
     """Alertmanager's POST (alert in) to arrival at the sink (webhook out), like `latency` for relay."""
-    sink.reset()
-    load = alerts(n)
-    sent, statuses = post_all(port, load, connections=32, rate=rate, path="/api/v2/alerts", auth=False)
-    sink.wait_count(n, 120)
-    arrivals = sink.arrivals()
-    lat = [arrivals[f"{t}-0"] - sent[t] for t, _ in load if f"{t}-0" in arrivals]
-    non_2xx = sum(c for s, c in statuses.items() if not 200 <= s < 300)
-    return percentile(lat, 50) * 1000, percentile(lat, 99) * 1000, non_2xx
+    return _latency(port, sink, alerts(n), rate, path="/api/v2/alerts", auth=False)
 
 
 # -- P1: ingest with wrk ---------------------------------------------------------------------------
@@ -489,10 +482,16 @@ def bodies(n: int, kind: str, messages: int) -> list[tuple[str, bytes]]:
 
 
 def latency(port: int, sink: Sink, n: int, rate: float) -> tuple[float, float, int]:
+    return _latency(port, sink, bodies(n, FAST_KIND, 1), rate)
+
+
+def _latency(
+    port: int, sink: Sink, load: list[tuple[str, bytes]], rate: float, path: str = "/webhook", auth: bool = True
+) -> tuple[float, float, int]:
+    """p50 and p99 in ms from each POST's due time to its arrival at the sink, and the non-2xx answers."""
     sink.reset()
-    load = bodies(n, FAST_KIND, 1)
-    sent, statuses = post_all(port, load, connections=32, rate=rate)
-    sink.wait_count(n, 120)
+    sent, statuses = post_all(port, load, connections=32, rate=rate, path=path, auth=auth)
+    sink.wait_count(len(load), 120)
     arrivals = sink.arrivals()
     lat = [arrivals[f"{t}-0"] - sent[t] for t, _ in load if f"{t}-0" in arrivals]
     non_2xx = sum(c for s, c in statuses.items() if not 200 <= s < 300)

@@ -53,24 +53,23 @@ def sentinel_target(url: str) -> SentinelTarget:
 
 def open_redis(url: str, **options: Any) -> Redis:
     """A connection for `url`: redis://, rediss://, unix://, or Sentinel (the current primary)."""
-    if not url.startswith(SENTINEL_SCHEME):
-        return Redis.from_url(url, **options)
-    t = sentinel_target(url)
-    timeout = options.get("socket_connect_timeout", 5)
-    sentinel = Sentinel(t.hosts, socket_timeout=timeout, password=t.password)  # type: ignore[no-untyped-call]
-    primary: Redis = sentinel.master_for(t.service, db=t.db, password=t.password, **options)  # type: ignore[no-untyped-call]
-    return primary
+    client: Redis = _open(url, options, Redis, Sentinel)
+    return client
 
 
 def open_async_redis(url: str, **options: Any) -> AsyncRedis:
     """`open_redis` for asyncio code: the same URLs, Sentinel included."""
+    client: AsyncRedis = _open(url, options, AsyncRedis, AsyncSentinel)
+    return client
+
+
+def _open(url: str, options: dict[str, Any], client_class: Any, sentinel_class: Any) -> Any:
     if not url.startswith(SENTINEL_SCHEME):
-        return AsyncRedis.from_url(url, **options)
+        return client_class.from_url(url, **options)
     t = sentinel_target(url)
     timeout = options.get("socket_connect_timeout", 5)
-    sentinel = AsyncSentinel(t.hosts, socket_timeout=timeout, password=t.password)  # type: ignore[no-untyped-call]
-    primary: AsyncRedis = sentinel.master_for(t.service, db=t.db, password=t.password, **options)
-    return primary
+    sentinel = sentinel_class(t.hosts, socket_timeout=timeout, password=t.password)
+    return sentinel.master_for(t.service, db=t.db, password=t.password, **options)
 
 
 def connect(config: Config) -> Redis:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import cache
 from typing import Any
 
 from redis import Redis
@@ -128,7 +129,13 @@ def _inline_pool() -> ThreadPoolExecutor:
 
 
 def _lock_owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return _owner(os.getpid())
+
+
+@cache
+def _owner(pid: int) -> str:
+    # Asked once per process (by pid, so a forked child names itself), not once per delivery.
+    return f"{socket.gethostname()}:{pid}"
 
 
 def _lock_ttl(rt: Runtime) -> int:

@@ -117,6 +117,8 @@ _POOLED = {
 
 def _install() -> None:
     global _installed
+    if _installed:  # every send asks: no lock once it is done
+        return
     with _lock:
         if _installed:
             return

@@ -48,6 +48,8 @@ def parse(value: str | None, now: float | None = None) -> float | None:
 
 def install() -> None:
     global _installed
+    if _installed:  # every send asks: no lock once it is done
+        return
     with _lock:
         if _installed:
             return
