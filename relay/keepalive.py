@@ -23,8 +23,6 @@ from requests.adapters import HTTPAdapter
 from requests.utils import DEFAULT_CA_BUNDLE_PATH
 
 _local = threading.local()
-_lock = threading.Lock()
-_installed = False
 
 
 @lru_cache(maxsize=64)
@@ -116,26 +114,18 @@ _POOLED = {
 
 
 def _install() -> None:
-    global _installed
-    if _installed:  # every send asks: no lock once it is done
-        return
-    with _lock:
-        if _installed:
-            return
-        for name, pooled_call in _POOLED.items():
-            original = getattr(requests, name)
+    for name, pooled_call in _POOLED.items():
+        original = getattr(requests, name)
 
-            def call(*args: Any, _pooled: Any = pooled_call, _original: Any = original, **kwargs: Any) -> Any:
-                return (_pooled if getattr(_local, "active", False) else _original)(*args, **kwargs)
+        def call(*args: Any, _pooled: Any = pooled_call, _original: Any = original, **kwargs: Any) -> Any:
+            return (_pooled if getattr(_local, "active", False) else _original)(*args, **kwargs)
 
-            setattr(requests, name, call)
-        _installed = True
+        setattr(requests, name, call)
 
 
 @contextmanager
 def pooled() -> Iterator[None]:
     """requests' module-level calls made by this thread inside the block use its kept connections."""
-    _install()
     outer = getattr(_local, "active", False)
     _local.active = True
     _session().cookies.clear()
@@ -143,3 +133,6 @@ def pooled() -> Iterator[None]:
         yield
     finally:
         _local.active = outer
+
+
+_install()  # once, as the module is first imported (under Python's import lock)

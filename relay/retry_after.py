@@ -18,8 +18,6 @@ import requests
 
 MAX_WAIT = 24 * 3600.0
 _local = threading.local()
-_lock = threading.Lock()
-_installed = False
 
 
 class Asked:
@@ -46,32 +44,24 @@ def parse(value: str | None, now: float | None = None) -> float | None:
     return min(max(0.0, when - (now if now is not None else time.time())), MAX_WAIT)
 
 
-def install() -> None:
-    global _installed
-    if _installed:  # every send asks: no lock once it is done
-        return
-    with _lock:
-        if _installed:
-            return
-        original = requests.Session.send
+def _install() -> None:
+    original = requests.Session.send
 
-        def send(self: requests.Session, request: Any, **kwargs: Any) -> Any:
-            response = original(self, request, **kwargs)
-            asked: Asked | None = getattr(_local, "asked", None)
-            if asked is not None and response.status_code in (429, 503):
-                wait = parse(response.headers.get("Retry-After"))
-                if wait is not None:
-                    asked.note(wait)
-            return response
+    def send(self: requests.Session, request: Any, **kwargs: Any) -> Any:
+        response = original(self, request, **kwargs)
+        asked: Asked | None = getattr(_local, "asked", None)
+        if asked is not None and response.status_code in (429, 503):
+            wait = parse(response.headers.get("Retry-After"))
+            if wait is not None:
+                asked.note(wait)
+        return response
 
-        requests.Session.send = send  # type: ignore[method-assign]
-        _installed = True
+    requests.Session.send = send  # type: ignore[method-assign]
 
 
 @contextmanager
 def watch() -> Iterator[Asked]:
     """Collect the Retry-After answers of the requests this thread makes inside the block."""
-    install()
     asked = Asked()
     outer = getattr(_local, "asked", None)
     _local.asked = asked
@@ -79,3 +69,6 @@ def watch() -> Iterator[Asked]:
         yield asked
     finally:
         _local.asked = outer
+
+
+_install()  # once, as the module is first imported (under Python's import lock)
