@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import smtplib
@@ -12,10 +13,14 @@ from dataclasses import dataclass
 from email import message_from_string
 from email.message import Message
 from email.mime.text import MIMEText
+from functools import lru_cache
+from typing import Any, cast
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import apprise
+from apprise import plugins as apprise_plugins
 from apprise.exception import AppriseException
+from apprise.plugins.base import NotifyBase
 from apprise.plugins.email import AppriseEmailException, NotifyEmail
 from apprise.plugins.email.base import PGP_MODE_DEFAULT
 from apprise.plugins.email.smtp import SMTP_EXCEPTIONS, AppriseSMTPController
@@ -184,6 +189,21 @@ logging.getLogger("apprise").addHandler(_WARNINGS)
 requests_env.read_once()
 
 
+@lru_cache(maxsize=1024)
+def _parsed(url: str) -> dict[str, Any] | None:
+    return cast("dict[str, Any] | None", apprise_plugins.url_to_dict(url, secure_logging=True))  # type: ignore[no-untyped-call]
+
+
+def _service(url: str) -> NotifyBase | None:
+    """A fresh Apprise service object for a URL (a shared one throttles between sends). Parsing the URL
+    is most of what making one costs, so the parse is kept per URL; each service gets its own copy,
+    since a plugin may change the arguments it is given."""
+    parsed = _parsed(url)
+    if parsed is None:
+        return None
+    return apprise.Apprise.instantiate(copy.deepcopy(parsed), suppress_exceptions=False)
+
+
 def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> SendResult:
     """One send, in the calling thread, through a fresh Apprise service object (a shared one throttles
     between sends). Apprise's `Apprise.notify` would add tags, escalation and a hop to its own thread
@@ -191,16 +211,15 @@ def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> 
 
     `text` is the plain-text part of an html e-mail; without it Apprise derives one from the HTML.
     """
-    secrets = secret_parts(url)
     url = native_url(url, fmt)
     try:
-        obj = apprise.Apprise.instantiate(url, suppress_exceptions=False)
+        obj = _service(url)
     except Exception as exc:
-        return SendResult(False, False, "invalid channel URL: " + redact(str(exc), secrets))
+        return SendResult(False, False, "invalid channel URL: " + redact(str(exc), secret_parts(url)))
     if obj is None:
         return SendResult(False, False, f"invalid channel URL (scheme {scheme_of(url)!r})")
     if text is not None and fmt == "html" and isinstance(obj, NotifyEmail) and obj.pgp_mode == PGP_MODE_DEFAULT:
-        return send_email(obj, title, body, text, secrets)
+        return send_email(obj, title, body, text, secret_parts(url))
     with _WARNINGS.collect() as messages, retry_after.watch() as asked, keepalive.pooled():
         try:
             ok = bool(
@@ -211,7 +230,7 @@ def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> 
             messages.append(f"{type(exc).__name__}: {exc}")
     if ok:
         return SendResult(True)
-    reason = redact("; ".join(dict.fromkeys(messages)) or "send failed", secrets)
+    reason = redact("; ".join(dict.fromkeys(messages)) or "send failed", secret_parts(url))
     codes = [int(m) for m in _STATUS.findall(reason)]
     code = codes[-1] if codes else None
     wait = asked.wait if code in (429, 503) else None
