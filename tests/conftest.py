@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from redis import Redis
-from rq import Queue, SimpleWorker
+from rq import Queue
 from starlette.testclient import TestClient
 
 from relay.bootstrap import Runtime, build, install
@@ -19,6 +19,7 @@ from relay.config import Config
 from relay.embedded import EmbeddedRedis
 from relay.http import create_app
 from relay.queue import QUEUE_NAME
+from relay.worker import ThreadWorker
 from tests.servers import HttpSink, SmtpSink
 
 HERE = Path(__file__).resolve().parent
@@ -149,8 +150,8 @@ def slow_channel(sink: HttpSink) -> dict[str, Any]:
 
 
 def run_worker(rt: Runtime) -> None:
-    """A real RQ worker, in this process, until the queue is empty (scheduled retries not included)."""
-    worker = SimpleWorker([Queue(QUEUE_NAME, connection=rt.redis)], connection=rt.redis)
+    """relay's own RQ worker, in this process, until the queue is empty (scheduled retries not included)."""
+    worker = ThreadWorker([Queue(QUEUE_NAME, connection=rt.redis)], connection=rt.redis)
     worker.work(burst=True, with_scheduler=False)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -9,14 +10,17 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from redis import Redis
-from rq import Queue, Worker
+from rq import Queue, SimpleWorker, Worker
+from rq.registry import FailedJobRegistry, StartedJobRegistry
 from starlette.testclient import TestClient
 
-from relay.bootstrap import build, install
+from relay.bootstrap import Runtime, build, install
 from relay.embedded import EmbeddedRedis
 from relay.http import create_app
 from relay.queue import DELIVER_JOB, QUEUE_NAME
+from relay.worker import ThreadWorker
 from tests.conftest import base_config, post, sample_notification, slow_channel, worker_config_file
 from tests.servers import HttpSink, SmtpSink, wait_for
 
@@ -116,3 +120,67 @@ def test_the_scheduler_runs_in_the_worker_process_and_stops_with_it(
             proc.wait()
     # A clean stop releases the scheduler's lock at once (no wait for its expiry on another machine).
     assert not redis.exists(f"rq:scheduler-lock:{QUEUE_NAME}")
+
+
+def _rq_state(redis: Redis, worker_name: str) -> dict[str, object]:
+    """RQ's keys (ids and the worker's name made generic) with what each holds that does not vary."""
+    state: dict[str, object] = {}
+    for raw in sorted(redis.keys("rq:*")):
+        key = raw.decode().replace(worker_name, "WORKER")
+        key = re.sub(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}", "ID", key)
+        kind = redis.type(raw).decode()
+        if kind == "hash" and key == "rq:worker:WORKER":
+            fields = {k.decode(): v.decode() for k, v in redis.hgetall(raw).items()}
+            state[key] = {f: fields.get(f) for f in ("state", "successful_job_count", "failed_job_count")}
+        elif kind == "set":
+            state[key] = sorted(m.decode().replace(worker_name, "WORKER") for m in redis.smembers(raw))
+        elif kind == "zset":
+            state[key] = redis.zcard(raw)
+        elif kind == "list":
+            state[key] = redis.llen(raw)
+        else:
+            state[key] = kind
+    return state
+
+
+@pytest.mark.parametrize("jobs", [1, 5])
+def test_relay_jobs_leave_redis_as_rqs_own_success_handling_does(
+    redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path, jobs: int
+) -> None:
+    """relay's worker starts and ends its own jobs in one round trip each (`ThreadWorker.execute_job`):
+    what it leaves in Redis must be what RQ's SimpleWorker leaves, job for job."""
+    seen = {}
+    for worker_class in (SimpleWorker, ThreadWorker):
+        redis.flushdb()
+        rt = install(build(base_config(sink, smtp, tmp_path, redis_server.url), redis))
+        with TestClient(create_app(rt)) as client:
+            for _ in range(jobs):
+                assert post(client, sample_notification()).status_code == 202
+        queue = Queue(QUEUE_NAME, connection=redis)
+        # A delivery job too (the other job of relay's), for a delivery that is already gone.
+        queue.enqueue(DELIVER_JOB, "no-such-delivery", result_ttl=0)
+        worker = worker_class([queue], connection=redis, name=f"lean-{worker_class.__name__}")
+        worker.register_birth()
+        # RQ's work loop, one job at a time, looked at while the worker lives (its death clears its keys).
+        while (found := worker.dequeue_job_and_maintain_ttl(None)) is not None:
+            worker.execute_job(*found)
+        seen[worker_class.__name__] = _rq_state(redis, worker.name)
+        worker.register_death()
+        assert not redis.keys("rq:job:*") and not redis.keys("rq:execution*")
+    assert seen["ThreadWorker"] == seen["SimpleWorker"]
+    worker_hash = seen["ThreadWorker"]["rq:worker:WORKER"]
+    assert isinstance(worker_hash, dict) and worker_hash["successful_job_count"] == str(jobs + 1)
+
+
+def test_a_relay_job_that_raises_takes_rqs_failure_path(redis: Redis, rt: Runtime) -> None:
+    queue = Queue(QUEUE_NAME, connection=redis)
+    # deliver_job with no arguments raises TypeError: RQ's own failure handling records it.
+    job = queue.enqueue(DELIVER_JOB, result_ttl=0, failure_ttl=60)
+    worker = ThreadWorker([queue], connection=redis)
+    worker.work(burst=True)
+    job.refresh()
+    assert job.get_status() == "failed"
+    assert "TypeError" in (job.latest_result().exc_string or "")  # type: ignore[union-attr]
+    assert job.id in FailedJobRegistry(QUEUE_NAME, connection=redis)
+    assert StartedJobRegistry(QUEUE_NAME, connection=redis).count == 0
+    assert not redis.keys("rq:execution:*")
