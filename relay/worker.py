@@ -8,7 +8,8 @@ connection: RQ's registries, `rq info` and the abandoned-job handling see them a
 RQ installs its signal handlers only from the main thread, so the threads skip that; the main thread
 handles SIGTERM and SIGINT instead: the first asks every thread to finish the delivery in hand and stop
 (warm shutdown), a second one exits at once (the deliveries in hand are retried once RQ finds them
-abandoned). Job timeouts use RQ's timer-based death penalty, which works in any thread.
+abandoned). Job timeouts are raised in the job's thread as RQ's timer-based death penalty does, by one
+watchdog thread (`relay.watchdog`).
 """
 
 from __future__ import annotations
@@ -34,13 +35,13 @@ from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 from rq.results import Result
 from rq.scheduler import RQScheduler
-from rq.timeouts import TimerDeathPenalty
 from rq.utils import now as rq_now
 from rq.worker import WorkerStatus
 
 from relay.bootstrap import CONFIG_GENERATION, build, install, open_redis, redis_url, reload_runtime, runtime
 from relay.config import Config, ConfigError, load_config
 from relay.queue import QUEUE_NAME
+from relay.watchdog import WatchdogDeathPenalty
 
 log = logging.getLogger("relay.worker")
 HEARTBEAT_SECONDS = 5.0
@@ -93,7 +94,7 @@ class ThreadScheduler(RQScheduler):
 class ThreadWorker(SimpleWorker):
     """An RQ SimpleWorker that can run in any thread of the process."""
 
-    death_penalty_class = TimerDeathPenalty
+    death_penalty_class = WatchdogDeathPenalty
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -184,3 +184,21 @@ def test_a_relay_job_that_raises_takes_rqs_failure_path(redis: Redis, rt: Runtim
     assert job.id in FailedJobRegistry(QUEUE_NAME, connection=redis)
     assert StartedJobRegistry(QUEUE_NAME, connection=redis).count == 0
     assert not redis.keys("rq:execution:*")
+
+
+def spin(seconds: float) -> None:
+    """A job busy in Python for `seconds` (a timeout, raised between bytecodes, cannot cut one C call)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        time.sleep(0.05)
+
+
+def test_a_job_over_its_timeout_is_stopped_and_recorded_as_rq_does(redis: Redis) -> None:
+    queue = Queue(QUEUE_NAME, connection=redis)
+    job = queue.enqueue(spin, 30, job_timeout=1, result_ttl=0, failure_ttl=60)
+    started = time.monotonic()
+    ThreadWorker([queue], connection=redis).work(burst=True)
+    assert time.monotonic() - started < 10
+    job.refresh()
+    assert job.get_status() == "failed"
+    assert "Task exceeded maximum timeout value (1 seconds)" in (job.latest_result().exc_string or "")  # type: ignore[union-attr]
