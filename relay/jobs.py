@@ -22,7 +22,7 @@ from relay.catalog import CatalogUnavailable
 from relay.channels import AddressError, address_url, channel_format, send
 from relay.model import Notification, PlannedDelivery, State
 from relay.routing import plan_notification
-from relay.store import DeliveryRecord, delivery_id, now
+from relay.store import DeliveryRecord, EventRecord, delivery_id, now
 
 log = logging.getLogger("relay.jobs")
 LOCK_MARGIN = 30
@@ -61,10 +61,27 @@ def _record(rt: Runtime, event_id: str, kind: str, planned: PlannedDelivery) -> 
     )
 
 
+_prefetched = threading.local()
+
+
+def prefetch(event_id: str, event: EventRecord | None) -> None:
+    """The event of the planning job this thread is about to run, read by the worker along with the
+    job's start (one round trip fewer); taken by that job only."""
+    _prefetched.event = (event_id, event)
+
+
+def _event(rt: Runtime, event_id: str) -> EventRecord | None:
+    found: tuple[str, EventRecord | None] | None = getattr(_prefetched, "event", None)
+    _prefetched.event = None
+    if found is not None and found[0] == event_id:
+        return found[1]
+    return rt.store.event(event_id)
+
+
 def plan_job(event_id: str) -> int:
     """Turn a stored notification into delivery records and jobs; safe to run again after a crash."""
     rt = runtime()
-    event = rt.store.event(event_id)
+    event = _event(rt, event_id)
     if event is None:
         log.warning("event expired before it was planned", extra={"eventId": event_id})
         return 0

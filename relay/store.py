@@ -261,6 +261,14 @@ class EventRecord:
     payload: str
 
 
+def event_from_hash(data: Any) -> EventRecord | None:
+    """The event stored in a hash read with HGETALL (None when there was none)."""
+    if not data:
+        return None
+    d = {_text(k): _text(v) for k, v in data.items()}
+    return EventRecord(d["eventId"], d.get("kind", ""), float(d.get("receivedAt", 0)), d.get("payload", "{}"))
+
+
 class Store:
     def __init__(self, redis: Redis, retention: float) -> None:
         self.redis = redis
@@ -273,11 +281,7 @@ class Store:
     # -- events ---------------------------------------------------------------------------------
 
     def event(self, event_id: str) -> EventRecord | None:
-        data = self.redis.hgetall(event_key(event_id))
-        if not data:
-            return None
-        d = {_text(k): _text(v) for k, v in data.items()}
-        return EventRecord(d["eventId"], d.get("kind", ""), float(d.get("receivedAt", 0)), d.get("payload", "{}"))
+        return event_from_hash(self.redis.hgetall(event_key(event_id)))
 
     def event_delivery_ids(self, event_id: str) -> list[str]:
         return [_text(v) for v in self.redis.lrange(event_deliveries_key(event_id), 0, -1)]

@@ -40,7 +40,9 @@ from rq.worker import WorkerStatus
 
 from relay.bootstrap import CONFIG_GENERATION, build, install, open_redis, redis_url, reload_runtime, runtime
 from relay.config import Config, ConfigError, load_config
-from relay.queue import QUEUE_NAME
+from relay.jobs import prefetch
+from relay.queue import PLAN_JOB, QUEUE_NAME
+from relay.store import event_from_hash, event_key
 from relay.watchdog import WatchdogDeathPenalty
 
 log = logging.getLogger("relay.worker")
@@ -173,7 +175,7 @@ class ThreadWorker(SimpleWorker):
         self.set_state(WorkerStatus.IDLE)
 
     def _start_plain(self, job: Job, queue: Queue) -> Execution:
-        """RQ's `prepare_execution` and `prepare_job_execution` in one pipeline."""
+        """RQ's `prepare_execution` and `prepare_job_execution` in one pipeline, with a planning job's event."""
         with self.connection.pipeline() as pipe:
             ttl = self.get_heartbeat_ttl(job)
             execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
@@ -185,7 +187,12 @@ class ThreadWorker(SimpleWorker):
             pipe.persist(job.key)
             if len(self.queues) == 1:
                 pipe.lrem(queue.intermediate_queue_key, 1, job.id)
-            pipe.execute()
+            event_id = job.args[0] if job.func_name == PLAN_JOB and job.args else None
+            if isinstance(event_id, str):
+                pipe.hgetall(event_key(event_id))  # what the planning job reads first, read here
+            replies = pipe.execute()
+        if isinstance(event_id, str):
+            prefetch(event_id, event_from_hash(replies[-1]))
         self._prepared = job.id
         return execution
 

@@ -19,7 +19,9 @@ from starlette.testclient import TestClient
 from relay.bootstrap import Runtime, build, install
 from relay.embedded import EmbeddedRedis
 from relay.http import create_app
+from relay.jobs import plan_job, prefetch
 from relay.queue import DELIVER_JOB, QUEUE_NAME
+from relay.store import Store
 from relay.worker import ThreadWorker
 from tests.conftest import base_config, post, sample_notification, slow_channel, worker_config_file
 from tests.servers import HttpSink, SmtpSink, wait_for
@@ -202,3 +204,29 @@ def test_a_job_over_its_timeout_is_stopped_and_recorded_as_rq_does(redis: Redis)
     job.refresh()
     assert job.get_status() == "failed"
     assert "Task exceeded maximum timeout value (1 seconds)" in (job.latest_result().exc_string or "")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("worker_class", "reads"), [(ThreadWorker, 0), (SimpleWorker, 1)])
+def test_a_planning_job_gets_its_event_with_its_start(
+    redis: Redis, rt: Runtime, sink: HttpSink, monkeypatch: pytest.MonkeyPatch, worker_class: type, reads: int
+) -> None:
+    """relay's worker reads a planning job's event in the pipeline that starts the job; RQ's own worker
+    leaves the job to read it. Either way the notification is delivered."""
+    calls: list[str] = []
+    original = Store.event
+    monkeypatch.setattr(Store, "event", lambda self, event_id: calls.append(event_id) or original(self, event_id))
+    payload = sample_notification()
+    with TestClient(create_app(rt)) as client:
+        assert post(client, payload).status_code == 202
+    worker_class([Queue(QUEUE_NAME, connection=redis)], connection=redis).work(burst=True)
+    assert len(calls) == reads
+    records = [r for r in rt.store.deliveries(rt.store.event_delivery_ids(payload["metadata"]["eventId"])) if r]
+    assert records and {r.state for r in records} <= {"delivered", "skipped"}
+    assert "delivered" in {r.state for r in records}
+
+
+def test_an_event_read_for_another_job_is_not_used(rt: Runtime) -> None:
+    prefetch("some-other-event", None)
+    assert plan_job("no-such-event") == 0  # looked up itself: not there
+    prefetch("gone-event", None)
+    assert plan_job("gone-event") == 0  # the read said there is none
