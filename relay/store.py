@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from redis import Redis
@@ -155,7 +156,13 @@ def _label_value(value: str) -> str:
 def metric_field(name: str, **labels: str) -> str:
     if not labels:
         return name
-    return name + "|" + ",".join(f"{k}={_label_value(v)}" for k, v in sorted(labels.items()))
+    return _field(name, tuple(sorted(labels.items())))
+
+
+@lru_cache(maxsize=4096)
+def _field(name: str, labels: tuple[tuple[str, str], ...]) -> str:
+    # Made for every delivery stored, from a handful of distinct label sets: made once each.
+    return name + "|" + ",".join(f"{k}={_label_value(v)}" for k, v in labels)
 
 
 @dataclass
