@@ -33,16 +33,14 @@ from rq.defaults import DEFAULT_LOGGING_DATE_FORMAT, DEFAULT_LOGGING_FORMAT
 from rq.executions import Execution
 from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
-from rq.results import Result
 from rq.scheduler import RQScheduler
 from rq.utils import now as rq_now
 from rq.worker import WorkerStatus
 
+from relay import lean_jobs
 from relay.bootstrap import CONFIG_GENERATION, build, install, open_redis, redis_url, reload_runtime, runtime
 from relay.config import Config, ConfigError, load_config
-from relay.jobs import prefetch
-from relay.queue import PLAN_JOB, QUEUE_NAME
-from relay.store import event_from_hash, event_key
+from relay.queue import QUEUE_NAME
 from relay.watchdog import WatchdogDeathPenalty
 
 log = logging.getLogger("relay.worker")
@@ -161,50 +159,26 @@ class ThreadWorker(SimpleWorker):
         self._suspension_checked = checked
         super().check_for_suspension(burst)
 
-    # A relay job costs RQ about a dozen round trips of bookkeeping: two pipelines to start it, a
-    # heartbeat after it, then a WATCH for dependents and reads of the job's status and executions to
-    # delete it. relay's own jobs have no dependents, callbacks on success, results, groups, repeats or
-    # rate limits, so they start with one pipeline and end with one transaction that leaves Redis as
-    # RQ's would. Any other job, and every failure, takes RQ's own path.
+    # relay's own jobs start and end in one round trip each (`relay.lean_jobs`); any other job, and every
+    # failure, takes RQ's own path.
     def execute_job(self, job: Job, queue: Queue) -> None:
-        if not _plain(job, self.default_result_ttl):
+        if not lean_jobs.plain(job, self.default_result_ttl):
             super().execute_job(job, queue)
             return
-        execution = self._start_plain(job, queue)
+        execution = lean_jobs.start(self, job, queue, self.get_heartbeat_ttl(job))
+        self._prepared = job.id
         self.perform_job(job, queue, execution)
         self.set_state(WorkerStatus.IDLE)
 
-    def _start_plain(self, job: Job, queue: Queue) -> Execution:
-        """RQ's `prepare_execution` and `prepare_job_execution` in one pipeline, with a planning job's event."""
-        with self.connection.pipeline() as pipe:
-            ttl = self.get_heartbeat_ttl(job)
-            execution = Execution.create(job, ttl, pipeline=pipe, worker_name=self.name)
-            self.executions[execution.id] = execution
-            self.set_state(WorkerStatus.BUSY, pipeline=pipe)
-            self.heartbeat(ttl, pipeline=pipe)
-            job.heartbeat(rq_now(), ttl, pipeline=pipe)
-            job.prepare_for_execution(self.name, pipeline=pipe)
-            pipe.persist(job.key)
-            if len(self.queues) == 1:
-                pipe.lrem(queue.intermediate_queue_key, 1, job.id)
-            event_id = job.args[0] if job.func_name == PLAN_JOB and job.args else None
-            if isinstance(event_id, str):
-                pipe.hgetall(event_key(event_id))  # what the planning job reads first, read here
-            replies = pipe.execute()
-        if isinstance(event_id, str):
-            prefetch(event_id, event_from_hash(replies[-1]))
-        self._prepared = job.id
-        return execution
-
     def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
-        if self._prepared == job.id:  # done by `_start_plain`
+        if self._prepared == job.id:  # done by `lean_jobs.start`
             self._prepared = None
             return
         super().prepare_job_execution(job, remove_from_intermediate_queue)
 
     def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
         # RQ beats once more so that a callback may run; a plain job that succeeded has none to run.
-        if job.get_status(refresh=False) != JobStatus.FAILED and _plain(job, self.default_result_ttl):
+        if job.get_status(refresh=False) != JobStatus.FAILED and lean_jobs.plain(job, self.default_result_ttl):
             job.ended_at = rq_now()
             return
         super().handle_execution_ended(job, queue, heartbeat_ttl)
@@ -212,29 +186,10 @@ class ThreadWorker(SimpleWorker):
     def handle_job_success(
         self, job: Job, queue: Queue, started_job_registry: StartedJobRegistry, execution: Execution
     ) -> None:
-        if not _plain(job, self.default_result_ttl):
+        if lean_jobs.plain(job, self.default_result_ttl):
+            lean_jobs.finish(self, job, started_job_registry, execution)
+        else:
             super().handle_job_success(job, queue, started_job_registry, execution)
-            return
-        # What RQ's success handling writes for a job with result_ttl 0: counters, the execution and
-        # the job gone, the worker idle. No read is needed: the execution is the one started here.
-        assert job.started_at is not None and job.ended_at is not None
-        with self.connection.pipeline() as pipe:
-            self.increment_successful_job_count(pipeline=pipe)
-            self.increment_total_working_time(job.ended_at - job.started_at, pipe)
-            pipe.delete(execution.key)
-            pipe.zrem(started_job_registry.key, execution.composite_key)
-            pipe.srem(execution.worker_executions_key, execution.composite_key)
-            pipe.delete(
-                job.key,
-                job.dependents_key,
-                job.dependencies_key,
-                Result.get_key(job.id),  # type: ignore[no-untyped-call]
-                job.execution_registry.key,
-            )
-            self.set_state(WorkerStatus.IDLE, pipeline=pipe)
-            pipe.execute()
-        self.executions.pop(execution.id, None)
-        job._status = JobStatus.FINISHED
 
     def stop_scheduler(self) -> None:
         """RQ signals its scheduler's process to stop; the thread is asked, and waited for."""
@@ -260,22 +215,6 @@ class ThreadWorker(SimpleWorker):
             if found is not None:
                 return found
         return None
-
-
-_RELAY_JOBS = frozenset({"relay.jobs.plan_job", "relay.jobs.deliver_job"})
-
-
-def _plain(job: Job, default_result_ttl: int) -> bool:
-    """A job of relay's own whose success RQ would simply delete (see `ThreadWorker.execute_job`)."""
-    return (
-        job.func_name in _RELAY_JOBS
-        and job.get_result_ttl(default_result_ttl) == 0
-        and job.success_callback is None
-        and not job.group_id
-        and not job.has_rate_limit
-        and not job.repeats_left
-        and not job._dependency_ids
-    )
 
 
 def _heartbeat(

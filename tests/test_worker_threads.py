@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from redis import Redis
-from rq import Queue, SimpleWorker, Worker
+from rq import Queue, SimpleWorker, Worker, get_current_job
 from rq.registry import FailedJobRegistry, StartedJobRegistry
 from starlette.testclient import TestClient
 
@@ -124,25 +124,66 @@ def test_the_scheduler_runs_in_the_worker_process_and_stops_with_it(
     assert not redis.exists(f"rq:scheduler-lock:{QUEUE_NAME}")
 
 
+_STABLE_FIELDS = ("state", "status", "worker_name", "successful_job_count", "failed_job_count", "job_id", "origin")
+
+
+def _generic(text: str, worker_name: str) -> str:
+    text = text.replace(worker_name, "WORKER")
+    return re.sub(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}", "ID", text)
+
+
 def _rq_state(redis: Redis, worker_name: str) -> dict[str, object]:
-    """RQ's keys (ids and the worker's name made generic) with what each holds that does not vary."""
+    """RQ's keys (ids and the worker's name made generic): for each, its type, whether it expires, and
+    what it holds that does not vary from run to run (hash fields, set members, sizes)."""
     state: dict[str, object] = {}
     for raw in sorted(redis.keys("rq:*")):
-        key = raw.decode().replace(worker_name, "WORKER")
-        key = re.sub(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}", "ID", key)
+        key = _generic(raw.decode(), worker_name)
         kind = redis.type(raw).decode()
-        if kind == "hash" and key == "rq:worker:WORKER":
-            fields = {k.decode(): v.decode() for k, v in redis.hgetall(raw).items()}
-            state[key] = {f: fields.get(f) for f in ("state", "successful_job_count", "failed_job_count")}
+        held: object
+        if kind == "hash":
+            fields = {k.decode(): v.decode(errors="replace") for k, v in redis.hgetall(raw).items()}
+            held = (sorted(fields), {f: _generic(fields[f], worker_name) for f in _STABLE_FIELDS if f in fields})
         elif kind == "set":
-            state[key] = sorted(m.decode().replace(worker_name, "WORKER") for m in redis.smembers(raw))
+            held = sorted(_generic(m.decode(), worker_name) for m in redis.smembers(raw))
         elif kind == "zset":
-            state[key] = redis.zcard(raw)
+            held = sorted(_generic(m.decode(), worker_name) for m in redis.zrange(raw, 0, -1))
         elif kind == "list":
-            state[key] = redis.llen(raw)
+            held = redis.llen(raw)
         else:
-            state[key] = kind
+            held = None
+        state[key] = (kind, "expires" if redis.ttl(raw) >= 0 else "persists", held)
     return state
+
+
+MID_JOB: list[dict[str, object]] = []
+
+
+def snapshot_job() -> None:
+    """A job that records RQ's keys while it runs (its worker has started it)."""
+    job = get_current_job()
+    assert job is not None and job.worker_name
+    MID_JOB.append(_rq_state(job.connection, job.worker_name))
+
+
+def test_a_relay_job_runs_with_the_same_keys_as_under_rqs_own_start(
+    redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What relay's worker writes to start a job (one script) is what RQ's two pipelines write."""
+    monkeypatch.setattr("relay.lean_jobs.RELAY_JOBS", frozenset({f"{__name__}.snapshot_job"}))
+    MID_JOB.clear()
+    for worker_class in (SimpleWorker, ThreadWorker):
+        redis.flushdb()
+        queue = Queue(QUEUE_NAME, connection=redis)
+        queue.enqueue(snapshot_job, result_ttl=0, job_timeout=30, ttl=600)  # a job that would expire unstarted
+        worker = worker_class([queue], connection=redis, name=f"start-{worker_class.__name__}")
+        worker.register_birth()
+        found = worker.dequeue_job_and_maintain_ttl(None)
+        assert found is not None
+        worker.execute_job(*found)
+        worker.register_death()
+    rq_own, relays = MID_JOB
+    assert any(key.startswith("rq:execution:") for key in rq_own)  # the snapshot saw a started job
+    assert relays == rq_own
 
 
 @pytest.mark.parametrize("jobs", [1, 5])
@@ -170,8 +211,8 @@ def test_relay_jobs_leave_redis_as_rqs_own_success_handling_does(
         worker.register_death()
         assert not redis.keys("rq:job:*") and not redis.keys("rq:execution*")
     assert seen["ThreadWorker"] == seen["SimpleWorker"]
-    worker_hash = seen["ThreadWorker"]["rq:worker:WORKER"]
-    assert isinstance(worker_hash, dict) and worker_hash["successful_job_count"] == str(jobs + 1)
+    _, _, (_, worker_fields) = seen["ThreadWorker"]["rq:worker:WORKER"]  # type: ignore[misc]
+    assert worker_fields["successful_job_count"] == str(jobs + 1)
 
 
 def test_a_relay_job_that_raises_takes_rqs_failure_path(redis: Redis, rt: Runtime) -> None:
