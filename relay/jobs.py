@@ -22,7 +22,7 @@ from relay.catalog import CatalogUnavailable
 from relay.channels import AddressError, address_url, channel_format, send
 from relay.model import Notification, PlannedDelivery, State
 from relay.routing import plan_notification
-from relay.store import DeliveryRecord, EventRecord, delivery_id, now
+from relay.store import DeliveryRecord, EventRecord, Outcome, delivery_id, now
 
 log = logging.getLogger("relay.jobs")
 LOCK_MARGIN = 30
@@ -118,11 +118,17 @@ def _send_inline(rt: Runtime, records: list[DeliveryRecord], notification: Notif
     no job each. Each keeps its own record, lock and retries; one that cannot run here becomes a job."""
     if not records:
         return
+    # Deliveries sent here are stored in one round trip once all are done (each keeps its send lock until
+    # then); any other outcome (a retry to schedule, a fallback) is stored at once, as a job's would be.
+    delivered: list[Outcome] = []
     # The first one goes in this thread: no hand-over for the common notification of one delivery.
-    futures = [(record, _inline_pool().submit(_deliver, rt, record, None, notification)) for record in records[1:]]
-    _inline_one(rt, records[0], lambda: _deliver(rt, records[0], None, notification))
+    futures = [
+        (record, _inline_pool().submit(_deliver, rt, record, None, notification, delivered)) for record in records[1:]
+    ]
+    _inline_one(rt, records[0], lambda: _deliver(rt, records[0], None, notification, delivered))
     for record, future in futures:
         _inline_one(rt, record, future.result)
+    rt.store.update_many(delivered)
 
 
 def _inline_one(rt: Runtime, record: DeliveryRecord, run: Callable[[], object]) -> None:
@@ -174,8 +180,14 @@ def deliver_job(delivery_id_: str, slot_at: float | None = None) -> str:
 
 
 def _deliver(
-    rt: Runtime, record: DeliveryRecord | None, slot_at: float | None = None, notification: Notification | None = None
+    rt: Runtime,
+    record: DeliveryRecord | None,
+    slot_at: float | None = None,
+    notification: Notification | None = None,
+    delivered: list[Outcome] | None = None,
 ) -> str:
+    """`delivered`: where a successful outcome goes to be stored later, with the send lock held until
+    then (by default it is stored at once)."""
     if record is None or record.state not in _OPEN:
         return record.state if record else "missing"
     delivery_id_ = record.id
@@ -197,16 +209,26 @@ def _deliver(
         # Another worker is sending it right now (or died doing so): look again when its lock ends.
         rt.intake.retry_later(record.id, _lock_ttl(rt), int(now()))
         return "locked"
+    deferred = False
     try:
         if current is None or current.state not in _OPEN:
             return current.state if current else "missing"
-        return _attempt(rt, current, notification)
+        state = _attempt(rt, current, notification, delivered)
+        deferred = delivered is not None and state == State.DELIVERED.value
+        return state
     finally:
-        if current is None or current.held_lock:  # not released by the update that stored the outcome
+        # A lock not released by the update that stored the outcome is released here, unless that
+        # update is still to come.
+        if not deferred and (current is None or current.held_lock):
             rt.store.unlock(delivery_id_)
 
 
-def _attempt(rt: Runtime, record: DeliveryRecord, notification: Notification | None = None) -> str:
+def _attempt(
+    rt: Runtime,
+    record: DeliveryRecord,
+    notification: Notification | None = None,
+    delivered: list[Outcome] | None = None,
+) -> str:
     ctx = {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}
     previous = record.state
     if notification is None:
@@ -266,7 +288,11 @@ def _attempt(rt: Runtime, record: DeliveryRecord, notification: Notification | N
     if result.ok:
         record.state = State.DELIVERED.value
         record.lastError = None
-        rt.store.update(record, previous, latency_from=record.createdAt, send_seconds=took)
+        stored = Outcome(record, previous, latency_from=record.createdAt, send_seconds=took)
+        if delivered is not None:
+            delivered.append(stored)
+        else:
+            rt.store.update_many([stored])
         log.info("delivered", extra={**ctx, "state": record.state, "template": rendered.template})
         return record.state
     record.lastError = result.error

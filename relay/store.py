@@ -41,30 +41,35 @@ redis.call('SET', KEYS[1], tostring(nxt + interval), 'PX', math.ceil((nxt + inte
 return tostring(nxt - now)
 """
 
-# Store a delivery's new state atomically in one command: the record, the failed index, the send lock's
-# release and the metrics (a MULTI pipeline would be eleven commands and twenty replies).
-# KEYS: delivery, lock, failed index, metrics. ARGV: retention, id, updatedAt, failed-index op
-# (add/rem/-), release lock (1/0), n, n field/value pairs, m, m integer increments, then float increments.
+# Store deliveries' new states atomically in one command: each record, the failed index, the send lock's
+# release and the metrics (a MULTI pipeline would be eleven commands and twenty replies per record).
+# KEYS: failed index, metrics, then per record its key and its lock's key. ARGV: retention, then per
+# record: id, updatedAt, failed-index op (add/rem/-), release lock (1/0), n, n field/value pairs, the
+# counts of integer and of float increments, then those increments (field, amount).
 _UPDATE = """
-local n = tonumber(ARGV[6])
-redis.call('HSET', KEYS[1], unpack(ARGV, 7, 6 + 2 * n))
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-if ARGV[5] == '1' then redis.call('DEL', KEYS[2]) end
-if ARGV[4] == 'add' then
-  redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
-elseif ARGV[4] == 'rem' then
-  redis.call('ZREM', KEYS[3], ARGV[2])
-end
-local i = 7 + 2 * n
-local ints = tonumber(ARGV[i])
-i = i + 1
-for _ = 1, ints do
-  redis.call('HINCRBY', KEYS[4], ARGV[i], ARGV[i + 1])
+local i = 2
+for r = 1, (#KEYS - 2) / 2 do
+  local key, lock = KEYS[2 * r + 1], KEYS[2 * r + 2]
+  local id, updated, failed, unlock, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4])
+  redis.call('HSET', key, unpack(ARGV, i + 5, i + 4 + 2 * n))
+  redis.call('EXPIRE', key, ARGV[1])
+  if unlock == '1' then redis.call('DEL', lock) end
+  if failed == 'add' then
+    redis.call('ZADD', KEYS[1], updated, id)
+  elseif failed == 'rem' then
+    redis.call('ZREM', KEYS[1], id)
+  end
+  i = i + 5 + 2 * n
+  local ints, floats = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   i = i + 2
-end
-while i < #ARGV do
-  redis.call('HINCRBYFLOAT', KEYS[4], ARGV[i], ARGV[i + 1])
-  i = i + 2
+  for _ = 1, ints do
+    redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1])
+    i = i + 2
+  end
+  for _ = 1, floats do
+    redis.call('HINCRBYFLOAT', KEYS[2], ARGV[i], ARGV[i + 1])
+    i = i + 2
+  end
 end
 return 1
 """
@@ -276,6 +281,17 @@ def event_from_hash(data: Any) -> EventRecord | None:
     return EventRecord(d["eventId"], d.get("kind", ""), float(d.get("receivedAt", 0)), d.get("payload", "{}"))
 
 
+@dataclass
+class Outcome:
+    """A delivery's new state, to be stored (`Store.update_many`)."""
+
+    record: DeliveryRecord
+    previous_state: str
+    latency_from: float | None = None
+    send_seconds: float | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
 class Store:
     def __init__(self, redis: Redis, retention: float) -> None:
         self.redis = redis
@@ -355,35 +371,44 @@ class Store:
         **metric_labels: str,
     ) -> None:
         """Store the record; with `latency_from` and `send_seconds`, count the end-to-end latency and the
-        duration of the send in the same round trip."""
-        record.updatedAt = now()
-        failed = "-"
-        if record.state == State.FAILED.value:
-            failed = "add"
-        elif previous_state == State.FAILED.value:
-            failed = "rem"
-        ints: list[tuple[str, int]] = []
-        floats: list[tuple[str, float]] = []
-        if record.state != previous_state:
-            labels = {"state": record.state, "channel": record.channel, "kind": record.kind, **metric_labels}
-            ints.append((metric_field("relay_deliveries_total", **labels), 1))
-        if latency_from is not None:
-            self._observe(ints, floats, LATENCY, max(0.0, record.updatedAt - latency_from))
-        if send_seconds is not None:
-            self._observe(ints, floats, SEND_LATENCY, send_seconds, channel=record.channel)
-        fields = record.to_hash()
-        args: list[Any] = [self.retention, record.id, repr(record.updatedAt), failed, int(record.held_lock)]
-        args.append(len(fields))
-        for pair in fields.items():
-            args.extend(pair)
-        args.append(len(ints))
-        for name, amount in ints:
-            args.extend((name, amount))
-        for name, value in floats:
-            args.extend((name, repr(value)))
-        keys = [delivery_key(record.id), lock_key(record.id), FAILED, METRICS]
-        self._update(keys=keys, args=args)
-        record.held_lock = False
+        duration of the send in the same round trip. A record that holds its send lock lets go of it."""
+        self.update_many([Outcome(record, previous_state, latency_from, send_seconds, metric_labels)])
+
+    def update_many(self, outcomes: list[Outcome]) -> None:
+        """`update` for several records, in one round trip."""
+        keys: list[str] = [FAILED, METRICS]
+        args: list[Any] = [self.retention]
+        for outcome in outcomes:
+            record, previous_state = outcome.record, outcome.previous_state
+            record.updatedAt = now()
+            failed = "-"
+            if record.state == State.FAILED.value:
+                failed = "add"
+            elif previous_state == State.FAILED.value:
+                failed = "rem"
+            ints: list[tuple[str, int]] = []
+            floats: list[tuple[str, float]] = []
+            if record.state != previous_state:
+                labels = {"state": record.state, "channel": record.channel, "kind": record.kind, **outcome.labels}
+                ints.append((metric_field("relay_deliveries_total", **labels), 1))
+            if outcome.latency_from is not None:
+                self._observe(ints, floats, LATENCY, max(0.0, record.updatedAt - outcome.latency_from))
+            if outcome.send_seconds is not None:
+                self._observe(ints, floats, SEND_LATENCY, outcome.send_seconds, channel=record.channel)
+            fields = record.to_hash()
+            keys += [delivery_key(record.id), lock_key(record.id)]
+            args += [record.id, repr(record.updatedAt), failed, int(record.held_lock), len(fields)]
+            for pair in fields.items():
+                args.extend(pair)
+            args += [len(ints), len(floats)]
+            for name, amount in ints:
+                args.extend((name, amount))
+            for name, value in floats:
+                args.extend((name, repr(value)))
+        if outcomes:
+            self._update(keys=keys, args=args)
+        for outcome in outcomes:
+            outcome.record.held_lock = False
 
     def reserve_slot(self, channel: str, rate: float) -> float:
         """Book the channel's next send slot (at most `rate` a second); seconds until it comes."""

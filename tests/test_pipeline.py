@@ -234,3 +234,36 @@ def test_planning_sends_its_first_deliveries_with_the_locks_it_took(
     states = {d["state"] for d in event["deliveries"]}
     assert states <= {"delivered", "skipped"} and "delivered" in states
     assert not list(rt.redis.scan_iter("relay:lock:*"))
+
+
+def test_the_deliveries_a_planning_job_sends_are_stored_together(
+    client: TestClient, rt: Runtime, sink: HttpSink, monkeypatch: Any
+) -> None:
+    """Its deliveries that went out are stored in one round trip once all are done: states, metrics and
+    the release of their send locks; one that failed is stored at once, with its retry scheduled."""
+    from relay.store import Store
+
+    calls: list[list[str]] = []
+    original = Store.update_many
+
+    def counted(self: Store, outcomes: list[Any]) -> None:
+        calls.append([o.record.state for o in outcomes])
+        original(self, outcomes)
+
+    monkeypatch.setattr(Store, "update_many", counted)
+    before = rt.store.counters()
+    sink.script["/managers"] = [503]
+    payload = sample_notification()
+    assert post(client, payload).json()["status"] == "accepted"
+    run_worker(rt)
+    event = admin(client, f"/api/v1/events/{payload['metadata']['eventId']}").json()
+    states = sorted(d["state"] for d in event["deliveries"])
+    assert states.count("retrying") == 1 and states.count("delivered") >= 2
+    delivered = states.count("delivered")
+    assert ["retrying"] in calls  # the failure at once
+    assert ["delivered"] * delivered in calls  # the sends that went out, in one call
+    assert len(calls) == 2
+    assert not list(rt.redis.scan_iter("relay:lock:*"))
+    after = rt.store.counters()
+    counted_delivered = [k for k in after if k.startswith("relay_deliveries_total|") and "state=delivered" in k]
+    assert sum(after[k] - before.get(k, 0) for k in counted_delivered) == delivered
