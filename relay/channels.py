@@ -28,6 +28,7 @@ from apprise.plugins.email.smtp import SMTP_EXCEPTIONS, AppriseSMTPController
 from relay import keepalive, requests_env, retry_after
 from relay.recipients import valid_email
 from relay.redaction import url_secrets
+from relay.thread_scope import scoped
 
 EMAIL_SCHEMES = frozenset({"mailto", "mailtos"})
 CHAT_SCHEMES = frozenset(
@@ -176,12 +177,8 @@ class _Warnings(logging.Handler):
     @contextmanager
     def collect(self) -> Iterator[list[str]]:
         seen: list[str] = []
-        outer = getattr(self.local, "seen", None)
-        self.local.seen = seen
-        try:
+        with scoped(self.local, "seen", seen):
             yield seen
-        finally:
-            self.local.seen = outer
 
 
 _WARNINGS = _Warnings()

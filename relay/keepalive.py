@@ -22,6 +22,8 @@ import requests
 from requests.adapters import HTTPAdapter
 from requests.utils import DEFAULT_CA_BUNDLE_PATH
 
+from relay.thread_scope import scoped
+
 _local = threading.local()
 
 
@@ -126,13 +128,9 @@ def _install() -> None:
 @contextmanager
 def pooled() -> Iterator[None]:
     """requests' module-level calls made by this thread inside the block use its kept connections."""
-    outer = getattr(_local, "active", False)
-    _local.active = True
     _session().cookies.clear()
-    try:
+    with scoped(_local, "active", True):
         yield
-    finally:
-        _local.active = outer
 
 
 _install()  # once, as the module is first imported (under Python's import lock)

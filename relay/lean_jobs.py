@@ -10,7 +10,7 @@ compare both). Any other job, and every failure, keeps RQ's path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from uuid import uuid4
 
 from rq.executions import Execution
@@ -22,9 +22,10 @@ from rq.worker import WorkerStatus
 
 from relay.jobs import prefetch
 from relay.queue import DELIVER_JOB, PLAN_JOB
-from relay.store import event_from_hash, event_key
+from relay.store import event_from_hash, event_key, hash_pairs
 
 if TYPE_CHECKING:
+    from redis import Redis
     from rq import Queue
     from rq.worker import BaseWorker
 
@@ -80,76 +81,74 @@ def plain(job: Job, default_result_ttl: int) -> bool:
     )
 
 
-def start(worker: BaseWorker, job: Job, queue: Queue, ttl: int) -> Execution:
-    """RQ's `prepare_execution` and `prepare_job_execution` in one script; a planning job's event is read
-    in it too and handed to the job (`relay.jobs.prefetch`)."""
-    execution = Execution(id=uuid4().hex, job_id=job.id, connection=worker.connection, worker_name=worker.name)
-    execution._job = job
-    at = execution.created_at
-    execution.last_heartbeat = at
-    event_id = job.args[0] if job.func_name == PLAN_JOB and job.args else None
-    reply = _script(worker, "_relay_start", _START)(
-        keys=[
-            execution.key,
-            job.execution_registry.key,
-            job.started_job_registry.key,
-            execution.worker_executions_key,
-            worker.key,
-            job.key,
-            queue.intermediate_queue_key if len(worker.queues) == 1 else "",
-            event_key(event_id) if isinstance(event_id, str) else "",
-        ],
-        args=[
-            execution.id,
-            job.id,
-            at.timestamp(),
-            worker.name,
-            ttl,
-            current_timestamp(),
-            utcformat(at),
-            execution.composite_key,
-            WorkerStatus.BUSY.value,
-            JobStatus.STARTED.value,
-        ],
-    )
-    worker.executions[execution.id] = execution
-    worker._state = WorkerStatus.BUSY
-    worker.last_heartbeat = at
-    job.worker_name = worker.name
-    job.last_heartbeat = job.started_at = at
-    job._status = JobStatus.STARTED
-    if isinstance(event_id, str):
-        flat = reply if isinstance(reply, list) else []
-        prefetch(event_id, event_from_hash(dict(zip(flat[::2], flat[1::2], strict=True))))
-    return execution
+class Scripts:
+    """The start and finish scripts, registered on a worker's connection (redis-py sends EVALSHA, and the
+    source again on NOSCRIPT)."""
 
+    def __init__(self, connection: Redis) -> None:
+        self._start = connection.register_script(_START)
+        self._finish = connection.register_script(_FINISH)
 
-def finish(worker: BaseWorker, job: Job, registry: StartedJobRegistry, execution: Execution) -> None:
-    """What RQ's success handling writes for a job with result_ttl 0, in one script. No read is needed:
-    the execution is the one `start` made."""
-    assert job.started_at is not None and job.ended_at is not None
-    _script(worker, "_relay_finish", _FINISH)(
-        keys=[
-            worker.key,
-            execution.key,
-            registry.key,
-            execution.worker_executions_key,
-            job.key,
-            job.dependents_key,
-            job.dependencies_key,
-            Result.get_key(job.id),  # type: ignore[no-untyped-call]
-            job.execution_registry.key,
-        ],
-        args=[execution.composite_key, (job.ended_at - job.started_at).total_seconds(), WorkerStatus.IDLE.value],
-    )
-    worker.executions.pop(execution.id, None)
-    worker._state = WorkerStatus.IDLE
-    job._status = JobStatus.FINISHED
+    def start(self, worker: BaseWorker, job: Job, queue: Queue, ttl: int) -> Execution:
+        """RQ's `prepare_execution` and `prepare_job_execution` in one script; a planning job's event is
+        read in it too and handed to the job (`relay.jobs.prefetch`)."""
+        execution = Execution(id=uuid4().hex, job_id=job.id, connection=worker.connection, worker_name=worker.name)
+        execution._job = job
+        at = execution.created_at
+        execution.last_heartbeat = at
+        event_id = job.args[0] if job.func_name == PLAN_JOB and job.args else None
+        reply = self._start(
+            keys=[
+                execution.key,
+                job.execution_registry.key,
+                job.started_job_registry.key,
+                execution.worker_executions_key,
+                worker.key,
+                job.key,
+                queue.intermediate_queue_key if len(worker.queues) == 1 else "",
+                event_key(event_id) if isinstance(event_id, str) else "",
+            ],
+            args=[
+                execution.id,
+                job.id,
+                at.timestamp(),
+                worker.name,
+                ttl,
+                current_timestamp(),
+                utcformat(at),
+                execution.composite_key,
+                WorkerStatus.BUSY.value,
+                JobStatus.STARTED.value,
+            ],
+        )
+        worker.executions[execution.id] = execution
+        worker._state = WorkerStatus.BUSY
+        worker.last_heartbeat = at
+        job.worker_name = worker.name
+        job.last_heartbeat = job.started_at = at
+        job._status = JobStatus.STARTED
+        if isinstance(event_id, str):
+            prefetch(event_id, event_from_hash(hash_pairs(reply)))
+        return execution
 
-
-def _script(worker: BaseWorker, name: str, source: str) -> Any:
-    # Registered once per worker (per connection): redis-py sends EVALSHA, and the source on NOSCRIPT.
-    script = worker.__dict__.get(name)
-    if script is None:
-        script = worker.__dict__[name] = worker.connection.register_script(source)
-    return script
+    def finish(self, worker: BaseWorker, job: Job, registry: StartedJobRegistry, execution: Execution) -> None:
+        """What RQ's success handling writes for a job with result_ttl 0, in one script. No read is
+        needed: the execution is the one `start` made."""
+        assert job.started_at is not None and job.ended_at is not None
+        self._finish(
+            keys=[
+                worker.key,
+                execution.key,
+                registry.key,
+                execution.worker_executions_key,
+                job.key,
+                job.dependents_key,
+                job.dependencies_key,
+                Result.get_key(job.id),  # type: ignore[no-untyped-call]
+                job.execution_registry.key,
+            ],
+            args=[execution.composite_key, (job.ended_at - job.started_at).total_seconds(), WorkerStatus.IDLE.value],
+        )
+        worker.executions.pop(execution.id, None)
+        worker._state = WorkerStatus.IDLE
+        job._status = JobStatus.FINISHED

@@ -16,6 +16,8 @@ from typing import Any
 
 import requests
 
+from relay.thread_scope import scoped
+
 MAX_WAIT = 24 * 3600.0
 _local = threading.local()
 
@@ -62,13 +64,8 @@ def _install() -> None:
 @contextmanager
 def watch() -> Iterator[Asked]:
     """Collect the Retry-After answers of the requests this thread makes inside the block."""
-    asked = Asked()
-    outer = getattr(_local, "asked", None)
-    _local.asked = asked
-    try:
+    with scoped(_local, "asked", Asked()) as asked:
         yield asked
-    finally:
-        _local.asked = outer
 
 
 _install()  # once, as the module is first imported (under Python's import lock)

@@ -273,6 +273,12 @@ class EventRecord:
     payload: str
 
 
+def hash_pairs(flat: Any) -> dict[Any, Any]:
+    """A hash as a Lua script returns HGETALL's reply (field, value, field, value, ...); nothing: {}."""
+    items = flat if isinstance(flat, list) else []
+    return dict(zip(items[::2], items[1::2], strict=True))
+
+
 def event_from_hash(data: Any) -> EventRecord | None:
     """The event stored in a hash read with HGETALL (None when there was none)."""
     if not data:
@@ -423,7 +429,7 @@ class Store:
         flat = rest[0] if rest else []
         if not flat:
             return True, None
-        record = DeliveryRecord.from_hash({_text(flat[i]): _text(flat[i + 1]) for i in range(0, len(flat), 2)})
+        record = DeliveryRecord.from_hash({_text(k): _text(v) for k, v in hash_pairs(flat).items()})
         record.held_lock = True
         return True, record
 

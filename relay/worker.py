@@ -100,7 +100,8 @@ class ThreadWorker(SimpleWorker):
         super().__init__(*args, **kwargs)
         self.scheduler_started = threading.Event()
         self._suspension_checked = -SUSPENSION_CHECK_GAP
-        self._prepared: str | None = None
+        self._lean: str | None = None
+        self._lean_scripts = lean_jobs.Scripts(self.connection)
 
     def _install_signal_handlers(self) -> None:
         """The process's main thread handles the signals (see `run_worker`)."""
@@ -160,25 +161,26 @@ class ThreadWorker(SimpleWorker):
         super().check_for_suspension(burst)
 
     # relay's own jobs start and end in one round trip each (`relay.lean_jobs`); any other job, and every
-    # failure, takes RQ's own path.
+    # failure, takes RQ's own path. `_lean` names the job in hand when it takes the short one.
     def execute_job(self, job: Job, queue: Queue) -> None:
         if not lean_jobs.plain(job, self.default_result_ttl):
             super().execute_job(job, queue)
             return
-        execution = lean_jobs.start(self, job, queue, self.get_heartbeat_ttl(job))
-        self._prepared = job.id
-        self.perform_job(job, queue, execution)
+        execution = self._lean_scripts.start(self, job, queue, self.get_heartbeat_ttl(job))
+        self._lean = job.id
+        try:
+            self.perform_job(job, queue, execution)
+        finally:
+            self._lean = None
         self.set_state(WorkerStatus.IDLE)
 
     def prepare_job_execution(self, job: Job, remove_from_intermediate_queue: bool = False) -> None:
-        if self._prepared == job.id:  # done by `lean_jobs.start`
-            self._prepared = None
-            return
-        super().prepare_job_execution(job, remove_from_intermediate_queue)
+        if self._lean != job.id:  # else done by the start script
+            super().prepare_job_execution(job, remove_from_intermediate_queue)
 
     def handle_execution_ended(self, job: Job, queue: Queue, heartbeat_ttl: int) -> None:
         # RQ beats once more so that a callback may run; a plain job that succeeded has none to run.
-        if job.get_status(refresh=False) != JobStatus.FAILED and lean_jobs.plain(job, self.default_result_ttl):
+        if self._lean == job.id and job.get_status(refresh=False) != JobStatus.FAILED:
             job.ended_at = rq_now()
             return
         super().handle_execution_ended(job, queue, heartbeat_ttl)
@@ -186,8 +188,8 @@ class ThreadWorker(SimpleWorker):
     def handle_job_success(
         self, job: Job, queue: Queue, started_job_registry: StartedJobRegistry, execution: Execution
     ) -> None:
-        if lean_jobs.plain(job, self.default_result_ttl):
-            lean_jobs.finish(self, job, started_job_registry, execution)
+        if self._lean == job.id:
+            self._lean_scripts.finish(self, job, started_job_registry, execution)
         else:
             super().handle_job_success(job, queue, started_job_registry, execution)
 
