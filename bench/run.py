@@ -5,7 +5,8 @@
     .venv/bin/python bench/run.py --write         # also write bench/RESULTS.md
 
 P1 ingest: wrk against `relay api` (embedded Redis started here) and a bare Starlette app, same uvicorn
-settings. P2-P5: `relay serve` with its defaults (embedded Redis, 2 worker processes) and a local sink;
+settings. P2 beside Alertmanager and the stack floor (floor.py: relay's stack, none of its logic).
+P2-P5: `relay serve` with its defaults (embedded Redis, 2 worker processes) and a local sink;
 the naive alternative is Flask under gunicorn (2 sync workers) sending through Apprise in the handler.
 Other load: an asyncio HTTP/1.1 keep-alive client (open loop at a fixed rate for latency, closed loop
 otherwise). Every loop is bounded; every process started here is stopped here.
@@ -350,6 +351,23 @@ def alertmanager(procs: Procs, tmp: Path, sink: Sink) -> Iterator[int]:
         procs.stop(proc)
 
 
+@contextlib.contextmanager
+def stack_floor(procs: Procs, tmp: Path, sink: Sink) -> Iterator[int]:
+    """`floor.py`: relay's stack with none of relay's logic (its own Redis), for P2's floor figure."""
+    redis = EmbeddedRedis(tmp / "floor-redis").start()
+    port = free_port()
+    started = []
+    try:
+        started.append(procs.start([PY, str(HERE / "floor.py"), "api", str(port), redis.url]))
+        started.append(procs.start([PY, str(HERE / "floor.py"), "worker", redis.url, sink.channel("/instant")]))
+        wait_until(lambda: http("GET", f"http://127.0.0.1:{port}/")[0] == 404, 30, "the stack floor")
+        yield port
+    finally:
+        for proc in started:
+            procs.stop(proc)
+        redis.stop()
+
+
 def alerts(n: int) -> list[tuple[str, bytes]]:
     """One alert per body; the sink finds its token in the labels Alertmanager posts on."""
     run_id = uuid.uuid4().hex[:10]
@@ -548,6 +566,7 @@ def main() -> int:
             port, _ = up.enter_context(relay_serve(procs, tmp / "serve", sink))
             fport = up.enter_context(flask_naive(procs, sink))
             aport = up.enter_context(alertmanager(procs, tmp / "alertmanager", sink)) if have_am else None
+            floor = up.enter_context(stack_floor(procs, tmp / "floor", sink))
             for r in range(rounds):
                 print(f"round {r + 1}", flush=True)
                 latency(port, sink, 50, 50)  # warm up
@@ -560,6 +579,9 @@ def main() -> int:
                     note("p2_am_light_p50_ms", p50)
                     note("p2_am_light_p99_ms", p99)
                     note("am_non_2xx", am_bad)
+                latency(floor, sink, 50, 50)  # warm up
+                p50, _, floor_bad = latency(floor, sink, 200, 20)
+                note("p2_floor_light_p50_ms", p50)
                 _, p99k, bad2 = latency(port, sink, 1000 if q else 3000, 1000)
                 note("p2_1000_p99_ms", p99k)
                 rate, bad3 = throughput(port, sink, 150 if q else 400, SLOW_KIND, 3, 16)
@@ -571,6 +593,7 @@ def main() -> int:
                 rate, flask_bad2 = throughput(fport, sink, 300 if q else 1000, FAST_KIND, 3, 16)
                 note("p4_flask", rate)
                 note("relay_non_2xx", bad + bad2 + bad3 + bad4)
+                note("floor_non_2xx", floor_bad)
                 note("flask_non_2xx", flask_bad + flask_bad2)
         results["median"] = {k: statistics.median(v) for k, v in runs.items()}
         results["runs"] = runs
@@ -616,14 +639,17 @@ def render(res: dict[str, Any]) -> str:
     am50, am99 = m.get("p2_am_light_p50_ms"), m.get("p2_am_light_p99_ms")
     p2_alt = ("", "", "<= 6 ms")  # without Alertmanager, the issue's fixed target
     p2_alt99 = ("", "", "")
+    floor_alt = ("", "", "")
     if am50 is not None and am99 is not None:
         p2_alt = (f"Alertmanager {am50:.1f} ms", f"{m['p2_light_p50_ms'] / am50:.2f} x", "<= 2.0 x Alertmanager")
         p2_alt99 = (f"Alertmanager {am99:.1f} ms", f"{m['p2_light_p99_ms'] / am99:.2f} x", "")
+        floor_alt = (f"Alertmanager {am50:.1f} ms", f"{m['p2_floor_light_p50_ms'] / am50:.2f} x", "")
     rows = [
         ("P1 ingest, relay api (notifications/s)", f"{p1['relay']:,.0f}", f"bare Starlette {p1['bare']:,.0f}",
          f"{p1['relay'] / p1['bare']:.2f} x", ">= 0.40 x"),
         ("P2 latency POST->sink, light load p50", f"{m['p2_light_p50_ms']:.1f} ms", *p2_alt),
         ("P2 latency, light load p99", f"{m['p2_light_p99_ms']:.1f} ms", *p2_alt99),
+        ("P2 stack floor (floor.py), light load p50", f"{m['p2_floor_light_p50_ms']:.1f} ms", *floor_alt),
         ("P2 latency at 1,000 notifications/s p99", f"{m['p2_1000_p99_ms']:.0f} ms", "", "", ""),
         ("P3 slow sink 100 ms (deliveries/s)", f"{m['p3_relay']:,.0f}", f"Flask {m['p3_flask']:,.1f}",
          f"{m['p3_relay'] / m['p3_flask']:.1f} x", ">= 200/s and >= 10 x"),
@@ -672,6 +698,11 @@ and take turns within each round.
 {table}
 
 Every round's figures are in `bench/results.json`. {am_note}
+
+The stack floor (`floor.py`) is relay's stack with none of relay's logic: uvicorn and Starlette, relay's
+pydantic validation, one Redis script (payload and queue push), a worker process that pops it, reads it
+back and sends one message through Apprise. No dedup, records, RQ, routing or templates. It is the least
+that SPEC's flow (an API makes the notification durable, a worker sends it) costs on this stack and machine.
 """
 
 

@@ -45,8 +45,8 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                     length = int(line[15:])
             body = await reader.readexactly(length) if length else b""
             if method == b"GET" and path == b"/count":
-                body = {"count": STATE.count, "max_inflight": STATE.max_inflight}
-                writer.write(_answer(json.dumps(body).encode()))
+                counts = {"count": STATE.count, "max_inflight": STATE.max_inflight}
+                writer.write(_answer(json.dumps(counts).encode()))
             elif method == b"GET" and path == b"/arrivals":
                 writer.write(_answer(json.dumps(STATE.arrivals).encode()))
             elif method == b"POST" and path == b"/reset":
