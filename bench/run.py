@@ -516,6 +516,14 @@ def _latency(
     return percentile(lat, 50) * 1000, percentile(lat, 99) * 1000, non_2xx
 
 
+def light_load(
+    measure: Callable[[int, Sink, int, float], tuple[float, float, int]], port: int, sink: Sink
+) -> tuple[float, float, int]:
+    """P2 at light load, the same for relay, Alertmanager and the floor: a warm-up, then 200 at 20/s."""
+    measure(port, sink, 50, 50)
+    return measure(port, sink, 200, 20)
+
+
 def throughput(port: int, sink: Sink, n: int, kind: str, messages: int, connections: int) -> tuple[float, int]:
     """Deliveries per second: from the first POST to the last send arriving at the sink."""
     sink.reset()
@@ -569,18 +577,15 @@ def main() -> int:
             floor = up.enter_context(stack_floor(procs, tmp / "floor", sink))
             for r in range(rounds):
                 print(f"round {r + 1}", flush=True)
-                latency(port, sink, 50, 50)  # warm up
-                p50, p99, bad = latency(port, sink, 200, 20)
+                p50, p99, bad = light_load(latency, port, sink)
                 note("p2_light_p50_ms", p50)
                 note("p2_light_p99_ms", p99)
                 if aport is not None:
-                    am_latency(aport, sink, 50, 50)  # warm up
-                    p50, p99, am_bad = am_latency(aport, sink, 200, 20)
+                    p50, p99, am_bad = light_load(am_latency, aport, sink)
                     note("p2_am_light_p50_ms", p50)
                     note("p2_am_light_p99_ms", p99)
                     note("am_non_2xx", am_bad)
-                latency(floor, sink, 50, 50)  # warm up
-                p50, _, floor_bad = latency(floor, sink, 200, 20)
+                p50, _, floor_bad = light_load(latency, floor, sink)
                 note("p2_floor_light_p50_ms", p50)
                 _, p99k, bad2 = latency(port, sink, 1000 if q else 3000, 1000)
                 note("p2_1000_p99_ms", p99k)
