@@ -32,7 +32,7 @@ def api(port: int, redis_url: str) -> None:
     from starlette.routing import Route
 
     from relay.config import LimitsConfig
-    from relay.webhook import validate_notification
+    from relay.intake.webhook import validate_notification
 
     client = Redis.from_url(redis_url)
     limits = LimitsConfig()
@@ -51,7 +51,7 @@ def api(port: int, redis_url: str) -> None:
 def worker(redis_url: str, channel: str) -> None:
     from redis import Redis
 
-    from relay.channels import send
+    from relay.delivery.channels import send
 
     client = Redis.from_url(redis_url, socket_timeout=30)
     while True:

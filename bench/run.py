@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from relay.embedded import EmbeddedRedis  # noqa: E402
+from relay.runtime.embedded import EmbeddedRedis  # noqa: E402
 
 PY = sys.executable
 BIN = Path(PY).parent
@@ -718,7 +718,7 @@ def _alertmanager_version() -> str:
 
 
 def _redis_version() -> str:
-    from relay.embedded import redis_executable
+    from relay.runtime.embedded import redis_executable
 
     out = subprocess.run([redis_executable(), "--version"], capture_output=True, text=True).stdout
     found = re.search(r"v=([\d.]+)", out)

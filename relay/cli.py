@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from relay.config import Config, ConfigError, default_config_path, load_config
-from relay.logs import setup_logging
+from relay.runtime.logs import setup_logging
 
 BATCH = 100
 
@@ -32,7 +32,7 @@ def _log(config: Config) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from relay.supervisor import serve
+    from relay.runtime.supervisor import serve
 
     config = _config(args)
     if args.host:
@@ -57,8 +57,8 @@ def _refuse_open_bind(config: Config) -> None:
 def cmd_api(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from relay.bootstrap import build, reload_on_sighup
-    from relay.http import create_app
+    from relay.runtime.app import create_app
+    from relay.runtime.bootstrap import build, reload_on_sighup
 
     config = _config(args)
     _log(config)
@@ -82,7 +82,7 @@ def cmd_api(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from relay.worker import run_worker
+    from relay.runtime.worker import run_worker
 
     config = _config(args)
     _log(config)
@@ -91,7 +91,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from relay.checks import check_all
+    from relay.admin.checks import check_all
 
     config = _config(args)
     problems, notes = check_all(config)
@@ -112,7 +112,7 @@ def _read_payload(path: str) -> tuple[str, Any]:
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
-    from relay.preview import preview
+    from relay.admin.preview import preview
 
     config = _config(args)
     _, data = _read_payload(args.payload)
@@ -161,14 +161,14 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def cmd_sink(args: argparse.Namespace) -> int:
-    from relay.devsink import run_sink
+    from relay.runtime.devsink import run_sink
 
     run_sink(args.http_port, args.smtp_port)
     return 0
 
 
 def _runtime(args: argparse.Namespace) -> Any:
-    from relay.bootstrap import build
+    from relay.runtime.bootstrap import build
 
     return build(_config(args))
 
@@ -190,7 +190,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if event is None:
         print(f"no notification with eventId {args.event_id!r}", file=sys.stderr)
         return 1
-    from relay.store import iso
+    from relay.storage.store import iso
 
     records = [r.public() for r in rt.store.deliveries(rt.store.event_delivery_ids(args.event_id)) if r]
     if args.json:
@@ -214,7 +214,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _filters(args: argparse.Namespace, state: str | None) -> Any:
-    from relay.selection import Filters, since_value
+    from relay.admin.selection import Filters, since_value
 
     return Filters(state, args.kind, args.channel, since_value(args.since), args.event)
 
@@ -247,7 +247,7 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from relay.model import State
+    from relay.core.model import State
 
     rt = _runtime(args)
     filters = _filters(args, State.FAILED.value)

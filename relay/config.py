@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from relay.durations import parse_duration
-from relay.model import MAX_EVENT_ID_LENGTH
+from relay.core.durations import parse_duration
+from relay.core.model import MAX_EVENT_ID_LENGTH
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 

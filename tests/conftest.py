@@ -14,12 +14,12 @@ from redis import Redis
 from rq import Queue
 from starlette.testclient import TestClient
 
-from relay.bootstrap import Runtime, build, install
 from relay.config import Config
-from relay.embedded import EmbeddedRedis
-from relay.http import create_app
-from relay.queue import QUEUE_NAME
-from relay.worker import ThreadWorker
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import Runtime, build, install
+from relay.runtime.embedded import EmbeddedRedis
+from relay.runtime.worker import ThreadWorker
+from relay.storage.queue import QUEUE_NAME
 from tests.servers import HttpSink, SmtpSink
 
 HERE = Path(__file__).resolve().parent

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from relay.bootstrap import Runtime
-from relay.http import create_app
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import Runtime
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.platform_fake import ACCESS_TOKEN, FakePlatform
 from tests.servers import HttpSink, SmtpSink

@@ -15,9 +15,9 @@ import pytest
 import responses
 from starlette.testclient import TestClient
 
-from relay.bootstrap import Runtime
-from relay.channels import native_url, send
-from relay.http import create_app
+from relay.delivery.channels import native_url, send
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import Runtime
 from tests.conftest import post, run_worker, sample_notification
 from tests.servers import SmtpSink
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from relay.bootstrap import Runtime
 from relay.cli import main
+from relay.runtime.bootstrap import Runtime
 from tests.conftest import post, run_worker, sample_notification
 from tests.servers import HttpSink, free_port
 

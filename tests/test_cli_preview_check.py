@@ -135,3 +135,42 @@ def test_check_reports_an_invalid_channel_url_without_its_secret(
     assert "channels.owners-slack.url" in out.err
     assert "channels.audit.url" in out.err
     assert_no_secret(out.out + out.err)
+
+
+def test_preview_text_says_where_each_per_recipient_message_goes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    messages = sample_notification()["messages"]
+    requester = messages[1]
+    requester["recipients"] = [
+        requester["recipients"][0],  # an address in the payload
+        {"userRef": "user:default/giulia.bianchi", "spec.email": None},  # looked up in the catalog
+        {"userRef": None, "spec.email": "not-an-address"},  # nothing to send to
+    ]
+    payload = write_payload(tmp_path, messages=[requester])
+    assert main(["preview", str(payload), "--config", str(write_config(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert_no_secret(out)
+    assert "    to: alice.rossi@example.com (user:default/alice.rossi)\n" in out
+    assert "    to: user:default/giulia.bianchi, whose address is looked up in the platform catalog when sent\n" in out
+    assert "skipped:" in out
+    # The channel's target is shown for every delivery, as in the json form.
+    assert out.count("-> requester-email mailtos://") == 3
+
+
+def test_preview_text_names_a_channel_audience(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    payload = write_payload(tmp_path, messages=[sample_notification()["messages"][0]])
+    assert main(["preview", str(payload), "--config", str(write_config(tmp_path))]) == 0
+    assert "    to: the channel itself\n" in capsys.readouterr().out
+
+
+def test_check_and_preview_show_the_same_channel_url(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = str(write_config(tmp_path))
+    assert main(["check", "--config", config]) == 0
+    checked = next(line for line in capsys.readouterr().out.splitlines() if "channel owners-slack:" in line)
+    args = ["preview", str(write_payload(tmp_path)), "--config", config, "--format", "json"]
+    assert main(args) == 0
+    previewed = json.loads(capsys.readouterr().out)["deliveries"][0]
+    assert previewed["channel"] == "owners-slack"
+    assert checked.endswith(previewed["target"])
+    assert "blocks=yes" in previewed["target"]

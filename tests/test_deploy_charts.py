@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
+from relay.admin.metrics import HELP
 from relay.cli import parser
 from relay.config import load_config
-from relay.metrics import HELP
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 CHART = DEPLOY / "helm" / "relay"

@@ -12,9 +12,9 @@ from typing import Any
 from redis import Redis
 from starlette.testclient import TestClient
 
-from relay.bootstrap import build, install
-from relay.embedded import EmbeddedRedis
-from relay.http import create_app
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import build, install
+from relay.runtime.embedded import EmbeddedRedis
 from tests.conftest import base_config, post, run_worker, sample_notification, slow_channel, worker_config_file
 from tests.servers import HttpSink, SmtpSink, wait_for
 

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from relay.bootstrap import Runtime
-from relay.model import Notification
-from relay.routing import plan_notification
+from relay.core.model import Notification
+from relay.core.routing import plan_notification
+from relay.runtime.bootstrap import Runtime
 from tests.conftest import WEBHOOK_TOKEN, sample_notification
 from tests.test_http import assert_error_body
 

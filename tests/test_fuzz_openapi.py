@@ -15,9 +15,9 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import positive_data_acceptance
 
-from relay.bootstrap import Runtime
-from relay.http import create_app
-from relay.openapi import openapi_document
+from relay.admin.openapi import openapi_document
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import Runtime
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN
 
 SCALE = float(os.environ.get("RELAY_FUZZ_SCALE", "1"))

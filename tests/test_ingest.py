@@ -9,9 +9,9 @@ from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
 
-from relay.bootstrap import Runtime
-from relay.queue import CRASH_RETRY, PLAN_JOB, QUEUE_NAME, QueueUnavailable, _zlib_or_raw, job_id
-from relay.store import EVENTS, METRICS, dedup_key, event_key, metric_field
+from relay.runtime.bootstrap import Runtime
+from relay.storage.queue import CRASH_RETRY, PLAN_JOB, QUEUE_NAME, QueueUnavailable, _zlib_or_raw, job_id
+from relay.storage.store import EVENTS, METRICS, dedup_key, event_key, metric_field
 from tests.conftest import run_worker, sample_notification
 from tests.servers import HttpSink
 
@@ -40,7 +40,7 @@ def test_job_hash_is_what_rq_enqueue_writes(rt: Runtime, redis: Redis, event_id:
     import json
 
     if not fast:
-        from relay.queue import ACCEPT_SCRIPT
+        from relay.storage.queue import ACCEPT_SCRIPT
 
         # The fallback (an RQ whose fields relay cannot reproduce): every job built by RQ itself.
         rt.intake.queue.get_redis_server_version()
@@ -141,7 +141,7 @@ def test_script_is_loaded_again_after_a_redis_restart(rt: Runtime, redis: Redis)
 
 
 def test_unreachable_redis_is_queue_unavailable_and_writes_nothing(rt: Runtime, redis: Redis, tmp_path: Any) -> None:
-    from relay.queue import Intake
+    from relay.storage.queue import Intake
 
     dead = Redis(unix_socket_path=str(tmp_path / "nothing.sock"), socket_connect_timeout=0.5)
     intake = Intake.create(dead, rt.store, rt.config.dedup_ttl, rt.config.send_timeout)
@@ -153,7 +153,7 @@ def test_unreachable_redis_is_queue_unavailable_and_writes_nothing(rt: Runtime, 
 def test_async_intake_loads_the_script_again_after_a_redis_restart(rt: Runtime, redis: Redis) -> None:
     import asyncio
 
-    from relay.bootstrap import open_async_redis, redis_url
+    from relay.runtime.bootstrap import open_async_redis, redis_url
 
     async def run() -> list[str]:
         client = open_async_redis(redis_url(rt.config))
@@ -189,7 +189,7 @@ def test_async_intake_without_redis_is_queue_unavailable(rt: Runtime, tmp_path: 
 
 
 def test_resp_command_is_redis_wire_format() -> None:
-    from relay.queue import resp_command
+    from relay.storage.queue import resp_command
 
     assert resp_command("SET", "k", b"\x00v\r\n", 7) == b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\n\x00v\r\n\r\n$1\r\n7\r\n"
     assert resp_command("ECHO", "ü") == b"*2\r\n$4\r\nECHO\r\n$2\r\n\xc3\xbc\r\n"

@@ -1,4 +1,4 @@
-"""Sends keep their HTTP connections open (relay.keepalive), and carry nothing else between sends."""
+"""Sends keep their HTTP connections open (relay.delivery.keepalive), and carry nothing else between sends."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import requests
 
-from relay.channels import send
+from relay.delivery.channels import send
 
 
 class KeepAliveServer:

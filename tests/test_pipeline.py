@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from relay.bootstrap import Runtime
+from relay.runtime.bootstrap import Runtime
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink
 
@@ -83,7 +83,7 @@ def test_duplicate_event_is_answered_and_sent_once(client: TestClient, rt: Runti
 def test_recipient_without_address_is_skipped_and_others_go_out(
     make_runtime: Any, sink: HttpSink, smtp: SmtpSink
 ) -> None:
-    from relay.http import create_app
+    from relay.runtime.app import create_app
 
     rt = make_runtime(routes=[{"channels": ["requester-email", "owners-hook"]}])
     payload = sample_notification()
@@ -205,8 +205,8 @@ def test_null_recipients_still_reach_audience_channels(client: TestClient, rt: R
 def test_planning_an_event_again_creates_and_sends_nothing_twice(
     client: TestClient, rt: Runtime, sink: HttpSink
 ) -> None:
-    from relay.jobs import plan_job
-    from relay.store import event_deliveries_key
+    from relay.delivery.jobs import plan_job
+    from relay.storage.store import event_deliveries_key
 
     payload = sample_notification()
     event_id = payload["metadata"]["eventId"]
@@ -241,7 +241,7 @@ def test_the_deliveries_a_planning_job_sends_are_stored_together(
 ) -> None:
     """Its deliveries that went out are stored in one round trip once all are done: states, metrics and
     the release of their send locks; one that failed is stored at once, with its retry scheduled."""
-    from relay.store import Store
+    from relay.storage.store import Store
 
     calls: list[list[str]] = []
     original = Store.update_many

@@ -11,10 +11,10 @@ from rq import Queue
 from rq.registry import ScheduledJobRegistry
 from starlette.testclient import TestClient
 
-from relay import jobs
-from relay.bootstrap import Runtime
-from relay.http import create_app
-from relay.queue import QUEUE_NAME
+from relay.delivery import jobs
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import Runtime
+from relay.storage.queue import QUEUE_NAME
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, free_port, wait_for
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from relay.bootstrap import CONFIG_GENERATION, Runtime, build, install
 from relay.config import load_config
-from relay.http import create_app
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import CONFIG_GENERATION, Runtime, build, install
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, base_config, post, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink
 

@@ -1,4 +1,4 @@
-"""Sends honour HTTP_PROXY, NO_PROXY and a .netrc, looked up once per process (relay.requests_env)."""
+"""Sends honour HTTP_PROXY, NO_PROXY and a .netrc, looked up once per process (relay.delivery.requests_env)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.servers import HttpSink
 
 SEND = """
 import sys
-from relay.channels import send
+from relay.delivery.channels import send
 for url in sys.argv[1:]:
     result = send(url, "title", "body", "txt")
     print(url, result.ok, result.error)

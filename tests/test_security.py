@@ -16,12 +16,12 @@ import pytest
 import uvicorn
 from starlette.testclient import TestClient
 
-from relay.auth import sign, signature_problem
-from relay.bootstrap import Runtime
 from relay.config import ConfigError, HmacAuth, ServerConfig
-from relay.http import create_app
-from relay.model import json_depth, too_deep_at
-from relay.redaction import MASK, Redactor, forms, url_secrets
+from relay.core.model import json_depth, too_deep_at
+from relay.core.redaction import MASK, Redactor, forms, url_secrets
+from relay.intake.auth import sign, signature_problem
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import Runtime
 from tests.conftest import WEBHOOK_TOKEN, post, sample_notification
 from tests.servers import free_port, wait_for
 from tests.test_http import assert_error_body, raw_post
@@ -396,7 +396,7 @@ def test_basic_credentials_are_hidden_base64_encoded_too() -> None:
 
 def test_limits_bind_the_edge_only_not_workers_reading_stored_notifications() -> None:
     from relay.config import LimitsConfig
-    from relay.model import Notification
+    from relay.core.model import Notification
 
     payload = sample_notification(messages=[{}] * 150)
     assert len(Notification.model_validate(payload).messages) == 150
@@ -406,7 +406,7 @@ def test_limits_bind_the_edge_only_not_workers_reading_stored_notifications() ->
 
 def test_config_secrets_cover_every_credential_in_every_form(tmp_path: Any) -> None:
     from relay.config import Config
-    from relay.redaction import config_secrets
+    from relay.core.redaction import config_secrets
 
     config = Config.model_validate(
         {

@@ -22,13 +22,13 @@ import yaml
 from redis import Redis
 from starlette.testclient import TestClient
 
-from relay.auth import sign
-from relay.bootstrap import Runtime, build, install
 from relay.cli import main
 from relay.config import load_config
-from relay.embedded import EmbeddedRedis
-from relay.http import create_app
-from relay.logs import JsonFormatter, setup_logging
+from relay.intake.auth import sign
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import Runtime, build, install
+from relay.runtime.embedded import EmbeddedRedis
+from relay.runtime.logs import JsonFormatter, setup_logging
 from tests.conftest import run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink, free_port
 

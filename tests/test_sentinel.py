@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from relay.bootstrap import build, open_redis
 from relay.config import Config
-from relay.embedded import redis_executable
+from relay.runtime.bootstrap import build, open_redis
+from relay.runtime.embedded import redis_executable
 from tests.servers import free_port, wait_for
 
 
@@ -64,7 +64,7 @@ def test_sentinel_url_needs_a_service_name() -> None:
 def test_webhook_intake_goes_through_the_sentinel_too(sentinel_url: str) -> None:
     from starlette.testclient import TestClient
 
-    from relay.http import create_app
+    from relay.runtime.app import create_app
     from tests.conftest import sample_notification
 
     rt = build(Config.model_validate({"redis": {"url": sentinel_url}}))

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from relay.checks import check_templates
+from relay.admin.checks import check_templates
 from relay.config import Config
-from relay.model import Notification, PlannedDelivery
-from relay.rendering import BUILTIN_DIR, Rendered, Renderer
+from relay.core.model import Notification, PlannedDelivery
+from relay.core.rendering import BUILTIN_DIR, Rendered, Renderer
 from tests.conftest import sample_notification
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -12,9 +12,9 @@ import pytest
 from redis import Redis
 from starlette.testclient import TestClient
 
-from relay.bootstrap import Runtime, build
-from relay.http import create_app
-from relay.ui import COOKIE, SESSION_SECONDS, anchor, csrf_token, new_session, session_valid
+from relay.admin.ui import COOKIE, SESSION_SECONDS, anchor, csrf_token, new_session, session_valid
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import Runtime, build
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, base_config, post, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink, free_port
 

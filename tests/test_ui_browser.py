@@ -20,8 +20,8 @@ import uvicorn
 from playwright.sync_api import Page, expect, sync_playwright
 from starlette.applications import Starlette
 
-from relay.bootstrap import Runtime
-from relay.http import create_app
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import Runtime
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, run_worker, sample_notification
 from tests.servers import HttpSink, free_port, wait_for
 

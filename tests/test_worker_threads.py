@@ -16,13 +16,13 @@ from rq import Queue, SimpleWorker, Worker, get_current_job
 from rq.registry import FailedJobRegistry, StartedJobRegistry
 from starlette.testclient import TestClient
 
-from relay.bootstrap import Runtime, build, install
-from relay.embedded import EmbeddedRedis
-from relay.http import create_app
-from relay.jobs import plan_job, prefetch
-from relay.queue import DELIVER_JOB, QUEUE_NAME
-from relay.store import Store
-from relay.worker import ThreadWorker
+from relay.delivery.jobs import plan_job, prefetch
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import Runtime, build, install
+from relay.runtime.embedded import EmbeddedRedis
+from relay.runtime.worker import ThreadWorker
+from relay.storage.queue import DELIVER_JOB, QUEUE_NAME
+from relay.storage.store import Store
 from tests.conftest import base_config, post, sample_notification, slow_channel, worker_config_file
 from tests.servers import HttpSink, SmtpSink, wait_for
 
@@ -169,7 +169,7 @@ def test_a_relay_job_runs_with_the_same_keys_as_under_rqs_own_start(
     redis: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What relay's worker writes to start a job (one script) is what RQ's two pipelines write."""
-    monkeypatch.setattr("relay.lean_jobs.RELAY_JOBS", frozenset({f"{__name__}.snapshot_job"}))
+    monkeypatch.setattr("relay.runtime.lean_jobs.RELAY_JOBS", frozenset({f"{__name__}.snapshot_job"}))
     MID_JOB.clear()
     for worker_class in (SimpleWorker, ThreadWorker):
         redis.flushdb()

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from relay.catalog import EntityRef, entity_email, member_refs
 from relay.config import Config
-from relay.model import Notification
-from relay.recipients import catalog_ref
-from relay.routing import plan_notification
+from relay.core.model import Notification
+from relay.core.recipients import catalog_ref
+from relay.core.routing import plan_notification
+from relay.delivery.catalog import EntityRef, entity_email, member_refs
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""relay.channels, the parts that send nothing: formats, per-recipient addressing, redaction, retry class."""
+"""relay.delivery.channels, the parts that send nothing: formats, per-recipient addressing, redaction, retry class."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from relay.channels import (
+from relay.delivery.channels import (
     AddressError,
     address_url,
     channel_format,

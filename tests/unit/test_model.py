@@ -1,4 +1,4 @@
-"""relay.model: the platform's payload (open to new fields, strict where it matters) and delivery types."""
+"""relay.core.model: the platform's payload (open to new fields, strict where it matters) and delivery types."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from relay.model import (
+from relay.core.model import (
     MAX_EVENT_ID_LENGTH,
     Notification,
     PlannedDelivery,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from relay.config import parse_rate
-from relay.retry_after import MAX_WAIT, parse
+from relay.delivery.retry_after import MAX_WAIT, parse
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""relay.recipients: reading recipient fields (flat or nested), the e-mail grammar, the recipient type."""
+"""relay.core.recipients: reading recipient fields (flat or nested), the e-mail grammar, the recipient type."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from relay.recipients import (
+from relay.core.recipients import (
     MAX_EMAIL_LENGTH,
     email_of,
     recipient_type_candidates,

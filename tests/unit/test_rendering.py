@@ -1,4 +1,4 @@
-"""relay.rendering: template lookup, title blocks, escaping, the sandbox, and the platform-text fallback."""
+"""relay.core.rendering: template lookup, title blocks, escaping, the sandbox, and the platform-text fallback."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from relay.model import Notification, PlannedDelivery
-from relay.rendering import PLATFORM, Renderer, candidates
+from relay.core.model import Notification, PlannedDelivery
+from relay.core.rendering import PLATFORM, Renderer, candidates
 
 # A kind relay ships no templates for, so that only the test's own templates are in play.
 KIND = "notification:unit-test-kind"
@@ -572,7 +572,7 @@ def test_email_without_html_template_uses_the_txt_one(tmp_path: Path) -> None:
 def test_a_template_file_added_later_is_used_once_the_lookup_cache_expires(
     tdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import relay.rendering as rendering
+    import relay.core.rendering as rendering
 
     renderer = Renderer(tdir, shipped=False)  # relay's default, templates.builtin: false
     assert renderer.render(notification(), delivery(), "md").template == PLATFORM

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from relay.rendering import RenderError, make_environment
+from relay.core.rendering import RenderError, make_environment
 
 ENV = make_environment(None)
 

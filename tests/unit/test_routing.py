@@ -1,4 +1,4 @@
-"""relay.routing: which routes a message takes and the deliveries (skipped ones included) it needs."""
+"""relay.core.routing: which routes a message takes and the deliveries (skipped ones included) it needs."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from relay.config import Config, RouteConfig
-from relay.model import Notification, PlannedDelivery
-from relay.routing import plan_notification, route_matches, route_message
+from relay.core.model import Notification, PlannedDelivery
+from relay.core.routing import plan_notification, route_matches, route_message
 
 KIND = "notification:access-control-request-failed"
 OWNER = "recipient-type:system-owner"

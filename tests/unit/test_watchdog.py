@@ -8,7 +8,7 @@ import time
 import pytest
 from rq.timeouts import JobTimeoutException
 
-from relay.watchdog import Watchdog, WatchdogDeathPenalty
+from relay.runtime.watchdog import Watchdog, WatchdogDeathPenalty
 
 
 def test_a_deadline_reached_fires_and_a_disarmed_one_does_not() -> None:

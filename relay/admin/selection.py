@@ -5,9 +5,9 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Any
 
-from relay.bootstrap import Runtime
-from relay.model import State
-from relay.store import FAILED, DeliveryRecord, parse_since
+from relay.core.model import State
+from relay.runtime.bootstrap import Runtime
+from relay.storage.store import FAILED, DeliveryRecord, parse_since
 
 STATES = {s.value for s in State}
 

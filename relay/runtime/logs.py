@@ -8,8 +8,8 @@ import sys
 import time
 from typing import Any
 
-from relay.redaction import remember
-from relay.redaction import scrub as _scrub
+from relay.core.redaction import remember
+from relay.core.redaction import scrub as _scrub
 
 _FIELDS = ("eventId", "deliveryId", "channel", "state", "kind", "template")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from relay.store import LATENCY_BUCKETS
+from relay.storage.store import LATENCY_BUCKETS
 
 HELP = {
     "relay_notifications_received_total": ("counter", "Notifications accepted (durable, 202 accepted)."),

@@ -26,6 +26,9 @@ PLAIN_KEYS = frozenset({"from", "to", "mode", "format", "method", "cc", "bcc", "
 # Words that introduce a credential in a header value ("Bearer <token>"); the word itself is no secret.
 AUTH_WORDS = frozenset({"bearer", "basic", "token", "digest", "apikey"})
 _PLAIN_WORD = re.compile(r"[a-z]+(?:[._-][a-z]+)*")
+# A path segment that is a short plain word (`/owners`, `/hooks`, `/triggers`) names a place, not a
+# credential: hiding it would blank that word wherever it appears, in channel names and kinds too.
+PLAIN_SEGMENT_MAX = 16
 # The `safe` sets of the encoders that put values into URLs: quote(), urlencode(safe="@"), Apprise.
 _SAFE_SETS = ("", "/", "@", "@:", "/:@")
 
@@ -73,6 +76,11 @@ def _host_token(scheme: str, netloc: str) -> list[str]:
     return [] if "." in host or host.lower() == "localhost" else [host]
 
 
+def _plain_segment(segment: str) -> bool:
+    word = unquote(segment)
+    return len(word) <= PLAIN_SEGMENT_MAX and _PLAIN_WORD.fullmatch(word) is not None
+
+
 def _query_values(query: str) -> list[str]:
     values = []
     for pair in query.split("&"):
@@ -91,7 +99,7 @@ def url_parts(url: str) -> list[str]:
     return [
         *_userinfo(parts.netloc),
         *_host_token(parts.scheme.lower(), parts.netloc),
-        *parts.path.split("/"),
+        *(segment for segment in parts.path.split("/") if not _plain_segment(segment)),
         *_query_values(parts.query),
     ]
 
@@ -121,7 +129,9 @@ def config_secrets(config: Config) -> set[str]:
     found = expand(raw)
     if basic is not None:
         found.add(base64.b64encode(f"{basic.username}:{basic.password}".encode()).decode())
-    return found
+    # A channel's name is shown everywhere (logs, records, metrics labels): no piece of it is masked.
+    names = [name.lower() for name in config.channels]
+    return {s for s in found if not any(s.lower() in name for name in names)}
 
 
 class Redactor:

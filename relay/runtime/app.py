@@ -18,18 +18,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from relay.auth import admin_allowed
-from relay.bootstrap import CONFIG_GENERATION, Runtime, open_async_redis, redis_url, reload_runtime
+from relay.admin.metrics import exposition
+from relay.admin.openapi import openapi_document
+from relay.admin.selection import STATES, Filters
+from relay.admin.ui import ui_routes
 from relay.config import ConfigError
-from relay.errors import error_response
-from relay.metrics import exposition
-from relay.openapi import openapi_document
-from relay.queue import QUEUE_NAME, QueueUnavailable
-from relay.redaction import remember_config
-from relay.selection import STATES, Filters
-from relay.store import FAILED, iso
-from relay.ui import ui_routes
-from relay.webhook import (
+from relay.core.redaction import remember_config
+from relay.intake.auth import admin_allowed
+from relay.intake.errors import error_response
+from relay.intake.webhook import (
     RETRY_AFTER,
     Refused,
     authenticated_body,
@@ -38,8 +35,11 @@ from relay.webhook import (
     unavailable,
     validate_notification,
 )
+from relay.runtime.bootstrap import CONFIG_GENERATION, Runtime, open_async_redis, redis_url, reload_runtime
+from relay.storage.queue import QUEUE_NAME, QueueUnavailable
+from relay.storage.store import FAILED, iso
 
-log = logging.getLogger("relay.http")
+log = logging.getLogger("relay.runtime.app")
 WORKER_SEEN_WITHIN = 30.0
 Handler = Callable[[Request], Awaitable[Response]]
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 
 from relay.config import Config, DefaultRoute, RouteConfig
-from relay.model import Message, Notification, PlannedDelivery, kind_name, recipient_type_name
-from relay.recipients import catalog_ref, email_of, reference_of, resolve_recipient_type, valid_email
+from relay.core.model import Message, Notification, PlannedDelivery, kind_name, recipient_type_name
+from relay.core.recipients import catalog_ref, email_of, reference_of, resolve_recipient_type, valid_email
 
 
 def _matches(patterns: list[str], value: str, short: str) -> bool:

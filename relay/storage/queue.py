@@ -23,17 +23,17 @@ from rq.scripts import _build_hset_args
 from rq.serializers import DefaultSerializer
 from rq.utils import get_call_string
 
-from relay.model import State
-from relay.store import EVENTS, METRICS, DeliveryRecord, Store, dedup_key, event_key, metric_field, now
+from relay.core.model import State
+from relay.storage.store import EVENTS, METRICS, DeliveryRecord, Store, dedup_key, event_key, metric_field, now
 
 QUEUE_NAME = "relay"
-PLAN_JOB = "relay.jobs.plan_job"
-DELIVER_JOB = "relay.jobs.deliver_job"
+PLAN_JOB = "relay.delivery.jobs.plan_job"
+DELIVER_JOB = "relay.delivery.jobs.deliver_job"
 # RQ-level retries only cover a crashed or killed worker; send failures are retried by relay itself.
 # No interval: a job found abandoned goes straight back to the queue, with no wait on a scheduler.
 CRASH_RETRY = Retry(max=3)
 # When those retries are used up too, the delivery is marked failed (replayable), never left queued.
-DELIVERY_GIVEN_UP = Callback("relay.jobs.delivery_job_failed")
+DELIVERY_GIVEN_UP = Callback("relay.delivery.jobs.delivery_job_failed")
 # RQ declares a job abandoned once its timeout plus 60 s have passed since its start: keep the timeout
 # short so that a delivery whose worker was killed is retried within about two minutes.
 JOB_MARGIN = 20

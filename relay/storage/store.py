@@ -13,7 +13,7 @@ from typing import Any
 
 from redis import Redis
 
-from relay.model import State
+from relay.core.model import State
 
 PREFIX = "relay:"
 EVENTS = PREFIX + "events"  # zset eventId -> received time
@@ -493,7 +493,7 @@ def parse_since(value: str | None) -> float | None:
     """`since` as a duration back from now ("2h") or an ISO 8601 time."""
     if value is None or value == "":
         return None
-    from relay.durations import parse_duration
+    from relay.core.durations import parse_duration
 
     try:
         return now() - parse_duration(value)

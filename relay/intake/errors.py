@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.responses import JSONResponse
 
-from relay.redaction import scrub
+from relay.core.redaction import scrub
 
 
 def error_body(

@@ -12,13 +12,13 @@ from redis.asyncio import Redis as AsyncRedis
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.sentinel import Sentinel
 
-from relay import embedded
-from relay.catalog import Catalog
 from relay.config import Config, ConfigError, load_config
-from relay.queue import Intake
-from relay.redaction import remember_config
-from relay.rendering import Renderer
-from relay.store import Store
+from relay.core.redaction import remember_config
+from relay.core.rendering import Renderer
+from relay.delivery.catalog import Catalog
+from relay.runtime import embedded
+from relay.storage.queue import Intake
+from relay.storage.store import Store
 
 
 def redis_url(config: Config) -> str:

@@ -30,7 +30,7 @@ from jinja2 import (
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from relay.model import Notification, PlannedDelivery, kind_name, recipient_type_name
+from relay.core.model import Notification, PlannedDelivery, kind_name, recipient_type_name
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_templates"
 FORMATS = ("md", "html", "txt")

@@ -23,10 +23,10 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from relay.config import PlatformConfig
-from relay.recipients import valid_email
-from relay.store import METRICS, PREFIX, metric_field
+from relay.core.recipients import valid_email
+from relay.storage.store import METRICS, PREFIX, metric_field
 
-log = logging.getLogger("relay.catalog")
+log = logging.getLogger("relay.delivery.catalog")
 NEGATIVE_TTL = 300.0  # seconds an unknown user or a user without e-mail is remembered
 REFRESH_MARGIN = 0.2  # exchange again when this share of the JWT's life is left
 MAX_GROUP_MEMBERS = 1000

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from relay.channels import channel_format, describe_url, native_url
+from relay.admin.checks import shown_target
 from relay.config import Config
-from relay.model import Notification
-from relay.rendering import Renderer
-from relay.routing import plan_notification
+from relay.core.model import Notification
+from relay.core.rendering import Renderer
+from relay.core.routing import plan_notification
+from relay.delivery.channels import channel_format
 
 
 def preview_plan(config: Config, data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -24,7 +25,7 @@ def preview_plan(config: Config, data: dict[str, Any]) -> list[dict[str, Any]]:
             "message": planned.message_index,
             "recipientType": planned.recipient_type,
             "channel": planned.channel,
-            "target": describe_url(native_url(channel.url, fmt)),
+            "target": shown_target(channel.url, fmt),
             "recipient": planned.recipient_ref,
             "address": planned.address,
         }
@@ -57,14 +58,11 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text") -> str:
         return "no deliveries: no route and no default channel matches this notification"
     blocks = []
     for n, item in enumerate(plan, 1):
-        who = f" to {item['recipient'] or item['address']}" if item["recipient"] or item["address"] else ""
-        head = f"[{n}] message {item['message']} ({item['recipientType']}) -> {item['channel']} {item['target']}{who}"
+        head = f"[{n}] message {item['message']} ({item['recipientType']}) -> {item['channel']} {item['target']}"
         if item["state"] == "skipped":
-            blocks.append(f"{head}\n    skipped: {item['reason']}")
+            blocks.append(f"{head}\n    to: {_who(item)}\n    skipped: {item['reason']}")
             continue
-        lines = [head, f"    template: {item['template']} ({item['format']})"]
-        if "lookup" in item:
-            lines.append(f"    {item['lookup']}")
+        lines = [head, f"    to: {_who(item)}", f"    template: {item['template']} ({item['format']})"]
         if "templateError" in item:
             lines.append(f"    template failed, the platform's text is used: {item['templateError']}")
         lines.append(f"    title: {item['title']}")
@@ -74,3 +72,16 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text") -> str:
             lines.append("    " + item["text"].replace("\n", "\n    "))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _who(item: dict[str, Any]) -> str:
+    """Who a planned delivery reaches, in words: the address it mails, the look-up it will make, or the
+    channel itself (a Slack channel, a Teams chat, a webhook is the audience)."""
+    ref, address = item["recipient"], item["address"]
+    if address:
+        return f"{address} ({ref})" if ref and ref != address else address
+    if "lookup" in item:
+        return f"{ref}, whose address is looked up in the platform catalog when sent"
+    if ref:
+        return f"{ref}: no address"
+    return "the channel itself"

@@ -36,13 +36,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from relay.auth import admin_allowed
-from relay.bootstrap import Runtime
-from relay.model import State
-from relay.queue import QUEUE_NAME
-from relay.store import EVENTS, FAILED, METRICS, DeliveryRecord, event_deliveries_key, event_key, iso
+from relay.core.model import State
+from relay.intake.auth import admin_allowed
+from relay.runtime.bootstrap import Runtime
+from relay.storage.queue import QUEUE_NAME
+from relay.storage.store import EVENTS, FAILED, METRICS, DeliveryRecord, event_deliveries_key, event_key, iso
 
-log = logging.getLogger("relay.ui")
+log = logging.getLogger("relay.admin.ui")
 
 COOKIE = "relay_ui"
 COOKIE_PATH = "/ui"
@@ -57,7 +57,7 @@ FAILED_SHOWN = 100
 ERROR_SHOWN = 300  # characters of a delivery's last error shown in a table cell
 
 _env = Environment(
-    loader=PackageLoader("relay", "ui_templates"),
+    loader=PackageLoader("relay.admin", "ui_templates"),
     autoescape=True,
     undefined=StrictUndefined,
     trim_blocks=True,

@@ -17,14 +17,14 @@ from typing import Any
 from redis import Redis
 from rq.job import Job
 
-from relay.bootstrap import Runtime, runtime
-from relay.catalog import CatalogUnavailable
-from relay.channels import AddressError, address_url, channel_format, send
-from relay.model import Notification, PlannedDelivery, State
-from relay.routing import plan_notification
-from relay.store import DeliveryRecord, EventRecord, Outcome, delivery_id, now
+from relay.core.model import Notification, PlannedDelivery, State
+from relay.core.routing import plan_notification
+from relay.delivery.catalog import CatalogUnavailable
+from relay.delivery.channels import AddressError, address_url, channel_format, send
+from relay.runtime.bootstrap import Runtime, runtime
+from relay.storage.store import DeliveryRecord, EventRecord, Outcome, delivery_id, now
 
-log = logging.getLogger("relay.jobs")
+log = logging.getLogger("relay.delivery.jobs")
 LOCK_MARGIN = 30
 SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
 # A planning job sends this many of its deliveries itself (the rest become jobs), with a pool of threads

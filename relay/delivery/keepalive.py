@@ -22,7 +22,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from requests.utils import DEFAULT_CA_BUNDLE_PATH
 
-from relay.thread_scope import scoped
+from relay.delivery.thread_scope import scoped
 
 _local = threading.local()
 

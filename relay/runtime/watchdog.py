@@ -18,7 +18,7 @@ from typing import Any
 
 from rq.timeouts import JobTimeoutException, TimerDeathPenalty
 
-log = logging.getLogger("relay.watchdog")
+log = logging.getLogger("relay.runtime.watchdog")
 
 
 class Watchdog:

@@ -16,7 +16,7 @@ from typing import Any
 
 import requests
 
-from relay.thread_scope import scoped
+from relay.delivery.thread_scope import scoped
 
 MAX_WAIT = 24 * 3600.0
 _local = threading.local()

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from jinja2 import Environment, TemplateNotFound, TemplateSyntaxError
 
-from relay.channels import check_url, describe_url
 from relay.config import Config
-from relay.rendering import AUTO, BUILTIN_DIR, FORMATS, PLATFORM, make_environment
+from relay.core.rendering import AUTO, BUILTIN_DIR, FORMATS, PLATFORM, make_environment
+from relay.delivery.channels import channel_format, check_url, describe_url, native_url
 
 
 def _template_files(root: Path) -> list[str]:
@@ -55,6 +55,12 @@ def _exists(env: Environment, name: str) -> bool:
         return True
 
 
+def shown_target(url: str, fmt: str) -> str:
+    """The URL a send to this channel really uses (Block Kit for Slack markdown, say), secrets scrubbed:
+    `relay check` and `relay preview` show the same one."""
+    return describe_url(native_url(url, fmt))
+
+
 def check_channels(config: Config) -> tuple[list[str], list[str]]:
     problems: list[str] = []
     notes: list[str] = []
@@ -63,7 +69,7 @@ def check_channels(config: Config) -> tuple[list[str], list[str]]:
         if reason:
             problems.append(f"channels.{name}.url: {reason}")
         else:
-            notes.append(f"channel {name}: {describe_url(channel.url)}")
+            notes.append(f"channel {name}: {shown_target(channel.url, channel_format(channel.url, channel.format))}")
     used = {c for r in config.routes for c in (*r.channels, *r.fallback)} | set(config.default.channels)
     for name in sorted(set(config.channels) - used):
         notes.append(f"channel {name} is not used by any route")

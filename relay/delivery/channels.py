@@ -25,10 +25,10 @@ from apprise.plugins.email import AppriseEmailException, NotifyEmail
 from apprise.plugins.email.base import PGP_MODE_DEFAULT
 from apprise.plugins.email.smtp import SMTP_EXCEPTIONS, AppriseSMTPController
 
-from relay import keepalive, requests_env, retry_after
-from relay.recipients import valid_email
-from relay.redaction import url_secrets
-from relay.thread_scope import scoped
+from relay.core.recipients import valid_email
+from relay.core.redaction import url_secrets
+from relay.delivery import keepalive, requests_env, retry_after
+from relay.delivery.thread_scope import scoped
 
 EMAIL_SCHEMES = frozenset({"mailto", "mailtos"})
 CHAT_SCHEMES = frozenset(
@@ -275,7 +275,7 @@ def send_email(obj: NotifyEmail, title: str, html_body: str, text: str, secrets:
             user=obj.user,
             password=obj.password,
             verify_certificate=obj.verify_certificate,
-            socket_connect_timeout=obj.socket_connect_timeout,
+            socket_connect_timeout=int(obj.socket_connect_timeout),
         ) as smtp:
             for message in messages:
                 if not smtp.sendmail(str(obj.from_addr[1]), message.to_addrs, with_text_part(message.body, text)):

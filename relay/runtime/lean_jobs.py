@@ -20,9 +20,9 @@ from rq.results import Result
 from rq.utils import current_timestamp, utcformat
 from rq.worker import WorkerStatus
 
-from relay.jobs import prefetch
-from relay.queue import DELIVER_JOB, PLAN_JOB
-from relay.store import event_from_hash, event_key, hash_pairs
+from relay.delivery.jobs import prefetch
+from relay.storage.queue import DELIVER_JOB, PLAN_JOB
+from relay.storage.store import event_from_hash, event_key, hash_pairs
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -91,7 +91,7 @@ class Scripts:
 
     def start(self, worker: BaseWorker, job: Job, queue: Queue, ttl: int) -> Execution:
         """RQ's `prepare_execution` and `prepare_job_execution` in one script; a planning job's event is
-        read in it too and handed to the job (`relay.jobs.prefetch`)."""
+        read in it too and handed to the job (`relay.delivery.jobs.prefetch`)."""
         execution = Execution(id=uuid4().hex, job_id=job.id, connection=worker.connection, worker_name=worker.name)
         execution._job = job
         at = execution.created_at

@@ -14,12 +14,12 @@ from pydantic_core import from_json
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from relay.auth import signature_offered, signature_problem, webhook_allowed
 from relay.config import LimitsConfig, ServerConfig
-from relay.errors import error_response, validation_response
-from relay.model import LIMIT_ERROR, Notification, json_depth, too_deep_at
+from relay.core.model import LIMIT_ERROR, Notification, json_depth, too_deep_at
+from relay.intake.auth import signature_offered, signature_problem, webhook_allowed
+from relay.intake.errors import error_response, validation_response
 
-log = logging.getLogger("relay.webhook")
+log = logging.getLogger("relay.intake.webhook")
 RETRY_AFTER = "5"
 
 

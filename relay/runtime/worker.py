@@ -9,7 +9,7 @@ RQ installs its signal handlers only from the main thread, so the threads skip t
 handles SIGTERM and SIGINT instead: the first asks every thread to finish the delivery in hand and stop
 (warm shutdown), a second one exits at once (the deliveries in hand are retried once RQ finds them
 abandoned). Job timeouts are raised in the job's thread as RQ's timer-based death penalty does, by one
-watchdog thread (`relay.watchdog`).
+watchdog thread (`relay.runtime.watchdog`).
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ from rq.scheduler import RQScheduler
 from rq.utils import now as rq_now
 from rq.worker import WorkerStatus
 
-from relay import lean_jobs
-from relay.bootstrap import CONFIG_GENERATION, build, install, open_redis, redis_url, reload_runtime, runtime
 from relay.config import Config, ConfigError, load_config
-from relay.queue import QUEUE_NAME
-from relay.watchdog import WatchdogDeathPenalty
+from relay.runtime import lean_jobs
+from relay.runtime.bootstrap import CONFIG_GENERATION, build, install, open_redis, redis_url, reload_runtime, runtime
+from relay.runtime.watchdog import WatchdogDeathPenalty
+from relay.storage.queue import QUEUE_NAME
 
-log = logging.getLogger("relay.worker")
+log = logging.getLogger("relay.runtime.worker")
 HEARTBEAT_SECONDS = 5.0
 REAP_EVERY = 3  # heartbeats
 # An idle thread waits for a job in slices this long, so that a stop request is seen within it.
@@ -160,7 +160,7 @@ class ThreadWorker(SimpleWorker):
         self._suspension_checked = checked
         super().check_for_suspension(burst)
 
-    # relay's own jobs start and end in one round trip each (`relay.lean_jobs`); any other job, and every
+    # relay's own jobs start and end in one round trip each (`relay.runtime.lean_jobs`); any other job, and every
     # failure, takes RQ's own path. `_lean` names the job in hand when it takes the short one.
     def execute_job(self, job: Job, queue: Queue) -> None:
         if not lean_jobs.plain(job, self.default_result_ttl):
@@ -223,7 +223,7 @@ def _heartbeat(
     config: Config, name: str, stop: threading.Event, reload: threading.Event, generation: bytes | None
 ) -> None:
     conn = open_redis(redis_url(config), socket_timeout=5, socket_connect_timeout=5)
-    from relay.store import Store
+    from relay.storage.store import Store
 
     store = Store(conn, config.retention)
     started = StartedJobRegistry(QUEUE_NAME, connection=conn)
@@ -269,7 +269,7 @@ def _reload(name: str) -> None:
 
 def _warm_up(config: Config) -> None:
     """Load Apprise's plugins for every channel once, before threads would race to load them."""
-    from relay.channels import check_url
+    from relay.delivery.channels import check_url
 
     for channel in config.channels.values():
         with contextlib.suppress(Exception):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import uvicorn
 
-from relay.bootstrap import build, reload_on_sighup
 from relay.config import Config
-from relay.embedded import EmbeddedRedis, die_with_parent
-from relay.http import create_app
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import build, reload_on_sighup
+from relay.runtime.embedded import EmbeddedRedis, die_with_parent
 
 log = logging.getLogger("relay.serve")
 STOP_SECONDS = 20.0
