@@ -26,9 +26,11 @@ PLAIN_KEYS = frozenset({"from", "to", "mode", "format", "method", "cc", "bcc", "
 # Words that introduce a credential in a header value ("Bearer <token>"); the word itself is no secret.
 AUTH_WORDS = frozenset({"bearer", "basic", "token", "digest", "apikey"})
 _PLAIN_WORD = re.compile(r"[a-z]+(?:[._-][a-z]+)*")
-# A path segment that is a short plain word (`/owners`, `/hooks`, `/triggers`) names a place, not a
-# credential: hiding it would blank that word wherever it appears, in channel names and kinds too.
+# In a web-hook URL a path segment that is a short plain word (`/owners`, `/hooks`) names a route, not a
+# credential: hiding it would blank that word wherever it appears, in channel names and kinds too. Chat
+# URLs (slack://, workflows://, discord://) carry tokens in their path, so there every segment counts.
 PLAIN_SEGMENT_MAX = 16
+ROUTE_SCHEMES = frozenset({"json", "jsons", "form", "forms", "xml", "xmls", "http", "https"})
 # The `safe` sets of the encoders that put values into URLs: quote(), urlencode(safe="@"), Apprise.
 _SAFE_SETS = ("", "/", "@", "@:", "/:@")
 
@@ -76,7 +78,9 @@ def _host_token(scheme: str, netloc: str) -> list[str]:
     return [] if "." in host or host.lower() == "localhost" else [host]
 
 
-def _plain_segment(segment: str) -> bool:
+def _plain_segment(scheme: str, segment: str) -> bool:
+    if scheme not in ROUTE_SCHEMES:
+        return not segment
     word = unquote(segment)
     return len(word) <= PLAIN_SEGMENT_MAX and _PLAIN_WORD.fullmatch(word) is not None
 
@@ -99,7 +103,7 @@ def url_parts(url: str) -> list[str]:
     return [
         *_userinfo(parts.netloc),
         *_host_token(parts.scheme.lower(), parts.netloc),
-        *(segment for segment in parts.path.split("/") if not _plain_segment(segment)),
+        *(segment for segment in parts.path.split("/") if not _plain_segment(parts.scheme.lower(), segment)),
         *_query_values(parts.query),
     ]
 

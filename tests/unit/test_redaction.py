@@ -16,6 +16,11 @@ def test_a_plain_path_word_is_no_secret() -> None:
     assert "s3cr3t-T0KEN" in secrets
 
 
+def test_a_chat_url_path_word_is_still_a_secret() -> None:
+    # Chat URLs carry tokens in their path, however plain they look.
+    assert "sig-abcdef" in url_secrets("workflows://prod-01.westus.logic.azure.com:443/wfid12345/sig-abcdef")
+
+
 def test_a_token_in_a_path_is_still_a_secret() -> None:
     secrets = url_secrets("slack://T1234ABCD/B1234ABCD/Xy9zAbCdEfGhIjKlMnOpQrSt")
     assert {"T1234ABCD", "B1234ABCD", "Xy9zAbCdEfGhIjKlMnOpQrSt"} <= set(secrets)
