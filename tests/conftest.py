@@ -18,7 +18,7 @@ from relay.config import Config
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build, install
 from relay.runtime.embedded import EmbeddedRedis
-from relay.runtime.worker import ThreadWorker
+from relay.runtime.worker import work_burst
 from relay.storage.queue import QUEUE_NAME
 from tests.servers import HttpSink, SmtpSink
 
@@ -150,9 +150,9 @@ def slow_channel(sink: HttpSink) -> dict[str, Any]:
 
 
 def run_worker(rt: Runtime) -> None:
-    """relay's own RQ worker, in this process, until the queue is empty (scheduled retries not included)."""
-    worker = ThreadWorker([Queue(QUEUE_NAME, connection=rt.redis)], connection=rt.redis)
-    worker.work(burst=True, with_scheduler=False)
+    """relay's own RQ worker and senders, in this process, until the queue is empty and every delivery handed
+    to the senders is done (scheduled retries not included)."""
+    work_burst(rt)
 
 
 def run_scheduled(rt: Runtime, due_only: bool = False) -> int:
@@ -168,7 +168,7 @@ def run_scheduled(rt: Runtime, due_only: bool = False) -> int:
         registry.remove(job_id)
         job = queue.fetch_job(job_id)
         if job is not None:
-            queue._enqueue_job(job)
+            queue.enqueue_job(job)
     return len(ids)
 
 

@@ -57,6 +57,8 @@ class _Handler:
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         msg = email.message_from_bytes(envelope.content, policy=email.policy.default)
         with self.sink.lock:
+            if self.sink.answers:
+                return self.sink.answers.pop(0)  # a scripted refusal, e.g. "451 try later"
             self.sink.mails.append(Mail(envelope.mail_from, list(envelope.rcpt_tos), msg))  # type: ignore[arg-type]
         return "250 OK"
 
@@ -65,6 +67,7 @@ class SmtpSink:
     def __init__(self) -> None:
         self.port = free_port()
         self.mails: list[Mail] = []
+        self.answers: list[str] = []  # SMTP replies to DATA answered in turn (then 250 OK)
         self.lock = threading.Lock()
         self.controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port)
 
@@ -81,6 +84,7 @@ class SmtpSink:
     def clear(self) -> None:
         with self.lock:
             self.mails.clear()
+            self.answers.clear()
 
 
 @dataclass

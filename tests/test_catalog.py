@@ -99,12 +99,16 @@ def test_group_expands_to_its_members(catalog_rt: Runtime, platform: FakePlatfor
         records = states(client, payload)
     assert sorted(m.envelope_to[0] for m in smtp.mails) == ["carla.neri@example.com", "dario.blu@example.com"]
     group = next(d for d in records if d["recipient"] == "group:default/data-managers")
-    assert group["state"] == "skipped" and "expanded into 2 member deliveries" in group["lastError"]
+    # Not `skipped` (nothing was left unsent): `expanded`, naming the member deliveries it became.
+    assert group["state"] == "expanded" and "expanded into 2 member deliveries" in group["lastError"]
     members = [d for d in records if d["channel"] == "requester-email" and d["recipient"] != group["recipient"]]
     assert {(d["recipient"], d["state"]) for d in members} == {
         ("carla.neri@example.com", "delivered"),
         ("dario.blu@example.com", "delivered"),
     }
+    assert sorted(group["members"]) == sorted(d["id"] for d in members)
+    counters = catalog_rt.store.counters()
+    assert not [k for k in counters if "state=skipped" in k and "requester-email" in k]
 
 
 @pytest.mark.parametrize(

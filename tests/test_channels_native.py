@@ -15,6 +15,7 @@ import pytest
 import responses
 from starlette.testclient import TestClient
 
+from relay.core.outcome import Delivered, Permanent, Transient
 from relay.delivery.channels import native_url, send
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
@@ -60,7 +61,7 @@ def test_native_url_asks_slack_for_block_kit_unless_the_operator_chose(url: str,
 
 def test_slack_gets_block_kit(http: responses.RequestsMock) -> None:
     http.add(responses.POST, SLACK_HOOK, body="ok")
-    assert send(SLACK_URL, TITLE, MD, "md").ok
+    assert isinstance(send(SLACK_URL, TITLE, MD, "md"), Delivered)
     assert posted(http) == {
         "attachments": [
             {
@@ -91,14 +92,14 @@ def test_slack_gets_block_kit(http: responses.RequestsMock) -> None:
 
 def test_slack_without_branding_when_the_url_says_so(http: responses.RequestsMock) -> None:
     http.add(responses.POST, SLACK_HOOK, body="ok")
-    assert send(SLACK_URL + "?footer=no&image=no", TITLE, MD, "md").ok
+    assert isinstance(send(SLACK_URL + "?footer=no&image=no", TITLE, MD, "md"), Delivered)
     blocks = posted(http)["attachments"][0]["blocks"]
     assert [b["type"] for b in blocks] == ["header", "section"]
 
 
 def test_teams_workflow_gets_an_adaptive_card(http: responses.RequestsMock) -> None:
     http.add(responses.POST, re.compile(r"https://prod-01\.westeurope\.logic\.azure\.com(:443)?/.*"))
-    assert send(TEAMS_URL, TITLE, MD, "md").ok
+    assert isinstance(send(TEAMS_URL, TITLE, MD, "md"), Delivered)
     assert http.calls[0].request.url is not None
     assert http.calls[0].request.url.startswith(TEAMS_HOST + "?")
     assert "sig=signatureXYZ" in http.calls[0].request.url
@@ -134,8 +135,8 @@ def test_teams_workflow_gets_an_adaptive_card(http: responses.RequestsMock) -> N
 def test_slack_failure_is_reported_without_the_token(http: responses.RequestsMock) -> None:
     http.add(responses.POST, SLACK_HOOK, status=403, body="invalid_token")
     result = send(SLACK_URL, TITLE, MD, "md")
-    assert not result.ok and not result.transient
-    assert "abcdefghijklmnopqrstuvwx" not in (result.error or "")
+    assert isinstance(result, Permanent)
+    assert "abcdefghijklmnopqrstuvwx" not in result.reason
 
 
 # --- e-mail -------------------------------------------------------------------------------------
@@ -145,7 +146,7 @@ def test_email_text_part_is_the_one_given(smtp: SmtpSink) -> None:
     smtp.clear()
     url = smtp.url() + "&to=alice.rossi@example.com"
     result = send(url, "Títle & <more>", "<p>Hello <b>there</b></p>", "html", "Hello there, in plain words.")
-    assert result.ok, result.error
+    assert isinstance(result, Delivered), result
     (mail,) = smtp.mails
     assert mail.message.get_content_type() == "multipart/alternative"
     assert mail.subject == "Títle & <more>"
@@ -155,7 +156,9 @@ def test_email_text_part_is_the_one_given(smtp: SmtpSink) -> None:
 
 def test_email_without_text_part_derives_it_from_html(smtp: SmtpSink) -> None:
     smtp.clear()
-    assert send(smtp.url() + "&to=alice.rossi@example.com", "T", "<p>Hello <b>there</b></p>", "html").ok
+    assert isinstance(
+        send(smtp.url() + "&to=alice.rossi@example.com", "T", "<p>Hello <b>there</b></p>", "html"), Delivered
+    )
     (mail,) = smtp.mails
     assert "Hello there" in (mail.part("text/plain") or "")
 
@@ -163,8 +166,8 @@ def test_email_without_text_part_derives_it_from_html(smtp: SmtpSink) -> None:
 def test_email_to_an_unreachable_server_is_transient_and_redacted() -> None:
     url = "mailto://relay:s3cretpassw0rd@127.0.0.1:1?from=relay@example.com&to=a@example.com&mode=insecure&cto=1"
     result = send(url, "T", "<p>x</p>", "html", "x")
-    assert not result.ok and result.transient
-    assert "s3cretpassw0rd" not in (result.error or "")
+    assert isinstance(result, Transient)
+    assert "s3cretpassw0rd" not in result.reason
 
 
 def test_email_through_the_worker_has_both_parts_from_the_templates(

@@ -10,7 +10,8 @@ from rq import Queue
 from rq.job import Job, JobStatus
 
 from relay.runtime.bootstrap import Runtime
-from relay.storage.queue import CRASH_RETRY, PLAN_JOB, QUEUE_NAME, QueueUnavailable, _zlib_or_raw, job_id
+from relay.storage.queue import CRASH_RETRY, PLAN_JOB, QUEUE_NAME, QueueUnavailable, job_id
+from relay.storage.rq_enqueue import zlib_or_raw
 from relay.storage.store import EVENTS, METRICS, dedup_key, event_key, metric_field
 from tests.conftest import run_worker, sample_notification
 from tests.servers import HttpSink
@@ -72,7 +73,7 @@ def test_job_hash_is_what_rq_enqueue_writes(rt: Runtime, redis: Redis, event_id:
     assert set(ours) == set(theirs)
     # The call data may be left uncompressed (RQ reads both): compare it as RQ reads it.
     for fields in (ours, theirs):
-        fields["data"] = _zlib_or_raw(fields["data"])
+        fields["data"] = zlib_or_raw(fields["data"])
     assert {k: v for k, v in ours.items() if k not in _TIMES} == {k: v for k, v in theirs.items() if k not in _TIMES}
     assert redis.ttl(f"rq:job:{ours_id}") == -1
 
@@ -118,21 +119,6 @@ def test_duplicate_is_counted_and_enqueues_nothing(rt: Runtime, redis: Redis) ->
     assert redis.hget(METRICS, metric_field("relay_notifications_duplicate_total")) == b"2"
 
 
-def test_one_round_trip_per_notification(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-    _accept(rt)  # registers the script and reads the server version once
-    calls: list[str] = []
-    original = Redis.execute_command
-
-    def counting(self: Redis, *args: Any, **options: Any) -> Any:
-        calls.append(str(args[0]))
-        return original(self, *args, **options)
-
-    monkeypatch.setattr(Redis, "execute_command", counting)
-    for _ in range(5):
-        assert _accept(rt)[1] == "accepted"
-    assert calls == ["EVALSHA"] * 5
-
-
 def test_script_is_loaded_again_after_a_redis_restart(rt: Runtime, redis: Redis) -> None:
     assert _accept(rt)[1] == "accepted"
     redis.script_flush()  # what a restarted server looks like to the client
@@ -144,7 +130,7 @@ def test_unreachable_redis_is_queue_unavailable_and_writes_nothing(rt: Runtime, 
     from relay.storage.queue import Intake
 
     dead = Redis(unix_socket_path=str(tmp_path / "nothing.sock"), socket_connect_timeout=0.5)
-    intake = Intake.create(dead, rt.store, rt.config.dedup_ttl, rt.config.send_timeout)
+    intake = Intake.create(dead, rt.store, rt.config.dedup_ttl)
     with pytest.raises(QueueUnavailable):
         intake.accept("e-1", "notification:x", "{}")
     assert not redis.exists(dedup_key("e-1"))
@@ -189,7 +175,7 @@ def test_async_intake_without_redis_is_queue_unavailable(rt: Runtime, tmp_path: 
 
 
 def test_resp_command_is_redis_wire_format() -> None:
-    from relay.storage.queue import resp_command
+    from relay.storage.redis_wire import resp_command
 
     assert resp_command("SET", "k", b"\x00v\r\n", 7) == b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\n\x00v\r\n\r\n$1\r\n7\r\n"
     assert resp_command("ECHO", "ü") == b"*2\r\n$4\r\nECHO\r\n$2\r\n\xc3\xbc\r\n"

@@ -11,7 +11,7 @@ from rq import Queue
 from rq.registry import ScheduledJobRegistry
 from starlette.testclient import TestClient
 
-from relay.delivery import jobs
+from relay.delivery import attempt
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.storage.queue import QUEUE_NAME
@@ -52,10 +52,10 @@ def test_rate_limited_channel_spreads_sends_and_does_not_block_others(make_runti
         listing = admin(client, "/api/v1/deliveries?channel=slow-api").json()
     stamps = sorted(h.at for h in sink.at("/limited"))
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
-    # 4/s is one slot every 0.25 s: six sends span at least five slots from the first booking (the
-    # first send itself may leave a little after its booking, hence the margin). A job that runs late
-    # may send close to the next one; none sends before its slot.
-    assert stamps[-1] - stamps[0] >= 5 * 0.25 - 0.25, gaps
+    # 4/s is one slot every 0.25 s: six sends span at least five slots from the first booking. A send
+    # leaves after its slot, never before, but may leave late (the first ones, in sender threads that
+    # are just starting, by up to a few tenths): hence the margin of two slots on the span.
+    assert stamps[-1] - stamps[0] >= 5 * 0.25 - 2 * 0.25, gaps
     assert all(d["state"] == "delivered" and d["attempts"] == 1 for d in listing)
 
 
@@ -135,8 +135,8 @@ def test_a_job_that_keeps_crashing_ends_failed_and_replayable(
     def crash(*args: Any) -> str:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(jobs, "_attempt", crash)
-    run_worker(rt)  # RQ retries the crashed job three times, then relay marks the delivery failed
+    monkeypatch.setattr(attempt, "_attempt", crash)
+    run_worker(rt)  # relay queues the crashed send again twice, then marks the delivery failed
     owners = next(d for d in event(client, payload)["deliveries"] if d["channel"] == "owners-hook")
     assert owners["state"] == "failed"
     assert "crashed or timed out" in owners["lastError"] and "RuntimeError" in owners["lastError"]

@@ -176,6 +176,8 @@ class State(enum.StrEnum):
     DELIVERED = "delivered"
     FAILED = "failed"
     SKIPPED = "skipped"
+    # A group looked up in the catalog: its members got deliveries of their own (`members`).
+    EXPANDED = "expanded"
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,7 @@ from relay.config import Config, ConfigError, load_config
 from relay.core.redaction import remember_config
 from relay.core.rendering import Renderer
 from relay.delivery.catalog import Catalog
+from relay.delivery.sender import Sender
 from relay.runtime import embedded
 from relay.storage.queue import Intake
 from relay.storage.store import Store
@@ -76,6 +80,11 @@ def connect(config: Config) -> Redis:
     return open_redis(redis_url(config), socket_timeout=10, socket_connect_timeout=5, health_check_interval=30)
 
 
+def process_name() -> str:
+    """This process as RQ, the leases and the heartbeats name it: unique across machines and restarts."""
+    return f"relay-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
 @dataclass
 class Runtime:
     config: Config
@@ -83,21 +92,27 @@ class Runtime:
     store: Store
     intake: Intake
     renderer: Renderer
+    sender: Sender
     catalog: Catalog | None = None
     # The file the config came from, to read again on a reload (None: defaults and environment).
     config_file: Path | None = None
 
+    @property
+    def name(self) -> str:
+        return self.store.owner
+
 
 def build(config: Config, redis: Redis | None = None, config_file: Path | None = None) -> Runtime:
     conn = redis if redis is not None else connect(config)
-    store = Store(conn, config.retention)
+    store = Store(conn, config.retention, owner=process_name())
     extra = {"platform_url": (config.platform.url or "").rstrip("/")}
     return Runtime(
         config=config,
         redis=conn,
         store=store,
-        intake=Intake.create(conn, store, config.dedup_ttl, config.send_timeout),
+        intake=Intake.create(conn, store, config.dedup_ttl),
         renderer=Renderer(config.templates_path, extra, config.templates.builtin),
+        sender=Sender(config.worker_threads),
         catalog=Catalog(config.platform, conn) if config.platform.url else None,
         config_file=config_file,
     )

@@ -1,29 +1,22 @@
-"""RQ adapter: durable intake with dedup, delivery jobs, retries with backoff, replay."""
+"""RQ adapter: the intake (dedup, event and planning job in one round trip), delivery jobs, retries, replay."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import zlib
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from enum import Enum
+from datetime import timedelta
 from functools import lru_cache
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from redis import Redis
-from redis.asyncio import ConnectionPool as AsyncConnectionPool
 from redis.asyncio import Redis as AsyncRedis
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import NoScriptError, RedisError
 from rq import Callback, Queue, Retry
 from rq.job import Job
-from rq.scripts import _build_hset_args
-from rq.serializers import DefaultSerializer
-from rq.utils import get_call_string
 
 from relay.core.model import State
+from relay.storage import redis_wire, rq_enqueue
 from relay.storage.store import EVENTS, METRICS, DeliveryRecord, Store, dedup_key, event_key, metric_field, now
 
 QUEUE_NAME = "relay"
@@ -34,9 +27,10 @@ DELIVER_JOB = "relay.delivery.jobs.deliver_job"
 CRASH_RETRY = Retry(max=3)
 # When those retries are used up too, the delivery is marked failed (replayable), never left queued.
 DELIVERY_GIVEN_UP = Callback("relay.delivery.jobs.delivery_job_failed")
-# RQ declares a job abandoned once its timeout plus 60 s have passed since its start: keep the timeout
-# short so that a delivery whose worker was killed is retried within about two minutes.
-JOB_MARGIN = 20
+# RQ declares a job abandoned once its timeout plus 60 s have passed since its start, and looks every
+# maintenance interval (15 s, `relay.runtime.worker`): jobs only plan and hand over (the sending happens
+# beside them, under leases), so a short timeout lets a job whose worker was killed run again in ~95 s.
+JOB_TIMEOUT = 20
 
 
 # One round trip per notification: dedup, the event record, its index and counter, and the planning
@@ -65,15 +59,6 @@ redis.call('SADD', KEYS[7], KEYS[6])
 redis.call('RPUSH', KEYS[6], ARGV[9])
 return 1
 """
-# Job hash fields that differ between planning jobs; every other field RQ writes is the same for all.
-_VARYING = ("created_at", "enqueued_at", "data", "description")
-
-
-def _lua_literal(value: Any) -> str:
-    """A Lua string literal of `value`, every byte outside a small safe set written as a decimal escape."""
-    raw = value if isinstance(value, bytes) else str(value).encode()
-    safe = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:[] "
-    return "'" + "".join(chr(c) if c in safe else f"\\{c:03d}" for c in raw) + "'"
 
 
 class QueueUnavailable(Exception):
@@ -97,9 +82,8 @@ class Intake:
     _fast: bool = field(default=True, repr=False)
 
     @classmethod
-    def create(cls, redis: Redis, store: Store, dedup_ttl: float, send_timeout: float) -> Intake:
-        timeout = int(send_timeout) + JOB_MARGIN
-        return cls(redis, store, Queue(QUEUE_NAME, connection=redis), dedup_ttl, timeout)
+    def create(cls, redis: Redis, store: Store, dedup_ttl: float) -> Intake:
+        return cls(redis, store, Queue(QUEUE_NAME, connection=redis), dedup_ttl, JOB_TIMEOUT)
 
     def accept(self, event_id: str, kind: str, payload: str) -> str:
         """'accepted' once the event and its planning job are in Redis, atomically; else 'duplicate'.
@@ -136,12 +120,12 @@ class Intake:
         try:
             script = self._script or self._register()
             keys, args = self._accept_call(event_id, kind, payload)
-            command = resp_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            command = redis_wire.resp_command("EVALSHA", script.sha, len(keys), *keys, *args)
             try:
-                accepted = await _call(client, command)
+                accepted = await redis_wire.call(client, command)
             except NoScriptError:  # a restarted Redis forgot the script: load it again
                 await client.script_load(script.script)
-                accepted = await _call(client, command)
+                accepted = await redis_wire.call(client, command)
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
         return "accepted" if accepted else "duplicate"
@@ -162,57 +146,31 @@ class Intake:
             ident,
         ]
         if self._fast:
-            args += _varying_values(event_id, _rq_timestamp())
+            args += rq_enqueue.varying_values(PLAN_JOB, event_id, rq_enqueue.rq_timestamp())
         else:
-            args += job_hash_args(self.plan_job(event_id))
+            args += rq_enqueue.job_hash_args(self.plan_job(event_id))
         keys = [
             dedup_key(event_id),
             event_key(event_id),
             EVENTS,
             METRICS,
-            Job.redis_job_namespace_prefix + ident,
+            Job.key_for(ident),
             self.queue.key,
             self.queue.redis_queues_keys,
         ]
         return keys, args
 
     def _register(self) -> Script:
-        # RQ stamps the server version on the jobs it enqueues: ask once, not per notification.
-        self.queue.get_redis_server_version()
-        sample = "sample-event-id"
-        built = job_hash_args(self.plan_job(sample))
-        pairs = dict(zip(built[::2], built[1::2], strict=True))
-        stamp, data, description = _varying_values(sample, "")
-        ours = {"created_at": stamp, "enqueued_at": stamp, "data": data, "description": description}
-        # Every varying field RQ writes, and the call data RQ would read back: else RQ builds each job.
-        same = set(pairs) >= set(_VARYING) and all(
-            pairs[f] == ours[f] for f in _VARYING if f not in ("created_at", "enqueued_at", "data")
-        )
-        same = same and _zlib_or_raw(pairs["data"]) == ours["data"]
-        self._fast = same
-        if same:
-            const = "".join(f"{_lua_literal(k)}, {_lua_literal(v)}, " for k, v in pairs.items() if k not in _VARYING)
-            varying = "'created_at', ARGV[10], 'enqueued_at', ARGV[10], 'data', ARGV[11], 'description', ARGV[12]"
-            job = const + varying
-        else:
-            job = "unpack(ARGV, 10)"
+        job, self._fast = rq_enqueue.job_fields(self.plan_job("sample-event-id"), PLAN_JOB)
         self._script = self.redis.register_script(ACCEPT_SCRIPT.replace("@JOB@", job))
         return self._script
 
     def plan_job(self, event_id: str) -> Job:
         """The planning job as `Queue.enqueue_call` would build it, ready to be written (not written)."""
-        job = self.queue.create_job(
-            PLAN_JOB,
-            args=(event_id,),
-            job_id=job_id("plan", _hash(event_id)),
-            result_ttl=0,
-            failure_ttl=self.store.retention,
-            timeout=self.job_timeout,
-            retry=CRASH_RETRY,
+        ident = job_id("plan", _hash(event_id))
+        return rq_enqueue.prepared_job(
+            self.queue, PLAN_JOB, (event_id,), ident, self.store.retention, self.job_timeout, CRASH_RETRY
         )
-        # What Queue._enqueue_async_job does before it saves: origin, enqueued_at, timeout, status.
-        self.queue._prepare_for_queue(job)
-        return job
 
     def enqueue_deliveries(self, ids: list[str]) -> None:
         if not ids:
@@ -263,95 +221,6 @@ class Intake:
         return len(chosen)
 
 
-def job_hash_args(job: Job) -> list[Any]:
-    """The job hash's field/value pairs exactly as RQ 3.0's `Job.save` writes them (via `Job.to_dict`)."""
-    # The job has no ttl, so RQ's `job.cleanup(ttl=job.ttl)` after the save sets no expiry either.
-    # JobStatus is a str enum: send its plain value.
-    return [a.value if isinstance(a, Enum) else a for a in _build_hset_args(job)]  # type: ignore[no-untyped-call]
-
-
-def _varying_values(event_id: str, stamp: str) -> list[Any]:
-    """The planning job's own values: its times (created, enqueued), call data and description.
-
-    The call data is RQ's serialized call, left uncompressed: RQ reads a job's data raw when it is not
-    zlib data (`Job.restore`), and both sides are spared the compression.
-    """
-    data = DefaultSerializer.dumps((PLAN_JOB, None, (event_id,), {}))
-    return [stamp, data, get_call_string(PLAN_JOB, (event_id,), {}, max_length=75)]
-
-
-def _zlib_or_raw(data: bytes) -> bytes:
-    """Call data as RQ's `Job.restore` reads it."""
-    try:
-        return zlib.decompress(data)
-    except zlib.error:
-        return data
-
-
-def resp_command(*args: str | bytes | int) -> bytes:
-    """One command in Redis' wire format (RESP), as `send_packed_command` takes it."""
-    parts = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        raw = arg if isinstance(arg, bytes) else str(arg).encode()
-        parts += (b"$%d\r\n" % len(raw), raw, b"\r\n")
-    return b"".join(parts)
-
-
-class _Lanes:
-    """A few connections of a client kept for the intake's one command, handed out without the pool's
-    per-use checks (its lock, and a read to make sure no stale answer waits): a connection is only ever
-    given back in step, because one whose answer was not read whole is closed."""
-
-    def __init__(self, client: AsyncRedis, size: int) -> None:
-        self.free: asyncio.Queue[Any] = asyncio.Queue()
-        for _ in range(size):
-            self.free.put_nowait(client.connection_pool.make_connection())  # type: ignore[no-untyped-call]
-
-    async def call(self, command: bytes) -> Any:
-        conn = await self.free.get()
-        try:
-            return await _exchange(conn, command)
-        finally:
-            self.free.put_nowait(conn)
-
-
-_lanes: WeakKeyDictionary[AsyncRedis, _Lanes] = WeakKeyDictionary()
-LANES = 8  # connections per client: more than the round trips in flight at a time on one event loop
-
-
-async def _call(client: AsyncRedis, command: bytes) -> Any:
-    """Send one packed command on one of the client's intake connections and read its answer.
-
-    A Sentinel client's connections find the primary as they connect, through their pool: those are
-    used as the pool hands them out."""
-    pool = client.connection_pool
-    if type(pool) is not AsyncConnectionPool:
-        return await _call_pooled(pool, command)
-    lanes = _lanes.get(client)
-    if lanes is None:
-        lanes = _lanes[client] = _Lanes(client, LANES)
-    return await lanes.call(command)
-
-
-async def _call_pooled(pool: Any, command: bytes) -> Any:
-    conn = await pool.get_connection()
-    try:
-        return await _exchange(conn, command)
-    finally:
-        await pool.release(conn)
-
-
-async def _exchange(conn: Any, command: bytes) -> Any:
-    try:
-        await conn.send_packed_command(command)  # connects first when it is not connected
-        return await conn.read_response()
-    except ResponseError:
-        raise  # the server answered: the connection is in step
-    except BaseException:
-        await conn.disconnect()  # a half-read answer must not reach the next caller
-        raise
-
-
 def _hash(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:32]
 
@@ -362,8 +231,3 @@ _DUPLICATE_FIELD = metric_field("relay_notifications_duplicate_total")
 @lru_cache(maxsize=1024)
 def _received_field(kind: str) -> str:
     return metric_field("relay_notifications_received_total", kind=kind)
-
-
-def _rq_timestamp() -> str:
-    """Now, as RQ's `utcformat(now())` writes it ('%Y-%m-%dT%H:%M:%S.%fZ'), without strftime's cost."""
-    return datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

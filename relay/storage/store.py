@@ -1,33 +1,75 @@
-"""Event and delivery records in Redis: what was received, what was sent, what failed and why."""
+"""The records in Redis, read and written: events, deliveries, their send locks and leases, counters.
+
+Each change of a delivery's state is one atomic script: the record, the failed index, the release of its
+send lock and lease, and the counters, so that what /metrics and the events API show always agree.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
 from redis import Redis
 
 from relay.core.model import State
+from relay.storage.leases import LEASES, Leases
+from relay.storage.records import (
+    DELIVERIES,
+    EVENTS,
+    FAILED,
+    LATENCY,
+    LATENCY_BUCKETS,
+    METRICS,
+    PREFIX,
+    SCAN_LIMIT,
+    SEND_LATENCY,
+    WORKERS,
+    DeliveryRecord,
+    EventRecord,
+    _text,
+    dedup_key,
+    delivery_id,
+    delivery_key,
+    event_deliveries_key,
+    event_from_hash,
+    event_key,
+    hash_pairs,
+    iso,
+    lock_key,
+    metric_field,
+    now,
+    parse_since,
+)
 
-PREFIX = "relay:"
-EVENTS = PREFIX + "events"  # zset eventId -> received time
-DELIVERIES = PREFIX + "deliveries"  # zset delivery id -> created time
-FAILED = PREFIX + "failed"  # zset delivery id -> time it failed
-METRICS = PREFIX + "metrics"  # hash of counters, shared by API and workers
-WORKERS = PREFIX + "workers"  # zset worker name -> last heartbeat
-SCAN_LIMIT = 20_000
-LATENCY = "relay_delivery_latency_seconds"  # accepted -> delivered
-SEND_LATENCY = "relay_send_duration_seconds"  # one send through Apprise, by channel
-LATENCY_BUCKETS = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0,
-)  # fmt: skip  # most index entries one listing reads
-
+# Names other modules read from here; they live in `relay.storage.records`.
+__all__ = [
+    "DELIVERIES",
+    "EVENTS",
+    "FAILED",
+    "LATENCY",
+    "LATENCY_BUCKETS",
+    "METRICS",
+    "PREFIX",
+    "SEND_LATENCY",
+    "WORKERS",
+    "DeliveryRecord",
+    "EventRecord",
+    "StateChange",
+    "Store",
+    "dedup_key",
+    "delivery_id",
+    "delivery_key",
+    "event_deliveries_key",
+    "event_from_hash",
+    "event_key",
+    "hash_pairs",
+    "iso",
+    "lock_key",
+    "metric_field",
+    "now",
+    "parse_since",
+]
 
 # Slots of a channel's rate limit: each call books the next free one (a virtual schedule, GCRA-like),
 # so a burst is spread over time in one round trip each, without waking everyone at once.
@@ -41,25 +83,27 @@ redis.call('SET', KEYS[1], tostring(nxt + interval), 'PX', math.ceil((nxt + inte
 return tostring(nxt - now)
 """
 
-# Store deliveries' new states atomically in one command: each record, the failed index, the send lock's
-# release and the metrics (a MULTI pipeline would be eleven commands and twenty replies per record).
-# KEYS: failed index, metrics, then per record its key and its lock's key. ARGV: retention, then per
-# record: id, updatedAt, failed-index op (add/rem/-), release lock (1/0), n, n field/value pairs, the
-# counts of integer and of float increments, then those increments (field, amount).
+# Store deliveries' new states atomically in one command: each record, the failed index, the release of
+# its send lock and of its lease (when this worker holds it) and the metrics.
+# KEYS: failed index, metrics, leases, then per record its key and its lock's key. ARGV: retention, lease
+# owner, then per record: id, updatedAt, failed-index op (add/rem/-), release lock (1/0), release lease
+# (1/0), n, n field/value pairs, the counts of integer and of float increments, then those increments.
 _UPDATE = """
-local i = 2
-for r = 1, (#KEYS - 2) / 2 do
-  local key, lock = KEYS[2 * r + 1], KEYS[2 * r + 2]
-  local id, updated, failed, unlock, n = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4])
-  redis.call('HSET', key, unpack(ARGV, i + 5, i + 4 + 2 * n))
+local i = 3
+for r = 1, (#KEYS - 3) / 2 do
+  local key, lock = KEYS[2 * r + 2], KEYS[2 * r + 3]
+  local id, updated, failed, unlock, unlease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local n = tonumber(ARGV[i + 5])
+  redis.call('HSET', key, unpack(ARGV, i + 6, i + 5 + 2 * n))
   redis.call('EXPIRE', key, ARGV[1])
   if unlock == '1' then redis.call('DEL', lock) end
+  if unlease == '1' and redis.call('HGET', KEYS[3], id) == ARGV[2] then redis.call('HDEL', KEYS[3], id) end
   if failed == 'add' then
     redis.call('ZADD', KEYS[1], updated, id)
   elseif failed == 'rem' then
     redis.call('ZREM', KEYS[1], id)
   end
-  i = i + 5 + 2 * n
+  i = i + 6 + 2 * n
   local ints, floats = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   i = i + 2
   for _ = 1, ints do
@@ -74,19 +118,20 @@ end
 return 1
 """
 
-# Create delivery records that do not exist yet, atomically, and take the send lock of those the caller
-# will send at once: one round trip for a whole notification. Returns per record 0 (it existed: read
-# it), 1 (created) or 2 (created, lock taken).
-# KEYS: event's delivery list, deliveries index, failed index, metrics, then per record its key and
-# its lock's key. ARGV: retention, lock owner, lock ttl, then per record: id, createdAt, failed (1/0),
-# lock (1/0), its metric field, n, n field/value pairs.
+# Create delivery records that do not exist yet, atomically, and lease those the caller will send at once
+# (taking the send lock of the new ones): one round trip for a whole notification. Returns per record 0
+# (it existed: read it), 1 (created) or 2 (created, lock taken).
+# KEYS: event's delivery list, deliveries index, failed index, metrics, leases, then per record its key and
+# its lock's key. ARGV: retention, owner, lock ttl, then per record: id, createdAt, failed (1/0), take
+# (1/0), its metric field, n, n field/value pairs.
 _CREATE = """
 local out = {}
 local a = 4
-for r = 1, (#KEYS - 4) / 2 do
-  local key, lock = KEYS[3 + 2 * r], KEYS[4 + 2 * r]
+for r = 1, (#KEYS - 5) / 2 do
+  local key, lock = KEYS[4 + 2 * r], KEYS[5 + 2 * r]
   local id, created, failed, take, metric = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   local n = tonumber(ARGV[a + 5])
+  if take == '1' then redis.call('HSET', KEYS[5], id, ARGV[2]) end
   if redis.call('EXISTS', key) == 1 then
     out[r] = 0
   else
@@ -114,181 +159,8 @@ return {0}
 """
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def now() -> float:
-    return time.time()
-
-
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(ts * 1000) % 1000:03d}Z"
-
-
-def event_key(event_id: str) -> str:
-    return f"{PREFIX}event:{event_id}"
-
-
-def event_deliveries_key(event_id: str) -> str:
-    return f"{PREFIX}event:{event_id}:deliveries"
-
-
-def dedup_key(event_id: str) -> str:
-    return f"{PREFIX}dedup:{event_id}"
-
-
-def delivery_key(delivery_id: str) -> str:
-    return f"{PREFIX}delivery:{delivery_id}"
-
-
-def lock_key(delivery_id: str) -> str:
-    return f"{PREFIX}lock:{delivery_id}"
-
-
-def delivery_id(event_id: str, message_index: int, channel: str, recipient_index: int | None) -> str:
-    """Stable: planning the same event twice yields the same ids, so nothing is created twice."""
-    raw = f"{event_id}\x00{message_index}\x00{channel}\x00{'' if recipient_index is None else recipient_index}"
-    return "d" + hashlib.sha256(raw.encode()).hexdigest()[:24]
-
-
-def _label_value(value: str) -> str:
-    # Values come from payloads (kinds): keep them short and free of the field's separators.
-    clean = "".join(c if c not in "|,=\n" else "_" for c in value)
-    return clean[:100]
-
-
-def metric_field(name: str, **labels: str) -> str:
-    if not labels:
-        return name
-    return _field(name, tuple(sorted(labels.items())))
-
-
-@lru_cache(maxsize=4096)
-def _field(name: str, labels: tuple[tuple[str, str], ...]) -> str:
-    # Made for every delivery stored, from a handful of distinct label sets: made once each.
-    return name + "|" + ",".join(f"{k}={_label_value(v)}" for k, v in labels)
-
-
 @dataclass
-class DeliveryRecord:
-    id: str
-    eventId: str
-    kind: str
-    messageIndex: int
-    recipientType: str | None
-    recipient: str | None
-    address: str | None
-    channel: str
-    template: str
-    state: str
-    attempts: int
-    maxAttempts: int
-    lastError: str | None
-    createdAt: float
-    updatedAt: float
-    fallback: list[str]
-    attemptTimes: list[float]
-    fallbackFor: str | None = None
-    recipientIndex: int | None = None
-    # This worker holds the record's send lock: the update that stores the outcome releases it.
-    held_lock: bool = field(default=False, init=False, compare=False, repr=False)
-
-    @classmethod
-    def from_hash(cls, data: dict[str, str]) -> DeliveryRecord:
-        return cls(
-            id=data["id"],
-            eventId=data["eventId"],
-            kind=data.get("kind", ""),
-            messageIndex=int(data.get("messageIndex", 0)),
-            recipientType=data.get("recipientType") or None,
-            recipient=data.get("recipient") or None,
-            address=data.get("address") or None,
-            channel=data.get("channel", ""),
-            template=data.get("template", "auto"),
-            state=data.get("state", State.QUEUED.value),
-            attempts=int(data.get("attempts", 0)),
-            maxAttempts=int(data.get("maxAttempts", 1)),
-            lastError=data.get("lastError") or None,
-            createdAt=float(data.get("createdAt", 0)),
-            updatedAt=float(data.get("updatedAt", 0)),
-            fallback=json.loads(data.get("fallback", "[]")),
-            attemptTimes=json.loads(data.get("attemptTimes", "[]")),
-            fallbackFor=data.get("fallbackFor") or None,
-            recipientIndex=int(data["recipientIndex"]) if data.get("recipientIndex") else None,
-        )
-
-    def to_hash(self) -> dict[str, str]:
-        return {
-            "id": self.id,
-            "eventId": self.eventId,
-            "kind": self.kind,
-            "messageIndex": str(self.messageIndex),
-            "recipientType": self.recipientType or "",
-            "recipient": self.recipient or "",
-            "address": self.address or "",
-            "channel": self.channel,
-            "template": self.template,
-            "state": self.state,
-            "attempts": str(self.attempts),
-            "maxAttempts": str(self.maxAttempts),
-            "lastError": self.lastError or "",
-            "createdAt": repr(self.createdAt),
-            "updatedAt": repr(self.updatedAt),
-            "fallback": json.dumps(self.fallback),
-            "attemptTimes": json.dumps(self.attemptTimes),
-            "fallbackFor": self.fallbackFor or "",
-            "recipientIndex": "" if self.recipientIndex is None else str(self.recipientIndex),
-        }
-
-    def public(self, with_event: bool = False) -> dict[str, Any]:
-        """The delivery as the API shows it (SPEC's shape, plus a few extra fields)."""
-        out: dict[str, Any] = {
-            "id": self.id,
-            "recipientType": self.recipientType,
-            "recipient": self.recipient,
-            "channel": self.channel,
-            "state": self.state,
-            "attempts": self.attempts,
-            "lastError": self.lastError,
-            "createdAt": iso(self.createdAt),
-            "updatedAt": iso(self.updatedAt),
-            "address": self.address,
-            "template": self.template,
-            "attemptTimes": [iso(t) for t in self.attemptTimes],
-        }
-        if self.fallbackFor:
-            out["fallbackFor"] = self.fallbackFor
-        if with_event:
-            out["eventId"] = self.eventId
-            out["kind"] = self.kind
-        return out
-
-
-@dataclass
-class EventRecord:
-    eventId: str
-    kind: str
-    receivedAt: float
-    payload: str
-
-
-def hash_pairs(flat: Any) -> dict[Any, Any]:
-    """A hash as a Lua script returns HGETALL's reply (field, value, field, value, ...); nothing: {}."""
-    items = flat if isinstance(flat, list) else []
-    return dict(zip(items[::2], items[1::2], strict=True))
-
-
-def event_from_hash(data: Any) -> EventRecord | None:
-    """The event stored in a hash read with HGETALL (None when there was none)."""
-    if not data:
-        return None
-    d = {_text(k): _text(v) for k, v in data.items()}
-    return EventRecord(d["eventId"], d.get("kind", ""), float(d.get("receivedAt", 0)), d.get("payload", "{}"))
-
-
-@dataclass
-class Outcome:
+class StateChange:
     """A delivery's new state, to be stored (`Store.update_many`)."""
 
     record: DeliveryRecord
@@ -299,9 +171,12 @@ class Outcome:
 
 
 class Store:
-    def __init__(self, redis: Redis, retention: float) -> None:
+    def __init__(self, redis: Redis, retention: float, owner: str = "") -> None:
         self.redis = redis
         self.retention = int(retention)
+        # The worker this process is, as its leases and send locks name it.
+        self.owner = owner
+        self.leases = Leases(redis)
         self._reserve = redis.register_script(_RESERVE_SLOT)
         self._lock_and_read = redis.register_script(_LOCK_AND_READ)
         self._update = redis.register_script(_UPDATE)
@@ -318,30 +193,31 @@ class Store:
     # -- deliveries -----------------------------------------------------------------------------
 
     def create_deliveries(
-        self, event_id: str, records: list[DeliveryRecord], lock: tuple[str, int, set[str]] | None = None
+        self, event_id: str, records: list[DeliveryRecord], take: tuple[int, set[str]] | None = None
     ) -> list[DeliveryRecord]:
         """Store records that do not exist yet; return the stored state of every record.
 
-        `lock`: (owner, ttl, ids): the send locks of those new records are taken in the same round trip,
-        and the records returned hold them (see `update`).
+        `take`: (lock ttl, ids): this worker leases those records (`relay.storage.leases`) and takes the
+        send locks of the new ones, in the same round trip; the records returned hold them (see `update`).
         """
         if not records:
             return []
-        owner, ttl, to_lock = lock if lock is not None else ("", 1, set())
-        keys = [event_deliveries_key(event_id), DELIVERIES, FAILED, METRICS]
-        args: list[Any] = [self.retention, owner, ttl]
+        ttl, to_take = take if take is not None else (1, set())
+        keys = [event_deliveries_key(event_id), DELIVERIES, FAILED, METRICS, LEASES]
+        args: list[Any] = [self.retention, self.owner, ttl]
         for record in records:
             keys += [delivery_key(record.id), lock_key(record.id)]
             fields = record.to_hash()
             labels = {"state": record.state, "channel": record.channel, "kind": record.kind}
             metric = metric_field("relay_deliveries_total", **labels)
             failed = int(record.state == State.FAILED.value)
-            args += [record.id, repr(record.createdAt), failed, int(record.id in to_lock), metric, len(fields)]
+            args += [record.id, repr(record.createdAt), failed, int(record.id in to_take), metric, len(fields)]
             for pair in fields.items():
                 args.extend(pair)
         outcome = [int(v) for v in self._create(keys=keys, args=args)]
         for record, made in zip(records, outcome, strict=True):
             record.held_lock = made == 2
+            record.held_lease = record.id in to_take
         if all(outcome):
             return records  # all new: they are stored exactly as given
         existing = iter(self.deliveries([r.id for r, made in zip(records, outcome, strict=True) if not made]))
@@ -349,6 +225,7 @@ class Store:
         for record, made in zip(records, outcome, strict=True):
             current = record if made else next(existing)
             if current is not None:  # an existing record may have expired since
+                current.held_lease = record.held_lease
                 stored.append(current)
         return stored
 
@@ -378,12 +255,12 @@ class Store:
     ) -> None:
         """Store the record; with `latency_from` and `send_seconds`, count the end-to-end latency and the
         duration of the send in the same round trip. A record that holds its send lock lets go of it."""
-        self.update_many([Outcome(record, previous_state, latency_from, send_seconds, metric_labels)])
+        self.update_many([StateChange(record, previous_state, latency_from, send_seconds, metric_labels)])
 
-    def update_many(self, outcomes: list[Outcome]) -> None:
+    def update_many(self, outcomes: list[StateChange]) -> None:
         """`update` for several records, in one round trip."""
-        keys: list[str] = [FAILED, METRICS]
-        args: list[Any] = [self.retention]
+        keys: list[str] = [FAILED, METRICS, LEASES]
+        args: list[Any] = [self.retention, self.owner]
         for outcome in outcomes:
             record, previous_state = outcome.record, outcome.previous_state
             record.updatedAt = now()
@@ -403,7 +280,8 @@ class Store:
                 self._observe(ints, floats, SEND_LATENCY, outcome.send_seconds, channel=record.channel)
             fields = record.to_hash()
             keys += [delivery_key(record.id), lock_key(record.id)]
-            args += [record.id, repr(record.updatedAt), failed, int(record.held_lock), len(fields)]
+            args += [record.id, repr(record.updatedAt), failed, int(record.held_lock), int(record.held_lease)]
+            args.append(len(fields))
             for pair in fields.items():
                 args.extend(pair)
             args += [len(ints), len(floats)]
@@ -414,16 +292,18 @@ class Store:
         if outcomes:
             self._update(keys=keys, args=args)
         for outcome in outcomes:
-            outcome.record.held_lock = False
+            outcome.record.held_lock = outcome.record.held_lease = False
 
     def reserve_slot(self, channel: str, rate: float) -> float:
         """Book the channel's next send slot (at most `rate` a second); seconds until it comes."""
         return float(self._reserve(keys=[f"{PREFIX}rate:{channel}"], args=[1.0 / rate]))
 
-    def lock_and_read(self, delivery_id_: str, owner: str, ttl: int) -> tuple[bool, DeliveryRecord | None]:
+    def lock_and_read(self, delivery_id_: str, ttl: int) -> tuple[bool, DeliveryRecord | None]:
         """Take the delivery's send lock and read its record as it is now; the record, when the lock
         was taken, holds the lock (see `update`)."""
-        taken, *rest = self._lock_and_read(keys=[lock_key(delivery_id_), delivery_key(delivery_id_)], args=[owner, ttl])
+        taken, *rest = self._lock_and_read(
+            keys=[lock_key(delivery_id_), delivery_key(delivery_id_)], args=[self.owner, ttl]
+        )
         if not taken:
             return False, None
         flat = rest[0] if rest else []
@@ -481,26 +361,14 @@ class Store:
     def heartbeat(self, worker: str) -> None:
         self.redis.zadd(WORKERS, {worker: now()})
 
+    def worker_beats(self) -> dict[str, float]:
+        """Each worker's last heartbeat."""
+        pairs: list[tuple[Any, Any]] = self.redis.zrange(WORKERS, 0, -1, withscores=True)  # type: ignore[assignment]
+        return {_text(k): float(v) for k, v in pairs}
+
     def workers_seen(self, within: float) -> list[str]:
         cutoff = now() - within
         pipe = self.redis.pipeline(transaction=False)
         pipe.zremrangebyscore(WORKERS, "-inf", now() - 3600)
         pipe.zrangebyscore(WORKERS, cutoff, "+inf")
         return [_text(v) for v in pipe.execute()[1]]
-
-
-def parse_since(value: str | None) -> float | None:
-    """`since` as a duration back from now ("2h") or an ISO 8601 time."""
-    if value is None or value == "":
-        return None
-    from relay.core.durations import parse_duration
-
-    try:
-        return now() - parse_duration(value)
-    except ValueError:
-        pass
-    text = value.strip().replace("Z", "+00:00")
-    parsed = datetime.fromisoformat(text)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()

@@ -6,11 +6,11 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
+from relay.delivery.apprise_compat import transient_status
 from relay.delivery.channels import (
     AddressError,
     address_url,
     channel_format,
-    classify,
     describe_url,
     redact,
     scheme_of,
@@ -276,7 +276,7 @@ def test_redact_hides_percent_encoded_password() -> None:
     assert "ssw0rd" not in redact(f"cannot connect: {url}", secret_parts(url))
 
 
-# --- classify -----------------------------------------------------------------------------------
+# --- transient_status -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -302,5 +302,5 @@ def test_redact_hides_percent_encoded_password() -> None:
         (499, False),
     ],
 )
-def test_classify(status: int | None, transient: bool) -> None:
-    assert classify(status) is transient
+def test_transient_status(status: int | None, transient: bool) -> None:
+    assert transient_status(status) is transient

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from relay.config import parse_rate
-from relay.delivery.retry_after import MAX_WAIT, parse
+from relay.delivery.apprise_compat import MAX_WAIT
+from relay.delivery.apprise_compat import parse_retry_after as parse
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,66 @@
+"""What one try of a delivery came to, and the one decision that follows from it.
+
+Every channel answers through `relay.delivery.channels.send` with one of three outcomes; `next_step` turns
+(outcome, tries so far, tries allowed, backoff) into the delivery's next state. Nothing else in relay
+decides whether to try again: RQ only carries out the wait (a scheduled job).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from relay.core.model import State
+
+
+@dataclass(frozen=True)
+class Delivered:
+    pass
+
+
+@dataclass(frozen=True)
+class Transient:
+    """Worth trying again: a network error, 408, 425, 429, 5xx, an SMTP 4xx."""
+
+    reason: str
+    retry_after: float | None = None  # seconds the service asked for (Retry-After of a 429 or 503)
+    status: int | None = None
+
+
+@dataclass(frozen=True)
+class Permanent:
+    """Trying again will not help: a 4xx, an unknown user, SMTP 5xx, a bad URL."""
+
+    reason: str
+    status: int | None = None
+
+
+Outcome = Delivered | Transient | Permanent
+
+
+@dataclass(frozen=True)
+class Step:
+    state: State
+    retry_in: float | None = None  # seconds until the next try, when state is RETRYING
+    reason: str | None = None  # lastError: None when delivered
+
+
+def backoff_delay(backoff: Sequence[float], attempt: int) -> float:
+    """Wait before try number attempt+1 (attempt counts from 1); the last step repeats."""
+    if not backoff:
+        return 0.0
+    return float(backoff[min(attempt - 1, len(backoff) - 1)])
+
+
+def next_step(outcome: Outcome, attempts: int, max_attempts: int, backoff: Sequence[float]) -> Step:
+    """The state after `attempts` tries, the last of which came to `outcome`.
+
+    A transient failure is tried again while tries are left, after the backoff step for this try or,
+    when the service said how long to wait (Retry-After), after exactly that: no less, no more.
+    """
+    if isinstance(outcome, Delivered):
+        return Step(State.DELIVERED)
+    if isinstance(outcome, Transient) and attempts < max_attempts:
+        delay = outcome.retry_after if outcome.retry_after is not None else backoff_delay(backoff, attempts)
+        return Step(State.RETRYING, delay, outcome.reason)
+    return Step(State.FAILED, None, outcome.reason)

@@ -1,0 +1,204 @@
+"""What Apprise does not tell or cannot do, in one place (README: "Upgrading dependencies").
+
+1. **The answers behind a failed send.** A plugin's `notify` returns only True or False and logs a line
+   of text; relay needs the HTTP status (to retry or not), the `Retry-After` of a 429 or 503 (to wait
+   exactly that long) and, for Slack's Web API, the `error` of an `ok: false` answer (`users_not_found`,
+   `invalid_auth`: no retry). Apprise's plugins send through `requests`, in the calling thread, so an
+   observer on `requests.Session.send` notes each answer in a per-thread slot that a send opens
+   (`watch`). It changes nothing: outside a send, and for every other caller, it only passes through.
+   Its reason text is Apprise's own warnings, collected per thread the same way.
+2. **An HTML e-mail with our own text part.** Apprise always derives the text/plain part from the HTML;
+   `send_email` builds the message with Apprise's `NotifyEmail.prepare_emails`, swaps that part, and sends
+   it with Apprise's SMTP controller, using the URL's own settings.
+
+`tests/test_apprise_compat.py` fails when either stops working under a new Apprise or requests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import smtplib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from email import message_from_string
+from email.message import Message
+from email.mime.text import MIMEText
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import apprise
+import requests
+from apprise.exception import AppriseException
+from apprise.plugins.email import AppriseEmailException, NotifyEmail
+from apprise.plugins.email.smtp import SMTP_EXCEPTIONS, AppriseSMTPController
+
+from relay.core.outcome import Delivered, Outcome, Permanent, Transient
+
+MAX_WAIT = 24 * 3600.0
+_TRANSIENT_CODES = frozenset({408, 425, 429})
+# Slack Web API errors (an `ok: false` answer) that a retry can mend; every other one is permanent.
+_SLACK_TRANSIENT = frozenset({"ratelimited", "rate_limited", "service_unavailable", "internal_error", "fatal_error"})
+_local = threading.local()
+
+
+@dataclass
+class Seen:
+    """What the services answered during one send."""
+
+    statuses: list[int] = field(default_factory=list)
+    retry_after: float | None = None
+    slack_errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def failed_status(self) -> int | None:
+        """The last HTTP status that was not a success, if any."""
+        return next((s for s in reversed(self.statuses) if s >= 300), None)
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After value: delta-seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), MAX_WAIT)
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return min(max(0.0, when - (now if now is not None else time.time())), MAX_WAIT)
+
+
+def _note(response: Any) -> None:
+    seen: Seen | None = getattr(_local, "seen", None)
+    if seen is None:
+        return
+    status = int(response.status_code)
+    seen.statuses.append(status)
+    if status in (429, 503):
+        wait = parse_retry_after(response.headers.get("Retry-After"))
+        if wait is not None:
+            seen.retry_after = wait if seen.retry_after is None else max(seen.retry_after, wait)
+    if status == 200 and "slack.com" in str(response.url) and "json" in response.headers.get("Content-Type", ""):
+        try:
+            body = json.loads(response.content)
+        except ValueError:
+            return
+        if isinstance(body, dict) and body.get("ok") is False and isinstance(body.get("error"), str):
+            seen.slack_errors.append(body["error"][:100])
+
+
+def _install_observer() -> None:
+    original = requests.Session.send
+
+    def send(self: requests.Session, request: Any, **kwargs: Any) -> Any:
+        response = original(self, request, **kwargs)
+        _note(response)
+        return response
+
+    requests.Session.send = send  # type: ignore[method-assign]
+
+
+class _Warnings(logging.Handler):
+    """Apprise's warnings and errors of the send this thread is running (records Apprise marks as not for
+    capture stay out)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        seen: Seen | None = getattr(_local, "seen", None)
+        if seen is not None and getattr(record, "apprise_capture", True):
+            seen.warnings.append(record.getMessage())
+
+
+@contextmanager
+def watch() -> Iterator[Seen]:
+    """Note what the services answer to the requests this thread makes inside the block."""
+    outer = getattr(_local, "seen", None)
+    _local.seen = seen = Seen()
+    try:
+        yield seen
+    finally:
+        _local.seen = outer
+
+
+def transient_status(status: int | None) -> bool:
+    """No status (a network error), 408, 425, 429 and 5xx are worth retrying."""
+    return status is None or status in _TRANSIENT_CODES or status >= 500
+
+
+def outcome(ok: bool, seen: Seen, reason: str) -> Outcome:
+    """A send's outcome from Apprise's True/False and what the services answered. `reason`: the failure as
+    text, already scrubbed of secrets."""
+    if ok:
+        return Delivered()
+    if seen.slack_errors:
+        error = seen.slack_errors[-1]
+        text = f"Slack answered {error}: {reason}"[:1000]
+        return Transient(text, seen.retry_after) if error in _SLACK_TRANSIENT else Permanent(text)
+    status = seen.failed_status
+    if transient_status(status):
+        return Transient(reason[:1000], seen.retry_after if status in (429, 503) else None, status)
+    return Permanent(reason[:1000], status)
+
+
+def with_text_part(raw: str, text: str) -> str:
+    """An html e-mail Apprise prepared, its derived text/plain alternative replaced by `text`."""
+    message = message_from_string(raw)
+    parts = message.get_payload() if message.get_content_type() == "multipart/alternative" else None
+    if not isinstance(parts, list) or not parts or not isinstance(parts[0], Message):
+        return raw
+    if parts[0].get_content_type() != "text/plain":
+        return raw
+    parts[0] = MIMEText(text, "plain", "utf-8")
+    return message.as_string()
+
+
+def send_email(obj: NotifyEmail, title: str, html_body: str, text: str, scrub: Callable[[str], str]) -> Outcome:
+    """An html e-mail whose text part is ours. `scrub` takes the URL's secrets out of an error text."""
+    failed: list[str] = []
+    try:
+        messages = NotifyEmail.prepare_emails(
+            subject=title,
+            body=html_body,
+            notify_format=apprise.NotifyFormat.HTML,
+            from_addr=obj.from_addr,
+            to=obj.targets,
+            cc=obj.cc,
+            bcc=obj.bcc,
+            reply_to=obj.reply_to,
+            smtp_host=obj.smtp_host,
+            headers={"X-Application": obj.app_id, **obj.headers},
+            names=obj.names,
+        )
+        with AppriseSMTPController(
+            host=obj.smtp_host,
+            port=int(obj.port or 0),
+            secure_mode=str(obj.secure_mode),
+            user=obj.user,
+            password=obj.password,
+            verify_certificate=obj.verify_certificate,
+            socket_connect_timeout=int(obj.socket_connect_timeout),
+        ) as smtp:
+            for message in messages:
+                if not smtp.sendmail(str(obj.from_addr[1]), message.to_addrs, with_text_part(message.body, text)):
+                    failed.append(message.recipient)
+    except (*SMTP_EXCEPTIONS, AppriseEmailException, AppriseException) as exc:
+        reason = f"e-mail to {obj.smtp_host} failed: {scrub(str(exc)) or type(exc).__name__}"[:1000]
+        # SMTP 5xx (bad credentials, rejected sender) will not get better by retrying; 4xx may.
+        if isinstance(exc, smtplib.SMTPResponseException) and exc.smtp_code >= 500:
+            return Permanent(reason, exc.smtp_code)
+        return Transient(reason)
+    if failed:
+        return Transient(f"the SMTP server did not accept the e-mail to {', '.join(failed)}")
+    return Delivered()
+
+
+logging.getLogger("apprise").addHandler(_Warnings())
+_install_observer()  # once, as the module is first imported (under Python's import lock)

@@ -1,0 +1,62 @@
+"""The worker process's senders: a bounded set of threads that send deliveries handed over by RQ jobs.
+
+A send mostly waits on the network (a chat API answers in 100 ms or more). RQ runs one job at a time per
+worker, so a job does not send: it leases its deliveries (`relay.storage.leases`), hands them here and
+returns, and RQ takes the next job while these threads send. A job first waits for room (`wait_for_room`)
+while the threads are all busy and as much work again is queued, so that RQ takes no more than the process
+can send, but never longer than `max_wait`, so a job always ends well within its timeout. Work handed here
+and not finished when the process dies is found by its lease and queued again by another worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+log = logging.getLogger("relay.delivery.sender")
+MAX_WAIT = 5.0
+
+
+class Sender:
+    def __init__(self, threads: int, max_wait: float = MAX_WAIT) -> None:
+        self.threads = threads
+        self.max_wait = max_wait
+        self._pool: ThreadPoolExecutor | None = None
+        self._cond = threading.Condition()
+        self._pending = 0
+
+    def wait_for_room(self) -> bool:
+        """Wait (at most `max_wait`) while twice `threads` tasks are pending; False when still full."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending < 2 * self.threads, timeout=self.max_wait)
+
+    def submit(self, task: Callable[[], object], name: str = "delivery") -> None:
+        """Run `task` in a sender thread (queued while all are busy)."""
+        with self._cond:
+            self._pending += 1
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="relay-send")
+            pool = self._pool
+        pool.submit(self._run, task, name)
+
+    def _run(self, task: Callable[[], object], name: str) -> None:
+        try:
+            task()
+        except Exception:  # tasks handle their own failures; this is the last line, so the thread lives on
+            log.exception("sending %s failed unexpectedly", name)
+        finally:
+            with self._cond:
+                self._pending -= 1
+                self._cond.notify_all()
+
+    @property
+    def pending(self) -> int:
+        with self._cond:
+            return self._pending
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until nothing is pending; False when `timeout` passed first."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending == 0, timeout=timeout)

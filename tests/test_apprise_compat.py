@@ -1,0 +1,123 @@
+"""relay.delivery.apprise_compat: what relay reads behind Apprise's True/False, for each channel's real
+failure answers. These fail when a new Apprise or requests changes what relay relies on (see the README,
+"Upgrading dependencies")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import requests
+import responses
+
+from relay.core.outcome import Delivered, Permanent, Transient
+from relay.delivery import apprise_compat
+from relay.delivery.channels import send
+from tests.servers import HttpSink, SmtpSink
+
+SLACK_HOOK_URL = "slack://T1234ABCD/B1234ABCD/abcdefghijklmnopqrstuvwx"
+SLACK_HOOK = "https://hooks.slack.com/services/T1234ABCD/B1234ABCD/abcdefghijklmnopqrstuvwx"
+SLACK_BOT_DM = "slack://xoxb-1234-5678-abcdefghijkl/alice@example.com"
+TEAMS_URL = "workflows://prod-01.westeurope.logic.azure.com:443/abc123def/signatureXYZ"
+TEAMS_HOST = "https://prod-01.westeurope.logic.azure.com:443/workflows/abc123def/triggers/manual/paths/invoke"
+
+
+@pytest.fixture
+def http() -> Iterator[responses.RequestsMock]:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        yield mock
+
+
+def test_the_observer_is_on_requests_and_sees_only_sends() -> None:
+    """It wraps `requests.Session.send`, which Apprise's plugins reach through `requests.post`."""
+    assert requests.Session.send.__qualname__.endswith("_install_observer.<locals>.send")
+    seen_outside = getattr(apprise_compat._local, "seen", None)
+    assert seen_outside is None
+
+
+# --- generic web hooks, a real local server ----------------------------------------------------
+
+
+def test_a_429_with_retry_after_is_transient_and_says_how_long(sink: HttpSink) -> None:
+    sink.script["/hook"] = [429]
+    sink.retry_after["/hook"] = "7"
+    outcome = send(sink.url("/hook"), "t", "b", "txt")
+    assert isinstance(outcome, Transient) and outcome.retry_after == 7.0 and outcome.status == 429
+
+
+def test_a_503_is_transient_and_a_404_permanent(sink: HttpSink) -> None:
+    sink.script["/hook"] = [503, 404]
+    first = send(sink.url("/hook"), "t", "b", "txt")
+    second = send(sink.url("/hook"), "t", "b", "txt")
+    assert isinstance(first, Transient) and first.status == 503 and first.retry_after is None
+    assert isinstance(second, Permanent) and second.status == 404
+    assert isinstance(send(sink.url("/hook"), "t", "b", "txt"), Delivered)
+
+
+# --- Slack ---------------------------------------------------------------------------------------
+
+
+def test_slack_429_is_transient_with_its_retry_after(http: responses.RequestsMock) -> None:
+    http.add(responses.POST, SLACK_HOOK, status=429, headers={"Retry-After": "30"}, body="rate_limited")
+    outcome = send(SLACK_HOOK_URL, "t", "b", "md")
+    assert isinstance(outcome, Transient) and outcome.retry_after == 30.0
+
+
+def test_slack_404_is_permanent(http: responses.RequestsMock) -> None:
+    http.add(responses.POST, SLACK_HOOK, status=404, body="no_service")
+    outcome = send(SLACK_HOOK_URL, "t", "b", "md")
+    assert isinstance(outcome, Permanent) and outcome.status == 404
+
+
+def test_slack_invalid_auth_is_permanent_and_named(http: responses.RequestsMock) -> None:
+    http.add(responses.POST, "https://slack.com/api/users.lookupByEmail", json={"ok": True, "user": {"id": "U1"}})
+    http.add(responses.GET, "https://slack.com/api/users.lookupByEmail", json={"ok": True, "user": {"id": "U1"}})
+    http.add(responses.POST, "https://slack.com/api/chat.postMessage", json={"ok": False, "error": "invalid_auth"})
+    outcome = send(SLACK_BOT_DM, "t", "b", "md")
+    assert isinstance(outcome, Permanent) and "invalid_auth" in outcome.reason
+
+
+def test_slack_users_not_found_is_permanent_and_named(http: responses.RequestsMock) -> None:
+    missing = {"ok": False, "error": "users_not_found"}
+    http.add(responses.POST, "https://slack.com/api/users.lookupByEmail", json=missing)
+    http.add(responses.GET, "https://slack.com/api/users.lookupByEmail", json=missing)
+    outcome = send(SLACK_BOT_DM, "t", "b", "md")
+    assert isinstance(outcome, Permanent) and "users_not_found" in outcome.reason
+    assert not [c for c in http.calls if "chat.postMessage" in c.request.url]
+
+
+def test_slack_ratelimited_in_an_ok_false_answer_is_transient(http: responses.RequestsMock) -> None:
+    http.add(responses.POST, "https://slack.com/api/users.lookupByEmail", json={"ok": True, "user": {"id": "U1"}})
+    http.add(responses.GET, "https://slack.com/api/users.lookupByEmail", json={"ok": True, "user": {"id": "U1"}})
+    http.add(responses.POST, "https://slack.com/api/chat.postMessage", json={"ok": False, "error": "ratelimited"})
+    assert isinstance(send(SLACK_BOT_DM, "t", "b", "md"), Transient)
+
+
+# --- Microsoft Teams (Power Automate workflows) ---------------------------------------------------
+
+
+def test_teams_400_is_permanent_and_429_transient_with_retry_after(http: responses.RequestsMock) -> None:
+    http.add(responses.POST, TEAMS_HOST, status=400, body=json.dumps({"error": {"code": "InvalidRequestContent"}}))
+    http.add(responses.POST, TEAMS_HOST, status=429, headers={"Retry-After": "12"})
+    first = send(TEAMS_URL, "t", "b", "md")
+    second = send(TEAMS_URL, "t", "b", "md")
+    assert isinstance(first, Permanent) and first.status == 400
+    assert isinstance(second, Transient) and second.status == 429 and second.retry_after == 12.0
+
+
+# --- e-mail, a real SMTP server --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [None, "the text part"])
+def test_smtp_refusals_of_a_message_are_tried_again(smtp: SmtpSink, text: str | None) -> None:
+    """A 4xx or 5xx answer to the message itself: Apprise's SMTP controller reports only that it failed
+    (the code is logged at debug level), so relay retries both."""
+    url = smtp.url() + "&to=bob@example.com"
+    smtp.clear()
+    smtp.answers[:] = ["451 4.3.0 try again later", "554 5.7.1 rejected"]
+    first = send(url, "t", "<p>b</p>", "html", text)
+    second = send(url, "t", "<p>b</p>", "html", text)
+    assert isinstance(first, Transient) and isinstance(second, Transient)
+    assert isinstance(send(url, "t", "<p>b</p>", "html", text), Delivered)
+    assert len(smtp.mails) == 1

@@ -1,0 +1,190 @@
+"""`relay worker`: one RQ worker per process, its senders, RQ's scheduler in a thread, leases swept."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from redis import Redis
+from rq import Queue, Worker
+from starlette.testclient import TestClient
+
+from relay.core.model import State
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import Runtime, build, install
+from relay.runtime.embedded import EmbeddedRedis
+from relay.runtime.worker import MAX_LOSSES, ORPHAN_GRACE, run_scheduler, sweep_leases
+from relay.storage.leases import LEASES, orphaned
+from relay.storage.queue import DELIVER_JOB, QUEUE_NAME
+from relay.storage.records import WORKERS
+from tests.conftest import base_config, post, run_worker, sample_notification, slow_channel, worker_config_file
+from tests.servers import HttpSink, SmtpSink, wait_for
+
+RELAY = str(Path(sys.executable).parent / "relay")
+DELAY = 1.0
+
+
+def test_slow_sends_go_out_side_by_side_and_sigterm_finishes_them(
+    redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
+) -> None:
+    rt = install(build(base_config(sink, smtp, tmp_path, redis_server.url), redis))
+    path = worker_config_file(tmp_path, redis_server.url, **slow_channel(sink), worker_threads=6)
+    sink.delays["/slow"] = DELAY
+    events = []
+    with TestClient(create_app(rt)) as client:
+        for _ in range(6):
+            payload = sample_notification(messages=[sample_notification()["messages"][0]])
+            assert post(client, payload).status_code == 202
+            events.append(payload["metadata"]["eventId"])
+
+    proc = subprocess.Popen([RELAY, "worker", "--config", str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        # One RQ worker for one process, whatever its sender threads: what `rq info` counts.
+        wait_for(lambda: len(Worker.all(connection=redis)) == 1, timeout=30)
+        # Six sends that each take DELAY seconds are all in flight at once.
+        wait_for(lambda: len(sink.started) == 6, timeout=20)
+        assert len(sink.at("/slow")) < 3  # one at a time, five would be done by now
+        # A stop signal while they are in flight: the senders finish them, then the process exits.
+        proc.send_signal(signal.SIGTERM)
+        stopped_at = time.monotonic()
+        code = proc.wait(30)
+        output = proc.stdout.read().decode() if proc.stdout else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 0, output
+    assert "cold shut down" not in output
+    assert time.monotonic() - stopped_at < 15
+    assert len(sink.at("/slow")) == 6
+    for event_id in events:
+        records = [r for r in rt.store.deliveries(rt.store.event_delivery_ids(event_id)) if r]
+        assert [r.state for r in records] == ["delivered"]
+    assert Worker.all(connection=redis) == []
+    assert Queue(QUEUE_NAME, connection=redis).count == 0
+    assert redis.hlen(LEASES) == 0
+    # A clean stop lets go of the scheduler's lock at once, for another worker to take.
+    assert not redis.exists(f"rq:scheduler-lock:{QUEUE_NAME}")
+
+
+def test_idle_worker_stops_promptly(redis: Redis, redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+    path = worker_config_file(tmp_path, redis_server.url, worker_threads=4)
+    proc = subprocess.Popen(
+        [RELAY, "worker", "--config", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+    )
+    try:
+        wait_for(lambda: len(Worker.all(connection=redis)) == 1, timeout=30)
+        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        assert proc.wait(20) == 0
+        assert time.monotonic() - started < 8
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert Worker.all(connection=redis) == []
+
+
+def test_the_scheduler_thread_moves_due_jobs_and_lets_go_of_its_lock(redis: Redis) -> None:
+    stop = threading.Event()
+    thread = threading.Thread(target=run_scheduler, args=(redis, stop, 0.2), daemon=True)
+    thread.start()
+    try:
+        job = Queue(QUEUE_NAME, connection=redis).enqueue_in(timedelta(seconds=1), DELIVER_JOB, "x", result_ttl=0)
+        wait_for(lambda: job.id in Queue(QUEUE_NAME, connection=redis).job_ids, timeout=10)
+        assert redis.exists(f"rq:scheduler-lock:{QUEUE_NAME}")
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not redis.exists(f"rq:scheduler-lock:{QUEUE_NAME}")
+
+
+def test_a_scheduler_waits_while_another_holds_the_lock_and_takes_it_once_free(redis: Redis) -> None:
+    lock = f"rq:scheduler-lock:{QUEUE_NAME}"
+    redis.set(lock, "another-scheduler", ex=2)  # a holder that died: its lock runs out
+    stop = threading.Event()
+    thread = threading.Thread(target=run_scheduler, args=(redis, stop, 0.2), daemon=True)
+    thread.start()
+    try:
+        time.sleep(0.8)
+        assert redis.get(lock) == b"another-scheduler"
+        wait_for(lambda: redis.get(lock) not in (None, b"another-scheduler"), timeout=10)
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+# --- leases ------------------------------------------------------------------------------------
+
+
+def test_orphaned_leases_are_those_of_workers_not_seen_within_the_grace() -> None:
+    leases = {"d1": "alive", "d2": "dead", "d3": "dead", "d4": "never-seen"}
+    beats = {"alive": 100.0, "dead": 100.0 - ORPHAN_GRACE - 1}
+    found = orphaned(leases, beats, now=100.0 + 1, grace=ORPHAN_GRACE)
+    assert found == {"dead": ["d2", "d3"], "never-seen": ["d4"]}
+    assert orphaned(leases, {"alive": 100, "dead": 100, "never-seen": 100}, 100.0, ORPHAN_GRACE) == {}
+
+
+def _leased_to_a_dead_worker(client: TestClient, rt: Runtime, redis: Redis) -> list[str]:
+    """A notification planned by a worker that then died: its records stored, leased, never sent."""
+    from relay.delivery.jobs import plan_job
+
+    payload = sample_notification()
+    assert post(client, payload).status_code == 202
+    event_id = payload["metadata"]["eventId"]
+    queue = Queue(QUEUE_NAME, connection=redis)
+    queue.empty()
+    rt.store.owner = "relay-dead-worker"
+    sent: list[object] = []
+    rt.sender.submit = lambda task, name="": sent.append(task)  # type: ignore[method-assign]
+    try:
+        plan_job(event_id)
+    finally:
+        del rt.sender.submit
+        rt.store.owner = "relay-this-test"
+    assert sent
+    redis.zadd(WORKERS, {"relay-dead-worker": time.time() - ORPHAN_GRACE - 5})
+    return [i for i, owner in rt.store.leases.held().items() if owner == "relay-dead-worker"]
+
+
+def test_deliveries_of_a_dead_worker_are_queued_again_and_delivered_once(
+    client: TestClient, rt: Runtime, redis: Redis, sink: HttpSink
+) -> None:
+    leased = _leased_to_a_dead_worker(client, rt, redis)
+    assert leased and not sink.hits
+    assert sweep_leases(rt, time.time()) == len(leased)
+    assert redis.hlen(LEASES) == 0
+    run_worker(rt)
+    records = [r for r in rt.store.deliveries(leased) if r is not None]
+    assert [r.state for r in records] == [State.DELIVERED.value] * len(leased)
+    hooks = [r for r in records if r.channel.endswith("-hook")]
+    assert len(sink.hits) == len(hooks) > 0
+    assert sweep_leases(rt, time.time()) == 0  # nothing left to take over, nothing sent twice
+    run_worker(rt)
+    assert len(sink.hits) == len(hooks)
+
+
+def test_a_live_workers_leases_are_left_alone(client: TestClient, rt: Runtime, redis: Redis) -> None:
+    leased = _leased_to_a_dead_worker(client, rt, redis)
+    redis.zadd(WORKERS, {"relay-dead-worker": time.time()})  # it beats after all
+    assert sweep_leases(rt, time.time()) == 0
+    assert set(leased) <= set(rt.store.leases.held())
+
+
+def test_a_delivery_whose_worker_keeps_dying_is_failed_not_sent_again(
+    client: TestClient, rt: Runtime, redis: Redis
+) -> None:
+    from relay.storage.leases import LOSSES
+
+    leased = _leased_to_a_dead_worker(client, rt, redis)
+    for ident in leased:
+        redis.hset(LOSSES, ident, MAX_LOSSES - 1)
+    sweep_leases(rt, time.time())
+    for record in rt.store.deliveries(leased):
+        assert record is not None and record.state == State.FAILED.value
+        assert record.lastError is not None and "stopped 3 times" in record.lastError
