@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +88,8 @@ class Runtime:
     catalog: Catalog | None = None
     # The file the config came from, to read again on a reload (None: defaults and environment).
     config_file: Path | None = None
+    # What handlers ask the time (sessions, "5 min ago"): a test may hand in its own.
+    clock: Callable[[], float] = time.time
 
 
 def build(config: Config, redis: Redis | None = None, config_file: Path | None = None) -> Runtime:
