@@ -83,7 +83,7 @@ def _order(sample: tuple[str, Labels, float]) -> tuple[str, Labels, float]:
 
 
 class RelayCollector(Collector):
-    """Reads the counters at each scrape; with Redis down, only relay_up (0) and the empty counters."""
+    """Reads the counters at each scrape. With Redis down: relay_up 0, the counters and histograms empty."""
 
     def __init__(self, read: Callable[[], Counters]) -> None:
         self.read = read

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
 from starlette.requests import Request
@@ -35,13 +35,13 @@ class _Schemas:
     def __init__(self) -> None:
         self.components: dict[str, Any] = {}
 
-    def of(self, kind: Any, mode: str = "serialization") -> dict[str, Any]:
+    def of(self, kind: Any, mode: Literal["validation", "serialization"] = "serialization") -> dict[str, Any]:
         if isinstance(kind, dict):
             return kind
         if isinstance(kind, type) and issubclass(kind, BaseModel):
-            schema = kind.model_json_schema(ref_template=REF, mode=mode)  # type: ignore[arg-type]
+            schema = kind.model_json_schema(ref_template=REF, mode=mode)
         else:
-            schema = TypeAdapter(kind).json_schema(ref_template=REF, mode=mode)  # type: ignore[arg-type]
+            schema = TypeAdapter(kind).json_schema(ref_template=REF, mode=mode)
         self.components.update(schema.pop("$defs", {}))
         if schema.get("type") == "object" and isinstance(kind, type):
             name = ERROR if kind is ErrorBody else kind.__name__

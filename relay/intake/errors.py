@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.json_schema import SkipJsonSchema
 from starlette.responses import JSONResponse
 
@@ -18,6 +18,8 @@ class MoreInfo(BaseModel):
 
 class ErrorBody(BaseModel):
     """The body of every 4xx and 5xx answer, of every endpoint (the OpenAPI document's `Error`)."""
+
+    model_config = ConfigDict(title="Error")
 
     errors: list[str]
     userMessage: str
