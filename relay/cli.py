@@ -221,7 +221,7 @@ def _filters(args: argparse.Namespace, state: str | None) -> Any:
 
 def cmd_deliveries(args: argparse.Namespace) -> int:
     rt = _runtime(args)
-    found = _filters(args, args.state).select(rt, args.limit)
+    found = _filters(args, args.state).select(rt.store, args.limit)
     rows = [r.public(with_event=True) for r in found]
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -251,7 +251,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     rt = _runtime(args)
     filters = _filters(args, State.FAILED.value)
-    chosen = [r for r in filters.candidates(rt) if filters.matches(r)]
+    chosen = [r for r in filters.candidates(rt.store) if filters.matches(r)]
     if args.dry_run:
         for r in chosen:
             print(f"would replay {r.id}  event {r.eventId}  channel {r.channel}  last error: {r.lastError}")

@@ -12,7 +12,8 @@ import pytest
 from redis import Redis
 from starlette.testclient import TestClient
 
-from relay.admin.ui import COOKIE, SESSION_SECONDS, anchor, csrf_token, new_session, session_valid
+from relay.admin.ui_session import COOKIE, SESSION_SECONDS, csrf_token, new_session, session_valid
+from relay.admin.ui_view import anchor
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, base_config, post, run_worker, sample_notification

@@ -1,9 +1,22 @@
-"""Prometheus text exposition of the counters every relay process keeps in Redis."""
+"""/metrics through prometheus-client: a collector over the counters every relay process keeps in Redis."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    UnknownMetricFamily,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+from redis.exceptions import RedisError
+
+from relay.admin.counters import Counters
 from relay.storage.store import LATENCY_BUCKETS
 
 HELP = {
@@ -21,71 +34,92 @@ HELP = {
     "relay_workers_alive": ("gauge", "Workers that sent a heartbeat in the last 30 s."),
     "relay_up": ("gauge", "1 when Redis answered this scrape."),
 }
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the type prometheus-client answers generate_latest's text with
+_FAMILIES: dict[str, Callable[[str, str], Metric]] = {
+    "counter": CounterMetricFamily,
+    "histogram": HistogramMetricFamily,
+}
+_BOUNDS = [f"{b:g}" for b in LATENCY_BUCKETS] + ["+Inf"]
+Labels = tuple[tuple[str, str], ...]
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def _family_of(name: str) -> tuple[str, str]:
+    """The family a stored series belongs to, and the sample name it is shown under."""
+    for suffix in ("_slot", "_count", "_sum"):
+        base = name.removesuffix(suffix)
+        if base != name and HELP.get(base, ("",))[0] == "histogram":
+            return base, base + ("_bucket" if suffix == "_slot" else suffix)
+    return name, name
 
 
-def _labels(raw: str) -> str:
-    if not raw:
-        return ""
-    pairs = [p.split("=", 1) for p in raw.split(",") if "=" in p]
-    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in pairs) + "}"
-
-
-def _series_order(item: tuple[str, float]) -> tuple[str, str, float]:
-    """Sorted by name and labels, with histogram buckets in the order of their bounds (+Inf last)."""
-    name, _, labels = item[0].partition("|")
-    rest, _, le = labels.rpartition("le=")
-    if name.endswith("_bucket") and le:
-        return name, rest, float("inf") if le == "+Inf" else float(le)
-    return name, labels, 0.0
-
-
-def _family(series: str) -> str:
-    for suffix in ("_bucket", "_count", "_sum"):
-        if series.endswith(suffix) and series[: -len(suffix)] in HELP:
-            return series[: -len(suffix)]
-    return series
-
-
-def cumulative_buckets(counters: dict[str, float], bounds: tuple[float, ...]) -> dict[str, float]:
-    """Per-bucket counts (`<name>_slot|...,le=b`, as the processes keep them) as Prometheus' cumulative
-    `<name>_bucket` series, per set of other labels."""
-    order = [f"{b:g}" for b in bounds] + ["+Inf"]
-    groups: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
-    out: dict[str, float] = {}
-    for field, value in counters.items():
-        base, _, raw = field.partition("|")
-        labels = dict(p.split("=", 1) for p in raw.split(",") if "=" in p)
-        le = labels.pop("le", None)
-        if not base.endswith("_slot") or le not in order:
-            out[field] = value
-            continue
-        rest = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        slots = groups[(base.removesuffix("_slot"), rest)]
-        slots[le] = slots.get(le, 0.0) + value
-    for (name, rest), slots in groups.items():
+def _samples(counters: Counters) -> dict[str, list[tuple[str, Labels, float]]]:
+    """Every stored series as Prometheus samples by family; the per-bucket counts the processes keep
+    (`<name>_slot`, one bucket each) become the cumulative `<name>_bucket` series, +Inf included."""
+    samples: dict[str, list[tuple[str, Labels, float]]] = defaultdict(list)
+    slots: dict[tuple[str, Labels], dict[str, float]] = defaultdict(dict)
+    for name, labels, value in counters.labelled():
+        family, sample = _family_of(name)
+        if sample.endswith("_bucket") and labels.get("le") in _BOUNDS:
+            le = labels.pop("le")
+            counts = slots[(family, tuple(sorted(labels.items())))]
+            counts[le] = counts.get(le, 0.0) + value
+        else:
+            samples[family].append((sample, tuple(sorted(labels.items())), value))
+    for (family, rest), counts in slots.items():
         total = 0.0
-        for le in order:
-            total += slots.get(le, 0.0)
-            out[f"{name}_bucket|{rest + ',' if rest else ''}le={le}"] = total
-    return out
+        for le in _BOUNDS:
+            total += counts.get(le, 0.0)
+            samples[family].append((family + "_bucket", (*rest, ("le", le)), total))
+    return samples
 
 
-def exposition(counters: dict[str, float], gauges: dict[str, float]) -> str:
-    counters = cumulative_buckets(counters, LATENCY_BUCKETS)
-    families: dict[str, list[str]] = defaultdict(list)
-    for field, value in sorted(counters.items(), key=_series_order):
-        name, _, labels = field.partition("|")
-        families[_family(name)].append(f"{name}{_labels(labels)} {value:g}")
-    for name, value in gauges.items():
-        families[name].append(f"{name} {value:g}")
-    lines: list[str] = []
-    for family in sorted(set(families) | {n for n, (t, _) in HELP.items() if t == "counter"}):
-        kind, text = HELP.get(family, ("untyped", family))
-        lines.append(f"# HELP {family} {text}")
-        lines.append(f"# TYPE {family} {kind}")
-        lines.extend(families.get(family, []))
-    return "\n".join(lines) + "\n"
+def _order(sample: tuple[str, Labels, float]) -> tuple[str, Labels, float]:
+    """By name and labels, a histogram's buckets in the order of their bounds (+Inf last)."""
+    name, labels, _ = sample
+    le = dict(labels).get("le")
+    if le is None:
+        return name, labels, 0.0
+    return name, tuple(p for p in labels if p[0] != "le"), float("inf") if le == "+Inf" else float(le)
+
+
+class RelayCollector(Collector):
+    """Reads the counters at each scrape. With Redis down: relay_up 0, the counters and histograms empty."""
+
+    def __init__(self, read: Callable[[], Counters]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            counters: Counters | None = self.read()
+        except RedisError:
+            counters = None
+        samples = _samples(counters) if counters is not None else {}
+        gauges = {"relay_up": 1.0 if counters is not None else 0.0}
+        if counters is not None:
+            gauges |= {
+                "relay_queue_depth": counters.queue_depth,
+                "relay_deliveries_failed_kept": counters.failed_kept,
+                "relay_workers_alive": counters.workers_alive,
+            }
+        for name in sorted(set(HELP) | set(samples)):
+            kind, text = HELP.get(name, ("untyped", name))
+            if kind == "gauge":
+                if name in gauges:
+                    yield GaugeMetricFamily(name, text, value=gauges[name])
+                continue
+            family = _FAMILIES.get(kind, UnknownMetricFamily)(name, text)
+            for sample, labels, value in sorted(samples.get(name, []), key=_order):
+                family.add_sample(sample, dict(labels), value)
+            yield family
+
+
+def metrics_registry(read: Callable[[], Counters]) -> CollectorRegistry:
+    """A registry of relay's own (not the process-wide one) holding only the collector over Redis."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RelayCollector(read))
+    return registry
+
+
+def exposition(registry: CollectorRegistry) -> bytes:
+    """The Prometheus text of one scrape (blocking: it reads Redis)."""
+    return generate_latest(registry)

@@ -1,104 +1,113 @@
-"""The OpenAPI document of relay's HTTP API (GET /openapi.json)."""
+"""The OpenAPI document (GET /openapi.json), generated: paths and methods from the app's own routes,
+what each answers from its handler's description (relay/intake/operation.py), schemas from the
+pydantic models and typed dicts that validate the requests and type the answers."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, TypeAdapter
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute
+from starlette.schemas import EndpointInfo, SchemaGenerator
 
 from relay import __version__
+from relay.intake.errors import ErrorBody
+from relay.intake.operation import ERRORS, JSON, Answer, Operation, documented, operation_of
 
-_ERROR = {"$ref": "#/components/schemas/Error"}
-# A duration back from now (90s, 2h, 1h30m, 7d) or an ISO 8601 date or time.
-SINCE_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h|d|w))+$|^\d+(\.\d+)?$|^\d{4}-\d{2}-\d{2}([T ][0-9:.]+)?(Z|[+-]\d{2}:?\d{2})?$"
-
-
-def _answer(description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema or _ERROR}}}
-
-
-def _errors(*codes: int) -> dict[str, Any]:
-    text = {
-        400: "Bad request",
-        401: "Missing or invalid credentials",
-        404: "Not found",
-        413: "Body too large",
-        415: "Not JSON",
-        431: "Request headers too large",
-        422: "Schema violation",
-        503: "Unavailable; see Retry-After",
-    }
-    return {str(c): _answer(text[c]) for c in codes}
+REF = "#/components/schemas/{model}"
+ERROR = "Error"
+SECURITY_SCHEMES = {
+    "webhookToken": {"type": "http", "scheme": "bearer"},
+    "webhookBasic": {"type": "http", "scheme": "basic"},
+    "adminToken": {"type": "http", "scheme": "bearer"},
+    "adminSession": {"type": "apiKey", "in": "cookie", "name": "relay_ui"},
+}
+_PATH_PARAMETER = re.compile(r"{([^}]+)}")
 
 
-def openapi_document(webhook_path: str) -> dict[str, Any]:
-    delivery = {
-        "type": "object",
-        "required": [
-            "id",
-            "recipientType",
-            "recipient",
-            "channel",
-            "state",
-            "attempts",
-            "lastError",
-            "createdAt",
-            "updatedAt",
-        ],
-        "properties": {
-            "id": {"type": "string"},
-            "eventId": {"type": "string"},
-            "kind": {"type": "string"},
-            "recipientType": {"type": ["string", "null"]},
-            "recipient": {"type": ["string", "null"]},
-            "channel": {"type": "string"},
-            "state": {"type": "string", "enum": ["queued", "retrying", "delivered", "failed", "skipped"]},
-            "attempts": {"type": "integer"},
-            "lastError": {"type": ["string", "null"]},
-            "createdAt": {"type": "string", "format": "date-time"},
-            "updatedAt": {"type": "string", "format": "date-time"},
-        },
-    }
-    notification = {
-        "type": "object",
-        "required": ["kind", "sender", "body", "messages", "metadata"],
-        "properties": {
-            "kind": {"type": "string", "minLength": 1},
-            "sender": {"type": "string"},
-            "body": {"type": "object"},
-            "messages": {"type": "array", "items": {"$ref": "#/components/schemas/Message"}},
-            "metadata": {
-                "type": "object",
-                "required": ["eventId"],
-                "properties": {"eventId": {"type": "string", "minLength": 1}, "createdAt": {"type": "string"}},
-            },
-        },
-    }
-    message = {
-        "type": "object",
-        "properties": {
-            "recipientType": {"type": ["string", "null"]},
-            "recipientType_v2": {"type": ["string", "null"]},
-            "recipients": {"type": "array", "items": {"type": "object"}},
-            "title": {"type": ["string", "null"]},
-            "message": {"type": ["string", "null"]},
-        },
-    }
-    error = {
-        "type": "object",
-        "required": ["errors", "userMessage", "moreInfo"],
-        "properties": {
-            "errors": {"type": "array", "items": {"type": "string"}},
-            "userMessage": {"type": "string"},
-            "inputErrorField": {"type": "string"},
-            "moreInfo": {
-                "type": "object",
-                "properties": {
-                    "problems": {"type": "array", "items": {"type": "string"}},
-                    "solutions": {"type": "array", "items": {"type": "string"}},
-                },
-            },
-        },
-    }
-    admin: list[dict[str, list[str]]] = [{"adminToken": []}]
+class _Schemas:
+    """The components' schemas, filled as operations name their types."""
+
+    def __init__(self) -> None:
+        self.components: dict[str, Any] = {}
+
+    def of(self, kind: Any, mode: Literal["validation", "serialization"] = "serialization") -> dict[str, Any]:
+        if isinstance(kind, dict):
+            return kind
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            schema = kind.model_json_schema(ref_template=REF, mode=mode)
+        else:
+            schema = TypeAdapter(kind).json_schema(ref_template=REF, mode=mode)
+        self.components.update(schema.pop("$defs", {}))
+        if schema.get("type") == "object" and isinstance(kind, type):
+            name = ERROR if kind is ErrorBody else kind.__name__
+            self.components[name] = schema
+            return {"$ref": REF.format(model=name)}
+        return schema
+
+    def parameters(self, model: type[BaseModel]) -> list[dict[str, Any]]:
+        schema = model.model_json_schema(ref_template=REF)
+        self.components.update(schema.pop("$defs", {}))
+        required = set(schema.get("required", []))
+        out = []
+        for name, field in schema["properties"].items():
+            # An absent parameter is no null: the defaults that matter (limit's 50) are kept.
+            field = {k: v for k, v in field.items() if k != "title" and not (k == "default" and v is None)}
+            parameter = {"name": name, "in": "query", "required": name in required}
+            if "description" in field:
+                parameter["description"] = field.pop("description")
+            out.append({**parameter, "schema": field})
+        return out
+
+
+def _answer(answer: Answer, schemas: _Schemas) -> dict[str, Any]:
+    out: dict[str, Any] = {"description": answer.description}
+    if answer.body is not None:
+        out["content"] = {answer.media: {"schema": schemas.of(answer.body)}}
+    return out
+
+
+def _operation(endpoint: EndpointInfo, schemas: _Schemas) -> dict[str, Any]:
+    described = operation_of(endpoint.func)
+    if described is None:  # a route added without a description still appears, with any answer
+        doc = (endpoint.func.__doc__ or endpoint.func.__name__).strip().splitlines()[0]
+        described = Operation(doc, {}, extra={"responses": {"default": {"description": "Any answer"}}})
+    out: dict[str, Any] = {"summary": described.summary}
+    if described.tags:
+        out["tags"] = list(described.tags)
+    if described.security is not None:
+        out["security"] = described.security
+    parameters = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in _PATH_PARAMETER.findall(endpoint.path)
+    ]
+    if described.query is not None:
+        parameters += schemas.parameters(described.query)
+    if parameters:
+        out["parameters"] = parameters
+    if described.request is not None:
+        body = schemas.of(described.request, mode="validation")
+        out["requestBody"] = {
+            "required": described.request_required,
+            "content": {described.request_media: {"schema": body}},
+        }
+    responses = {str(status): _answer(answer, schemas) for status, answer in described.answers.items()}
+    error = {"content": {JSON: {"schema": schemas.of(ErrorBody)}}}
+    responses |= {str(status): {"description": ERRORS[status], **error} for status in described.errors}
+    out["responses"] = dict(sorted(responses.items()))
+    return out | described.extra
+
+
+def openapi_document(routes: Sequence[BaseRoute]) -> dict[str, Any]:
+    """The document of an app serving `routes`: every route, with each of its methods (HEAD aside)."""
+    schemas = _Schemas()
+    paths: dict[str, dict[str, Any]] = {}
+    for endpoint in SchemaGenerator({}).get_endpoints(list(routes)):
+        paths.setdefault(endpoint.path, {})[endpoint.http_method] = _operation(endpoint, schemas)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -106,158 +115,19 @@ def openapi_document(webhook_path: str) -> dict[str, Any]:
             "version": __version__,
             "description": "Webhook notification relay: intake, delivery records and replay.",
         },
-        "paths": {
-            webhook_path: {
-                "post": {
-                    "summary": "Receive one notification",
-                    "security": [{"webhookToken": []}, {"webhookBasic": []}, {}],
-                    "requestBody": {
-                        "required": True,
-                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Notification"}}},
-                    },
-                    "responses": {
-                        "202": _answer(
-                            "Accepted (durable) or duplicate",
-                            {
-                                "type": "object",
-                                "required": ["eventId", "status"],
-                                "properties": {
-                                    "eventId": {"type": "string"},
-                                    "status": {"type": "string", "enum": ["accepted", "duplicate"]},
-                                },
-                            },
-                        ),
-                        **_errors(400, 401, 413, 415, 422, 431, 503),
-                    },
-                }
-            },
-            "/healthz": {"get": {"summary": "Liveness", "responses": {"200": {"description": "Alive"}}}},
-            "/readyz": {
-                "get": {
-                    "summary": "Redis reachable and a worker seen in the last 30 s",
-                    "responses": {"200": {"description": "Ready"}, **_errors(503)},
-                }
-            },
-            "/metrics": {
-                "get": {
-                    "summary": "Prometheus metrics",
-                    "responses": {
-                        "200": {"description": "Text format", "content": {"text/plain": {"schema": {"type": "string"}}}}
-                    },
-                }
-            },
-            "/api/v1/events/{eventId}": {
-                "get": {
-                    "summary": "What happened to one notification",
-                    "security": admin,
-                    "parameters": [{"name": "eventId", "in": "path", "required": True, "schema": {"type": "string"}}],
-                    "responses": {
-                        "200": _answer(
-                            "The notification and its deliveries",
-                            {
-                                "type": "object",
-                                "required": ["eventId", "kind", "receivedAt", "deliveries"],
-                                "properties": {
-                                    "eventId": {"type": "string"},
-                                    "kind": {"type": "string"},
-                                    "receivedAt": {"type": "string", "format": "date-time"},
-                                    "deliveries": {"type": "array", "items": delivery},
-                                },
-                            },
-                        ),
-                        **_errors(401, 404),
-                    },
-                }
-            },
-            "/api/v1/deliveries": {
-                "get": {
-                    "summary": "Deliveries, newest first",
-                    "security": admin,
-                    "parameters": [
-                        {
-                            "name": "state",
-                            "in": "query",
-                            "schema": {
-                                "type": "string",
-                                "enum": ["queued", "retrying", "delivered", "failed", "skipped"],
-                            },
-                        },
-                        {"name": "kind", "in": "query", "schema": {"type": "string"}},
-                        {"name": "channel", "in": "query", "schema": {"type": "string"}},
-                        {"name": "since", "in": "query", "schema": {"type": "string", "pattern": SINCE_PATTERN}},
-                        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "default": 50}},
-                    ],
-                    "responses": {
-                        "200": _answer(
-                            "Deliveries, newest first, each with its eventId and kind",
-                            {"type": "array", "items": delivery},
-                        ),
-                        **_errors(401, 422),
-                    },
-                }
-            },
-            "/api/v1/reload": {
-                "post": {
-                    "summary": "Read the config file again (routes, channels, templates, tokens); workers follow",
-                    "security": admin,
-                    "responses": {
-                        "200": _answer(
-                            "Reloaded",
-                            {
-                                "type": "object",
-                                "properties": {
-                                    "reloaded": {"type": "boolean"},
-                                    "generation": {"type": "integer"},
-                                    "notes": {"type": "array", "items": {"type": "string"}},
-                                },
-                            },
-                        ),
-                        **_errors(401, 422),
-                    },
-                }
-            },
-            "/api/v1/deliveries/replay": {
-                "post": {
-                    "summary": "Requeue failed deliveries (never a delivered one)",
-                    "security": admin,
-                    "requestBody": {
-                        "required": False,
-                        "content": {
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "properties": {
-                                        "ids": {"type": "array", "items": {"type": "string"}},
-                                        "eventId": {"type": "string"},
-                                        "kind": {"type": "string"},
-                                        "channel": {"type": "string"},
-                                        "since": {"type": "string"},
-                                        "dryRun": {"type": "boolean"},
-                                    },
-                                }
-                            }
-                        },
-                    },
-                    "responses": {
-                        "200": _answer(
-                            "How many were requeued",
-                            {
-                                "type": "object",
-                                "required": ["replayed"],
-                                "properties": {"replayed": {"type": "integer"}},
-                            },
-                        ),
-                        **_errors(400, 401, 422),
-                    },
-                }
-            },
-        },
-        "components": {
-            "schemas": {"Notification": notification, "Message": message, "Delivery": delivery, "Error": error},
-            "securitySchemes": {
-                "webhookToken": {"type": "http", "scheme": "bearer"},
-                "webhookBasic": {"type": "http", "scheme": "basic"},
-                "adminToken": {"type": "http", "scheme": "bearer"},
-            },
-        },
+        "paths": paths,
+        "components": {"schemas": dict(sorted(schemas.components.items())), "securitySchemes": SECURITY_SCHEMES},
     }
+
+
+class OpenApi:
+    """GET /openapi.json: the document of the app that serves it, made once."""
+
+    def __init__(self) -> None:
+        self.document: dict[str, Any] | None = None
+
+    @documented(Operation("This document", {200: Answer("OpenAPI 3.1", {"type": "object"})}))
+    async def serve(self, request: Request) -> Response:
+        if self.document is None:
+            self.document = openapi_document(request.app.routes)
+        return JSONResponse(self.document)

@@ -1,15 +1,80 @@
-"""Which deliveries a listing or a replay is about: filters from a query or a body, and their use."""
+"""Which deliveries a listing or a replay is about: filters from a query or a body, and their use.
+
+The query and the body are validated by the pydantic models below, which the OpenAPI document shows.
+"""
 
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field, StrictStr, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from relay.core.model import State
-from relay.runtime.bootstrap import Runtime
-from relay.storage.store import FAILED, DeliveryRecord, parse_since
+from relay.storage.store import FAILED, DeliveryRecord, Store, parse_since
 
 STATES = {s.value for s in State}
+MAX_LISTED = 500
+# A duration back from now (90s, 2h, 1h30m, 7d) or an ISO 8601 date or time.
+SINCE_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h|d|w))+$|^\d+(\.\d+)?$|^\d{4}-\d{2}-\d{2}([T ][0-9:.]+)?(Z|[+-]\d{2}:?\d{2})?$"
+
+
+def since_value(value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    try:
+        return parse_since(str(value))
+    except ValueError:
+        raise ValueError(f"since {value!r} is neither a duration (2h) nor an ISO 8601 time") from None
+
+
+def _since(value: str | None) -> str | None:
+    since_value(value)  # raises on anything but a duration or a time
+    return value
+
+
+class DeliveryQuery(BaseModel):
+    """GET /api/v1/deliveries: its query parameters (empty ones count as absent)."""
+
+    state: State | SkipJsonSchema[None] = None
+    kind: str | SkipJsonSchema[None] = None
+    channel: str | SkipJsonSchema[None] = None
+    since: str | SkipJsonSchema[None] = Field(None, json_schema_extra={"pattern": SINCE_PATTERN})
+    eventId: str | SkipJsonSchema[None] = None
+    limit: int = Field(50, ge=1, description=f"at most {MAX_LISTED} are listed, whatever the limit")
+
+    _check_since = field_validator("since")(_since)
+
+    @classmethod
+    def of(cls, query: Any) -> DeliveryQuery:
+        """From a request's query parameters; `event` is the older name of `eventId`."""
+        given = {k: v for k, v in query.items() if v}
+        if "event" in given:
+            given.setdefault("eventId", given.pop("event"))
+        return cls.model_validate(given)
+
+
+class ReplayRequest(BaseModel):
+    """POST /api/v1/deliveries/replay: which failed deliveries to requeue (no filter: every failed one)."""
+
+    ids: list[StrictStr] | None = None
+    eventId: StrictStr | None = None
+    kind: StrictStr | None = None
+    channel: StrictStr | None = None
+    since: StrictStr | None = None
+    dryRun: bool = False
+
+    _check_since = field_validator("since")(_since)
+
+    @field_validator("dryRun", mode="before")
+    @classmethod
+    def _truthy(cls, value: Any) -> bool:
+        return bool(value)  # as JSON's truthiness has always been read here
+
+
+class Replaying(Protocol):
+    def replay(self, records: list[DeliveryRecord], attempts: int, dry_run: bool = False) -> int: ...
 
 
 class Filters:
@@ -28,34 +93,13 @@ class Filters:
         self.event_id, self.ids = event_id, ids
 
     @classmethod
-    def from_query(cls, q: Any) -> Filters:
-        state = q.get("state") or None
-        if state is not None and state not in STATES:
-            raise ValueError(f"state {state!r} is not one of {', '.join(sorted(STATES))}")
-        return cls(
-            state,
-            q.get("kind") or None,
-            q.get("channel") or None,
-            since_value(q.get("since")),
-            q.get("eventId") or q.get("event") or None,
-        )
+    def from_query(cls, q: DeliveryQuery) -> Filters:
+        state = q.state.value if q.state is not None else None
+        return cls(state, q.kind, q.channel, since_value(q.since), q.eventId)
 
     @classmethod
-    def from_body(cls, body: dict[str, Any]) -> Filters:
-        ids = body.get("ids")
-        if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)):
-            raise ValueError("ids must be a list of delivery ids")
-        for key in ("eventId", "kind", "channel", "since"):
-            if body.get(key) is not None and not isinstance(body[key], str):
-                raise ValueError(f"{key} must be a string")
-        return cls(
-            State.FAILED.value,
-            body.get("kind"),
-            body.get("channel"),
-            since_value(body.get("since")),
-            body.get("eventId"),
-            ids,
-        )
+    def from_body(cls, body: ReplayRequest) -> Filters:
+        return cls(State.FAILED.value, body.kind, body.channel, since_value(body.since), body.eventId, body.ids)
 
     def matches(self, r: DeliveryRecord) -> bool:
         if self.state and r.state != self.state:
@@ -68,35 +112,26 @@ class Filters:
             return False
         return not (self.event_id and r.eventId != self.event_id)
 
-    def candidates(self, rt: Runtime) -> list[DeliveryRecord]:
+    def candidates(self, store: Store) -> list[DeliveryRecord]:
         if self.ids is not None:
-            return [r for r in rt.store.deliveries(self.ids) if r is not None]
+            return [r for r in store.deliveries(self.ids) if r is not None]
         if self.event_id:
-            return [r for r in rt.store.deliveries(rt.store.event_delivery_ids(self.event_id)) if r is not None]
+            return [r for r in store.deliveries(store.event_delivery_ids(self.event_id)) if r is not None]
         index = FAILED if self.state == State.FAILED.value else None
-        return list(rt.store.iter_recent(None, index) if index else rt.store.iter_recent(self.since))
+        return list(store.iter_recent(None, index) if index else store.iter_recent(self.since))
 
-    def select(self, rt: Runtime, limit: int) -> list[DeliveryRecord]:
-        found = [r for r in self.candidates(rt) if self.matches(r)]
+    def select(self, store: Store, limit: int) -> list[DeliveryRecord]:
+        found = [r for r in self.candidates(store) if self.matches(r)]
         found.sort(key=lambda r: (r.createdAt, r.id), reverse=True)
         return found[:limit]
 
-    def replay(self, rt: Runtime, dry_run: bool) -> tuple[int, list[dict[str, str]]]:
-        candidates = self.candidates(rt)
+    def replay(self, store: Store, intake: Replaying, attempts: int, dry_run: bool) -> tuple[int, list[dict[str, str]]]:
+        candidates = self.candidates(store)
         chosen = [r for r in candidates if self.matches(r)]
         not_replayed = []
         if self.ids is not None:
             known = {r.id for r in candidates}
             not_replayed = [{"id": r.id, "state": r.state} for r in candidates if r.state != State.FAILED.value]
             not_replayed += [{"id": i, "state": "unknown"} for i in self.ids if i not in known]
-        count = rt.intake.replay(chosen, rt.config.retry.attempts, dry_run)
+        count = intake.replay(chosen, attempts, dry_run)
         return count, not_replayed
-
-
-def since_value(value: Any) -> float | None:
-    if value is None or value == "":
-        return None
-    try:
-        return parse_since(str(value))
-    except ValueError:
-        raise ValueError(f"since {value!r} is neither a duration (2h) nor an ISO 8601 time") from None

@@ -4,10 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.json_schema import SkipJsonSchema
 from starlette.responses import JSONResponse
 
 from relay.core.redaction import scrub
+
+
+class MoreInfo(BaseModel):
+    problems: list[str]
+    solutions: list[str]
+
+
+class ErrorBody(BaseModel):
+    """The body of every 4xx and 5xx answer, of every endpoint (the OpenAPI document's `Error`)."""
+
+    model_config = ConfigDict(title="Error")
+
+    errors: list[str]
+    userMessage: str
+    # The dotted path of the offending field, where there is one (absent otherwise, never null).
+    inputErrorField: str | SkipJsonSchema[None] = None
+    moreInfo: MoreInfo
 
 
 def error_body(
@@ -19,17 +37,16 @@ def error_body(
 ) -> dict[str, Any]:
     # Error texts may quote Apprise, Redis or a payload: none of them may carry a configured secret.
     errors = [scrub(e) for e in errors]
-    body: dict[str, Any] = {
-        "errors": errors,
-        "userMessage": scrub(user_message),
-        "moreInfo": {
-            "problems": errors if problems is None else [scrub(p) for p in problems],
-            "solutions": [scrub(s) for s in solutions or []],
-        },
-    }
-    if field is not None:
-        body["inputErrorField"] = scrub(field)
-    return body
+    body = ErrorBody(
+        errors=errors,
+        userMessage=scrub(user_message),
+        inputErrorField=None if field is None else scrub(field),
+        moreInfo=MoreInfo(
+            problems=errors if problems is None else [scrub(p) for p in problems],
+            solutions=[scrub(s) for s in solutions or []],
+        ),
+    )
+    return body.model_dump(exclude_none=True)
 
 
 def error_response(

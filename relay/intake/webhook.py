@@ -1,23 +1,33 @@
-"""Webhook intake checks: headers, size, content type, credentials and signature, JSON, the schema.
+"""The webhook: checks (headers, size, content type, credentials and signature, JSON, the schema), then
+durable intake.
 
 Each step raises `Refused` with the finished error answer, so the handler reads as the list of steps.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 from pydantic_core import from_json
+from redis.asyncio import Redis as AsyncRedis
+from redis.exceptions import RedisError
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
+from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
 
 from relay.config import LimitsConfig, ServerConfig
 from relay.core.model import LIMIT_ERROR, Notification, json_depth, too_deep_at
 from relay.intake.auth import signature_offered, signature_problem, webhook_allowed
 from relay.intake.errors import error_response, validation_response
+from relay.intake.operation import WEBHOOK_SECURITY, Answer, Operation, documented
+from relay.storage.queue import QueueUnavailable
 
 log = logging.getLogger("relay.intake.webhook")
 RETRY_AFTER = "5"
@@ -202,3 +212,80 @@ async def authenticated_body(request: Request, server: ServerConfig) -> bytes:
             log.info("webhook call refused: %s", problem)
             raise _unauthorized()
     return raw
+
+
+class Intake(Protocol):
+    """What the webhook asks of relay.storage.queue.Intake."""
+
+    @property
+    def prepared(self) -> bool: ...
+    def prepare(self) -> None: ...
+    async def accept_async(self, client: AsyncRedis, event_id: str, kind: str, payload: str) -> str: ...
+
+
+class Counting(Protocol):
+    def incr(self, name: str, amount: int = 1, **labels: str) -> None: ...
+
+
+class Accepted(TypedDict):
+    eventId: str
+    status: Literal["accepted", "duplicate"]
+
+
+class Webhook:
+    """POST server.path. The webhook path and the intake are fixed for the life of the process; the
+    server settings are read at each call, so that a reload takes effect."""
+
+    def __init__(
+        self,
+        intake: Intake,
+        counters: Counting,
+        server: Callable[[], ServerConfig],
+        connect: Callable[[], AsyncRedis],
+    ) -> None:
+        self.intake, self.counters, self.server, self.connect = intake, counters, server, connect
+        # Durable intake on an asyncio connection of the running loop (one client per loop).
+        self.clients: dict[asyncio.AbstractEventLoop, AsyncRedis] = {}
+
+    async def accept(self, event_id: str, kind: str, payload: str) -> str:
+        if not self.intake.prepared:
+            await run_in_threadpool(self.intake.prepare)
+        loop = asyncio.get_running_loop()
+        client = self.clients.get(loop)
+        if client is None:
+            client = self.clients[loop] = self.connect()
+        return await self.intake.accept_async(client, event_id, kind, payload)
+
+    def rejected(self, status: int, reason: str) -> None:
+        with contextlib.suppress(RedisError):
+            self.counters.incr("relay_notifications_rejected_total", status=str(status), reason=reason)
+
+    @documented(
+        Operation(
+            "Receive one notification",
+            {202: Answer("Accepted (durable) or duplicate", Accepted)},
+            errors=(400, 401, 413, 415, 422, 431, 503),
+            request=Notification,
+            security=WEBHOOK_SECURITY,
+        )
+    )
+    async def receive(self, request: Request) -> Response:
+        try:
+            server = self.server()
+            raw = await authenticated_body(request, server)
+            if not is_json(request.headers.get("content-type", "")):
+                raise not_json_type(request.headers.get("content-type"))
+            # Parsing and validating is CPU work: a thread would add its hop and still hold the GIL.
+            notification = validate_notification(raw, server.limits)
+        except Refused as refusal:
+            if refusal.reason is not None:
+                await run_in_threadpool(self.rejected, refusal.response.status_code, refusal.reason)
+            return refusal.response
+        try:
+            # The payload is stored as received (unknown fields kept); it decoded as UTF-8 above.
+            status = await self.accept(notification.event_id, notification.kind, raw.decode())
+        except QueueUnavailable as exc:
+            log.error("queue unavailable, answered 503: %s", exc, extra={"eventId": notification.event_id})
+            return unavailable()
+        log.info("notification %s", status, extra={"eventId": notification.event_id, "kind": notification.kind})
+        return JSONResponse({"eventId": notification.event_id, "status": status}, 202)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +98,8 @@ class Runtime:
     catalog: Catalog | None = None
     # The file the config came from, to read again on a reload (None: defaults and environment).
     config_file: Path | None = None
+    # What handlers ask the time (sessions, "5 min ago"): a test may hand in its own.
+    clock: Callable[[], float] = time.time
 
     @property
     def name(self) -> str:

@@ -1,0 +1,234 @@
+"""The admin API (/api/v1/*): one notification's record, listings, replays and config reloads."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, NotRequired
+
+from pydantic import ValidationError, WithJsonSchema
+from redis import Redis
+from redis.exceptions import RedisError
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
+
+from relay.admin.selection import MAX_LISTED, DeliveryQuery, Filters, Replaying, ReplayRequest
+from relay.config import Config, ConfigError
+from relay.core.model import State
+from relay.intake.auth import admin_allowed
+from relay.intake.errors import error_response, validation_response
+from relay.intake.operation import ADMIN_SECURITY, Answer, Operation, documented
+from relay.intake.webhook import RETRY_AFTER, is_json
+from relay.runtime.bootstrap import CONFIG_GENERATION
+from relay.storage.store import Store, iso
+
+log = logging.getLogger("relay.admin.api")
+IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class Delivery(TypedDict):
+    """A delivery as the API shows it (DeliveryRecord.public)."""
+
+    id: str
+    recipientType: str | None
+    recipient: str | None
+    channel: str
+    state: State
+    attempts: int
+    lastError: str | None
+    createdAt: IsoTime
+    updatedAt: IsoTime
+    eventId: NotRequired[str]  # in listings
+    kind: NotRequired[str]  # in listings
+    address: NotRequired[str | None]
+    template: NotRequired[str]
+    attemptTimes: NotRequired[list[IsoTime]]
+    fallbackFor: NotRequired[str]
+
+
+class Event(TypedDict):
+    eventId: str
+    kind: str
+    receivedAt: IsoTime
+    deliveries: list[Delivery]
+
+
+class NotReplayed(TypedDict):
+    id: str
+    state: str  # the delivery's state, or "unknown"
+
+
+class Replayed(TypedDict):
+    replayed: int
+    dryRun: bool
+    notReplayed: list[NotReplayed]
+
+
+class Reloaded(TypedDict):
+    reloaded: bool
+    generation: int
+    notes: list[str]
+
+
+def admin_only(handler: Handler, config: Callable[[], Config]) -> Handler:
+    """`handler` behind the admin credentials; Redis failing under it answers 503."""
+
+    @functools.wraps(handler)  # keeps the handler's OpenAPI description
+    async def guarded(request: Request) -> Response:
+        if not admin_allowed(config().server, request.headers):
+            return error_response(
+                401,
+                ["missing or invalid admin credentials"],
+                "The admin API needs an admin token.",
+                solutions=["Send Authorization: Bearer <one of server.admin_tokens>."],
+                headers={"WWW-Authenticate": 'Bearer realm="relay-admin"'},
+            )
+        try:
+            return await handler(request)
+        except RedisError as exc:
+            return error_response(
+                503,
+                [f"Redis is unavailable ({type(exc).__name__})"],
+                "relay cannot read its records right now.",
+                solutions=["Try again shortly."],
+                headers={"Retry-After": RETRY_AFTER},
+            )
+
+    return guarded
+
+
+class AdminApi:
+    """The handlers take their dependencies here; the config is read at each request (a reload changes it)."""
+
+    def __init__(
+        self,
+        store: Store,
+        intake: Replaying,
+        redis: Redis,
+        config: Callable[[], Config],
+        reload: Callable[[], list[str]],
+    ) -> None:
+        self.store, self.intake, self.redis, self.config, self.reload_config = store, intake, redis, config, reload
+
+    def find_event(self, event_id: str) -> Event | None:
+        event = self.store.event(event_id)
+        if event is None:
+            return None
+        records = [r for r in self.store.deliveries(self.store.event_delivery_ids(event_id)) if r is not None]
+        deliveries: list[Any] = [r.public() for r in records]
+        return {
+            "eventId": event.eventId,
+            "kind": event.kind,
+            "receivedAt": iso(event.receivedAt),
+            "deliveries": deliveries,
+        }
+
+    @documented(
+        Operation(
+            "What happened to one notification",
+            {200: Answer("The notification and its deliveries", Event)},
+            errors=(401, 404, 503),
+            security=ADMIN_SECURITY,
+        )
+    )
+    async def event(self, request: Request) -> Response:
+        event_id = request.path_params["eventId"]
+        found = await run_in_threadpool(self.find_event, event_id)
+        if found is None:
+            return error_response(
+                404,
+                [f"no notification with eventId {event_id!r}"],
+                "That notification is unknown or has expired.",
+                field="eventId",
+                solutions=["Check the eventId; records are kept for the configured retention."],
+            )
+        return JSONResponse(found)
+
+    @documented(
+        Operation(
+            "Deliveries, newest first",
+            {200: Answer("Deliveries, newest first, each with its eventId and kind", list[Delivery])},
+            errors=(401, 422, 503),
+            query=DeliveryQuery,
+            security=ADMIN_SECURITY,
+        )
+    )
+    async def deliveries(self, request: Request) -> Response:
+        try:
+            query = DeliveryQuery.of(request.query_params)
+        except ValidationError as exc:
+            return validation_response(exc, "query")
+        found = await run_in_threadpool(Filters.from_query(query).select, self.store, min(query.limit, MAX_LISTED))
+        # SPEC: "list deliveries": the answer is the list itself, newest first.
+        return JSONResponse([r.public(with_event=True) for r in found])
+
+    @documented(
+        Operation(
+            "Requeue failed deliveries (never a delivered one)",
+            {200: Answer("How many were requeued", Replayed)},
+            errors=(400, 401, 415, 422, 503),
+            request=ReplayRequest,
+            request_required=False,
+            security=ADMIN_SECURITY,
+        )
+    )
+    async def replay(self, request: Request) -> Response:
+        content_type = request.headers.get("content-type")
+        if content_type is not None and not is_json(content_type):
+            # A form of another site can post text/plain or form data, never JSON without a preflight:
+            # insisting on JSON keeps an open (token-less) admin API safe from cross-site replays.
+            return error_response(
+                415,
+                [f"content type {content_type!r} is not JSON"],
+                "The replay request must be JSON.",
+                solutions=["Send the body with Content-Type: application/json."],
+            )
+        raw = await request.body()
+        try:
+            body = json.loads(raw) if raw.strip() else {}
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+        except ValueError as exc:
+            return error_response(
+                422,
+                [str(exc)],
+                f"Invalid replay request: {exc}",
+                solutions=["Send any of ids, eventId, kind, channel, since."],
+            )
+        try:
+            wanted = ReplayRequest.model_validate(body)
+        except ValidationError as exc:
+            return validation_response(exc, "replay request")
+        attempts = self.config().retry.attempts
+        replay = Filters.from_body(wanted).replay
+        replayed, not_replayed = await run_in_threadpool(replay, self.store, self.intake, attempts, wanted.dryRun)
+        return JSONResponse({"replayed": replayed, "dryRun": wanted.dryRun, "notReplayed": not_replayed})
+
+    @documented(
+        Operation(
+            "Read the config file again (routes, channels, templates, tokens); workers follow",
+            {200: Answer("Reloaded", Reloaded)},
+            errors=(401, 422, 503),
+            security=ADMIN_SECURITY,
+        )
+    )
+    async def reload(self, request: Request) -> Response:
+        try:
+            notes = await run_in_threadpool(self.reload_config)
+        except ConfigError as exc:
+            log.error("config reload refused, the running config is kept: %s", exc)
+            return error_response(
+                422,
+                [str(exc)],
+                "The new config is invalid; the running config is kept.",
+                solutions=["Fix the file (`relay check` says what is wrong) and reload again."],
+            )
+        # Workers (any machine) watch this counter and read their own config file again.
+        generation = await run_in_threadpool(self.redis.incr, CONFIG_GENERATION)
+        log.info("config reloaded (generation %s)", generation)
+        return JSONResponse({"reloaded": True, "generation": generation, "notes": notes})

@@ -1,0 +1,64 @@
+"""The one reader of relay's counters: the Redis hash every process counts in, the queue and the workers.
+
+/metrics (relay/admin/metrics.py) and the admin page (relay/admin/ui_view.py) both read them here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from redis import Redis
+from rq import Queue
+
+from relay.storage.queue import QUEUE_NAME
+from relay.storage.store import FAILED, Store
+
+# A worker that sent no heartbeat for this long is not counted as alive (/readyz, /metrics, the page).
+WORKER_SEEN_WITHIN = 30.0
+
+
+def parse_field(field: str) -> tuple[str, dict[str, str]]:
+    """A counter's field in the hash (`name|label=value,...`) as its name and labels."""
+    name, _, raw = field.partition("|")
+    return name, dict(pair.split("=", 1) for pair in raw.split(",") if "=" in pair)
+
+
+@dataclass(frozen=True)
+class Counters:
+    """One reading: every counter as stored (`name|label=value,...` -> value) and the gauges of the moment."""
+
+    series: dict[str, float]
+    queue_depth: int
+    failed_kept: int
+    workers_alive: int
+
+    def labelled(self) -> Iterator[tuple[str, dict[str, str], float]]:
+        for field, value in self.series.items():
+            name, labels = parse_field(field)
+            yield name, labels, value
+
+    def total(self, name: str, **labels: str) -> float:
+        """The sum of a counter over the label sets that have `labels`."""
+        return sum(
+            value
+            for n, have, value in self.labelled()
+            if n == name and all(have.get(k) == v for k, v in labels.items())
+        )
+
+
+class CounterReader:
+    def __init__(self, redis: Redis, store: Store) -> None:
+        self.redis, self.store = redis, store
+        # RQ's own name for the queue's list of waiting job ids.
+        self.queue_key = Queue(QUEUE_NAME, connection=redis).key
+
+    def read(self) -> Counters:
+        """Raises RedisError when Redis does not answer."""
+        series = self.store.counters()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.llen(self.queue_key)
+        pipe.zcard(FAILED)
+        depth, failed = pipe.execute()
+        workers = len(self.store.workers_seen(WORKER_SEEN_WITHIN))
+        return Counters(series, int(depth), int(failed), workers)

@@ -1,0 +1,69 @@
+"""GET /healthz, /readyz and /metrics: is the process alive, can it work, what has it counted."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from redis import Redis
+from redis.exceptions import RedisError
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
+
+from relay.admin.counters import WORKER_SEEN_WITHIN, CounterReader
+from relay.admin.metrics import CONTENT_TYPE, exposition, metrics_registry
+from relay.intake.errors import error_response
+from relay.intake.operation import Answer, Operation, documented
+from relay.intake.webhook import RETRY_AFTER
+from relay.storage.store import Store
+
+
+class Alive(TypedDict):
+    status: Literal["ok"]
+
+
+class Ready(TypedDict):
+    status: Literal["ready"]
+    redis: str
+    workers: int
+
+
+class Health:
+    def __init__(self, redis: Redis, store: Store, counters: CounterReader) -> None:
+        self.redis, self.store = redis, store
+        self.registry = metrics_registry(counters.read)
+
+    @documented(Operation("Liveness", {200: Answer("Alive", Alive)}))
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    def ready(self) -> tuple[bool, dict[str, Any]]:
+        try:
+            self.redis.ping()
+            workers = self.store.workers_seen(WORKER_SEEN_WITHIN)
+        except RedisError as exc:
+            return False, {"redis": f"unreachable ({type(exc).__name__})", "workers": 0}
+        return bool(workers), {"redis": "ok", "workers": len(workers)}
+
+    @documented(
+        Operation("Redis reachable and a worker seen in the last 30 s", {200: Answer("Ready", Ready)}, errors=(503,))
+    )
+    async def readyz(self, request: Request) -> Response:
+        ok, detail = await run_in_threadpool(self.ready)
+        if ok:
+            return JSONResponse({"status": "ready", **detail})
+        problem = "Redis is unreachable" if detail["redis"] != "ok" else "no worker seen in the last 30 s"
+        return error_response(
+            503,
+            [problem],
+            "relay is not ready.",
+            problems=[problem],
+            solutions=["Check Redis and start `relay worker`."],
+            headers={"Retry-After": RETRY_AFTER},
+        )
+
+    @documented(Operation("Prometheus metrics", {200: Answer("Text format", {"type": "string"}, media="text/plain")}))
+    async def metrics(self, request: Request) -> Response:
+        text = await run_in_threadpool(exposition, self.registry)
+        return Response(text, headers={"Content-Type": CONTENT_TYPE})

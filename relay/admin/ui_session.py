@@ -1,0 +1,126 @@
+"""The admin page's sessions and CSRF protection.
+
+- With `server.admin_tokens`, a browser logs in once with one of them. The session cookie holds
+  `expiry.nonce.HMAC-SHA256(token, expiry|nonce)`, never the token: it is HttpOnly, SameSite=Strict,
+  limited to /ui, Secure over HTTPS, and valid for SESSION_SECONDS. It is checked against every
+  configured token, so every API replica accepts it and removing a token from the config ends the
+  sessions opened with it. Scripts may send the API's own `Authorization: Bearer` header instead.
+- With no admin_tokens the admin API is open, and so is the page (fine on loopback only).
+
+Every POST made with the cookie (replay, logout) must carry a CSRF token derived from the session
+cookie (HMAC keyed by the cookie, which a page of another site can neither read nor set), and any
+Origin or Referer it sends must be this host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from urllib.parse import parse_qs, urlsplit
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+COOKIE = "relay_ui"
+COOKIE_PATH = "/ui"
+SESSION_SECONDS = 12 * 3600
+OPEN_SIGNATURE = "open"  # the signature part of a session cookie when no admin token is configured
+MAX_FORM_BYTES = 16 * 1024
+
+
+def _sign(token: str, expiry: int, nonce: str) -> str:
+    return hmac.new(token.encode(), f"relay-ui-session|{expiry}|{nonce}".encode(), hashlib.sha256).hexdigest()
+
+
+def new_session(token: str | None, now: float | None = None) -> str:
+    """A session cookie value: signed with `token`, or marked open when no admin token is configured."""
+    expiry = int((now if now is not None else time.time()) + SESSION_SECONDS)
+    nonce = secrets.token_urlsafe(18)
+    signature = _sign(token, expiry, nonce) if token is not None else OPEN_SIGNATURE
+    return f"{expiry}.{nonce}.{signature}"
+
+
+def session_valid(tokens: list[str], value: str | None, now: float | None = None) -> bool:
+    if not value:
+        return False
+    parts = value.split(".")
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[1]:
+        return False
+    expiry, nonce, signature = int(parts[0]), parts[1], parts[2]
+    if expiry < (now if now is not None else time.time()) or expiry > time.time() + SESSION_SECONDS + 60:
+        return False
+    if not tokens:
+        return signature == OPEN_SIGNATURE
+    # Compare with every token, without stopping early: timing tells nothing about which one matched.
+    found = False
+    for token in tokens:
+        found |= hmac.compare_digest(signature.encode(), _sign(token, expiry, nonce).encode())
+    return found
+
+
+def csrf_token(session: str) -> str:
+    return hmac.new(session.encode(), b"relay-ui-csrf", hashlib.sha256).hexdigest()
+
+
+def csrf_ok(session: str, form: dict[str, str]) -> bool:
+    return hmac.compare_digest(form.get("csrf", "").encode(), csrf_token(session).encode())
+
+
+def matching_token(tokens: list[str], given: str) -> str | None:
+    match = None
+    for token in tokens:
+        if hmac.compare_digest(given.encode(), token.encode()):
+            match = token
+    return match
+
+
+def same_origin(request: Request) -> bool:
+    """A browser's POST names its page's origin: it must be this host (absent: an older client, allowed)."""
+    source = request.headers.get("origin") or request.headers.get("referer")
+    if source is None:
+        return True
+    if source == "null":
+        return False
+    hosts = {request.headers.get("host", ""), request.headers.get("x-forwarded-host", "")} - {""}
+    return urlsplit(source).netloc in hosts
+
+
+def _secure(request: Request) -> bool:
+    return request.url.scheme == "https" or request.headers.get("x-forwarded-proto", "").lower() == "https"
+
+
+def set_session(response: Response, request: Request, value: str) -> None:
+    response.set_cookie(
+        COOKIE,
+        value,
+        max_age=SESSION_SECONDS,
+        path=COOKIE_PATH,
+        httponly=True,
+        samesite="strict",
+        secure=_secure(request),
+    )
+
+
+def clear_session(response: Response, request: Request) -> None:
+    response.delete_cookie(COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict", secure=_secure(request))
+
+
+async def read_form(request: Request) -> dict[str, str] | None:
+    """A URL-encoded form of at most MAX_FORM_BYTES; None when the body is not one."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/x-www-form-urlencoded":
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_FORM_BYTES:
+                return None
+            chunks.append(chunk)
+    except ClientDisconnect:
+        return None
+    parsed = parse_qs(b"".join(chunks).decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=20)
+    return {k: v[0] for k, v in parsed.items()}

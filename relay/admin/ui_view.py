@@ -1,0 +1,196 @@
+"""What the admin page shows: recent notifications with their deliveries, failures, counters; and its replay."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from redis import Redis
+
+from relay.admin.counters import CounterReader, Counters
+from relay.admin.selection import Replaying
+from relay.core.model import State
+from relay.storage.store import EVENTS, FAILED, DeliveryRecord, Store, event_deliveries_key, event_key
+
+DELIVERIES_PER_EVENT = 50
+FAILED_SHOWN = 100
+ERROR_SHOWN = 300  # characters of a delivery's last error shown in a table cell
+
+
+@dataclass
+class DeliveryRow:
+    id: str
+    event_id: str
+    kind: str
+    channel: str
+    recipient_type: str
+    recipient: str
+    state: str
+    attempts: int
+    max_attempts: int
+    error: str
+    error_full: str
+    created: float
+    updated: float
+    fallback_for: str | None
+
+    @classmethod
+    def of(cls, r: DeliveryRecord) -> DeliveryRow:
+        error = r.lastError or ""
+        short = error if len(error) <= ERROR_SHOWN else error[: ERROR_SHOWN - 1] + "…"
+        return cls(
+            id=r.id,
+            event_id=r.eventId,
+            kind=r.kind,
+            channel=r.channel,
+            recipient_type=(r.recipientType or "").removeprefix("recipient-type:"),
+            recipient=r.recipient or "",
+            state=r.state,
+            attempts=r.attempts,
+            max_attempts=r.maxAttempts,
+            error=short,
+            error_full=error,
+            created=r.createdAt,
+            updated=r.updatedAt,
+            fallback_for=r.fallbackFor,
+        )
+
+    @property
+    def failed(self) -> bool:
+        return self.state == State.FAILED.value
+
+
+@dataclass
+class EventView:
+    event_id: str
+    kind: str
+    received: float
+    total: int
+    deliveries: list[DeliveryRow] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        return anchor(self.event_id)
+
+    @property
+    def states(self) -> list[tuple[str, int]]:
+        counts = Counter(d.state for d in self.deliveries)
+        return [(s.value, counts[s.value]) for s in State if counts[s.value]]
+
+    @property
+    def has_failed(self) -> bool:
+        # Deliveries past the ones shown may have failed too: offer the event's replay then as well.
+        return any(d.failed for d in self.deliveries) or self.total > len(self.deliveries)
+
+
+@dataclass
+class FailedGroup:
+    event_id: str
+    kind: str
+    deliveries: list[DeliveryRow] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        return anchor(self.event_id)
+
+
+@dataclass
+class Page:
+    counters: dict[str, int]
+    events: list[EventView]
+    failed: list[FailedGroup]
+    failed_total: int
+    older: float | None
+
+    @property
+    def failed_shown(self) -> int:
+        return sum(len(g.deliveries) for g in self.failed)
+
+
+def anchor(event_id: str) -> str:
+    return "ev-" + hashlib.sha256(event_id.encode()).hexdigest()[:16]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def page_counters(c: Counters) -> dict[str, int]:
+    return {
+        "received": int(c.total("relay_notifications_received_total")),
+        "duplicates": int(c.total("relay_notifications_duplicate_total")),
+        "delivered": int(c.total("relay_deliveries_total", state=State.DELIVERED.value)),
+        "failed_kept": c.failed_kept,
+        "queue_depth": c.queue_depth,
+        "workers_alive": c.workers_alive,
+    }
+
+
+class PageData:
+    """Reads what the page shows (blocking: run it off the event loop)."""
+
+    def __init__(self, redis: Redis, store: Store, counters: CounterReader) -> None:
+        self.redis, self.store, self.counters = redis, store, counters
+
+    def events(self, event_ids: list[str]) -> list[EventView]:
+        if not event_ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for event_id in event_ids:
+            pipe.hmget(event_key(event_id), ["kind", "receivedAt"])
+            pipe.lrange(event_deliveries_key(event_id), 0, DELIVERIES_PER_EVENT - 1)
+            pipe.llen(event_deliveries_key(event_id))
+        answers = pipe.execute()
+        views: list[tuple[EventView, list[str]]] = []
+        for i, event_id in enumerate(event_ids):
+            (kind, received), ids, total = answers[3 * i : 3 * i + 3]
+            if received is None:  # expired; its index entry goes at the next prune
+                continue
+            view = EventView(event_id, _text(kind or b""), float(received), int(total))
+            views.append((view, [_text(d) for d in ids]))
+        records = {r.id: r for r in self.store.deliveries(d for _, ids in views for d in ids) if r is not None}
+        for view, ids in views:
+            view.deliveries = [DeliveryRow.of(records[d]) for d in ids if d in records]
+        return [view for view, _ in views]
+
+    def page(self, event_id: str | None, before: float | None, limit: int) -> Page:
+        older: float | None = None
+        if event_id is not None:
+            event_ids = [event_id]
+        else:
+            # "(": strictly older than the last one shown
+            high = f"({before!r}" if before is not None else "+inf"
+            found = cast(
+                list[tuple[bytes, float]],
+                self.redis.zrevrangebyscore(EVENTS, high, "-inf", start=0, num=limit + 1, withscores=True),
+            )
+            event_ids = [_text(e) for e, _ in found[:limit]]
+            if len(found) > limit:
+                older = float(found[limit - 1][1])
+        events = self.events(event_ids)
+
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrevrange(FAILED, 0, FAILED_SHOWN - 1)
+        pipe.zcard(FAILED)
+        failed_ids, failed_total = pipe.execute()
+        groups: dict[str, FailedGroup] = {}
+        for record in self.store.deliveries(_text(d) for d in failed_ids):
+            if record is None or record.state != State.FAILED.value:
+                continue
+            group = groups.setdefault(record.eventId, FailedGroup(record.eventId, record.kind))
+            group.deliveries.append(DeliveryRow.of(record))
+        return Page(page_counters(self.counters.read()), events, list(groups.values()), int(failed_total), older)
+
+    def replay(
+        self, intake: Replaying, attempts: int, delivery_id: str | None, event_id: str | None
+    ) -> tuple[int, str | None]:
+        """Requeue the failed delivery, or every failed delivery of the event; others are left alone.
+
+        Returns how many were requeued and the notification they belong to.
+        """
+        ids = [delivery_id] if delivery_id else self.store.event_delivery_ids(event_id or "")
+        records = [r for r in self.store.deliveries(ids) if r is not None]
+        owner = records[0].eventId if records else event_id
+        return intake.replay(records, attempts), owner
