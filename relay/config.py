@@ -221,7 +221,9 @@ class Config(_Model):
     def _routes_name_known_channels(self, info: ValidationInfo) -> Config:
         if info.context and info.context.get(_REFERENCES_CHECKED):
             return self
-        problems = reference_problems(self.model_dump(by_alias=True, include={"channels", "routes", "default"}))
+        routes = [{"channels": r.channels, "fallback": r.fallback} for r in self.routes]
+        default = {"channels": self.default.channels, "fallback": self.default.fallback}
+        problems = reference_problems({"channels": self.channels, "routes": routes, "default": default})
         if problems:
             raise ValueError("; ".join(problems))
         return self
