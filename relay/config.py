@@ -1,33 +1,40 @@
-"""Settings: YAML file, `${ENV}` substitution, `RELAY_SECTION__KEY` overrides; read once, validated."""
+"""Settings: the models that validate them, and load_config (YAML file, `${ENV}` substitution,
+`RELAY_SECTION__KEY` overrides: see relay.config_source), read once."""
 
 from __future__ import annotations
 
 import os
-import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from relay.config_source import ConfigError as ConfigError
+from relay.config_source import apply_env, read_file, reference_problems, substitute, validation_problems
+from relay.config_source import default_config_path as default_config_path
 from relay.core.durations import parse_duration
+from relay.core.durations import parse_rate as parse_rate
 from relay.core.model import MAX_EVENT_ID_LENGTH
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 
-ENV_PREFIX = "RELAY_"
-# Environment names that are not config keys.
-_NOT_KEYS = {"RELAY_CONFIG"}
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # An HTTP header name as proxies pass it on unchanged (the platform's own are letters and hyphens).
 _HEADER_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]*$"
 MIN_HMAC_SECRET = 16
 # Hard ceiling of server.limits.max_depth: below the depth (about 200) where pydantic's JSON parser gives up.
 MAX_JSON_DEPTH = 128
-
-
-class ConfigError(Exception):
-    """The configuration cannot be used; the message names the key and the reason."""
+# Set by read_config, which has reported unknown channels itself (all of them, with other errors).
+_REFERENCES_CHECKED = "references_checked"
 
 
 class _Model(BaseModel):
@@ -158,21 +165,6 @@ class TemplatesConfig(_Model):
     builtin: bool = False
 
 
-def parse_rate(value: str | float | int | None) -> float | None:
-    """Sends per second from "1/s", "20/m", "100/h" (or a bare number per second)."""
-    if value is None:
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if value <= 0:
-            raise ValueError("rate must be positive")
-        return float(value)
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*/\s*(s|m|h|sec|min|hour|second|minute)\s*", str(value))
-    if not match or float(match.group(1)) <= 0:
-        raise ValueError(f"rate {value!r} is not like 1/s, 20/m or 100/h")
-    per = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
-    return float(match.group(1)) / per[match.group(2)]
-
-
 class ChannelConfig(_Model):
     url: str
     per_recipient: bool = False
@@ -226,16 +218,14 @@ class Config(_Model):
     base_dir: str = Field(".", exclude=True)
 
     @model_validator(mode="after")
-    def _routes_name_known_channels(self) -> Config:
-        for i, route in enumerate(self.routes):
-            for field in ("channels", "fallback"):
-                for name in getattr(route, field):
-                    if name not in self.channels:
-                        raise ValueError(f"routes.{i}.{field}: unknown channel {name!r}")
-        for field in ("channels", "fallback"):
-            for name in getattr(self.default, field):
-                if name not in self.channels:
-                    raise ValueError(f"default.{field}: unknown channel {name!r}")
+    def _routes_name_known_channels(self, info: ValidationInfo) -> Config:
+        if info.context and info.context.get(_REFERENCES_CHECKED):
+            return self
+        routes = [{"channels": r.channels, "fallback": r.fallback} for r in self.routes]
+        default = {"channels": self.default.channels, "fallback": self.default.fallback}
+        problems = reference_problems({"channels": self.channels, "routes": routes, "default": default})
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     def path(self, value: str) -> Path:
@@ -259,118 +249,43 @@ class Config(_Model):
         return [s for s in found if s and len(s) >= 4]
 
 
-def _substitute(value: Any, where: str, environ: dict[str, str]) -> Any:
-    if isinstance(value, dict):
-        return {k: _substitute(v, f"{where}.{k}" if where else str(k), environ) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute(v, f"{where}.{i}", environ) for i, v in enumerate(value)]
-    if isinstance(value, str):
+@dataclass
+class ConfigRead:
+    """What reading the config gave: the file (None: defaults and environment only), the validated config
+    when there was no problem, and every problem found, each naming its key path."""
 
-        def repl(m: re.Match[str]) -> str:
-            name, default = m.group(1), m.group(2)
-            if name in environ:
-                return environ[name]
-            if default is not None:
-                return default
-            raise ConfigError(f"{where}: environment variable {name} is not set")
-
-        return _ENV_REF.sub(repl, value)
-    return value
+    file: Path | None
+    config: Config | None
+    problems: list[str] = field(default_factory=list)
+    # As read, substituted and overridden: `relay check` still checks channel URLs when validation failed.
+    data: dict[str, Any] = field(default_factory=dict)
 
 
-def _schema_path(model: type[BaseModel], rest: str) -> list[str] | None:
-    """The key path whose names, joined by '_', spell `rest` (server_max_body_bytes -> server.max_body_bytes)."""
-    found: list[list[str]] = []
-    for field_name, info in model.model_fields.items():
-        key = info.alias or field_name
-        if rest == key:
-            found.append([key])
-        elif (
-            rest.startswith(key + "_") and isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
-        ):
-            tail = _schema_path(info.annotation, rest[len(key) + 1 :])
-            if tail:
-                found.append([key, *tail])
-    return found[0] if len(found) == 1 else None
-
-
-def _env_path(name: str) -> list[str] | None:
-    rest = name[len(ENV_PREFIX) :]
-    if "__" in rest:
-        parts = [p.lower() for p in rest.split("__") if p]
-    else:
-        parts = _schema_path(Config, rest.lower()) or []
-    # Only names of config sections count: RELAY_WEBHOOK_TOKEN may be a secret for ${...}.
-    if not parts or parts[0] not in Config.model_fields or parts[0] == "base_dir":
-        return None
-    return parts
-
-
-def _apply_env(data: dict[str, Any], environ: dict[str, str]) -> None:
-    """RELAY_SERVER__PORT=9000 (or RELAY_SERVER_PORT, matched against the known keys) sets server.port;
-    values are read as YAML (lists, numbers, booleans)."""
-    for name, raw in sorted(environ.items()):
-        if not name.startswith(ENV_PREFIX) or name in _NOT_KEYS:
-            continue
-        parts = _env_path(name)
-        if parts is None:
-            continue
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else raw
-        except yaml.YAMLError:
-            value = raw
-        node = data
-        for part in parts[:-1]:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = {}
-                node[part] = child
-            node = child
-        node[parts[-1]] = value
-
-
-def _format_error(err: ValidationError) -> str:
-    lines = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
-        lines.append(f"{loc}: {msg}" if loc else msg)
-    return "; ".join(lines)
-
-
-def default_config_path() -> Path | None:
-    """Without --config: ./config.yaml when it exists, else $RELAY_CONFIG (SPEC's order)."""
-    here = Path("config.yaml")
-    if here.exists():
-        return here
-    env = os.environ.get("RELAY_CONFIG")
-    return Path(env) if env else None
-
-
-def load_config(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Config:
-    """Read, substitute, override and validate; raise ConfigError naming the key and the reason."""
+def read_config(path: str | Path | None = None, environ: dict[str, str] | None = None) -> ConfigRead:
+    """Read, substitute, override and validate, collecting every problem rather than stopping at the first;
+    a file that cannot be read or parsed at all raises ConfigError."""
     environ = dict(os.environ if environ is None else environ)
     file = Path(path) if path is not None else default_config_path()
     data: dict[str, Any] = {}
     base = Path(".")
+    problems: list[str] = []
     if file is not None:
-        try:
-            text = file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
-        try:
-            loaded = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{file}: not valid YAML: {exc}") from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{file}: the top level must be a mapping of keys")
-        data = _substitute(loaded, "", environ)
+        data = substitute(read_file(file), environ, problems)
         base = file.resolve().parent
-    _apply_env(data, environ)
+    apply_env(data, environ, Config)
     data["base_dir"] = str(base)
+    config = None
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data, context={_REFERENCES_CHECKED: True})
     except ValidationError as exc:
-        raise ConfigError(f"invalid config: {_format_error(exc)}") from None
+        problems.extend(validation_problems(exc))
+    problems.extend(reference_problems(data))
+    return ConfigRead(file, None if problems else config, problems, data)
+
+
+def load_config(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Config:
+    """The validated config; ConfigError naming every key that is wrong and why."""
+    found = read_config(path, environ)
+    if found.config is None:
+        raise ConfigError("invalid config: " + "; ".join(found.problems), found.problems)
+    return found.config

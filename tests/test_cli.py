@@ -34,7 +34,7 @@ def test_invalid_config_names_the_key(tmp_path: Path, capsys: pytest.CaptureFixt
     path = tmp_path / "bad.yaml"
     path.write_text("routes:\n  - channels: [missing]\n")
     assert main(["status", "x", "--config", str(path)]) == 2
-    assert "routes.0.channels: unknown channel 'missing'" in capsys.readouterr().err
+    assert "routes[0].channels[0]: unknown channel 'missing'" in capsys.readouterr().err
 
 
 def test_deliveries_replay_and_status(
@@ -80,3 +80,32 @@ def test_send_reports_an_unreachable_relay(tmp_path: Path, capsys: pytest.Captur
     url = f"http://127.0.0.1:{free_port()}/webhook"
     assert main(["send", str(payload), "--url", url, "--config", str(tmp_path / "absent.yaml")]) == 1
     assert "cannot reach relay" in capsys.readouterr().err
+
+
+def test_status_shows_each_address_and_the_redis_it_read(
+    client: TestClient, rt: Runtime, sink: HttpSink, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    payload = sample_notification()
+    post(client, payload)
+    run_worker(rt)
+    capsys.readouterr()
+
+    assert main(["status", payload["metadata"]["eventId"], "--config", str(config_file)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[1].split()
+    assert header[:5] == ["id", "recipientType", "recipient", "address", "channel"]
+    mail = next(line for line in lines if "requester-email" in line)
+    assert "alice.rossi@example.com" in mail.split()
+    url = rt.config.redis.url
+    assert lines[-1] == f"redis {url}  (rq info -u {url})"
+
+    assert main(["status", "no-such-event", "--config", str(config_file)]) == 1
+    assert f"redis {url}" in capsys.readouterr().err
+
+
+def test_a_redis_password_is_never_shown() -> None:
+    from relay.cli.common import shown_redis_url
+
+    assert shown_redis_url("redis://:s3cret-pw@redis:6379/0") == "redis://:****@redis:6379/0"
+    assert shown_redis_url("rediss://relay:s3cret-pw@redis:6380/1") == "rediss://relay:****@redis:6380/1"
+    assert shown_redis_url("unix:///var/lib/relay/redis.sock") == "unix:///var/lib/relay/redis.sock"

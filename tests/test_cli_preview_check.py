@@ -118,7 +118,7 @@ def test_check_reports_missing_named_template_and_syntax_errors(
     assert main(["check", "--config", str(write_config(tmp_path, routes=routes))]) == 1
     err = capsys.readouterr().err
     assert f"template {broken}, line 3" in err
-    assert "routes.0.template: no template 'shared/nowhere'" in err
+    assert "routes[0].template: no template 'shared/nowhere'" in err
     assert "2 problem(s) found" in err
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from relay.runtime.embedded import url_for
 from tests.conftest import sample_notification
 from tests.servers import HttpSink, SmtpSink, free_port, wait_for
 
@@ -124,6 +125,9 @@ def test_serve_send_status_and_clean_stop(
         timeout=30,
     ).stdout
     assert "delivered" in table and "owners" in table
+    # The e-mail's address column, and the embedded Redis that `rq info -u` can be pointed at.
+    redis_url = url_for(Path(str(served["data"])))
+    assert "alice.rossi@example.com" in table and f"redis {redis_url}  (rq info -u {redis_url})" in table
 
     code, text = _get(f"{served['base']}/api/v1/events/{payload['metadata']['eventId']}", "serve-admin-5678")
     assert code == 200 and len(json.loads(text)["deliveries"]) == 3
@@ -138,6 +142,8 @@ def test_serve_send_status_and_clean_stop(
     assert _processes_mentioning(data_dir) == []
     assert _processes_mentioning(config) == []
     assert (served["data"] / "appendonly.aof").exists() or list(Path(data_dir).glob("appendonly*"))  # type: ignore[operator]
+    assert proc.stdout is not None
+    assert f"embedded Redis started: {redis_url}" in proc.stdout.read().decode()
 
 
 def test_sighup_reloads_api_and_workers(served: dict[str, object], sink: HttpSink, tmp_path: Path) -> None:

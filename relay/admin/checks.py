@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from jinja2 import Environment, TemplateNotFound, TemplateSyntaxError
 
@@ -35,7 +36,9 @@ def check_templates(config: Config) -> tuple[list[str], list[str]]:
             notes.append(f"{len(names)} template(s) compiled in {root}")
     if not config.templates_path.is_dir():
         notes.append(f"templates.dir {config.templates_path} does not exist: only built-in templates are used")
-    routes = [(f"routes.{i}", r.template) for i, r in enumerate(config.routes)] + [("default", config.default.template)]
+    routes = [(f"routes[{i}]", r.template) for i, r in enumerate(config.routes)] + [
+        ("default", config.default.template)
+    ]
     for where, template in routes:
         if template in (AUTO, PLATFORM):
             continue
@@ -76,9 +79,25 @@ def check_channels(config: Config) -> tuple[list[str], list[str]]:
     return problems, notes
 
 
-def check_all(config: Config) -> tuple[list[str], list[str]]:
+def channel_url_problems(data: dict[str, Any]) -> list[str]:
+    """The channel URLs of a config that did not validate (`data` as read), checked all the same."""
+    channels = data.get("channels")
+    if not isinstance(channels, dict):
+        return []
+    problems = []
+    for name, channel in channels.items():
+        url = channel.get("url") if isinstance(channel, dict) else None
+        reason = check_url(url) if isinstance(url, str) else None
+        if reason:
+            problems.append(f"channels.{name}.url: {reason}")
+    return problems
+
+
+def check_all(config: Config) -> tuple[list[str], list[str], list[str]]:
+    """Problems (the config cannot work), warnings (it works, but likely not as meant) and notes."""
     problems, notes = check_channels(config)
     t_problems, t_notes = check_templates(config)
+    warnings = []
     if not config.routes and not config.default.channels:
-        notes.append("no routes and no default channels: notifications are accepted but sent nowhere")
-    return problems + t_problems, notes + t_notes
+        warnings.append("no routes and no default channels: notifications are accepted but sent nowhere")
+    return problems + t_problems, warnings, notes + t_notes

@@ -160,7 +160,7 @@ class Rendered:
 
 
 def candidates(template: str, kind: str, recipient_types: list[str], fmt: str) -> list[str]:
-    """Template files to try, most specific first (see README, "Templates")."""
+    """Template files to try, most specific first (see docs/templates.md, "Lookup")."""
     if template == PLATFORM:
         return []
     if template != AUTO:

@@ -77,7 +77,13 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
             # The API (this process, on a reload too) and the workers all read the config with this set.
             os.environ["RELAY_REDIS__URL"] = env["RELAY_REDIS__URL"] = embedded.url
             config = config.model_copy(update={"redis": config.redis.model_copy(update={"url": embedded.url})})
-            log.info("embedded Redis started on %s (append-only file in %s)", embedded.url, config.data_path)
+            # The URL that `rq info -u`, rq-dashboard and `relay status` reach this Redis by.
+            log.info(
+                "embedded Redis started: %s (append-only file in %s; rq info -u %s)",
+                embedded.url,
+                config.data_path,
+                embedded.url,
+            )
         pool = Workers(workers, config_file, env)
         pool.start()
         rt = build(config, config_file=config_file)

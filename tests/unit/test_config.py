@@ -130,7 +130,7 @@ def test_env_substitution_reaches_every_level(tmp_path: Path, monkeypatch: pytes
     ("data", "key"),
     [
         ({"channels": {"owners": {"url": "${RELAY_UNIT_MISSING}"}}}, "channels.owners.url"),
-        ({"server": {"auth": {"tokens": ["ok", "${RELAY_UNIT_MISSING}"]}}}, "server.auth.tokens.1"),
+        ({"server": {"auth": {"tokens": ["ok", "${RELAY_UNIT_MISSING}"]}}}, "server.auth.tokens[1]"),
         ({"platform": {"access_token": "x${RELAY_UNIT_MISSING}"}}, "platform.access_token"),
         ({"data_dir": "${RELAY_UNIT_MISSING}"}, "data_dir"),
     ],
@@ -247,24 +247,24 @@ CHANNELS = {"slack": {"url": SLACK}, "mail": {"url": "mailto://h.example.com", "
 @pytest.mark.parametrize(
     ("data", "message_part"),
     [
-        ({"channels": CHANNELS, "routes": [{"channels": ["nope"]}]}, "routes.0.channels: unknown channel 'nope'"),
+        ({"channels": CHANNELS, "routes": [{"channels": ["nope"]}]}, "routes[0].channels[0]: unknown channel 'nope'"),
         (
             {"channels": CHANNELS, "routes": [{"channels": ["slack"]}, {"channels": ["slack", "ghost"]}]},
-            "routes.1.channels: unknown channel 'ghost'",
+            "routes[1].channels[1]: unknown channel 'ghost'",
         ),
         (
             {"channels": CHANNELS, "routes": [{"channels": ["slack"], "fallback": ["ghost"]}]},
-            "routes.0.fallback: unknown channel 'ghost'",
+            "routes[0].fallback[0]: unknown channel 'ghost'",
         ),
-        ({"channels": CHANNELS, "default": {"channels": ["ghost"]}}, "default.channels: unknown channel"),
-        ({"channels": CHANNELS, "default": {"fallback": ["ghost"]}}, "default.fallback: unknown channel"),
-        ({"routes": [{"channels": ["slack"]}]}, "routes.0.channels"),
+        ({"channels": CHANNELS, "default": {"channels": ["ghost"]}}, "default.channels[0]: unknown channel"),
+        ({"channels": CHANNELS, "default": {"fallback": ["ghost"]}}, "default.fallback[0]: unknown channel"),
+        ({"routes": [{"channels": ["slack"]}]}, "routes[0].channels[0]"),
         # Unknown keys are refused, at every level.
         ({"bogus": 1}, "bogus"),
         ({"server": {"prot": 8080}}, "server.prot"),
         ({"server": {"auth": {"token": ["x"]}}}, "server.auth.token"),
         ({"channels": {"slack": {"url": SLACK, "per_recipent": True}}}, "channels.slack.per_recipent"),
-        ({"routes": [{"kind": ["x"]}]}, "routes.0.kind"),
+        ({"routes": [{"kind": ["x"]}]}, "routes[0].kind"),
         ({"retry": {"attempts": 3, "delays": [1]}}, "retry.delays"),
         ({"default": {"channels": [], "continue": True}}, "default.continue"),
         # Values.
@@ -277,7 +277,7 @@ CHANNELS = {"slack": {"url": SLACK}, "mail": {"url": "mailto://h.example.com", "
         ({"server": {"path": "/metrics"}}, "collides"),
         ({"retry": {"attempts": 0}}, "retry.attempts"),
         ({"retry": {"attempts": 101}}, "retry.attempts"),
-        ({"retry": {"backoff": ["10s", "soon"]}}, "retry.backoff.1"),
+        ({"retry": {"backoff": ["10s", "soon"]}}, "retry.backoff[1]"),
         ({"dedup_ttl": "7 days"}, "dedup_ttl"),
         ({"dedup_ttl": -5}, "dedup_ttl"),
         ({"channels": {"slack": {}}}, "channels.slack.url"),
@@ -486,3 +486,28 @@ def test_single_underscore_overrides_are_matched_against_the_keys(name: str, val
 def test_names_that_are_no_key_are_left_alone() -> None:
     config = load_config(None, environ={"RELAY_WEBHOOK_TOKEN": "x", "RELAY_SERVER_NOPE": "1", "RELAY_CONFIG": "y"})
     assert config.server.port == 8080
+
+
+def test_every_problem_is_reported_with_its_key_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RELAY_UNIT_MISSING", raising=False)
+    data = {
+        "server": {"port": "many"},
+        "platform": {"access_token": "${RELAY_UNIT_MISSING}"},
+        "channels": CHANNELS,
+        "routes": [{"channels": ["slack"]}, {"channels": ["slack"], "fallback": ["mail", "ghost"]}],
+        "default": {"channels": ["nowhere"]},
+    }
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path, data)
+    problems = err.value.problems
+    assert problems[0] == "platform.access_token: environment variable RELAY_UNIT_MISSING is not set"
+    assert problems[1].startswith("server.port: ")
+    assert problems[2:] == [
+        "routes[1].fallback[1]: unknown channel 'ghost'",
+        "default.channels[0]: unknown channel 'nowhere'",
+    ]
+
+
+def test_a_model_built_directly_still_refuses_unknown_channels() -> None:
+    with pytest.raises(ValueError, match=r"routes\[0\]\.channels\[0\]: unknown channel 'ghost'"):
+        Config.model_validate({"routes": [{"channels": ["ghost"]}]})

@@ -253,3 +253,9 @@ def test_planned_delivery_defaults_and_immutability() -> None:
         1, "recipient-type:x", "slack", "auto", address="a@b.com"
     )
     assert d != dataclasses.replace(d, address="a@b.com")
+
+
+def test_the_command_lines_state_choices_are_the_model_states() -> None:
+    from relay.cli.inspect import STATES
+
+    assert set(STATES) == {s.value for s in State}

@@ -1,0 +1,69 @@
+"""`relay check` and `relay preview`: what the config would do, before anything is sent."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pydantic import ValidationError
+
+from relay.cli.common import Command, config, no_config_file_warning, read_payload
+from relay.config import read_config
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from relay.admin.checks import channel_url_problems, check_all
+
+    found = read_config(args.config)
+    problems = list(found.problems)
+    warnings: list[str] = []
+    notes = [f"config file {found.file}" if found.file else "no config file"]
+    if found.file is None:
+        warnings.append(no_config_file_warning())
+    if found.config is not None:
+        more, config_warnings, config_notes = check_all(found.config)
+        problems += more
+        # Without a file the warning above already says that nothing would be sent.
+        warnings += config_warnings if found.file is not None else []
+        notes += config_notes
+    else:
+        # Validation failed, but channel URLs can still be parsed: report those problems in the same run.
+        problems += channel_url_problems(found.data)
+    for line in notes:
+        print(f"ok    {line}")
+    for line in warnings:
+        print(f"warn  {line}", file=sys.stderr)
+    for line in problems:
+        print(f"error {line}", file=sys.stderr)
+    if problems:
+        print(f"{len(problems)} problem(s) found", file=sys.stderr)
+        return 1
+    if warnings:
+        print(f"config is valid, with {len(warnings)} warning(s)" + (" (--strict: failing)" if args.strict else ""))
+        return 1 if args.strict else 0
+    print("config is valid")
+    return 0
+
+
+def cmd_preview(args: argparse.Namespace) -> int:
+    from relay.admin.preview import preview
+
+    cfg = config(args)
+    _, data = read_payload(args.payload)
+    try:
+        text = preview(cfg, data, args.format)
+    except ValidationError as exc:
+        print(f"the payload is not a valid notification:\n{exc}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
+
+
+def add_commands(command: Command) -> None:
+    c = command("check", "validate config, compile templates, parse channel URLs; report every problem")
+    c.add_argument("--strict", action="store_true", help="exit non-zero on warnings too (e.g. nothing would be sent)")
+    c.set_defaults(func=cmd_check)
+    c = command("preview", "print the delivery plan and every rendered message; sends nothing")
+    c.add_argument("payload", help="notification JSON file, or - for standard input")
+    c.add_argument("--format", choices=["text", "json"], default="text")
+    c.set_defaults(func=cmd_preview)

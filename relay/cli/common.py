@@ -1,0 +1,79 @@
+"""What every command shares: reading the config, logging, tables, payload files, the Redis it reads."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from relay.config import Config, ConfigError, load_config
+from relay.config_source import EXAMPLE_CONFIG, default_config_path
+from relay.runtime.logs import setup_logging
+
+# Adds a subcommand that takes --config: (name, help) -> its parser.
+Command = Callable[[str, str], argparse.ArgumentParser]
+
+
+def config(args: argparse.Namespace) -> Config:
+    return load_config(args.config)
+
+
+def config_file(args: argparse.Namespace) -> Path | None:
+    return Path(args.config) if args.config else default_config_path()
+
+
+def no_config_file_warning() -> str:
+    """What to say when no config file is found: relay would accept notifications and send them nowhere."""
+    example = (
+        f"./{EXAMPLE_CONFIG} is here: try `relay check --config {EXAMPLE_CONFIG}`, or copy it to ./config.yaml"
+        if EXAMPLE_CONFIG.is_file()
+        else f"start from {EXAMPLE_CONFIG} in relay's source tree, copied to ./config.yaml"
+    )
+    return (
+        "no config file (no --config, no ./config.yaml, no $RELAY_CONFIG): relay runs on its defaults and "
+        f"the environment, with no channels and no routes, so nothing would be sent; {example}"
+    )
+
+
+def log(config: Config) -> None:
+    setup_logging(config.logging.level, config.logging.format, config.secrets())
+
+
+def refuse_open_bind(config: Config) -> None:
+    host = config.server.host
+    loopback = host in {"127.0.0.1", "localhost", "::1"} or host.startswith("127.")
+    if not loopback and not config.server.auth.enabled and not config.server.allow_unauthenticated:
+        raise ConfigError(
+            f"server.host is {host!r} but no webhook auth is configured: anyone could post notifications. "
+            "Configure server.auth.tokens or server.auth.basic, or set server.allow_unauthenticated: true."
+        )
+
+
+def shown_redis_url(url: str) -> str:
+    """The Redis URL with any password masked: `rq info -u` and rq-dashboard take it (add the password)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:****@{host}"))
+
+
+def read_payload(path: str) -> tuple[str, Any]:
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    return text, json.loads(text)
+
+
+def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    if not rows:
+        return "(none)"
+    cells = [[("" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]
+    widths = [min(60, max(len(c), *(len(row[i]) for row in cells))) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    for row in cells:
+        lines.append("  ".join(v[:w].ljust(w) for v, w in zip(row, widths, strict=True)))
+    return "\n".join(lines)

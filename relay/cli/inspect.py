@@ -1,0 +1,135 @@
+"""`relay status`, `relay deliveries`, `relay replay`: what happened, read from relay's Redis."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from relay.cli.common import Command, config, shown_redis_url, table
+
+# The states a delivery can be in (relay.core.model.State), listed here so that parsing the command line
+# stays free of the model's imports.
+STATES = ("queued", "retrying", "delivered", "failed", "skipped", "expanded")
+
+BATCH = 100
+STATUS_COLUMNS = [
+    "id",
+    "recipientType",
+    "recipient",
+    "address",
+    "channel",
+    "state",
+    "attempts",
+    "updatedAt",
+    "lastError",
+]
+LIST_COLUMNS = [
+    "id",
+    "eventId",
+    "kind",
+    "recipientType",
+    "recipient",
+    "channel",
+    "state",
+    "attempts",
+    "updatedAt",
+    "lastError",
+]
+
+
+def _runtime(args: argparse.Namespace) -> Any:
+    from relay.runtime.bootstrap import build
+
+    return build(config(args))
+
+
+def _redis_line(rt: Any) -> str:
+    from relay.runtime.bootstrap import redis_url
+
+    url = shown_redis_url(redis_url(rt.config))
+    return f"redis {url}  (rq info -u {url})"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    rt = _runtime(args)
+    event = rt.store.event(args.event_id)
+    if event is None:
+        print(f"no notification with eventId {args.event_id!r}; {_redis_line(rt)}", file=sys.stderr)
+        return 1
+    from relay.storage.store import iso
+
+    records = [r.public() for r in rt.store.deliveries(rt.store.event_delivery_ids(args.event_id)) if r]
+    if args.json:
+        event_json = {"eventId": event.eventId, "kind": event.kind, "receivedAt": iso(event.receivedAt)}
+        print(json.dumps({**event_json, "deliveries": records}, indent=2))
+        return 0
+    print(f"event {event.eventId}  kind {event.kind}  received {iso(event.receivedAt)}")
+    print(table(records, STATUS_COLUMNS))
+    print(_redis_line(rt))
+    return 0
+
+
+def _filters(args: argparse.Namespace, state: str | None) -> Any:
+    from relay.admin.selection import Filters, since_value
+
+    return Filters(state, args.kind, args.channel, since_value(args.since), args.event)
+
+
+def cmd_deliveries(args: argparse.Namespace) -> int:
+    rt = _runtime(args)
+    found = _filters(args, args.state).select(rt.store, args.limit)
+    rows = [r.public(with_event=True) for r in found]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(table(rows, LIST_COLUMNS))
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from relay.core.model import State
+
+    rt = _runtime(args)
+    filters = _filters(args, State.FAILED.value)
+    chosen = [r for r in filters.candidates(rt.store) if filters.matches(r)]
+    if args.dry_run:
+        for r in chosen:
+            print(f"would replay {r.id}  event {r.eventId}  channel {r.channel}  last error: {r.lastError}")
+        print(f"{len(chosen)} failed deliveries would be replayed (dry run)")
+        return 0
+    done = 0
+    for start in range(0, len(chosen), BATCH):
+        done += rt.intake.replay(chosen[start : start + BATCH], rt.config.retry.attempts)
+        _progress(done, len(chosen))
+    if chosen:
+        print(file=sys.stderr)
+    print(f"replayed {done} failed deliveries")
+    return 0
+
+
+def _progress(done: int, total: int, width: int = 30) -> None:
+    filled = int(width * done / total) if total else width
+    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end="", file=sys.stderr, flush=True)
+
+
+def add_commands(command: Command) -> None:
+    for name, help_ in (("deliveries", "table of deliveries, newest first"), ("replay", "requeue failed deliveries")):
+        c = command(name, help_)
+        c.add_argument("--event")
+        c.add_argument("--kind")
+        c.add_argument("--channel")
+        c.add_argument("--since", help="a duration back from now (2h) or an ISO time")
+        if name == "deliveries":
+            c.add_argument("--state", choices=list(STATES))
+            c.add_argument("--limit", type=int, default=50)
+            c.add_argument("--json", action="store_true")
+            c.set_defaults(func=cmd_deliveries)
+        else:
+            c.add_argument("--dry-run", action="store_true")
+            c.set_defaults(func=cmd_replay)
+    c = command("status", "one notification's deliveries (with the address of each), and the Redis they came from")
+    c.add_argument("event_id")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_status)

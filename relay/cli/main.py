@@ -1,0 +1,47 @@
+"""The `relay` command: run the service, check config, preview, send, inspect and replay."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from redis.exceptions import RedisError
+
+from relay.cli import check, inspect, run, send
+from relay.config import ConfigError
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="relay", description="Webhook notification relay.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help_, description=help_)
+        c.add_argument("--config", help="config file (default ./config.yaml, else $RELAY_CONFIG)")
+        return c
+
+    run.add_commands(command)
+    check.add_commands(command)
+    send.add_commands(command, sub)
+    inspect.add_commands(command)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:
+        if len(exc.problems) > 1:
+            print("relay: invalid config:", *(f"  {p}" for p in exc.problems), sep="\n", file=sys.stderr)
+        else:
+            print(f"relay: {exc}", file=sys.stderr)
+        return 2
+    except RedisError as exc:
+        print(f"relay: cannot reach Redis ({exc}); is `relay serve` running with this config?", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
+        print(f"relay: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,72 @@
+"""`relay serve`, `relay api`, `relay worker`: running relay, whole or in halves."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from relay.cli.common import Command, config, config_file, log, no_config_file_warning, refuse_open_bind
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from relay.runtime.supervisor import serve
+
+    cfg = config(args)
+    if args.host:
+        cfg.server.host = args.host
+    if args.port is not None:
+        cfg.server.port = args.port
+    log(cfg)
+    refuse_open_bind(cfg)
+    file = config_file(args)
+    if file is None:
+        print(f"relay: warning: {no_config_file_warning()}", file=sys.stderr)
+    return serve(cfg, file, args.workers if args.workers is not None else cfg.workers)
+
+
+def cmd_api(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from relay.runtime.app import create_app
+    from relay.runtime.bootstrap import build, reload_on_sighup
+
+    cfg = config(args)
+    log(cfg)
+    refuse_open_bind(cfg)
+    rt = build(cfg, config_file=config_file(args))
+    reload_on_sighup(rt)
+    app = create_app(rt)
+    uvicorn.run(
+        app,
+        host=cfg.server.host,
+        port=cfg.server.port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        # h11 takes a configurable bound on the request line plus headers (httptools has a fixed
+        # one of its own); over it, uvicorn answers a plain-text 400 and closes the connection.
+        http="h11",
+        h11_max_incomplete_event_size=cfg.server.limits.max_header_bytes,
+    )
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from relay.runtime.worker import run_worker
+
+    cfg = config(args)
+    log(cfg)
+    run_worker(cfg, burst=args.burst, config_file=config_file(args))
+    return 0
+
+
+def add_commands(command: Command) -> None:
+    c = command("serve", "API, workers and (without redis.url) an embedded Redis, in one process group")
+    c.add_argument("--workers", type=int, help="worker processes (default: config `workers`, 2)")
+    c.add_argument("--host")
+    c.add_argument("--port", type=int)
+    c.set_defaults(func=cmd_serve)
+    command("api", "the HTTP API alone, against redis.url").set_defaults(func=cmd_api)
+    c = command("worker", "one delivery worker, against redis.url")
+    c.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    c.set_defaults(func=cmd_worker)

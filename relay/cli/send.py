@@ -1,0 +1,69 @@
+"""`relay send` and `relay sink`: post a notification to a running relay, and catch what it sends."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import sys
+import urllib.error
+import urllib.request
+
+from relay.cli.common import Command, config, read_payload
+from relay.config import Config, ConfigError
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    text, _ = read_payload(args.payload)
+    try:
+        cfg: Config | None = config(args)
+    except ConfigError:
+        if not args.url:
+            raise
+        cfg = None
+    url = args.url
+    if not url and cfg is not None:
+        host = cfg.server.host
+        host = "127.0.0.1" if host in {"0.0.0.0", "::", ""} else host
+        url = f"http://{host}:{cfg.server.port}{cfg.server.path}"
+    token = args.token or (cfg.server.auth.tokens[0] if cfg and cfg.server.auth.tokens else None)
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    elif cfg is not None and cfg.server.auth.basic is not None:
+        basic = cfg.server.auth.basic
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{basic.username}:{basic.password}".encode()).decode()
+    request = urllib.request.Request(url, data=text.encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            print(f"{response.status} {response.read().decode()}")
+            return 0
+    except urllib.error.HTTPError as exc:
+        print(f"{exc.code} {exc.read().decode(errors='replace')}", file=sys.stderr)
+        return 1
+    except urllib.error.URLError as exc:
+        print(f"cannot reach relay at {url}: {exc.reason}", file=sys.stderr)
+        return 1
+
+
+def cmd_sink(args: argparse.Namespace) -> int:
+    from relay.runtime.devsink import run_sink
+
+    run_sink(args.http_port, args.smtp_port, fail=args.fail)
+    return 0
+
+
+def add_commands(command: Command, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    c = command("send", "post a notification to a running relay")
+    c.add_argument("payload")
+    c.add_argument("--url")
+    c.add_argument("--token")
+    c.set_defaults(func=cmd_send)
+    c = sub.add_parser("sink", help="print what the example channels send (webhooks and e-mail), for trying relay")
+    c.add_argument("--http-port", type=int, default=9999)
+    c.add_argument("--smtp-port", type=int, default=8025)
+    c.add_argument(
+        "--fail",
+        action="store_true",
+        help="refuse everything (webhooks 500, e-mail 451) until restarted without it: to try failures and replay",
+    )
+    c.set_defaults(func=cmd_sink)
