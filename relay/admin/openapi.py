@@ -50,6 +50,8 @@ def openapi_document(webhook_path: str) -> dict[str, Any]:
             "recipientType": {"type": ["string", "null"]},
             "recipient": {"type": ["string", "null"]},
             "channel": {"type": "string"},
+            # The route that planned the delivery: its name, `routes[i]`, or `default`.
+            "route": {"type": ["string", "null"]},
             "state": {"type": "string", "enum": ["queued", "retrying", "delivered", "failed", "skipped"]},
             "attempts": {"type": "integer"},
             "lastError": {"type": ["string", "null"]},

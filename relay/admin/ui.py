@@ -179,6 +179,7 @@ class DeliveryRow:
     created: float
     updated: float
     fallback_for: str | None
+    route: str | None = None
 
     @classmethod
     def of(cls, r: DeliveryRecord) -> DeliveryRow:
@@ -199,6 +200,7 @@ class DeliveryRow:
             created=r.createdAt,
             updated=r.updatedAt,
             fallback_for=r.fallbackFor,
+            route=r.route,
         )
 
     @property

@@ -191,6 +191,8 @@ class DeliveryRecord:
     attemptTimes: list[float]
     fallbackFor: str | None = None
     recipientIndex: int | None = None
+    # The route that planned it (a name, `routes[i]` or `default`); None in records made before routes had one.
+    route: str | None = None
     # This worker holds the record's send lock: the update that stores the outcome releases it.
     held_lock: bool = field(default=False, init=False, compare=False, repr=False)
 
@@ -216,6 +218,7 @@ class DeliveryRecord:
             attemptTimes=json.loads(data.get("attemptTimes", "[]")),
             fallbackFor=data.get("fallbackFor") or None,
             recipientIndex=int(data["recipientIndex"]) if data.get("recipientIndex") else None,
+            route=data.get("route") or None,
         )
 
     def to_hash(self) -> dict[str, str]:
@@ -239,6 +242,7 @@ class DeliveryRecord:
             "attemptTimes": json.dumps(self.attemptTimes),
             "fallbackFor": self.fallbackFor or "",
             "recipientIndex": "" if self.recipientIndex is None else str(self.recipientIndex),
+            "route": self.route or "",
         }
 
     def public(self, with_event: bool = False) -> dict[str, Any]:
@@ -248,6 +252,7 @@ class DeliveryRecord:
             "recipientType": self.recipientType,
             "recipient": self.recipient,
             "channel": self.channel,
+            "route": self.route,
             "state": self.state,
             "attempts": self.attempts,
             "lastError": self.lastError,
