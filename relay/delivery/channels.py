@@ -227,6 +227,7 @@ def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> 
             messages.append(f"{type(exc).__name__}: {exc}")
     if ok:
         return SendResult(True)
+    messages.extend(asked.api_errors)  # Apprise logs only the HTTP status of an API's refusal
     reason = redact("; ".join(dict.fromkeys(messages)) or "send failed", secret_parts(url))
     codes = [int(m) for m in _STATUS.findall(reason)]
     code = codes[-1] if codes else None

@@ -314,7 +314,9 @@ def _retry_or_fail(
         record.state = State.RETRYING.value
         delay = rt.config.retry.delay_after(record.attempts)
         if retry_after is not None:
-            delay = retry_after  # the service said how long: wait that long, no less, no more
+            # The service said how long: wait that long, no less. RQ schedules in whole seconds,
+            # rounding down: one more second keeps the retry from running before that time.
+            delay = retry_after + 1.0
         rt.store.update(record, previous, send_seconds=send_seconds, reason="transient")
         rt.intake.retry_later(record.id, delay, record.attempts)
         log.info("failed, retrying in %gs: %s", delay, record.lastError, extra={**ctx, "state": record.state})
