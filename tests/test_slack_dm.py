@@ -94,21 +94,31 @@ def platform() -> Iterator[FakePlatform]:
 
 
 @pytest.fixture
-def slack_rt(make_runtime: Callable[..., Runtime], platform: FakePlatform) -> Runtime:
+def make_slack_rt(make_runtime: Callable[..., Runtime], platform: FakePlatform) -> Callable[..., Runtime]:
     """The README's worked example: requesters get a DM, owners the team's channel."""
-    rt: Runtime = make_runtime(
-        platform={"url": platform.url, "access_token": ACCESS_TOKEN, "timeout": "2s"},
-        channels={
-            "requester-slack": {"url": f"slack://{BOT_TOKEN}/{{email}}", "per_recipient": True},
-            "owners-slack": {"url": f"slack://{BOT_TOKEN}/#data-owners"},
-        },
-        routes=[
-            {"recipient_types": [REQUESTER], "channels": ["requester-slack"]},
-            {"recipient_types": [OWNER], "channels": ["owners-slack"]},
-        ],
-        default={"channels": []},
-    )
-    return rt
+
+    def make(**extra: Any) -> Runtime:
+        rt: Runtime = make_runtime(
+            platform={"url": platform.url, "access_token": ACCESS_TOKEN, "timeout": "2s"},
+            channels={
+                "requester-slack": {"url": f"slack://{BOT_TOKEN}/{{email}}", "per_recipient": True},
+                "owners-slack": {"url": f"slack://{BOT_TOKEN}/#data-owners"},
+            },
+            routes=[
+                {"recipient_types": [REQUESTER], "channels": ["requester-slack"]},
+                {"recipient_types": [OWNER], "channels": ["owners-slack"]},
+            ],
+            default={"channels": []},
+            **extra,
+        )
+        return rt
+
+    return make
+
+
+@pytest.fixture
+def slack_rt(make_slack_rt: Callable[..., Runtime]) -> Runtime:
+    return make_slack_rt()
 
 
 def person(ref: str, email: str | None) -> dict[str, Any]:
@@ -230,3 +240,22 @@ def test_slack_429_retry_after_is_honoured(slack_rt: Runtime, slack: FakeSlack, 
     assert len(slack.of("users.lookupByEmail")) == 2
     posts = [body["channel"] for _, _, body in slack.of("chat.postMessage")]
     assert posts == ["U0ALICE"] * (2 if method == "chat.postMessage" else 1)
+
+
+def test_with_templates_owners_get_block_kit_in_their_channel_and_requesters_a_dm(
+    make_slack_rt: Callable[..., Runtime], slack: FakeSlack
+) -> None:
+    slack_rt = make_slack_rt(templates={"dir": "unused", "builtin": True})  # markdown: Slack's Block Kit
+    payload = payload_for(person("user:default/alice.rossi", "alice.rossi@example.com"))
+    with TestClient(create_app(slack_rt)) as client:
+        post(client, payload)
+        run_worker(slack_rt)
+        records = deliveries(client, payload)
+    assert {k: r["state"] for k, r in records.items()} == {
+        "owners-slack": "delivered",
+        "alice.rossi@example.com": "delivered",
+    }
+    posts = {body["channel"]: body for _, _, body in slack.of("chat.postMessage")}
+    assert sorted(posts) == ["#data-owners", "U0ALICE"]  # the owners' channel, not Slack's default
+    for body in posts.values():
+        assert body["attachments"][0]["blocks"][0]["type"] == "header"
