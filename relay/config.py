@@ -263,10 +263,13 @@ class Config(_Model):
 
     @model_validator(mode="after")
     def _route_names_unique(self) -> Config:
+        # Each delivery names its route: two routes of one name could not be told apart.
         names = [r.name for r in self.routes if r.name]
-        for name in names:
-            if names.count(name) > 1 or name == "default":
-                raise ValueError(f"routes: the route name {name!r} is used twice or is reserved ('default')")
+        for i, route in enumerate(self.routes):
+            if route.name == "default":
+                raise ValueError(f"routes.{i}.name: the route name 'default' is the default route's")
+            if route.name and names.count(route.name) > 1:
+                raise ValueError(f"routes.{i}.name: another route is also named {route.name!r}")
         return self
 
     @model_validator(mode="after")
