@@ -176,5 +176,5 @@ def test_a_malformed_matcher_fails_validation(matcher: str, reason: str) -> None
 
 @pytest.mark.parametrize("names", [["a", "a"], ["default"]])
 def test_route_names_are_unique_and_not_default(names: list[str]) -> None:
-    with pytest.raises(ValueError, match="route name"):
+    with pytest.raises(ValueError, match=r"routes\.\d\.name: (another route|the route name)"):
         config(*({"name": n, "channels": ["oncall"]} for n in names))
