@@ -13,6 +13,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -24,6 +25,7 @@ from relay.config_source import apply_env, read_file, reference_problems, substi
 from relay.config_source import default_config_path as default_config_path
 from relay.core.durations import parse_duration
 from relay.core.durations import parse_rate as parse_rate
+from relay.core.matchers import Matcher, MatcherError, parse_line
 from relay.core.model import MAX_EVENT_ID_LENGTH
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
@@ -175,12 +177,37 @@ class ChannelConfig(_Model):
 
 
 class RouteConfig(_Model):
+    # Shown with each delivery the route plans (records, API, admin page, preview); else `routes[i]`.
+    name: str | None = Field(default=None, min_length=1, max_length=100)
     kinds: list[str] = Field(default_factory=lambda: ["*"])
     recipient_types: list[str] = Field(default_factory=lambda: ["*"])
+    # Alertmanager matchers on the notification (relay.core.matchers); all must match.
+    matchers: list[str] = Field(default_factory=list)
     channels: list[str] = Field(default_factory=list)
     template: str = "auto"
     continue_: bool = Field(default=False, alias="continue")
     fallback: list[str] = Field(default_factory=list)
+    _compiled: list[Matcher] = PrivateAttr(default_factory=list)
+
+    @field_validator("matchers")
+    @classmethod
+    def _matchers_parse(cls, lines: list[str], info: ValidationInfo) -> list[str]:
+        name = info.data.get("name")
+        for i, line in enumerate(lines):
+            try:
+                parse_line(line)
+            except MatcherError as exc:
+                raise ValueError(f"{f'route {name!r}, ' if name else ''}matchers[{i}]: {exc}") from None
+        return lines
+
+    @model_validator(mode="after")
+    def _matchers_compile(self) -> RouteConfig:
+        self._compiled = [m for line in self.matchers for m in parse_line(line)]
+        return self
+
+    @property
+    def compiled_matchers(self) -> list[Matcher]:
+        return self._compiled
 
 
 class DefaultRoute(_Model):
@@ -216,6 +243,17 @@ class Config(_Model):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # Where the file was read from; relative paths in the file are relative to it.
     base_dir: str = Field(".", exclude=True)
+
+    @model_validator(mode="after")
+    def _route_names_unique(self) -> Config:
+        # Each delivery names its route: two routes of one name could not be told apart.
+        names = [r.name for r in self.routes if r.name]
+        for i, route in enumerate(self.routes):
+            if route.name == "default":
+                raise ValueError(f"routes[{i}].name: the route name 'default' is the default route's")
+            if route.name and names.count(route.name) > 1:
+                raise ValueError(f"routes[{i}].name: another route is also named {route.name!r}")
+        return self
 
     @model_validator(mode="after")
     def _routes_name_known_channels(self, info: ValidationInfo) -> Config:

@@ -51,6 +51,9 @@ def posted(mock: responses.RequestsMock) -> Any:
         (SLACK_URL + "?footer=no", SLACK_URL + "?footer=no&blocks=yes"),
         (SLACK_URL + "?blocks=no", SLACK_URL + "?blocks=no"),
         (SLACK_URL + "?template=/etc/relay/card.json", SLACK_URL + "?template=/etc/relay/card.json"),
+        # A channel is part of Apprise's path, not a URL fragment: the query goes after it.
+        (SLACK_URL + "/#alerts", SLACK_URL + "/#alerts?blocks=yes"),
+        (SLACK_URL + "/#alerts?footer=no", SLACK_URL + "/#alerts?footer=no&blocks=yes"),
         (TEAMS_URL, TEAMS_URL),
     ],
 )

@@ -174,3 +174,55 @@ def test_check_and_preview_show_the_same_channel_url(tmp_path: Path, capsys: pyt
     assert previewed["channel"] == "owners-slack"
     assert checked.endswith(previewed["target"])
     assert "blocks=yes" in previewed["target"]
+
+
+# --- routes with matchers -------------------------------------------------------------------------
+
+MATCHER_ROUTES = [
+    {
+        "name": "production-owners",
+        "recipient_types": ["recipient-type:system-owner"],
+        "matchers": ['body.requestedResource.environment="production"'],
+        "channels": ["owners-slack"],
+    },
+    {"recipient_types": ["recipient-type:access-control-requester"], "channels": ["requester-email"]},
+]
+
+
+def test_check_refuses_a_malformed_matcher_naming_route_and_matcher(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    routes = [dict(MATCHER_ROUTES[0], matchers=['body.requestedResource.environment=~"prod(uction"'])]
+    assert main(["check", "--config", str(write_config(tmp_path, routes=routes))]) != 0
+    err = capsys.readouterr().err
+    assert "routes[0].matchers" in err and "route 'production-owners'" in err
+    assert 'body.requestedResource.environment=~"prod(uction"' in err
+    assert "not valid" in err
+
+
+def test_preview_names_the_route_of_each_delivery(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = str(write_config(tmp_path, routes=MATCHER_ROUTES))
+    assert main(["preview", str(write_payload(tmp_path)), "--config", config, "--format", "json"]) == 0
+    deliveries = json.loads(capsys.readouterr().out)["deliveries"]
+    assert [(d["message"], d["channel"], d["route"]) for d in deliveries] == [
+        (0, "owners-slack", "production-owners"),
+        (1, "requester-email", "routes[1]"),
+        (2, "owners-slack", "production-owners"),  # its v2 type is not routed: the legacy type's route
+    ]
+    assert main(["preview", str(write_payload(tmp_path)), "--config", config]) == 0
+    out = capsys.readouterr().out
+    assert "-> owners-slack" in out and "    route: production-owners" in out
+    assert "    route: routes[1]" in out
+
+    staging = write_payload(tmp_path)
+    data = json.loads(staging.read_text())
+    data["body"]["requestedResource"]["environment"] = "staging"
+    staging.write_text(json.dumps(data))
+    assert main(["preview", str(staging), "--config", config, "--format", "json"]) == 0
+    deliveries = json.loads(capsys.readouterr().out)["deliveries"]
+    # Not production: the owners' route does not match, so the owners' messages take the default route.
+    assert [(d["channel"], d["route"]) for d in deliveries] == [
+        ("audit", "default"),
+        ("requester-email", "routes[1]"),
+        ("audit", "default"),
+    ]

@@ -49,6 +49,8 @@ class Delivery(TypedDict):
     template: NotRequired[str]
     attemptTimes: NotRequired[list[IsoTime]]
     fallbackFor: NotRequired[str]
+    route: NotRequired[str | None]  # the route that planned it: its name, `routes[i]`, or `default`
+    members: NotRequired[list[str]]  # an expanded group's member deliveries
 
 
 class Event(TypedDict):

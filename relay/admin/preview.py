@@ -25,6 +25,7 @@ def preview_plan(config: Config, data: dict[str, Any]) -> list[dict[str, Any]]:
             "message": planned.message_index,
             "recipientType": planned.recipient_type,
             "channel": planned.channel,
+            "route": planned.route,
             "target": shown_target(channel.url, fmt),
             "recipient": planned.recipient_ref,
             "address": planned.address,
@@ -59,10 +60,11 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text") -> str:
     blocks = []
     for n, item in enumerate(plan, 1):
         head = f"[{n}] message {item['message']} ({item['recipientType']}) -> {item['channel']} {item['target']}"
+        route = f"    route: {item['route']}"
         if item["state"] == "skipped":
-            blocks.append(f"{head}\n    to: {_who(item)}\n    skipped: {item['reason']}")
+            blocks.append(f"{head}\n    to: {_who(item)}\n{route}\n    skipped: {item['reason']}")
             continue
-        lines = [head, f"    to: {_who(item)}", f"    template: {item['template']} ({item['format']})"]
+        lines = [head, f"    to: {_who(item)}", route, f"    template: {item['template']} ({item['format']})"]
         if "templateError" in item:
             lines.append(f"    template failed, the platform's text is used: {item['templateError']}")
         lines.append(f"    title: {item['title']}")

@@ -35,6 +35,7 @@ class DeliveryRow:
     created: float
     updated: float
     fallback_for: str | None
+    route: str | None = None
 
     @classmethod
     def of(cls, r: DeliveryRecord) -> DeliveryRow:
@@ -55,6 +56,7 @@ class DeliveryRow:
             created=r.createdAt,
             updated=r.updatedAt,
             fallback_for=r.fallbackFor,
+            route=r.route,
         )
 
     @property

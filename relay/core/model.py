@@ -198,3 +198,5 @@ class PlannedDelivery:
     fallback: tuple[str, ...] = field(default_factory=tuple)
     # No usable address in the payload, but the platform catalog can be asked for the reference's.
     lookup: bool = False
+    # The route that planned it: its name, `routes[i]`, or `default` (relay.core.routing.route_label).
+    route: str | None = None

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
+from typing import Any
 
 from relay.config import Config, DefaultRoute, RouteConfig
+from relay.core.matchers import all_match
 from relay.core.model import Message, Notification, PlannedDelivery, kind_name, recipient_type_name
 from relay.core.recipients import catalog_ref, email_of, reference_of, resolve_recipient_type, valid_email
 
@@ -15,8 +18,33 @@ def _matches(patterns: list[str], value: str, short: str) -> bool:
     return any(fnmatchcase(value, p) or fnmatchcase(short, p) for p in patterns)
 
 
-def route_matches(route: RouteConfig, kind: str, recipient_type: str | None) -> bool:
+DEFAULT_ROUTE = "default"
+
+
+def route_label(config: Config, index: int | None) -> str:
+    """How a delivery names the route it came from: the route's name, else `routes[i]`, or `default`."""
+    if index is None:
+        return DEFAULT_ROUTE
+    return config.routes[index].name or f"routes[{index}]"
+
+
+def matcher_view(notification: Notification) -> dict[str, Any]:
+    """What a route's matchers read: the notification's kind, sender, body and metadata as received."""
+    return {
+        "kind": notification.kind,
+        "sender": notification.sender,
+        "body": notification.body,
+        "metadata": notification.metadata.model_dump(),
+    }
+
+
+def route_matches(
+    route: RouteConfig, kind: str, recipient_type: str | None, fields: Mapping[str, Any] | None = None
+) -> bool:
+    """`fields`: the notification as matchers read it (`matcher_view`); a route with matchers needs it."""
     if not _matches(route.kinds, kind, kind_name(kind)):
+        return False
+    if route.compiled_matchers and (fields is None or not all_match(route.compiled_matchers, fields)):
         return False
     if recipient_type is None:
         return route.recipient_types == ["*"]
@@ -28,24 +56,34 @@ class MessageRouting:
     recipient_type: str | None
     routes: list[RouteConfig | DefaultRoute]
     is_default: bool
+    # Per route taken: its index in `routes` (None: the default route).
+    indexes: tuple[int | None, ...] = ()
 
 
-def route_message(config: Config, kind: str, message: Message) -> MessageRouting:
-    """Resolve the recipient type (v2 when routed, else legacy) and the routes it takes."""
+def route_message(
+    config: Config, kind: str, message: Message, fields: Mapping[str, Any] | None = None
+) -> MessageRouting:
+    """Resolve the recipient type (v2 when routed, else legacy) and the routes it takes.
+
+    `fields`: the notification as matchers read it; a route with matchers that do not all match is
+    not taken (nor does it count as routing the v2 type).
+    """
 
     def routed(candidate: str) -> bool:
-        return any(route_matches(r, kind, candidate) for r in config.routes)
+        return any(route_matches(r, kind, candidate, fields) for r in config.routes)
 
     rtype = resolve_recipient_type(message.recipientType, message.recipientType_v2, routed)
     chosen: list[RouteConfig | DefaultRoute] = []
-    for route in config.routes:
-        if route_matches(route, kind, rtype):
+    indexes: list[int | None] = []
+    for i, route in enumerate(config.routes):
+        if route_matches(route, kind, rtype, fields):
             chosen.append(route)
+            indexes.append(i)
             if not route.continue_:
                 break
     if not chosen:
-        return MessageRouting(rtype, [config.default], True)
-    return MessageRouting(rtype, chosen, False)
+        return MessageRouting(rtype, [config.default], True, (None,))
+    return MessageRouting(rtype, chosen, False, tuple(indexes))
 
 
 def _skip_reason(raw_email: str | None) -> str:
@@ -60,10 +98,12 @@ def plan_notification(config: Config, notification: Notification) -> list[Planne
     plan: list[PlannedDelivery] = []
     # With the platform configured, a recipient without a usable e-mail is looked up when sent.
     can_look_up = bool(config.platform.url)
+    # Matchers only choose among the configured routes: no value read here reaches a target.
+    fields = matcher_view(notification) if any(r.compiled_matchers for r in config.routes) else None
     for index, message in enumerate(notification.messages):
-        routing = route_message(config, notification.kind, message)
+        routing = route_message(config, notification.kind, message, fields)
         seen_channels: set[str] = set()
-        for route in routing.routes:
+        for route, route_index in zip(routing.routes, routing.indexes, strict=True):
             for name in route.channels:
                 if name in seen_channels:
                     continue
@@ -75,6 +115,7 @@ def plan_notification(config: Config, notification: Notification) -> list[Planne
                     channel=name,
                     template=route.template,
                     fallback=tuple(route.fallback),
+                    route=route_label(config, route_index),
                 )
                 if not channel.per_recipient:
                     plan.append(audience)

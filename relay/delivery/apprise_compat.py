@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import smtplib
 import threading
 import time
@@ -29,6 +30,7 @@ from email.message import Message
 from email.mime.text import MIMEText
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import apprise
 import requests
@@ -43,6 +45,8 @@ _TRANSIENT_CODES = frozenset({408, 425, 429})
 # Slack Web API errors (an `ok: false` answer) that a retry can mend; every other one is permanent.
 _SLACK_TRANSIENT = frozenset({"ratelimited", "rate_limited", "service_unavailable", "internal_error", "fatal_error"})
 _local = threading.local()
+_CODE = re.compile(r"[A-Za-z0-9_.:,-]{1,100}")
+_MAX_ERROR_BODY = 65_536
 
 
 @dataclass
@@ -51,7 +55,8 @@ class Seen:
 
     statuses: list[int] = field(default_factory=list)
     retry_after: float | None = None
-    slack_errors: list[str] = field(default_factory=list)
+    api_errors: list[tuple[str, str]] = field(default_factory=list)  # (code, text) of `ok: false` answers
+    unanswered: int = 0  # requests that got no answer (a network error, a timeout)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -74,7 +79,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return min(max(0.0, when - (now if now is not None else time.time())), MAX_WAIT)
 
 
-def _note(response: Any) -> None:
+def _note(response: Any, streamed: bool) -> None:
     seen: Seen | None = getattr(_local, "seen", None)
     if seen is None:
         return
@@ -84,21 +89,45 @@ def _note(response: Any) -> None:
         wait = parse_retry_after(response.headers.get("Retry-After"))
         if wait is not None:
             seen.retry_after = wait if seen.retry_after is None else max(seen.retry_after, wait)
-    if status == 200 and "slack.com" in str(response.url) and "json" in response.headers.get("Content-Type", ""):
-        try:
-            body = json.loads(response.content)
-        except ValueError:
-            return
-        if isinstance(body, dict) and body.get("ok") is False and isinstance(body.get("error"), str):
-            seen.slack_errors.append(body["error"][:100])
+    if not streamed:  # reading a streamed answer here would take it from its caller
+        found = api_error(str(response.url), response.content)
+        if found is not None:
+            seen.api_errors.append(found)
+
+
+def api_error(url: str, body: bytes) -> tuple[str, str] | None:
+    """From a JSON answer `{"ok": false, "error": ...}` (Slack's Web API): the error code, and a text such as
+    `users.lookupByEmail answered users_not_found (needed: users:read.email)`."""
+    if len(body) > _MAX_ERROR_BODY or b'"ok"' not in body:
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("ok") is not False:
+        return None
+    code, needed = data.get("error"), data.get("needed")
+    if not isinstance(code, str) or not _CODE.fullmatch(code):
+        return None  # only short code-like strings: an answer's free text could hold anything
+    method = urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
+    text = f"{method} answered {code}" if _CODE.fullmatch(method) else f"the service answered {code}"
+    if isinstance(needed, str) and _CODE.fullmatch(needed):
+        text += f" (needed: {needed})"
+    return code, text
 
 
 def _install_observer() -> None:
     original = requests.Session.send
 
     def send(self: requests.Session, request: Any, **kwargs: Any) -> Any:
-        response = original(self, request, **kwargs)
-        _note(response)
+        try:
+            response = original(self, request, **kwargs)
+        except Exception:
+            seen: Seen | None = getattr(_local, "seen", None)
+            if seen is not None:
+                seen.unanswered += 1
+            raise
+        _note(response, bool(kwargs.get("stream")))
         return response
 
     requests.Session.send = send  # type: ignore[method-assign]
@@ -138,11 +167,14 @@ def outcome(ok: bool, seen: Seen, reason: str) -> Outcome:
     text, already scrubbed of secrets."""
     if ok:
         return Delivered()
-    if seen.slack_errors:
-        error = seen.slack_errors[-1]
-        text = f"Slack answered {error}: {reason}"[:1000]
-        return Transient(text, seen.retry_after) if error in _SLACK_TRANSIENT else Permanent(text)
     status = seen.failed_status
+    if seen.api_errors:
+        code, text = seen.api_errors[-1]
+        reason = f"{text}; {reason}"
+        if status is None:  # answered 200 with `ok: false`: the error code says whether to try again
+            return Transient(reason[:1000], seen.retry_after) if code in _SLACK_TRANSIENT else Permanent(reason[:1000])
+    if status is None and seen.statuses and not seen.unanswered:
+        return Permanent(reason[:1000], seen.statuses[-1])  # answered, yet refused: trying again will not help
     if transient_status(status):
         return Transient(reason[:1000], seen.retry_after if status in (429, 503) else None, status)
     return Permanent(reason[:1000], status)

@@ -124,11 +124,13 @@ def native_url(url: str, fmt: str) -> str:
     """
     if fmt != "md" or scheme_of(url) != "slack":
         return url
-    parts = urlsplit(url)
-    keys = {k.lower() for k, _ in parse_qsl(parts.query, keep_blank_values=True)}
+    # Not urlsplit: a Slack channel `/#alerts` is part of Apprise's path, where urlsplit sees a fragment
+    # (the query would land before it and Apprise would post to its default channel).
+    base, _, query = url.partition("?")
+    keys = {k.lower() for k, _ in parse_qsl(query, keep_blank_values=True)}
     if keys & {"blocks", "template"}:
         return url
-    return urlunsplit(parts._replace(query="&".join(q for q in (parts.query, "blocks=yes") if q)))
+    return base + "?" + "&".join(q for q in (query, "blocks=yes") if q)
 
 
 @lru_cache(maxsize=1024)

@@ -125,6 +125,7 @@ def _record(rt: Runtime, event_id: str, kind: str, planned: PlannedDelivery) -> 
         fallback=list(planned.fallback),
         attemptTimes=[],
         recipientIndex=planned.recipient_index,
+        route=planned.route,
     )
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -191,9 +192,11 @@ class Intake:
         self.queue.enqueue_many(jobs)
 
     def retry_later(self, delivery_id: str, delay: float, attempt: int, slot_at: float | None = None) -> None:
-        """Run the delivery again after `delay`; `slot_at`: the rate-limit slot it booked."""
-        self.queue.enqueue_in(
-            timedelta(seconds=delay),
+        """Run the delivery again after `delay` (no sooner); `slot_at`: the rate-limit slot it booked."""
+        # RQ keeps a scheduled time in whole seconds, rounded down: the next whole second after the time
+        # due, so that a retry never runs before the Retry-After a service asked for.
+        self.queue.enqueue_at(
+            datetime.fromtimestamp(math.ceil(now() + delay), UTC),
             DELIVER_JOB,
             delivery_id,
             slot_at,

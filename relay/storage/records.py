@@ -108,6 +108,8 @@ class DeliveryRecord:
     fallbackFor: str | None = None
     recipientIndex: int | None = None
     members: list[str] = field(default_factory=list)  # an expanded group's member deliveries
+    # The route that planned it (a name, `routes[i]` or `default`); None in records made before routes had one.
+    route: str | None = None
     # This worker holds the record's send lock: the update that stores the outcome releases it.
     held_lock: bool = field(default=False, init=False, compare=False, repr=False)
     # This worker leases the record (it will send it): the update that stores the outcome lets go.
@@ -136,6 +138,7 @@ class DeliveryRecord:
             fallbackFor=data.get("fallbackFor") or None,
             recipientIndex=int(data["recipientIndex"]) if data.get("recipientIndex") else None,
             members=json.loads(data.get("members") or "[]"),
+            route=data.get("route") or None,
         )
 
     def to_hash(self) -> dict[str, str]:
@@ -160,6 +163,7 @@ class DeliveryRecord:
             "fallbackFor": self.fallbackFor or "",
             "recipientIndex": "" if self.recipientIndex is None else str(self.recipientIndex),
             "members": json.dumps(self.members) if self.members else "",
+            "route": self.route or "",
         }
 
     def public(self, with_event: bool = False) -> dict[str, Any]:
@@ -169,6 +173,7 @@ class DeliveryRecord:
             "recipientType": self.recipientType,
             "recipient": self.recipient,
             "channel": self.channel,
+            "route": self.route,
             "state": self.state,
             "attempts": self.attempts,
             "lastError": self.lastError,

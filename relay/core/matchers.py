@@ -1,0 +1,199 @@
+"""Alertmanager's matchers (`name="v"`, `!=`, `=~`, `!~`) read against a notification. Pure.
+
+The syntax is Alertmanager's classic one (pkg/labels/parse.go): a value may be double-quoted, with
+`\\"`, `\\\\` and `\\n` as escapes (any other backslash is literal), or bare; one string may hold
+several matchers separated by commas, optionally in braces, as in an Alertmanager config. The name
+is a dotted path into the notification instead of a label name.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Where a matcher may look: a typo in the first segment would otherwise read "" for ever, silently.
+ROOTS = ("body", "metadata", "sender", "kind")
+_SCALAR_ROOTS = ("sender", "kind")
+# '=~' before '=' so that the '~' is not read as part of the value (as in Alertmanager).
+_MATCHER = re.compile(r"\s*([^\s=!~\"',{}]+)\s*(=~|!=|!~|=)\s*(.*?)\s*", re.DOTALL)
+_SEGMENT = re.compile(r"[A-Za-z0-9_:\-]+")
+_FIRST = re.compile(r"[A-Za-z_]")
+
+
+class MatcherError(ValueError):
+    """A matcher that cannot be used; the message names the matcher and what is wrong with it."""
+
+
+class Op(enum.StrEnum):
+    EQ = "="
+    NE = "!="
+    RE = "=~"
+    NRE = "!~"
+
+
+class _Structured:
+    """What a path ending on an object or a list reads as: a non-empty value equal to no string."""
+
+    def __repr__(self) -> str:
+        return "<object or list>"
+
+
+STRUCTURED = _Structured()
+
+
+@dataclass(frozen=True)
+class Matcher:
+    text: str  # as the operator wrote it, to name it in messages
+    path: tuple[str, ...]
+    op: Op
+    value: str
+    regex: re.Pattern[str] | None = None
+
+    def matches(self, notification: Mapping[str, Any]) -> bool:
+        found = read(notification, self.path)
+        if found is STRUCTURED:
+            return self.op in (Op.NE, Op.NRE)
+        assert isinstance(found, str)
+        if self.op is Op.EQ:
+            return found == self.value
+        if self.op is Op.NE:
+            return found != self.value
+        assert self.regex is not None
+        # fullmatch: the regex must match the whole value, as Alertmanager's `^(?:re)$` does.
+        hit = self.regex.fullmatch(found) is not None
+        return hit if self.op is Op.RE else not hit
+
+
+def read(data: Mapping[str, Any], path: Iterable[str]) -> str | _Structured:
+    """The value at a dotted path as a matcher sees it: absent or null "", numbers and booleans their
+    JSON text, strings themselves, objects and lists STRUCTURED."""
+    node: Any = data
+    for segment in path:
+        if isinstance(node, Mapping):
+            node = node.get(segment)
+        elif isinstance(node, list) and segment.isdigit() and int(segment) < len(node):
+            node = node[int(segment)]
+        else:
+            return ""
+        if node is None:
+            return ""
+    if isinstance(node, str):
+        return node
+    if isinstance(node, Mapping | list):
+        return STRUCTURED
+    if isinstance(node, bool | int | float):
+        return json.dumps(node)
+    return str(node)
+
+
+def all_match(matchers: Iterable[Matcher], notification: Mapping[str, Any]) -> bool:
+    return all(m.matches(notification) for m in matchers)
+
+
+def _unquote(raw: str, text: str) -> str:
+    """A value as Alertmanager reads it: an optional pair of double quotes, and its escapes."""
+    quoted = raw.startswith('"')
+    body = raw[1:] if quoted else raw
+    out: list[str] = []
+    escaped = False
+    for i, ch in enumerate(body):
+        if escaped:
+            escaped = False
+            out.append({"n": "\n", '"': '"', "\\": "\\"}.get(ch, "\\" + ch))
+            continue
+        if ch == "\\" and i < len(body) - 1:
+            escaped = True
+        elif ch == '"':
+            if not quoted or i < len(body) - 1:
+                raise MatcherError(
+                    f'matcher {text!r}: the value has a double quote inside it; write it as \\" '
+                    f'(a quoted value is "..." with no other double quote)'
+                )
+            quoted = False
+        else:
+            out.append(ch)
+    if quoted:
+        raise MatcherError(f"matcher {text!r}: the value's opening double quote is not closed")
+    return "".join(out)
+
+
+def _path(name: str, text: str) -> tuple[str, ...]:
+    segments = tuple(name.split("."))
+    if not all(_SEGMENT.fullmatch(s) for s in segments) or not _FIRST.match(name):
+        raise MatcherError(f"matcher {text!r}: {name!r} is not a dotted path (letters, digits, _, :, - between dots)")
+    root = segments[0]
+    if root not in ROOTS:
+        raise MatcherError(
+            f"matcher {text!r}: the name must be body.…, metadata.…, sender or kind (it starts with {root!r})"
+        )
+    if root in _SCALAR_ROOTS and len(segments) > 1:
+        raise MatcherError(f"matcher {text!r}: {root} is a plain string: it has no field {segments[1]!r}")
+    if root not in _SCALAR_ROOTS and len(segments) == 1:
+        raise MatcherError(f"matcher {text!r}: {root} is an object: name a field in it, like {root}.name")
+    return segments
+
+
+def parse_matcher(text: str) -> Matcher:
+    """One matcher, `name op value`; raises MatcherError naming it and what is wrong."""
+    found = _MATCHER.fullmatch(text)
+    if found is None:
+        raise MatcherError(
+            f'matcher {text!r}: not like name="value" (operators: =, !=, =~, !~; the name a dotted path)'
+        )
+    name, op, raw = found.groups()
+    if raw == "":
+        raise MatcherError(f'matcher {text!r}: no value after {op} (the empty value is written "")')
+    value = _unquote(raw, text)
+    regex = None
+    if op in (Op.RE, Op.NRE):
+        try:
+            regex = re.compile(value)
+        except re.error as exc:
+            raise MatcherError(f"matcher {text!r}: the regex {value!r} is not valid: {exc}") from None
+    return Matcher(text.strip(), _path(name, text), Op(op), value, regex)
+
+
+def _split(line: str) -> list[str]:
+    """Alertmanager's ParseMatchers: optional braces, commas outside double quotes separate."""
+    line = line.strip()
+    line = line.removeprefix("{").removesuffix("}")
+    pieces: list[str] = []
+    current: list[str] = []
+    inside = escaped = False
+    for ch in line:
+        if ch == "," and not inside:
+            pieces.append("".join(current))
+            current = []
+            continue
+        if ch == '"':
+            if escaped:
+                escaped = False
+            else:
+                inside = not inside
+        elif ch == "\\":
+            escaped = not escaped
+        else:
+            escaped = False
+        current.append(ch)
+    last = "".join(current)
+    if last.strip():
+        pieces.append(last)
+    return pieces
+
+
+def parse_line(line: str) -> list[Matcher]:
+    """One entry of a route's `matchers:` list: one matcher, or several separated by commas."""
+    if not isinstance(line, str):
+        raise MatcherError(f"matcher {line!r}: not a string; write it in quotes, like 'kind=\"x\"'")
+    pieces = _split(line)
+    if not pieces:
+        raise MatcherError(f"matcher {line!r}: empty")
+    return [parse_matcher(piece.strip()) for piece in pieces]
+
+
+def parse_matchers(lines: Iterable[str]) -> list[Matcher]:
+    return [m for line in lines for m in parse_line(line)]
