@@ -1,0 +1,84 @@
+"""The layering contract, read from the source: the core is pure, intake does not reach into delivery, and
+nothing imports the command line (README, "Architecture")."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+RELAY = Path(__file__).resolve().parent.parent / "relay"
+IO_LIBRARIES = frozenset(
+    {
+        "aiosmtpd",
+        "apprise",
+        "asyncio",
+        "http",
+        "httpx",
+        "prometheus_client",
+        "redis",
+        "requests",
+        "rq",
+        "smtplib",
+        "socket",
+        "starlette",
+        "subprocess",
+        "urllib3",
+        "uvicorn",
+    }
+)
+OUTER_PACKAGES = ("relay.intake", "relay.delivery", "relay.storage", "relay.admin", "relay.runtime", "relay.cli")
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(RELAY.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module `path` imports, at any depth of the file (lazy imports in functions included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+MODULES = {_module(p): _imports(p) for p in sorted(RELAY.rglob("*.py"))}
+
+
+def _under(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_every_package_of_the_pipeline_is_there() -> None:
+    for package in ("relay.core", *OUTER_PACKAGES):
+        assert package in MODULES, package
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.core")))
+def test_the_core_imports_no_io_library_and_no_outer_package(module: str) -> None:
+    imported = MODULES[module]
+    assert not {i for i in imported if i.split(".")[0] in IO_LIBRARIES}, module
+    assert not {i for i in imported if any(_under(i, p) for p in OUTER_PACKAGES)}, module
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.intake")))
+def test_intake_does_not_import_delivery(module: str) -> None:
+    assert not {i for i in MODULES[module] if _under(i, "relay.delivery")}, module
+
+
+def test_nothing_imports_the_command_line() -> None:
+    importers = {m for m, imported in MODULES.items() if not _under(m, "relay.cli") and m != "relay.__main__"}
+    assert not {m for m in importers if any(_under(i, "relay.cli") for i in MODULES[m])}
+
+
+def test_the_contract_sees_a_violation(tmp_path: Path) -> None:
+    """The scan itself: a lazy import of Redis inside a function is found."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from redis import Redis\n    return Redis\n")
+    assert "redis" in _imports(bad)
