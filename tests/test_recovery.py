@@ -30,6 +30,7 @@ TARGET = 120.0  # seconds: SPEC's promise for recovery after a worker dies
 SETTINGS: dict[str, Any] = {
     "channels": {"flaky": {"url": ""}},
     "routes": [{"channels": ["flaky"]}],
+    "default": {"channels": []},
     "retry": {"attempts": 6, "backoff": ["2s"]},
     "send_timeout": "5s",
     "worker_threads": 4,
