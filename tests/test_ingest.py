@@ -10,7 +10,7 @@ from rq import Queue
 from rq.job import Job, JobStatus
 
 from relay.runtime.bootstrap import Runtime
-from relay.storage.queue import CRASH_RETRY, PLAN_JOB, QUEUE_NAME, QueueUnavailable, job_id
+from relay.storage.queue import CRASH_RETRY, PLAN_JOB, QUEUE_NAME, RESULT_TTL, QueueUnavailable, job_id
 from relay.storage.rq_enqueue import zlib_or_raw
 from relay.storage.store import EVENTS, METRICS, dedup_key, event_key, metric_field
 from tests.conftest import run_worker, sample_notification
@@ -64,7 +64,7 @@ def test_job_hash_is_what_rq_enqueue_writes(rt: Runtime, redis: Redis, event_id:
         PLAN_JOB,
         args=(event_id,),
         job_id=ours_id,
-        result_ttl=0,
+        result_ttl=RESULT_TTL,
         failure_ttl=rt.store.retention,
         timeout=rt.intake.job_timeout,
         retry=CRASH_RETRY,
@@ -104,7 +104,8 @@ def test_accepted_notification_is_seen_by_rq_and_run_by_a_real_worker(
 
     run_worker(rt)
     assert queue.count == 0
-    assert not redis.exists(f"rq:job:{job.id}")  # result_ttl=0: gone once done
+    # Done: the job's hash expires within RESULT_TTL seconds (RQ's result_ttl), nothing else of it is left.
+    assert 0 < redis.ttl(f"rq:job:{job.id}") <= RESULT_TTL
     assert len(sink.at("/owners")) == 1
     deliveries = rt.store.deliveries(rt.store.event_delivery_ids(event_id))
     assert deliveries and all(d is not None and d.state in {"delivered", "skipped"} for d in deliveries)

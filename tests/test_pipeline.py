@@ -261,3 +261,20 @@ def test_a_notification_with_one_failing_channel_leaves_no_lock_or_lease_and_cou
     after = rt.store.counters()
     counted_delivered = [k for k in after if k.startswith("relay_deliveries_total|") and "state=delivered" in k]
     assert sum(after[k] - before.get(k, 0) for k in counted_delivered) == delivered
+
+
+def test_a_delivery_records_the_template_it_was_rendered_with_as_preview_names_it(
+    client: TestClient, rt: Runtime, sink: HttpSink
+) -> None:
+    """`template: auto` is resolved when rendered: the record says which template that was."""
+    from relay.admin.preview import preview_plan
+
+    payload = sample_notification()
+    assert post(client, payload).json()["status"] == "accepted"
+    run_worker(rt)
+    event = admin(client, f"/api/v1/events/{payload['metadata']['eventId']}").json()
+    planned = {item["channel"]: item["template"] for item in preview_plan(rt.config, payload)}
+    delivered = [d for d in event["deliveries"] if d["state"] == "delivered"]
+    assert delivered
+    for d in delivered:
+        assert d["template"] != "auto" and d["template"] == planned[d["channel"]]

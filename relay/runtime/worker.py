@@ -60,7 +60,14 @@ def make_worker(rt: Runtime, connection: Redis) -> SimpleWorker:
         name=rt.name,
         worker_ttl=WORKER_TTL,
         maintenance_interval=MAINTENANCE_INTERVAL,
+        log_job_description=False,  # a job's description holds its event id only; relay's own lines say more
     )
+
+
+def _rq_level() -> str:
+    """RQ logs four lines per job at INFO; relay logs each delivery itself, so RQ's own lines are kept to
+    warnings (a failed or abandoned job) unless relay's level is DEBUG."""
+    return "DEBUG" if log.getEffectiveLevel() <= logging.DEBUG else "WARNING"
 
 
 def run_scheduler(connection: Redis, stop: threading.Event, tick: float = SCHEDULER_TICK) -> None:
@@ -161,7 +168,7 @@ def work_burst(rt: Runtime, connection: Redis | None = None) -> None:
     conn = connection if connection is not None else rt.redis
     queue = Queue(QUEUE_NAME, connection=conn)
     while True:
-        make_worker(rt, conn).work(burst=True, with_scheduler=False)
+        make_worker(rt, conn).work(burst=True, with_scheduler=False, logging_level=_rq_level())
         rt.sender.drain()
         if queue.count == 0 and rt.sender.pending == 0:
             return
@@ -182,14 +189,14 @@ def run_worker(config: Config, burst: bool = False, config_file: Path | None = N
     log.info("worker %s started with %d sender thread(s)", rt.name, config.worker_threads)
     try:
         if burst:
-            make_worker(rt, conn).work(burst=True, with_scheduler=True)  # due retries once, then the queue
+            make_worker(rt, conn).work(burst=True, with_scheduler=True, logging_level=_rq_level())  # due retries
             work_burst(rt, conn)
             return
         scheduler = threading.Thread(
             target=run_scheduler, args=(open_redis(redis_url(config)), stop), name="relay-scheduler", daemon=True
         )
         scheduler.start()
-        make_worker(rt, conn).work(with_scheduler=False, logging_level=logging.getLevelName(log.getEffectiveLevel()))
+        make_worker(rt, conn).work(with_scheduler=False, logging_level=_rq_level())
         log.info("worker %s stopping: finishing the deliveries in hand", rt.name)
         if not rt.sender.drain(DRAIN_SECONDS):
             log.warning("worker %s stopped with deliveries in hand; other workers take them over", rt.name)

@@ -34,11 +34,18 @@ def lua_literal(value: Any) -> str:
 
 
 def prepared_job(
-    queue: Queue, func: str, args: tuple[Any, ...], ident: str, failure_ttl: int, timeout: int, retry: Retry
+    queue: Queue,
+    func: str,
+    args: tuple[Any, ...],
+    ident: str,
+    failure_ttl: int,
+    timeout: int,
+    retry: Retry,
+    result_ttl: int,
 ) -> Job:
     """A job as `Queue.enqueue_call` builds it before saving it: origin, enqueue time, server version set."""
     job = queue.create_job(
-        func, args=args, job_id=ident, result_ttl=0, failure_ttl=failure_ttl, timeout=timeout, retry=retry
+        func, args=args, job_id=ident, result_ttl=result_ttl, failure_ttl=failure_ttl, timeout=timeout, retry=retry
     )
     job.origin = queue.name
     job.enqueued_at = now()
