@@ -73,8 +73,16 @@ class ReplayRequest(BaseModel):
         return bool(value)  # as JSON's truthiness has always been read here
 
 
+class ReleaseRequest(ReplayRequest):
+    """POST /api/v1/deliveries/release: which held deliveries to send now (no filter: every held one)."""
+
+
 class Replaying(Protocol):
     def replay(self, records: list[DeliveryRecord], attempts: int, dry_run: bool = False) -> int: ...
+
+
+class Releasing(Protocol):
+    def release(self, records: list[DeliveryRecord], dry_run: bool = False) -> int: ...
 
 
 class Filters:
@@ -98,8 +106,8 @@ class Filters:
         return cls(state, q.kind, q.channel, since_value(q.since), q.eventId)
 
     @classmethod
-    def from_body(cls, body: ReplayRequest) -> Filters:
-        return cls(State.FAILED.value, body.kind, body.channel, since_value(body.since), body.eventId, body.ids)
+    def from_body(cls, body: ReplayRequest, state: State = State.FAILED) -> Filters:
+        return cls(state.value, body.kind, body.channel, since_value(body.since), body.eventId, body.ids)
 
     def matches(self, r: DeliveryRecord) -> bool:
         if self.state and r.state != self.state:
@@ -135,3 +143,14 @@ class Filters:
             not_replayed += [{"id": i, "state": "unknown"} for i in self.ids if i not in known]
         count = intake.replay(chosen, attempts, dry_run)
         return count, not_replayed
+
+    def release(self, store: Store, intake: Releasing, dry_run: bool) -> tuple[int, list[dict[str, str]]]:
+        """Send the held deliveries chosen now; with `ids`, the ones that were not held are named."""
+        candidates = self.candidates(store)
+        chosen = [r for r in candidates if self.matches(r)]
+        not_released = []
+        if self.ids is not None:
+            known = {r.id for r in candidates}
+            not_released = [{"id": r.id, "state": r.state} for r in candidates if r.state != State.HELD.value]
+            not_released += [{"id": i, "state": "unknown"} for i in self.ids if i not in known]
+        return intake.release(chosen, dry_run), not_released

@@ -80,6 +80,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/api/v1/events/{eventId:path}", admin_only(api.event, settings), methods=["GET"]),
         Route("/api/v1/deliveries", admin_only(api.deliveries, settings), methods=["GET"]),
         Route("/api/v1/deliveries/replay", admin_only(api.replay, settings), methods=["POST"]),
+        Route("/api/v1/deliveries/release", admin_only(api.release, settings), methods=["POST"]),
         Route("/api/v1/reload", admin_only(api.reload, settings), methods=["POST"]),
         Route("/ui", page.page, methods=["GET"]),
         Route("/ui/login", page.login_form, methods=["GET"]),
