@@ -129,8 +129,12 @@ def test_held_at_planning_until_the_interval_opens(
     ]
     assert len(held_lines) == 1 and held_lines[0].endswith(" 1.0"), held_lines
 
-    assert main(["deliveries", "--state", "held", "--json", "--config", str(_config_file(quiet, tmp_path))]) == 0
+    config = str(_config_file(quiet, tmp_path))
+    assert main(["deliveries", "--state", "held", "--json", "--config", config]) == 0
     assert [d["id"] for d in json.loads(capsys.readouterr().out)] == [email.id]
+    assert main(["status", event_id, "--config", config]) == 0
+    status = capsys.readouterr().out
+    assert "notBefore" in status.splitlines()[1] and MONDAY_8 in status
 
 
 def test_a_wake_up_before_the_interval_opens_holds_again_and_after_it_sends_once(
@@ -270,3 +274,12 @@ def test_preview_says_when_each_delivery_goes_out(
     assert [(d["state"], d.get("quietHours")) for d in email] == [
         ("would send", "inside the route's time intervals: goes out now")
     ]
+
+
+def test_the_admin_page_says_until_when_a_delivery_is_held(quiet: Runtime) -> None:
+    event_id = _accept(quiet)
+    with TestClient(create_app(quiet)) as client:
+        page = client.get("/ui", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert page.status_code == 200, page.text[:300]
+    assert event_id in page.text
+    assert f"held by quiet hours until {MONDAY_8}" in page.text

@@ -66,9 +66,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps({**event_json, "deliveries": records}, indent=2))
         return 0
     print(f"event {event.eventId}  kind {event.kind}  received {iso(event.receivedAt)}")
-    print(table(records, STATUS_COLUMNS))
+    print(table(records, _with_hold(records, STATUS_COLUMNS)))
     print(_redis_line(rt))
     return 0
+
+
+def _with_hold(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
+    """A notBefore column when a delivery shown is (or was) held by quiet hours."""
+    return [*columns, "notBefore"] if any("notBefore" in r for r in rows) else columns
 
 
 def _filters(args: argparse.Namespace, state: str | None) -> Any:
@@ -84,7 +89,7 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(table(rows, LIST_COLUMNS))
+    print(table(rows, _with_hold(rows, LIST_COLUMNS)))
     return 0
 
 
