@@ -20,6 +20,7 @@ from starlette.testclient import TestClient
 
 from relay.cli import main
 from relay.config import Config
+from relay.delivery.holding import SETTLE_SECONDS
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, install
 from relay.storage.queue import QUEUE_NAME
@@ -128,6 +129,7 @@ def test_held_at_planning_until_the_interval_opens(
         line for line in metrics.splitlines() if line.startswith("relay_deliveries_total{") and 'state="held"' in line
     ]
     assert len(held_lines) == 1 and held_lines[0].endswith(" 1.0"), held_lines
+    assert "relay_deliveries_held 1.0" in metrics.splitlines()
 
     config = str(_config_file(quiet, tmp_path))
     assert main(["deliveries", "--state", "held", "--json", "--config", config]) == 0
@@ -210,7 +212,8 @@ def test_a_mute_interval_holds_and_release_by_api_sends_once(
         assert run_scheduled(rt) == 1
         run_worker(rt)
         assert len(smtp.mails) == 1
-        assert "relay_releases_total 1.0" in client.get("/metrics").text
+        metrics = client.get("/metrics").text.splitlines()
+        assert "relay_releases_total 1.0" in metrics and "relay_deliveries_held 0.0" in metrics
 
 
 def test_release_by_cli_sends_once(
@@ -283,3 +286,30 @@ def test_the_admin_page_says_until_when_a_delivery_is_held(quiet: Runtime) -> No
     assert page.status_code == 200, page.text[:300]
     assert event_id in page.text
     assert f"held by quiet hours until {MONDAY_8}" in page.text
+
+
+def test_a_reload_that_lets_a_held_delivery_go_sooner_moves_its_wake_up(
+    quiet: Runtime, smtp: SmtpSink, tmp_path: Path
+) -> None:
+    event_id = _accept(quiet)
+    assert _email(quiet, event_id).public()["notBefore"] == MONDAY_8
+    # The new file takes the office hours off the e-mail route: it goes once every worker has reloaded.
+    path = tmp_path / "reloaded.json"
+    data = quiet.config.model_dump(mode="json", by_alias=True, exclude={"base_dir"})
+    data["routes"] = _routes()
+    path.write_text(json.dumps(data))
+    quiet.config_file = path
+    with TestClient(create_app(quiet)) as client:
+        assert admin(client, "/api/v1/reload", "POST").status_code == 200
+        email = _email(quiet, event_id)
+        assert (email.state, email.notBefore) == ("held", FRIDAY_EVENING + SETTLE_SECONDS)
+        assert sorted(_scheduled(quiet).values()) == [
+            datetime.fromtimestamp(FRIDAY_EVENING + SETTLE_SECONDS, UTC),
+            datetime(2026, 11, 30, 7, 0, tzinfo=UTC),
+        ]
+        quiet.clock = lambda: FRIDAY_EVENING + SETTLE_SECONDS + 1
+        assert run_scheduled(quiet) == 2  # the new wake-up sends it, the old one finds it sent
+        run_worker(quiet)
+        assert [m.envelope_to for m in smtp.mails] == [["alice.rossi@example.com"]]
+        assert _email(quiet, event_id).state == "delivered"
+        assert "relay_deliveries_held 0.0" in client.get("/metrics").text.splitlines()

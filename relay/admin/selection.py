@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, StrictStr, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from relay.core.model import State
-from relay.storage.store import FAILED, DeliveryRecord, Store, parse_since
+from relay.storage.store import FAILED, HELD, DeliveryRecord, Store, parse_since
 
 STATES = {s.value for s in State}
 MAX_LISTED = 500
@@ -125,7 +125,7 @@ class Filters:
             return [r for r in store.deliveries(self.ids) if r is not None]
         if self.event_id:
             return [r for r in store.deliveries(store.event_delivery_ids(self.event_id)) if r is not None]
-        index = FAILED if self.state == State.FAILED.value else None
+        index = {State.FAILED.value: FAILED, State.HELD.value: HELD}.get(self.state or "")
         return list(store.iter_recent(None, index) if index else store.iter_recent(self.since))
 
     def select(self, store: Store, limit: int) -> list[DeliveryRecord]:

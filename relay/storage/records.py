@@ -17,6 +17,7 @@ PREFIX = "relay:"
 EVENTS = PREFIX + "events"  # zset eventId -> received time
 DELIVERIES = PREFIX + "deliveries"  # zset delivery id -> created time
 FAILED = PREFIX + "failed"  # zset delivery id -> time it failed
+HELD = PREFIX + "held"  # zset delivery id -> notBefore, of the deliveries held now (quiet hours)
 METRICS = PREFIX + "metrics"  # hash of counters, shared by API and workers
 WORKERS = PREFIX + "workers"  # zset worker name -> last heartbeat
 SCAN_LIMIT = 20_000
