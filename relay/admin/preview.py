@@ -13,6 +13,7 @@ from relay.core.quiet import held_until, route_named
 from relay.core.rendering import Renderer
 from relay.core.routing import plan_notification
 from relay.delivery.channels import channel_format
+from relay.storage.store import iso
 
 
 def preview_plan(config: Config, data: dict[str, Any], now: datetime | None = None) -> list[dict[str, Any]]:
@@ -53,7 +54,7 @@ def preview_plan(config: Config, data: dict[str, Any], now: datetime | None = No
                 item["templateError"] = rendered.error
             until = held_until(config, planned.route, at)
             if until is not None:
-                item.update(state="held", notBefore=until.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                item.update(state="held", notBefore=iso(until.timestamp()))
             elif _has_intervals(config, planned.route):
                 item["quietHours"] = "inside the route's time intervals: goes out now"
         out.append(item)
