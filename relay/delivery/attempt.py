@@ -200,7 +200,9 @@ def _decide(
     step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
     record.state, record.lastError = step.state.value, step.reason
     if isinstance(outcome, Delivered):
-        rt.store.update_many([StateChange(record, previous, latency_from=record.createdAt, send_seconds=took)])
+        # From when it could go: the time a delivery was held by quiet hours is not latency.
+        since = max(record.createdAt, record.notBefore or 0.0)
+        rt.store.update_many([StateChange(record, previous, latency_from=since, send_seconds=took)])
         log.info("delivered", extra={**ctx, "state": record.state, "template": record.template})
         return record.state
     kind = "transient" if isinstance(outcome, Transient) else "permanent"
@@ -254,6 +256,7 @@ def _derived(record: DeliveryRecord, key: str, **changes: Any) -> DeliveryRecord
         updatedAt=ts,
         attemptTimes=[],
         members=[],
+        notBefore=None,  # born when its parent was sent: nothing holds it
         **changes,
     )
 
