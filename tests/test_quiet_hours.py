@@ -313,3 +313,19 @@ def test_a_reload_that_lets_a_held_delivery_go_sooner_moves_its_wake_up(
         assert [m.envelope_to for m in smtp.mails] == [["alice.rossi@example.com"]]
         assert _email(quiet, event_id).state == "delivered"
         assert "relay_deliveries_held 0.0" in client.get("/metrics").text.splitlines()
+
+
+def test_planning_again_after_a_crash_schedules_the_held_wake_up_once(quiet: Runtime) -> None:
+    from relay.delivery.jobs import plan_job
+
+    event_id = _accept(quiet)
+    email = _email(quiet, event_id)
+    before = _scheduled(quiet)
+    # A crash between storing the records and scheduling the wake-up: RQ runs the planning job again.
+    ScheduledJobRegistry(queue=Queue(QUEUE_NAME, connection=quiet.redis)).remove(next(iter(before)), delete_job=True)
+    assert _scheduled(quiet) == {}
+    plan_job(event_id)
+    plan_job(event_id)
+    assert quiet.sender.drain(10)  # the deliveries sent before: found sent again, nothing more
+    assert _scheduled(quiet) == before
+    assert _email(quiet, event_id) == email
