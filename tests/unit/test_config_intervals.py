@@ -99,3 +99,26 @@ def test_model_validation_alone_refuses_an_unknown_interval() -> None:
                 "routes": [{"channels": ["m"], "mute_time_intervals": ["quiet"]}],
             }
         )
+
+
+def test_relay_check_warns_of_intervals_that_never_open_and_notes_when_others_do(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from relay.admin.checks import check_intervals
+
+    text = GOOD.replace("years: [2026]", "years: [2020]").replace(
+        "    mute_time_intervals: [change-freeze]\n",
+        "    mute_time_intervals: [change-freeze]\n  - name: never\n    channels: [mail]\n"
+        "    active_time_intervals: [change-freeze]\n",
+    )
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    config = read_config(path, environ={}).config
+    assert config is not None
+    friday_evening = datetime(2026, 11, 27, 17, 30, tzinfo=UTC)
+    warnings, notes = check_intervals(config, friday_evening)
+    assert warnings == ["never: its time intervals never let a delivery go: each one would be held until it expires"]
+    assert notes == ["routes[0]: a delivery planned now is held until 2026-11-30T07:00:00Z"]
+    assert check_intervals(config, datetime(2026, 11, 30, 9, 0, tzinfo=UTC))[1] == [
+        "routes[0]: its time intervals let deliveries go now"
+    ]
