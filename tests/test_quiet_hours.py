@@ -329,3 +329,49 @@ def test_planning_again_after_a_crash_schedules_the_held_wake_up_once(quiet: Run
     assert quiet.sender.drain(10)  # the deliveries sent before: found sent again, nothing more
     assert _scheduled(quiet) == before
     assert _email(quiet, event_id) == email
+
+
+def test_a_mute_interval_that_closes_within_a_minute_sends_then_by_a_worker_process(
+    make_runtime: Callable[..., Runtime], smtp: SmtpSink, tmp_path: Path
+) -> None:
+    """Real clocks throughout: a `relay worker` process plans the notification inside a mute interval that
+    ends at the next whole minute (UTC), and RQ's scheduler in that process sends it then, once."""
+    import time
+
+    if time.time() % 60 > 50:  # too close to the minute's end to be planned inside it
+        time.sleep(61 - time.time() % 60)
+    start = datetime.now(UTC).replace(second=0, microsecond=0)
+    end = start.timestamp() + 60
+    minute = {
+        "start_time": start.strftime("%H:%M"),
+        "end_time": "24:00"
+        if start.hour == 23 and start.minute == 59
+        else datetime.fromtimestamp(end, UTC).strftime("%H:%M"),
+    }
+    now_muted = {"name": "this-minute", "time_intervals": [{"times": [minute]}]}
+    rt = make_runtime(time_intervals=[now_muted], routes=_routes(mute_time_intervals=["this-minute"]))
+    worker = subprocess.Popen(
+        [RELAY, "worker", "--config", str(_config_file(rt, tmp_path))],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        payload = sample_notification()
+        event_id = payload["metadata"]["eventId"]
+        with TestClient(create_app(rt)) as client:
+            assert post(client, payload).status_code == 202
+        email = wait_for(lambda: (r := _email_or_none(rt, event_id)) and r.state == "held" and r, timeout=20)
+        assert email.notBefore == end and smtp.mails == []
+        wait_for(lambda: _email(rt, event_id).state == "delivered", timeout=end - time.time() + 20)
+        assert time.time() >= end
+    finally:
+        worker.terminate()
+        worker.wait(15)
+    assert [m.envelope_to for m in smtp.mails] == [["alice.rossi@example.com"]]
+
+
+def _email_or_none(rt: Runtime, event_id: str) -> Any:
+    found = [
+        r for r in rt.store.deliveries(rt.store.event_delivery_ids(event_id)) if r and r.channel == "requester-email"
+    ]
+    return found[0] if found else None
