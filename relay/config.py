@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from relay.config_intervals import TimeIntervalConfig
 from relay.config_source import ConfigError as ConfigError
 from relay.config_source import apply_env, read_file, reference_problems, substitute, validation_problems
 from relay.config_source import default_config_path as default_config_path
@@ -27,6 +28,7 @@ from relay.core.durations import parse_duration
 from relay.core.durations import parse_rate as parse_rate
 from relay.core.matchers import Matcher, MatcherError, parse_line
 from relay.core.model import MAX_EVENT_ID_LENGTH
+from relay.core.time_intervals import Interval
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 
@@ -187,6 +189,9 @@ class RouteConfig(_Model):
     template: str = "auto"
     continue_: bool = Field(default=False, alias="continue")
     fallback: list[str] = Field(default_factory=list)
+    # Names of `time_intervals`: outside every active one, or inside a mute one, a delivery is held.
+    active_time_intervals: list[str] = Field(default_factory=list)
+    mute_time_intervals: list[str] = Field(default_factory=list)
     _compiled: list[Matcher] = PrivateAttr(default_factory=list)
 
     @field_validator("matchers")
@@ -234,6 +239,8 @@ class Config(_Model):
     channels: dict[str, ChannelConfig] = Field(default_factory=dict)
     routes: list[RouteConfig] = Field(default_factory=list)
     default: DefaultRoute = Field(default_factory=DefaultRoute)
+    # Alertmanager's time intervals, named by routes' active_time_intervals / mute_time_intervals.
+    time_intervals: list[TimeIntervalConfig] = Field(default_factory=list)
     workers: int = Field(default=2, ge=0, le=64)
     # Deliveries each worker process sends at once (RQ SimpleWorker loops in threads): sends mostly
     # wait on the network, so a slow chat API does not hold up everything behind it.
@@ -243,6 +250,7 @@ class Config(_Model):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # Where the file was read from; relative paths in the file are relative to it.
     base_dir: str = Field(".", exclude=True)
+    _intervals: dict[str, Interval] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _route_names_unique(self) -> Config:
@@ -256,15 +264,39 @@ class Config(_Model):
         return self
 
     @model_validator(mode="after")
+    def _intervals_compile(self) -> Config:
+        seen: set[str] = set()
+        for i, interval in enumerate(self.time_intervals):
+            if interval.name in seen:
+                raise ValueError(f"time_intervals[{i}].name: another interval is also named {interval.name!r}")
+            seen.add(interval.name)
+        self._intervals = {t.name: t.compiled() for t in self.time_intervals}
+        return self
+
+    @model_validator(mode="after")
     def _routes_name_known_channels(self, info: ValidationInfo) -> Config:
         if info.context and info.context.get(_REFERENCES_CHECKED):
             return self
-        routes = [{"channels": r.channels, "fallback": r.fallback} for r in self.routes]
+        routes = [
+            {
+                "channels": r.channels,
+                "fallback": r.fallback,
+                "active_time_intervals": r.active_time_intervals,
+                "mute_time_intervals": r.mute_time_intervals,
+            }
+            for r in self.routes
+        ]
         default = {"channels": self.default.channels, "fallback": self.default.fallback}
-        problems = reference_problems({"channels": self.channels, "routes": routes, "default": default})
+        intervals = [{"name": t.name} for t in self.time_intervals]
+        data = {"channels": self.channels, "routes": routes, "default": default, "time_intervals": intervals}
+        problems = reference_problems(data)
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def intervals(self, names: list[str]) -> list[Interval]:
+        """The compiled time intervals of these names (validation made sure each exists)."""
+        return [self._intervals[n] for n in names if n in self._intervals]
 
     def path(self, value: str) -> Path:
         p = Path(value).expanduser()

@@ -136,8 +136,8 @@ def apply_env(data: dict[str, Any], environ: dict[str, str], model: type[BaseMod
 
 
 def reference_problems(data: dict[str, Any]) -> list[str]:
-    """Every route (and the default) naming a channel that `channels` does not define, read from the raw
-    data so that they are found even when other keys are invalid."""
+    """Every route (and the default) naming a channel that `channels` does not define, and every route naming
+    an unknown time interval, read from the raw data so that they are found even when other keys are invalid."""
     channels = data.get("channels", {})
     if not isinstance(channels, dict):
         return []  # the channels key itself is reported by validation
@@ -157,6 +157,23 @@ def reference_problems(data: dict[str, Any]) -> list[str]:
             for j, name in enumerate(names):
                 if isinstance(name, str) and name not in channels:
                     problems.append(f"{where}.{field}[{j}]: unknown channel {name!r}")
+    return problems + _interval_problems(data)
+
+
+def _interval_problems(data: dict[str, Any]) -> list[str]:
+    """Every route naming a time interval that `time_intervals` does not define."""
+    defined = data.get("time_intervals")
+    known = {t.get("name") for t in defined if isinstance(t, dict)} if isinstance(defined, list) else set()
+    routes = data.get("routes")
+    problems: list[str] = []
+    for i, route in enumerate(routes if isinstance(routes, list) else []):
+        if not isinstance(route, dict):
+            continue
+        for field in ("active_time_intervals", "mute_time_intervals"):
+            names = route.get(field)
+            for j, name in enumerate(names if isinstance(names, list) else []):
+                if isinstance(name, str) and name not in known:
+                    problems.append(f"routes[{i}].{field}[{j}]: unknown time interval {name!r}")
     return problems
 
 

@@ -6,7 +6,7 @@ import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, NotRequired, Protocol
 
 from pydantic import ValidationError, WithJsonSchema
 from redis import Redis
@@ -16,7 +16,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
 
-from relay.admin.selection import MAX_LISTED, DeliveryQuery, Filters, Replaying, ReplayRequest
+from relay.admin.selection import (
+    MAX_LISTED,
+    DeliveryQuery,
+    Filters,
+    ReleaseRequest,
+    Releasing,
+    Replaying,
+    ReplayRequest,
+)
 from relay.config import Config, ConfigError
 from relay.core.model import State
 from relay.intake.auth import admin_allowed
@@ -51,6 +59,7 @@ class Delivery(TypedDict):
     fallbackFor: NotRequired[str]
     route: NotRequired[str | None]  # the route that planned it: its name, `routes[i]`, or `default`
     members: NotRequired[list[str]]  # an expanded group's member deliveries
+    notBefore: NotRequired[IsoTime]  # a held delivery: when its route's time intervals let it go out
 
 
 class Event(TypedDict):
@@ -69,6 +78,12 @@ class Replayed(TypedDict):
     replayed: int
     dryRun: bool
     notReplayed: list[NotReplayed]
+
+
+class Released(TypedDict):
+    released: int
+    dryRun: bool
+    notReleased: list[NotReplayed]
 
 
 class Reloaded(TypedDict):
@@ -104,13 +119,44 @@ def admin_only(handler: Handler, config: Callable[[], Config]) -> Handler:
     return guarded
 
 
+class Intake(Replaying, Releasing, Protocol):
+    """What the admin API asks of the queue: replays and releases."""
+
+
+async def _json_object(request: Request, what: str) -> dict[str, Any] | Response:
+    """The request's JSON object (an empty body: {}), or the error answer."""
+    content_type = request.headers.get("content-type")
+    if content_type is not None and not is_json(content_type):
+        # A form of another site can post text/plain or form data, never JSON without a preflight:
+        # insisting on JSON keeps an open (token-less) admin API safe from cross-site replays.
+        return error_response(
+            415,
+            [f"content type {content_type!r} is not JSON"],
+            f"The {what} request must be JSON.",
+            solutions=["Send the body with Content-Type: application/json."],
+        )
+    raw = await request.body()
+    try:
+        body = json.loads(raw) if raw.strip() else {}
+        if not isinstance(body, dict):
+            raise ValueError("the body must be a JSON object")
+    except ValueError as exc:
+        return error_response(
+            422,
+            [str(exc)],
+            f"Invalid {what} request: {exc}",
+            solutions=["Send any of ids, eventId, kind, channel, since."],
+        )
+    return body
+
+
 class AdminApi:
     """The handlers take their dependencies here; the config is read at each request (a reload changes it)."""
 
     def __init__(
         self,
         store: Store,
-        intake: Replaying,
+        intake: Intake,
         redis: Redis,
         config: Callable[[], Config],
         reload: Callable[[], list[str]],
@@ -180,28 +226,9 @@ class AdminApi:
         )
     )
     async def replay(self, request: Request) -> Response:
-        content_type = request.headers.get("content-type")
-        if content_type is not None and not is_json(content_type):
-            # A form of another site can post text/plain or form data, never JSON without a preflight:
-            # insisting on JSON keeps an open (token-less) admin API safe from cross-site replays.
-            return error_response(
-                415,
-                [f"content type {content_type!r} is not JSON"],
-                "The replay request must be JSON.",
-                solutions=["Send the body with Content-Type: application/json."],
-            )
-        raw = await request.body()
-        try:
-            body = json.loads(raw) if raw.strip() else {}
-            if not isinstance(body, dict):
-                raise ValueError("the body must be a JSON object")
-        except ValueError as exc:
-            return error_response(
-                422,
-                [str(exc)],
-                f"Invalid replay request: {exc}",
-                solutions=["Send any of ids, eventId, kind, channel, since."],
-            )
+        body = await _json_object(request, "replay")
+        if isinstance(body, Response):
+            return body
         try:
             wanted = ReplayRequest.model_validate(body)
         except ValidationError as exc:
@@ -210,6 +237,28 @@ class AdminApi:
         replay = Filters.from_body(wanted).replay
         replayed, not_replayed = await run_in_threadpool(replay, self.store, self.intake, attempts, wanted.dryRun)
         return JSONResponse({"replayed": replayed, "dryRun": wanted.dryRun, "notReplayed": not_replayed})
+
+    @documented(
+        Operation(
+            "Send held deliveries now (quiet hours), whatever their time intervals say",
+            {200: Answer("How many were released", Released)},
+            errors=(400, 401, 415, 422, 503),
+            request=ReleaseRequest,
+            request_required=False,
+            security=ADMIN_SECURITY,
+        )
+    )
+    async def release(self, request: Request) -> Response:
+        body = await _json_object(request, "release")
+        if isinstance(body, Response):
+            return body
+        try:
+            wanted = ReleaseRequest.model_validate(body)
+        except ValidationError as exc:
+            return validation_response(exc, "release request")
+        release = Filters.from_body(wanted, State.HELD).release
+        released, not_released = await run_in_threadpool(release, self.store, self.intake, wanted.dryRun)
+        return JSONResponse({"released": released, "dryRun": wanted.dryRun, "notReleased": not_released})
 
     @documented(
         Operation(

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, TemplateNotFound, TemplateSyntaxError
 
 from relay.config import Config
+from relay.core.quiet import held_until
 from relay.core.rendering import AUTO, BUILTIN_DIR, FORMATS, PLATFORM, make_environment
+from relay.core.time_intervals import HORIZON
 from relay.delivery.channels import channel_format, check_url, describe_url, native_url
 
 
@@ -93,6 +96,27 @@ def channel_url_problems(data: dict[str, Any]) -> list[str]:
     return problems
 
 
+def check_intervals(config: Config, now: datetime | None = None) -> tuple[list[str], list[str]]:
+    """Warnings for routes whose time intervals never let a delivery go (within four years), and a note of
+    when each route with intervals would send a delivery planned now."""
+    at = now or datetime.now(UTC)
+    warnings, notes = [], []
+    for i, route in enumerate(config.routes):
+        if not (route.active_time_intervals or route.mute_time_intervals):
+            continue
+        where = route.name or f"routes[{i}]"
+        until = held_until(config, where, at)
+        if until is None:
+            notes.append(f"{where}: its time intervals let deliveries go now")
+        elif until >= at + HORIZON:
+            warnings.append(
+                f"{where}: its time intervals never let a delivery go: each one would be held until it expires"
+            )
+        else:
+            notes.append(f"{where}: a delivery planned now is held until {until.strftime('%Y-%m-%dT%H:%M:%SZ')}")
+    return warnings, notes
+
+
 def check_all(config: Config) -> tuple[list[str], list[str], list[str]]:
     """Problems (the config cannot work), warnings (it works, but likely not as meant) and notes."""
     problems, notes = check_channels(config)
@@ -100,4 +124,5 @@ def check_all(config: Config) -> tuple[list[str], list[str], list[str]]:
     warnings = []
     if not config.routes and not config.default.channels:
         warnings.append("no routes and no default channels: notifications are accepted but sent nowhere")
-    return problems + t_problems, warnings, notes + t_notes
+    i_warnings, i_notes = check_intervals(config)
+    return problems + t_problems, warnings + i_warnings, notes + t_notes + i_notes

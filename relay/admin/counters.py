@@ -12,7 +12,7 @@ from redis import Redis
 from rq import Queue
 
 from relay.storage.queue import QUEUE_NAME
-from relay.storage.store import FAILED, Store
+from relay.storage.store import FAILED, HELD, Store
 
 # A worker that sent no heartbeat for this long is not counted as alive (/readyz, /metrics, the page).
 WORKER_SEEN_WITHIN = 30.0
@@ -32,6 +32,7 @@ class Counters:
     queue_depth: int
     failed_kept: int
     workers_alive: int
+    held_now: int = 0  # deliveries held by quiet hours right now
 
     def labelled(self) -> Iterator[tuple[str, dict[str, str], float]]:
         for field, value in self.series.items():
@@ -59,6 +60,7 @@ class CounterReader:
         pipe = self.redis.pipeline(transaction=False)
         pipe.llen(self.queue_key)
         pipe.zcard(FAILED)
-        depth, failed = pipe.execute()
+        pipe.zcard(HELD)
+        depth, failed, held = pipe.execute()
         workers = len(self.store.workers_seen(WORKER_SEEN_WITHIN))
-        return Counters(series, int(depth), int(failed), workers)
+        return Counters(series, int(depth), int(failed), workers, int(held))

@@ -26,11 +26,13 @@ HELP = {
     "relay_deliveries_total": ("counter", "Delivery state changes, by state, channel, kind and failure reason."),
     "relay_template_fallbacks_total": ("counter", "Renders that fell back to the platform's text."),
     "relay_replays_total": ("counter", "Failed deliveries requeued by a replay."),
+    "relay_releases_total": ("counter", "Held deliveries sent early by a release."),
     "relay_catalog_lookups_total": ("counter", "Platform catalog look-ups, by result (cache_hit, fetched, ...)."),
     "relay_delivery_latency_seconds": ("histogram", "From acceptance of the notification to delivery."),
     "relay_send_duration_seconds": ("histogram", "One send through Apprise (any outcome), by channel."),
     "relay_queue_depth": ("gauge", "Jobs waiting in the relay queue."),
     "relay_deliveries_failed_kept": ("gauge", "Failed deliveries kept for inspection and replay."),
+    "relay_deliveries_held": ("gauge", "Deliveries held by quiet hours right now (state held)."),
     "relay_workers_alive": ("gauge", "Workers that sent a heartbeat in the last 30 s."),
     "relay_up": ("gauge", "1 when Redis answered this scrape."),
 }
@@ -99,6 +101,7 @@ class RelayCollector(Collector):
             gauges |= {
                 "relay_queue_depth": counters.queue_depth,
                 "relay_deliveries_failed_kept": counters.failed_kept,
+                "relay_deliveries_held": counters.held_now,
                 "relay_workers_alive": counters.workers_alive,
             }
         for name in sorted(set(HELP) | set(samples)):

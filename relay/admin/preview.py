@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from relay.admin.checks import shown_target
 from relay.config import Config
 from relay.core.model import Notification
+from relay.core.quiet import held_until, route_named
 from relay.core.rendering import Renderer
 from relay.core.routing import plan_notification
 from relay.delivery.channels import channel_format
+from relay.storage.store import iso
 
 
-def preview_plan(config: Config, data: dict[str, Any]) -> list[dict[str, Any]]:
+def preview_plan(config: Config, data: dict[str, Any], now: datetime | None = None) -> list[dict[str, Any]]:
+    """`now`: when the notification would arrive (default: now), for the routes' time intervals."""
     notification = Notification.model_validate(data)
+    at = now or datetime.now(UTC)
     extra = {"platform_url": (config.platform.url or "").rstrip("/")}
     renderer = Renderer(config.templates_path, extra, config.templates.builtin)
     out = []
@@ -47,12 +52,17 @@ def preview_plan(config: Config, data: dict[str, Any]) -> list[dict[str, Any]]:
                 item["text"] = rendered.text
             if rendered.error:
                 item["templateError"] = rendered.error
+            until = held_until(config, planned.route, at)
+            if until is not None:
+                item.update(state="held", notBefore=iso(until.timestamp()))
+            elif _has_intervals(config, planned.route):
+                item["quietHours"] = "inside the route's time intervals: goes out now"
         out.append(item)
     return out
 
 
-def preview(config: Config, data: dict[str, Any], fmt: str = "text") -> str:
-    plan = preview_plan(config, data)
+def preview(config: Config, data: dict[str, Any], fmt: str = "text", now: datetime | None = None) -> str:
+    plan = preview_plan(config, data, now)
     if fmt == "json":
         return json.dumps({"deliveries": plan}, indent=2, ensure_ascii=False)
     if not plan:
@@ -64,7 +74,12 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text") -> str:
         if item["state"] == "skipped":
             blocks.append(f"{head}\n    to: {_who(item)}\n{route}\n    skipped: {item['reason']}")
             continue
-        lines = [head, f"    to: {_who(item)}", route, f"    template: {item['template']} ({item['format']})"]
+        lines = [head, f"    to: {_who(item)}", route]
+        if item["state"] == "held":
+            lines.append(f"    held until {item['notBefore']} (the route's time intervals)")
+        elif "quietHours" in item:
+            lines.append(f"    {item['quietHours']}")
+        lines.append(f"    template: {item['template']} ({item['format']})")
         if "templateError" in item:
             lines.append(f"    template failed, the platform's text is used: {item['templateError']}")
         lines.append(f"    title: {item['title']}")
@@ -74,6 +89,11 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text") -> str:
             lines.append("    " + item["text"].replace("\n", "\n    "))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _has_intervals(config: Config, label: str | None) -> bool:
+    route = route_named(config, label)
+    return route is not None and bool(route.active_time_intervals or route.mute_time_intervals)
 
 
 def _who(item: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, StrictStr, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from relay.core.model import State
-from relay.storage.store import FAILED, DeliveryRecord, Store, parse_since
+from relay.storage.store import FAILED, HELD, DeliveryRecord, Store, parse_since
 
 STATES = {s.value for s in State}
 MAX_LISTED = 500
@@ -73,8 +73,16 @@ class ReplayRequest(BaseModel):
         return bool(value)  # as JSON's truthiness has always been read here
 
 
+class ReleaseRequest(ReplayRequest):
+    """POST /api/v1/deliveries/release: which held deliveries to send now (no filter: every held one)."""
+
+
 class Replaying(Protocol):
     def replay(self, records: list[DeliveryRecord], attempts: int, dry_run: bool = False) -> int: ...
+
+
+class Releasing(Protocol):
+    def release(self, records: list[DeliveryRecord], dry_run: bool = False) -> int: ...
 
 
 class Filters:
@@ -98,8 +106,8 @@ class Filters:
         return cls(state, q.kind, q.channel, since_value(q.since), q.eventId)
 
     @classmethod
-    def from_body(cls, body: ReplayRequest) -> Filters:
-        return cls(State.FAILED.value, body.kind, body.channel, since_value(body.since), body.eventId, body.ids)
+    def from_body(cls, body: ReplayRequest, state: State = State.FAILED) -> Filters:
+        return cls(state.value, body.kind, body.channel, since_value(body.since), body.eventId, body.ids)
 
     def matches(self, r: DeliveryRecord) -> bool:
         if self.state and r.state != self.state:
@@ -117,7 +125,7 @@ class Filters:
             return [r for r in store.deliveries(self.ids) if r is not None]
         if self.event_id:
             return [r for r in store.deliveries(store.event_delivery_ids(self.event_id)) if r is not None]
-        index = FAILED if self.state == State.FAILED.value else None
+        index = {State.FAILED.value: FAILED, State.HELD.value: HELD}.get(self.state or "")
         return list(store.iter_recent(None, index) if index else store.iter_recent(self.since))
 
     def select(self, store: Store, limit: int) -> list[DeliveryRecord]:
@@ -135,3 +143,14 @@ class Filters:
             not_replayed += [{"id": i, "state": "unknown"} for i in self.ids if i not in known]
         count = intake.replay(chosen, attempts, dry_run)
         return count, not_replayed
+
+    def release(self, store: Store, intake: Releasing, dry_run: bool) -> tuple[int, list[dict[str, str]]]:
+        """Send the held deliveries chosen now; with `ids`, the ones that were not held are named."""
+        candidates = self.candidates(store)
+        chosen = [r for r in candidates if self.matches(r)]
+        not_released = []
+        if self.ids is not None:
+            known = {r.id for r in candidates}
+            not_released = [{"id": r.id, "state": r.state} for r in candidates if r.state != State.HELD.value]
+            not_released += [{"id": i, "state": "unknown"} for i in self.ids if i not in known]
+        return intake.release(chosen, dry_run), not_released

@@ -12,7 +12,7 @@ from redis import Redis
 from relay.admin.counters import CounterReader, Counters
 from relay.admin.selection import Replaying
 from relay.core.model import State
-from relay.storage.store import EVENTS, FAILED, DeliveryRecord, Store, event_deliveries_key, event_key
+from relay.storage.store import EVENTS, FAILED, DeliveryRecord, Store, event_deliveries_key, event_key, iso
 
 DELIVERIES_PER_EVENT = 50
 FAILED_SHOWN = 100
@@ -40,6 +40,8 @@ class DeliveryRow:
     @classmethod
     def of(cls, r: DeliveryRecord) -> DeliveryRow:
         error = r.lastError or ""
+        if r.state == State.HELD.value and r.notBefore is not None:
+            error = f"held by quiet hours until {iso(r.notBefore)}"  # the row's note column says when it goes
         short = error if len(error) <= ERROR_SHOWN else error[: ERROR_SHOWN - 1] + "…"
         return cls(
             id=r.id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
@@ -51,12 +52,22 @@ def cmd_preview(args: argparse.Namespace) -> int:
     cfg = config(args)
     _, data = read_payload(args.payload)
     try:
-        text = preview(cfg, data, args.format)
+        text = preview(cfg, data, args.format, _at(args.at))
     except ValidationError as exc:
         print(f"the payload is not a valid notification:\n{exc}", file=sys.stderr)
         return 2
     print(text)
     return 0
+
+
+def _at(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise SystemExit(f"relay preview: --at {value!r} is not an ISO 8601 time (2026-11-27T18:30:00Z)") from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def add_commands(command: Command) -> None:
@@ -66,4 +77,5 @@ def add_commands(command: Command) -> None:
     c = command("preview", "print the delivery plan and every rendered message; sends nothing")
     c.add_argument("payload", help="notification JSON file, or - for standard input")
     c.add_argument("--format", choices=["text", "json"], default="text")
+    c.add_argument("--at", help="as if the notification came at this ISO 8601 time (quiet hours); default now, UTC")
     c.set_defaults(func=cmd_preview)

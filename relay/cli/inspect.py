@@ -1,4 +1,4 @@
-"""`relay status`, `relay deliveries`, `relay replay`: what happened, read from relay's Redis."""
+"""`relay status`, `relay deliveries`, `relay replay`, `relay release`: what happened, read from relay's Redis."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from relay.cli.common import Command, config, shown_redis_url, table
 
 # The states a delivery can be in (relay.core.model.State), listed here so that parsing the command line
 # stays free of the model's imports.
-STATES = ("queued", "retrying", "delivered", "failed", "skipped", "expanded")
+STATES = ("queued", "retrying", "delivered", "failed", "skipped", "expanded", "held")
 
 BATCH = 100
 STATUS_COLUMNS = [
@@ -66,9 +66,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps({**event_json, "deliveries": records}, indent=2))
         return 0
     print(f"event {event.eventId}  kind {event.kind}  received {iso(event.receivedAt)}")
-    print(table(records, STATUS_COLUMNS))
+    print(table(records, _with_hold(records, STATUS_COLUMNS)))
     print(_redis_line(rt))
     return 0
+
+
+def _with_hold(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
+    """A notBefore column when a delivery shown is (or was) held by quiet hours."""
+    return [*columns, "notBefore"] if any("notBefore" in r for r in rows) else columns
 
 
 def _filters(args: argparse.Namespace, state: str | None) -> Any:
@@ -84,7 +89,7 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(table(rows, LIST_COLUMNS))
+    print(table(rows, _with_hold(rows, LIST_COLUMNS)))
     return 0
 
 
@@ -109,6 +114,27 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_release(args: argparse.Namespace) -> int:
+    from relay.core.model import State
+
+    rt = _runtime(args)
+    filters = _filters(args, State.HELD.value)
+    chosen = [r for r in filters.candidates(rt.store) if filters.matches(r)]
+    if args.dry_run:
+        for r in chosen:
+            print(f"would release {r.id}  event {r.eventId}  channel {r.channel}  held until {r.public()['notBefore']}")
+        print(f"{len(chosen)} held deliveries would be sent now (dry run)")
+        return 0
+    done = 0
+    for start in range(0, len(chosen), BATCH):
+        done += rt.intake.release(chosen[start : start + BATCH])
+        _progress(done, len(chosen))
+    if chosen:
+        print(file=sys.stderr)
+    print(f"released {done} held deliveries: they go out now")
+    return 0
+
+
 def _progress(done: int, total: int, width: int = 30) -> None:
     filled = int(width * done / total) if total else width
     print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}", end="", file=sys.stderr, flush=True)
@@ -129,6 +155,12 @@ def add_commands(command: Command) -> None:
         else:
             c.add_argument("--dry-run", action="store_true")
             c.set_defaults(func=cmd_replay)
+    c = command("release", "send held deliveries (quiet hours) now")
+    c.add_argument("--event")
+    c.add_argument("--kind")
+    c.add_argument("--channel")
+    c.add_argument("--dry-run", action="store_true")
+    c.set_defaults(func=cmd_release, since=None)
     c = command("status", "one notification's deliveries (with the address of each), and the Redis they came from")
     c.add_argument("event_id")
     c.add_argument("--json", action="store_true")

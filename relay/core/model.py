@@ -178,6 +178,8 @@ class State(enum.StrEnum):
     SKIPPED = "skipped"
     # A group looked up in the catalog: its members got deliveries of their own (`members`).
     EXPANDED = "expanded"
+    # Outside its route's active time intervals or inside a mute one: it goes at `notBefore`.
+    HELD = "held"
 
 
 @dataclass(frozen=True)

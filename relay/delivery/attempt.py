@@ -12,21 +12,24 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from relay.core.lookup import Expand, Skip, after_look_up, fallback_channels
 from relay.core.model import Notification, PlannedDelivery, State
 from relay.core.outcome import Delivered, Outcome, Transient, next_step
+from relay.core.quiet import held_until
 from relay.delivery.catalog import CatalogUnavailable
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.runtime.bootstrap import Runtime
-from relay.storage.store import DeliveryRecord, StateChange, delivery_id, now
+from relay.storage.store import DeliveryRecord, StateChange, delivery_id, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
 LOCK_MARGIN = 30
 SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
 MAX_SLOT_SLEEP = 1.5
-OPEN = (State.QUEUED.value, State.RETRYING.value)
+# Still to be sent: a held delivery too, once its scheduled job wakes it (relay.delivery.jobs).
+OPEN = (State.QUEUED.value, State.RETRYING.value, State.HELD.value)
 
 
 def lock_ttl(rt: Runtime) -> int:
@@ -40,6 +43,8 @@ def run(rt: Runtime, record: DeliveryRecord | str, notification: Notification | 
         return "locked"
     try:
         if current.state not in OPEN:
+            return current.state
+        if current.state == State.HELD.value and _held_again(rt, current):
             return current.state
         if _throttled(rt, current, slot_at):
             return "throttled"
@@ -75,6 +80,23 @@ def _let_go(rt: Runtime, record: DeliveryRecord) -> None:
     if record.held_lease:
         rt.store.leases.release([record.id], rt.store.owner)
         record.held_lease = False
+
+
+def _held_again(rt: Runtime, record: DeliveryRecord) -> bool:
+    """A held delivery's wake-up asks its route's intervals again under the config as it is now (a reload
+    may have moved them): still held, it is scheduled anew and stays held; else it is sent now."""
+    until = held_until(rt.config, record.route, datetime.fromtimestamp(rt.clock(), UTC))
+    if until is None:
+        return False
+    record.notBefore = until.timestamp()
+    rt.intake.deliver_at(record.id, record.notBefore, again=True)  # scheduled before the state is stored
+    rt.store.update(record, record.state)
+    log.info(
+        "delivery still held by quiet hours, until %s",
+        iso(record.notBefore),
+        extra={"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel},
+    )
+    return True
 
 
 def _throttled(rt: Runtime, record: DeliveryRecord, slot_at: float | None) -> bool:
@@ -178,7 +200,9 @@ def _decide(
     step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
     record.state, record.lastError = step.state.value, step.reason
     if isinstance(outcome, Delivered):
-        rt.store.update_many([StateChange(record, previous, latency_from=record.createdAt, send_seconds=took)])
+        # From when it could go: the time a delivery was held by quiet hours is not latency.
+        since = max(record.createdAt, record.notBefore or 0.0)
+        rt.store.update_many([StateChange(record, previous, latency_from=since, send_seconds=took)])
         log.info("delivered", extra={**ctx, "state": record.state, "template": record.template})
         return record.state
     kind = "transient" if isinstance(outcome, Transient) else "permanent"
@@ -232,6 +256,7 @@ def _derived(record: DeliveryRecord, key: str, **changes: Any) -> DeliveryRecord
         updatedAt=ts,
         attemptTimes=[],
         members=[],
+        notBefore=None,  # born when its parent was sent: nothing holds it
         **changes,
     )
 

@@ -11,23 +11,27 @@ from __future__ import annotations
 
 import logging
 import random
+from datetime import UTC, datetime
 from typing import Any
 
 from redis import Redis
 from rq.job import Job
 
 from relay.core.model import Notification, PlannedDelivery, State
+from relay.core.quiet import held_until
 from relay.core.routing import plan_notification
 from relay.delivery import attempt
 from relay.runtime.bootstrap import Runtime, runtime
 from relay.storage.leases import MAX_LOSSES
-from relay.storage.store import DeliveryRecord, delivery_id, now
+from relay.storage.store import DeliveryRecord, delivery_id, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
 # A planning job hands this many of its deliveries to its own worker's senders; the rest become jobs, so
 # that a notification to many recipients is spread over the workers.
 INLINE_MAX = 8
 PRUNE_SHARE = 0.01  # planning jobs that also drop expired index entries
+# Sent at once after planning; a held delivery (open too: see attempt.OPEN) waits for its scheduled job.
+SENDABLE = (State.QUEUED.value, State.RETRYING.value)
 
 
 def plan_job(event_id: str) -> int:
@@ -38,18 +42,22 @@ def plan_job(event_id: str) -> int:
         log.warning("event expired before it was planned", extra={"eventId": event_id})
         return 0
     notification = Notification.model_validate_json(event.payload)
-    records = [_record(rt, event_id, notification.kind, p) for p in plan_notification(rt.config, notification)]
-    here = {r.id for r in [r for r in records if r.state in attempt.OPEN][:INLINE_MAX]}
+    holds = _Holds(rt)
+    records = [
+        _record(rt, event_id, notification.kind, p, holds(p)) for p in plan_notification(rt.config, notification)
+    ]
+    here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
     stored = rt.store.create_deliveries(event_id, records, take=(attempt.lock_ttl(rt), here))
     for record in stored:
+        ctx = {"eventId": event_id, "deliveryId": record.id, "channel": record.channel}
         if record.state == State.SKIPPED.value:
-            log.info(
-                "delivery skipped: %s",
-                record.lastError,
-                extra={"eventId": event_id, "deliveryId": record.id, "channel": record.channel},
-            )
+            log.info("delivery skipped: %s", record.lastError, extra=ctx)
+        elif record.state == State.HELD.value and record.notBefore is not None:
+            # Also for a record found held (this job runs again after a crash): the same job id, scheduled once.
+            rt.intake.deliver_at(record.id, record.notBefore)
+            log.info("delivery held by quiet hours until %s", iso(record.notBefore), extra=ctx)
     mine = [r for r in stored if r.held_lease]
-    rt.intake.enqueue_deliveries([r.id for r in stored if r.state in attempt.OPEN and not r.held_lease])
+    rt.intake.enqueue_deliveries([r.id for r in stored if r.state in SENDABLE and not r.held_lease])
     rt.sender.wait_for_room()
     for record in mine:
         rt.sender.submit(_task(rt, record, notification), record.id)
@@ -103,9 +111,29 @@ def give_up(rt: Runtime, ident: str, why: str) -> None:
     log.error("delivery failed: %s", why, extra={"eventId": record.eventId, "deliveryId": ident})
 
 
-def _record(rt: Runtime, event_id: str, kind: str, planned: PlannedDelivery) -> DeliveryRecord:
+class _Holds:
+    """When each route's time intervals let its deliveries go (asked once per route and planning job)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.config = rt.config
+        self.now = datetime.fromtimestamp(rt.clock(), UTC)
+        self.found: dict[str | None, float | None] = {}
+
+    def __call__(self, planned: PlannedDelivery) -> float | None:
+        if planned.skip_reason is not None:
+            return None
+        if planned.route not in self.found:
+            until = held_until(self.config, planned.route, self.now)
+            self.found[planned.route] = until.timestamp() if until is not None else None
+        return self.found[planned.route]
+
+
+def _record(
+    rt: Runtime, event_id: str, kind: str, planned: PlannedDelivery, not_before: float | None = None
+) -> DeliveryRecord:
     ts = now()
     skipped = planned.skip_reason is not None
+    state = State.SKIPPED if skipped else State.HELD if not_before is not None else State.QUEUED
     return DeliveryRecord(
         id=delivery_id(event_id, planned.message_index, planned.channel, planned.recipient_index),
         eventId=event_id,
@@ -116,7 +144,7 @@ def _record(rt: Runtime, event_id: str, kind: str, planned: PlannedDelivery) -> 
         address=planned.address,
         channel=planned.channel,
         template=planned.template,
-        state=State.SKIPPED.value if skipped else State.QUEUED.value,
+        state=state.value,
         attempts=0,
         maxAttempts=rt.config.retry.attempts,
         lastError=planned.skip_reason,
@@ -126,6 +154,7 @@ def _record(rt: Runtime, event_id: str, kind: str, planned: PlannedDelivery) -> 
         attemptTimes=[],
         recipientIndex=planned.recipient_index,
         route=planned.route,
+        notBefore=not_before,
     )
 
 

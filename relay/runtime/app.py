@@ -24,9 +24,10 @@ from relay.admin.ui import AdminPage
 from relay.admin.ui_view import PageData
 from relay.config import Config
 from relay.core.redaction import remember_config
+from relay.delivery.holding import reload_and_replan
 from relay.intake.errors import error_response
 from relay.intake.webhook import Webhook
-from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_runtime
+from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url
 
 log = logging.getLogger("relay.runtime.app")
 
@@ -68,7 +69,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         lambda: open_async_redis(url, socket_timeout=10, socket_connect_timeout=5),
     )
     health = Health(rt.redis, rt.store, counters)
-    api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_runtime, rt))
+    api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock)
 
     routes = [
@@ -80,6 +81,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/api/v1/events/{eventId:path}", admin_only(api.event, settings), methods=["GET"]),
         Route("/api/v1/deliveries", admin_only(api.deliveries, settings), methods=["GET"]),
         Route("/api/v1/deliveries/replay", admin_only(api.replay, settings), methods=["POST"]),
+        Route("/api/v1/deliveries/release", admin_only(api.release, settings), methods=["POST"]),
         Route("/api/v1/reload", admin_only(api.reload, settings), methods=["POST"]),
         Route("/ui", page.page, methods=["GET"]),
         Route("/ui/login", page.login_form, methods=["GET"]),

@@ -173,8 +173,10 @@ def reload_on_sighup(rt: Runtime) -> None:
     log = logging.getLogger("relay.reload")
 
     def reload() -> None:
+        from relay.delivery.holding import reload_and_replan
+
         try:
-            for note in reload_runtime(rt):
+            for note in reload_and_replan(rt):
                 log.warning("%s", note)
             generation = rt.redis.incr(CONFIG_GENERATION)
             log.info("config reloaded on SIGHUP (generation %s)", generation)

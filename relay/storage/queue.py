@@ -36,6 +36,7 @@ JOB_TIMEOUT = 20
 # costs about a dozen more round trips per job (a look through every registry and execution) than
 # letting the hash expire.
 RESULT_TTL = 10
+RELEASE_LOCK_TTL = 30  # seconds: a release holds a delivery's send lock only while it stores the new state
 
 
 # One round trip per notification: dedup, the event record, its index and counter, and the planning
@@ -211,6 +212,49 @@ class Intake:
             retry=CRASH_RETRY,
             on_failure=DELIVERY_GIVEN_UP,
         )
+
+    def deliver_at(self, delivery_id: str, at: float, again: bool = False) -> None:
+        """Run a held delivery at `at` (epoch seconds; no sooner) as an RQ scheduled job: no worker waits.
+
+        From planning, one wake-up per delivery and time (planning again after a crash schedules the same
+        job); `again`, from a wake-up that found it still held, a job of its own: reusing the id of the job
+        running now would lose the new one when RQ discards the finished one.
+        """
+        ident = job_id("held", delivery_id, math.ceil(at))
+        self.queue.enqueue_at(
+            datetime.fromtimestamp(math.ceil(at), UTC),
+            DELIVER_JOB,
+            delivery_id,
+            None,
+            job_id=f"{ident}-{int(now() * 1000)}" if again else ident,
+            result_ttl=0,
+            failure_ttl=self.store.retention,
+            job_timeout=self.job_timeout,
+            retry=CRASH_RETRY,
+            on_failure=DELIVERY_GIVEN_UP,
+        )
+
+    def release(self, records: list[DeliveryRecord], dry_run: bool = False) -> int:
+        """Send held deliveries now: each queued again under its send lock (so a wake-up sending it at this
+        moment is never undone), and its job enqueued; the scheduled wake-up, when it comes, finds it sent."""
+        chosen = [r for r in records if r.state == State.HELD.value]
+        if dry_run or not chosen:
+            return len(chosen)
+        released = []
+        for record in chosen:
+            taken, current = self.store.lock_and_read(record.id, RELEASE_LOCK_TTL)
+            if not taken:
+                continue  # a worker has it in hand this moment: it is going out
+            if current is None or current.state != State.HELD.value:
+                self.store.unlock(record.id)
+                continue
+            current.state = State.QUEUED.value
+            self.store.update(current, State.HELD.value)  # lets go of the lock
+            released.append(current.id)
+        if released:
+            self.redis.hincrby(METRICS, metric_field("relay_releases_total"), len(released))
+            self.enqueue_deliveries(released)
+        return len(released)
 
     def replay(self, records: list[DeliveryRecord], attempts: int, dry_run: bool = False) -> int:
         """Requeue failed deliveries with a fresh retry budget; delivered ones are never touched."""

@@ -17,6 +17,7 @@ PREFIX = "relay:"
 EVENTS = PREFIX + "events"  # zset eventId -> received time
 DELIVERIES = PREFIX + "deliveries"  # zset delivery id -> created time
 FAILED = PREFIX + "failed"  # zset delivery id -> time it failed
+HELD = PREFIX + "held"  # zset delivery id -> notBefore, of the deliveries held now (quiet hours)
 METRICS = PREFIX + "metrics"  # hash of counters, shared by API and workers
 WORKERS = PREFIX + "workers"  # zset worker name -> last heartbeat
 SCAN_LIMIT = 20_000
@@ -110,6 +111,8 @@ class DeliveryRecord:
     members: list[str] = field(default_factory=list)  # an expanded group's member deliveries
     # The route that planned it (a name, `routes[i]` or `default`); None in records made before routes had one.
     route: str | None = None
+    # A held delivery: when (epoch seconds) its route's time intervals let it go out.
+    notBefore: float | None = None
     # This worker holds the record's send lock: the update that stores the outcome releases it.
     held_lock: bool = field(default=False, init=False, compare=False, repr=False)
     # This worker leases the record (it will send it): the update that stores the outcome lets go.
@@ -139,6 +142,7 @@ class DeliveryRecord:
             recipientIndex=int(data["recipientIndex"]) if data.get("recipientIndex") else None,
             members=json.loads(data.get("members") or "[]"),
             route=data.get("route") or None,
+            notBefore=float(data["notBefore"]) if data.get("notBefore") else None,
         )
 
     def to_hash(self) -> dict[str, str]:
@@ -164,6 +168,7 @@ class DeliveryRecord:
             "recipientIndex": "" if self.recipientIndex is None else str(self.recipientIndex),
             "members": json.dumps(self.members) if self.members else "",
             "route": self.route or "",
+            "notBefore": "" if self.notBefore is None else repr(self.notBefore),
         }
 
     def public(self, with_event: bool = False) -> dict[str, Any]:
@@ -187,6 +192,8 @@ class DeliveryRecord:
             out["fallbackFor"] = self.fallbackFor
         if self.members:
             out["members"] = self.members
+        if self.notBefore is not None:
+            out["notBefore"] = iso(self.notBefore)
         if with_event:
             out["eventId"] = self.eventId
             out["kind"] = self.kind

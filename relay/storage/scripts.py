@@ -14,16 +14,18 @@ return tostring(nxt - now)
 
 # Store deliveries' new states atomically in one command: each record, the failed index, the release of
 # its send lock and of its lease (when this worker holds it) and the metrics.
-# KEYS: failed index, metrics, leases, then per record its key and its lock's key. ARGV: retention, lease
-# owner, then per record: id, updatedAt, failed-index op (add/rem/-), release lock (1/0), release lease
-# (1/0), n, n field/value pairs, the counts of integer and of float increments, then those increments.
+# KEYS: failed index, metrics, leases, held index, then per record its key and its lock's key. ARGV:
+# retention, lease owner, then per record: id, updatedAt, failed-index op (add/rem/-), release lock (1/0),
+# release lease (1/0), held-index op (its notBefore to add, rem, or -), n, n field/value pairs, the counts
+# of integer and of float increments, then those increments.
 UPDATE = """
 local i = 3
-for r = 1, (#KEYS - 3) / 2 do
-  local key, lock = KEYS[2 * r + 2], KEYS[2 * r + 3]
+for r = 1, (#KEYS - 4) / 2 do
+  local key, lock = KEYS[2 * r + 3], KEYS[2 * r + 4]
   local id, updated, failed, unlock, unlease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  local n = tonumber(ARGV[i + 5])
-  redis.call('HSET', key, unpack(ARGV, i + 6, i + 5 + 2 * n))
+  local held = ARGV[i + 5]
+  local n = tonumber(ARGV[i + 6])
+  redis.call('HSET', key, unpack(ARGV, i + 7, i + 6 + 2 * n))
   redis.call('EXPIRE', key, ARGV[1])
   if unlock == '1' then redis.call('DEL', lock) end
   if unlease == '1' and redis.call('HGET', KEYS[3], id) == ARGV[2] then redis.call('HDEL', KEYS[3], id) end
@@ -32,7 +34,12 @@ for r = 1, (#KEYS - 3) / 2 do
   elseif failed == 'rem' then
     redis.call('ZREM', KEYS[1], id)
   end
-  i = i + 6 + 2 * n
+  if held == 'rem' then
+    redis.call('ZREM', KEYS[4], id)
+  elseif held ~= '-' then
+    redis.call('ZADD', KEYS[4], held, id)
+  end
+  i = i + 7 + 2 * n
   local ints, floats = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   i = i + 2
   for _ = 1, ints do
@@ -50,30 +57,32 @@ return 1
 # Create delivery records that do not exist yet, atomically, and lease those the caller will send at once
 # (taking the send lock of the new ones): one round trip for a whole notification. Returns per record 0
 # (it existed: read it), 1 (created) or 2 (created, lock taken).
-# KEYS: event's delivery list, deliveries index, failed index, metrics, leases, then per record its key and
-# its lock's key. ARGV: retention, owner, lock ttl, then per record: id, createdAt, failed (1/0), take
-# (1/0), its metric field, n, n field/value pairs.
+# KEYS: event's delivery list, deliveries index, failed index, metrics, leases, held index, then per record
+# its key and its lock's key. ARGV: retention, owner, lock ttl, then per record: id, createdAt, failed
+# (1/0), take (1/0), its metric field, its notBefore when held (else -), n, n field/value pairs.
 CREATE = """
 local out = {}
 local a = 4
-for r = 1, (#KEYS - 5) / 2 do
-  local key, lock = KEYS[4 + 2 * r], KEYS[5 + 2 * r]
+for r = 1, (#KEYS - 6) / 2 do
+  local key, lock = KEYS[5 + 2 * r], KEYS[6 + 2 * r]
   local id, created, failed, take, metric = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local n = tonumber(ARGV[a + 5])
+  local held = ARGV[a + 5]
+  local n = tonumber(ARGV[a + 6])
   if take == '1' then redis.call('HSET', KEYS[5], id, ARGV[2]) end
   if redis.call('EXISTS', key) == 1 then
     out[r] = 0
   else
-    redis.call('HSET', key, unpack(ARGV, a + 6, a + 5 + 2 * n))
+    redis.call('HSET', key, unpack(ARGV, a + 7, a + 6 + 2 * n))
     redis.call('EXPIRE', key, ARGV[1])
     redis.call('ZADD', KEYS[2], created, id)
     redis.call('RPUSH', KEYS[1], id)
     redis.call('HINCRBY', KEYS[4], metric, 1)
     if failed == '1' then redis.call('ZADD', KEYS[3], created, id) end
+    if held ~= '-' then redis.call('ZADD', KEYS[6], held, id) end
     out[r] = 1
     if take == '1' and redis.call('SET', lock, ARGV[2], 'NX', 'EX', ARGV[3]) then out[r] = 2 end
   end
-  a = a + 6 + 2 * n
+  a = a + 7 + 2 * n
 end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 return out

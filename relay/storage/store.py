@@ -18,6 +18,7 @@ from relay.storage.records import (
     DELIVERIES,
     EVENTS,
     FAILED,
+    HELD,
     LATENCY,
     LATENCY_BUCKETS,
     METRICS,
@@ -48,6 +49,7 @@ __all__ = [
     "DELIVERIES",
     "EVENTS",
     "FAILED",
+    "HELD",
     "LATENCY",
     "LATENCY_BUCKETS",
     "METRICS",
@@ -71,6 +73,13 @@ __all__ = [
     "now",
     "parse_since",
 ]
+
+
+def _held_op(record: DeliveryRecord, previous_state: str | None) -> str:
+    """What a stored state does to the held index: add (at notBefore), remove, or nothing (-)."""
+    if record.state == State.HELD.value:
+        return repr(record.notBefore if record.notBefore is not None else now())
+    return "rem" if previous_state == State.HELD.value else "-"
 
 
 @dataclass
@@ -117,7 +126,7 @@ class Store:
         if not records:
             return []
         ttl, to_take = take if take is not None else (1, set())
-        keys = [event_deliveries_key(event_id), DELIVERIES, FAILED, METRICS, LEASES]
+        keys = [event_deliveries_key(event_id), DELIVERIES, FAILED, METRICS, LEASES, HELD]
         args: list[Any] = [self.retention, self.owner, ttl]
         for record in records:
             keys += [delivery_key(record.id), lock_key(record.id)]
@@ -125,7 +134,8 @@ class Store:
             labels = {"state": record.state, "channel": record.channel, "kind": record.kind}
             metric = metric_field("relay_deliveries_total", **labels)
             failed = int(record.state == State.FAILED.value)
-            args += [record.id, repr(record.createdAt), failed, int(record.id in to_take), metric, len(fields)]
+            args += [record.id, repr(record.createdAt), failed, int(record.id in to_take), metric]
+            args += [_held_op(record, None), len(fields)]
             for pair in fields.items():
                 args.extend(pair)
         outcome = [int(v) for v in self._create(keys=keys, args=args)]
@@ -173,7 +183,7 @@ class Store:
 
     def update_many(self, outcomes: list[StateChange]) -> None:
         """`update` for several records, in one round trip."""
-        keys: list[str] = [FAILED, METRICS, LEASES]
+        keys: list[str] = [FAILED, METRICS, LEASES, HELD]
         args: list[Any] = [self.retention, self.owner]
         for outcome in outcomes:
             record, previous_state = outcome.record, outcome.previous_state
@@ -195,7 +205,7 @@ class Store:
             fields = record.to_hash()
             keys += [delivery_key(record.id), lock_key(record.id)]
             args += [record.id, repr(record.updatedAt), failed, int(record.held_lock), int(record.held_lease)]
-            args.append(len(fields))
+            args += [_held_op(record, previous_state), len(fields)]
             for pair in fields.items():
                 args.extend(pair)
             args += [len(ints), len(floats)]
@@ -227,6 +237,10 @@ class Store:
         record.held_lock = True
         return True, record
 
+    def held_ids(self) -> list[str]:
+        """The deliveries held by quiet hours now, soonest first."""
+        return [_text(v) for v in self.redis.zrange(HELD, 0, -1)]
+
     def unlock(self, delivery_id_: str) -> None:
         self.redis.delete(lock_key(delivery_id_))
 
@@ -249,7 +263,7 @@ class Store:
         """Drop index entries older than the retention (their records have expired already)."""
         cutoff = now() - self.retention
         pipe = self.redis.pipeline(transaction=False)
-        for index in (EVENTS, DELIVERIES, FAILED):
+        for index in (EVENTS, DELIVERIES, FAILED, HELD):  # held: by notBefore, long past for any still listed
             pipe.zremrangebyscore(index, "-inf", cutoff)
         pipe.execute()
 
