@@ -242,10 +242,10 @@ class Config(_Model):
     # Alertmanager's time intervals, named by routes' active_time_intervals / mute_time_intervals.
     time_intervals: list[TimeIntervalConfig] = Field(default_factory=list)
     workers: int = Field(default=2, ge=0, le=64)
-    # Deliveries each worker process sends at once (RQ SimpleWorker loops in threads): sends mostly
-    # wait on the network, so a slow chat API does not hold up everything behind it.
+    # Sender threads of each worker process, the deliveries it sends at once: sends mostly wait on the
+    # network, so a slow chat API does not hold up everything behind it (relay.delivery.sender).
     worker_threads: int = Field(default=16, ge=1, le=256)
-    # Longest one send may take; a worker killed mid-send is noticed about this + 80 s later.
+    # Longest one send may take; a delivery's send lock lives this + 30 s.
     send_timeout: Seconds = 20.0
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # Where the file was read from; relative paths in the file are relative to it.
