@@ -47,6 +47,7 @@ def plan_job(event_id: str) -> int:
         _record(rt, event_id, notification.kind, p, holds(p)) for p in plan_notification(rt.config, notification)
     ]
     here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
+    rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
     stored = rt.store.create_deliveries(event_id, records, take=(attempt.lock_ttl(rt), here))
     for record in stored:
         ctx = {"eventId": event_id, "deliveryId": record.id, "channel": record.channel}
@@ -58,7 +59,6 @@ def plan_job(event_id: str) -> int:
             log.info("delivery held by quiet hours until %s", iso(record.notBefore), extra=ctx)
     mine = [r for r in stored if r.held_lease]
     rt.intake.enqueue_deliveries([r.id for r in stored if r.state in SENDABLE and not r.held_lease])
-    rt.sender.wait_for_room()
     for record in mine:
         rt.sender.submit(_task(rt, record, notification), record.id)
     if not records:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -26,6 +27,7 @@ class Sender:
         self._pool: ThreadPoolExecutor | None = None
         self._cond = threading.Condition()
         self._pending = 0
+        self._in_hand: Counter[str] = Counter()  # the names (delivery ids) of the tasks pending
 
     def wait_for_room(self) -> bool:
         """Wait (at most `max_wait`) while twice `threads` tasks are pending; False when still full."""
@@ -36,6 +38,7 @@ class Sender:
         """Run `task` in a sender thread (queued while all are busy)."""
         with self._cond:
             self._pending += 1
+            self._in_hand[name] += 1
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="relay-send")
             pool = self._pool
@@ -49,12 +52,20 @@ class Sender:
         finally:
             with self._cond:
                 self._pending -= 1
+                self._in_hand[name] -= 1
+                if self._in_hand[name] <= 0:
+                    del self._in_hand[name]
                 self._cond.notify_all()
 
     @property
     def pending(self) -> int:
         with self._cond:
             return self._pending
+
+    def in_hand(self) -> set[str]:
+        """The names of the tasks pending (queued or running)."""
+        with self._cond:
+            return set(self._in_hand)
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until nothing is pending; False when `timeout` passed first."""

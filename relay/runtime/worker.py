@@ -97,18 +97,39 @@ def sweep_leases(rt: Runtime, now: float) -> int:
     for owner, ids in orphaned(rt.store.leases.held(), beats, now, ORPHAN_GRACE).items():
         if owner == rt.name:
             continue  # this process is alive, whatever its beat says
-        losses = rt.store.leases.sweep(owner, ids)
-        again = [i for i, n in losses.items() if n < MAX_LOSSES]
-        rt.intake.enqueue_deliveries(again)
-        for ident in set(losses) - set(again):
-            give_up(rt, ident, f"the worker sending it stopped {losses[ident]} times (see the workers' logs)")
-        if losses:
-            log.warning("worker %s is gone: %d of its deliveries queued again", owner, len(again))
-        swept += len(losses)
+        again = _queue_again(rt, owner, ids)
+        if again:
+            log.warning("worker %s is gone: %d of its deliveries queued again", owner, again)
+        swept += again
     return swept
 
 
+def _queue_again(rt: Runtime, owner: str, ids: list[str]) -> int:
+    """Take `owner`'s leases and send locks on `ids` over and queue those deliveries again (failing any
+    whose send was lost MAX_LOSSES times); returns how many were taken over."""
+    losses = rt.store.leases.sweep(owner, ids)
+    again = [i for i, n in losses.items() if n < MAX_LOSSES]
+    rt.intake.enqueue_deliveries(again)
+    for ident in set(losses) - set(again):
+        give_up(rt, ident, f"its send was lost {losses[ident]} times: a worker died holding it (see the workers' logs)")
+    return len(losses)
+
+
+def sweep_own(rt: Runtime, suspects: set[str]) -> set[str]:
+    """This worker's leases on deliveries its senders no longer hold (a send whose outcome could not be
+    stored, say, while Redis was away): seen so at two sweeps in a row, each is queued again. Returns the
+    ones seen so at this sweep, for the next."""
+    mine = {i for i, owner in rt.store.leases.held().items() if owner == rt.name}
+    loose = mine - rt.sender.in_hand()
+    lost = sorted(loose & suspects)
+    if lost:
+        _queue_again(rt, rt.name, lost)  # its send locks too: no task of this worker holds them
+        log.warning("%d deliveries leased to this worker but not in hand were queued again", len(lost))
+    return loose - set(lost)
+
+
 def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, generation: bytes | None) -> None:
+    suspects: set[str] = set()
     while not stop.is_set():
         try:
             rt.store.heartbeat(rt.name)
@@ -119,6 +140,7 @@ def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, gene
                 generation = now_generation
                 _reload(rt.name)
             sweep_leases(rt, time.time())
+            suspects = sweep_own(rt, suspects)
         except RedisError as exc:
             log.warning("heartbeat failed: %s", type(exc).__name__)
         if os.getppid() == 1 and os.environ.get("RELAY_SUPERVISED") == "1":
