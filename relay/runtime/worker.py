@@ -9,9 +9,11 @@
   stopped, the process waits for the senders to finish what they hold.
 - RQ's scheduler (`RQScheduler`, through its public methods) runs in a thread rather than a forked
   process: it dies with its worker, so a killed worker leaves no scheduler behind, and every worker tries
-  each second to take the scheduler's lock, so a dead holder's lock (it lives 61 s) is taken over at once.
+  each second to take the scheduler's lock, so a dead holder's lock (it lives 61 s) is taken over as soon as
+  it runs out.
 - The heartbeat thread beats for /readyz, picks up config reloads, and sweeps the leases of workers that
-  stopped beating (`relay.storage.leases`): their deliveries go back to the queue.
+  stopped beating, and its own leases that no sender holds (`relay.storage.leases`): their deliveries go
+  back to the queue.
 """
 
 from __future__ import annotations
