@@ -11,7 +11,7 @@
    `send_email` builds the message with Apprise's `NotifyEmail.prepare_emails`, swaps that part, and sends
    it with Apprise's SMTP controller, using the URL's own settings.
 
-`tests/test_apprise_compat.py` fails when either stops working under a new Apprise or requests.
+`tests/delivery/test_apprise_compat.py` fails when either stops working under a new Apprise or requests.
 """
 
 from __future__ import annotations

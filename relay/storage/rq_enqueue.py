@@ -6,7 +6,7 @@ the asyncio event loop with no thread hop. RQ has no enqueue that joins a caller
 asyncio. So the job is built by RQ (`Queue.create_job`), serialized by RQ (`Job.to_dict`), and only the
 writing of its hash and the push onto the queue (both under RQ's own key names: `Job.key`, `Queue.key`,
 `Queue.redis_queues_keys`) happen in relay's script. `Intake` checks at start that its job hash is the
-one RQ would write, and else writes RQ's whole hash as RQ built it; `tests/test_ingest.py` compares the
+one RQ would write, and else writes RQ's whole hash as RQ built it; `tests/intake/test_ingest.py` compares the
 two and fails when a new RQ writes jobs differently. Listed in the README under "Upgrading dependencies".
 """
 

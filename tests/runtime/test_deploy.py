@@ -8,7 +8,7 @@ import yaml
 
 from relay.cli import parser
 
-DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 def test_compose_services_run_relay_commands_on_redis_with_aof() -> None:

@@ -23,8 +23,8 @@ from relay.intake.auth import sign, signature_problem
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from tests.conftest import WEBHOOK_TOKEN, post, sample_notification
+from tests.intake.test_http import assert_error_body, raw_post
 from tests.servers import free_port, wait_for
-from tests.test_http import assert_error_body, raw_post
 
 HMAC_SECRET = "hmac-secret-0123456789abcdef"
 NEXT_SECRET = "hmac-secret-next-fedcba9876543210"

@@ -18,7 +18,7 @@ from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, admin, post, sample_notification
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 EXAMPLES = sorted(DATA.glob("*.json"))
 
 

@@ -1,6 +1,6 @@
 """Shipped templates (golden files), the lookup chain, and payload values as data.
 
-Regenerate the golden files after an intended change: RELAY_REGEN_GOLDEN=1 pytest tests/test_templates.py
+Regenerate the golden files after an intended change: RELAY_REGEN_GOLDEN=1 pytest tests/delivery/test_templates.py
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from relay.core.model import Notification, PlannedDelivery
 from relay.core.rendering import BUILTIN_DIR, Rendered, Renderer
 from tests.conftest import sample_notification
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 KIND = "access-control-request-failed"
 PLATFORM_URL = "https://platform.example.com"
 # message index in the sample -> recipient type name it is addressed to

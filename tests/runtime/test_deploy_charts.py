@@ -23,7 +23,7 @@ from relay.admin.metrics import HELP
 from relay.cli import parser
 from relay.config import load_config
 
-DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 CHART = DEPLOY / "helm" / "relay"
 TEMPLATES = CHART / "templates"
 DASHBOARD = DEPLOY / "grafana" / "relay-dashboard.json"

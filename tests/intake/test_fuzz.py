@@ -20,7 +20,7 @@ from relay.core.model import Notification
 from relay.core.routing import plan_notification
 from relay.runtime.bootstrap import Runtime
 from tests.conftest import WEBHOOK_TOKEN, sample_notification
-from tests.test_http import assert_error_body
+from tests.intake.test_http import assert_error_body
 
 SCALE = float(os.environ.get("RELAY_FUZZ_SCALE", "1"))
 AUTH = {"Authorization": f"Bearer {WEBHOOK_TOKEN}"}

@@ -82,7 +82,7 @@ def test_a_failing_sink_gives_failed_then_replay_delivers(
     redis: Redis, redis_server: EmbeddedRedis, ports: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # config.example.yaml's channels and routes, on this test's ports and Redis.
-    example = yaml.safe_load((Path(__file__).resolve().parents[1] / "config.example.yaml").read_text())
+    example = yaml.safe_load((Path(__file__).resolve().parents[2] / "config.example.yaml").read_text())
     hook = f"json://127.0.0.1:{ports['http']}"
     example["channels"] = {
         "owners-slack": {"url": f"{hook}/owners"},
