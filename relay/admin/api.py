@@ -6,7 +6,7 @@ import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, NotRequired, Protocol
+from typing import Annotated, Any, NotRequired, Protocol, TypeVar
 
 from pydantic import ValidationError, WithJsonSchema
 from redis import Redis
@@ -37,6 +37,7 @@ from relay.storage.store import Store, iso
 log = logging.getLogger("relay.admin.api")
 IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 Handler = Callable[[Request], Awaitable[Response]]
+R = TypeVar("R", bound=ReplayRequest)
 
 
 class Delivery(TypedDict):
@@ -121,6 +122,17 @@ def admin_only(handler: Handler, config: Callable[[], Config]) -> Handler:
 
 class Intake(Replaying, Releasing, Protocol):
     """What the admin API asks of the queue: replays and releases."""
+
+
+async def _filter_body(request: Request, what: str, model: type[R]) -> R | Response:
+    """A replay's or release's JSON body, validated, or the error answer."""
+    body = await _json_object(request, what)
+    if isinstance(body, Response):
+        return body
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        return validation_response(exc, f"{what} request")
 
 
 async def _json_object(request: Request, what: str) -> dict[str, Any] | Response:
@@ -226,13 +238,9 @@ class AdminApi:
         )
     )
     async def replay(self, request: Request) -> Response:
-        body = await _json_object(request, "replay")
-        if isinstance(body, Response):
-            return body
-        try:
-            wanted = ReplayRequest.model_validate(body)
-        except ValidationError as exc:
-            return validation_response(exc, "replay request")
+        wanted = await _filter_body(request, "replay", ReplayRequest)
+        if isinstance(wanted, Response):
+            return wanted
         attempts = self.config().retry.attempts
         replay = Filters.from_body(wanted).replay
         replayed, not_replayed = await run_in_threadpool(replay, self.store, self.intake, attempts, wanted.dryRun)
@@ -249,13 +257,9 @@ class AdminApi:
         )
     )
     async def release(self, request: Request) -> Response:
-        body = await _json_object(request, "release")
-        if isinstance(body, Response):
-            return body
-        try:
-            wanted = ReleaseRequest.model_validate(body)
-        except ValidationError as exc:
-            return validation_response(exc, "release request")
+        wanted = await _filter_body(request, "release", ReleaseRequest)
+        if isinstance(wanted, Response):
+            return wanted
         release = Filters.from_body(wanted, State.HELD).release
         released, not_released = await run_in_threadpool(release, self.store, self.intake, wanted.dryRun)
         return JSONResponse({"released": released, "dryRun": wanted.dryRun, "notReleased": not_released})

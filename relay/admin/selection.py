@@ -133,24 +133,23 @@ class Filters:
         found.sort(key=lambda r: (r.createdAt, r.id), reverse=True)
         return found[:limit]
 
-    def replay(self, store: Store, intake: Replaying, attempts: int, dry_run: bool) -> tuple[int, list[dict[str, str]]]:
+    def chosen(self, store: Store) -> tuple[list[DeliveryRecord], list[dict[str, str]]]:
+        """The deliveries these filters pick, and, when they name `ids`, those named that are not in the
+        wanted state (with their state, or "unknown")."""
         candidates = self.candidates(store)
         chosen = [r for r in candidates if self.matches(r)]
-        not_replayed = []
+        passed: list[dict[str, str]] = []
         if self.ids is not None:
             known = {r.id for r in candidates}
-            not_replayed = [{"id": r.id, "state": r.state} for r in candidates if r.state != State.FAILED.value]
-            not_replayed += [{"id": i, "state": "unknown"} for i in self.ids if i not in known]
-        count = intake.replay(chosen, attempts, dry_run)
-        return count, not_replayed
+            passed = [{"id": r.id, "state": r.state} for r in candidates if r.state != self.state]
+            passed += [{"id": i, "state": "unknown"} for i in self.ids if i not in known]
+        return chosen, passed
+
+    def replay(self, store: Store, intake: Replaying, attempts: int, dry_run: bool) -> tuple[int, list[dict[str, str]]]:
+        chosen, not_replayed = self.chosen(store)
+        return intake.replay(chosen, attempts, dry_run), not_replayed
 
     def release(self, store: Store, intake: Releasing, dry_run: bool) -> tuple[int, list[dict[str, str]]]:
         """Send the held deliveries chosen now; with `ids`, the ones that were not held are named."""
-        candidates = self.candidates(store)
-        chosen = [r for r in candidates if self.matches(r)]
-        not_released = []
-        if self.ids is not None:
-            known = {r.id for r in candidates}
-            not_released = [{"id": r.id, "state": r.state} for r in candidates if r.state != State.HELD.value]
-            not_released += [{"id": i, "state": "unknown"} for i in self.ids if i not in known]
+        chosen, not_released = self.chosen(store)
         return intake.release(chosen, dry_run), not_released

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from relay.cli.common import Command, config, shown_redis_url, table
@@ -94,44 +95,51 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from relay.core.model import State
-
-    rt = _runtime(args)
-    filters = _filters(args, State.FAILED.value)
-    chosen = [r for r in filters.candidates(rt.store) if filters.matches(r)]
-    if args.dry_run:
-        for r in chosen:
-            print(f"would replay {r.id}  event {r.eventId}  channel {r.channel}  last error: {r.lastError}")
-        print(f"{len(chosen)} failed deliveries would be replayed (dry run)")
-        return 0
-    done = 0
-    for start in range(0, len(chosen), BATCH):
-        done += rt.intake.replay(chosen[start : start + BATCH], rt.config.retry.attempts)
-        _progress(done, len(chosen))
-    if chosen:
-        print(file=sys.stderr)
-    print(f"replayed {done} failed deliveries")
-    return 0
+    return _act_on(
+        args,
+        "failed",
+        lambda rt, batch: rt.intake.replay(batch, rt.config.retry.attempts),
+        lambda r: f"would replay {r.id}  event {r.eventId}  channel {r.channel}  last error: {r.lastError}",
+        "failed deliveries would be replayed (dry run)",
+        "replayed {} failed deliveries",
+    )
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from relay.core.model import State
+    return _act_on(
+        args,
+        "held",
+        lambda rt, batch: rt.intake.release(batch),
+        lambda r: f"would release {r.id}  event {r.eventId}  channel {r.channel}  held until {r.public()['notBefore']}",
+        "held deliveries would be sent now (dry run)",
+        "released {} held deliveries: they go out now",
+    )
 
+
+def _act_on(
+    args: argparse.Namespace,
+    state: str,
+    act: Callable[[Any, list[Any]], int],
+    would: Callable[[Any], str],
+    dry_run_done: str,
+    done_text: str,
+) -> int:
+    """Replay or release the deliveries in `state` the filters pick, in batches, with a progress bar."""
     rt = _runtime(args)
-    filters = _filters(args, State.HELD.value)
-    chosen = [r for r in filters.candidates(rt.store) if filters.matches(r)]
+    filters = _filters(args, state)
+    chosen, _ = filters.chosen(rt.store)
     if args.dry_run:
         for r in chosen:
-            print(f"would release {r.id}  event {r.eventId}  channel {r.channel}  held until {r.public()['notBefore']}")
-        print(f"{len(chosen)} held deliveries would be sent now (dry run)")
+            print(would(r))
+        print(f"{len(chosen)} {dry_run_done}")
         return 0
     done = 0
     for start in range(0, len(chosen), BATCH):
-        done += rt.intake.release(chosen[start : start + BATCH])
+        done += act(rt, chosen[start : start + BATCH])
         _progress(done, len(chosen))
     if chosen:
         print(file=sys.stderr)
-    print(f"released {done} held deliveries: they go out now")
+    print(done_text.format(done))
     return 0
 
 

@@ -193,7 +193,3 @@ def parse_line(line: str) -> list[Matcher]:
     if not pieces:
         raise MatcherError(f"matcher {line!r}: empty")
     return [parse_matcher(piece.strip()) for piece in pieces]
-
-
-def parse_matchers(lines: Iterable[str]) -> list[Matcher]:
-    return [m for line in lines for m in parse_line(line)]

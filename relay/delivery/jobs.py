@@ -59,8 +59,10 @@ def plan_job(event_id: str) -> int:
             log.info("delivery held by quiet hours until %s", iso(record.notBefore), extra=ctx)
     mine = [r for r in stored if r.held_lease]
     rt.intake.enqueue_deliveries([r.id for r in stored if r.state in SENDABLE and not r.held_lease])
+    in_hand = rt.sender.in_hand()  # planned again while this worker still sends them: not twice
     for record in mine:
-        rt.sender.submit(_task(rt, record, notification), record.id)
+        if record.id not in in_hand:
+            rt.sender.submit(_task(rt, record, notification), record.id)
     if not records:
         log.info("no route for this notification", extra={"eventId": event_id, "kind": notification.kind})
     if random.random() < PRUNE_SHARE:

@@ -92,11 +92,13 @@ def run_scheduler(connection: Redis, stop: threading.Event, tick: float = SCHEDU
             scheduler.stop()  # type: ignore[no-untyped-call]
 
 
-def sweep_leases(rt: Runtime, now: float) -> int:
-    """Queue again the deliveries leased to workers that stopped beating; returns how many."""
+def sweep_leases(rt: Runtime, now: float, held: dict[str, str] | None = None) -> int:
+    """Queue again the deliveries leased to workers that stopped beating; returns how many. `held`: the
+    leases as just read, when the caller has them."""
+    held = rt.store.leases.held() if held is None else held
     beats = rt.store.worker_beats()
     swept = 0
-    for owner, ids in orphaned(rt.store.leases.held(), beats, now, ORPHAN_GRACE).items():
+    for owner, ids in orphaned(held, beats, now, ORPHAN_GRACE).items():
         if owner == rt.name:
             continue  # this process is alive, whatever its beat says
         again = _queue_again(rt, owner, ids)
@@ -117,11 +119,12 @@ def _queue_again(rt: Runtime, owner: str, ids: list[str]) -> int:
     return len(losses)
 
 
-def sweep_own(rt: Runtime, suspects: set[str]) -> set[str]:
+def sweep_own(rt: Runtime, suspects: set[str], held: dict[str, str] | None = None) -> set[str]:
     """This worker's leases on deliveries its senders no longer hold (a send whose outcome could not be
     stored, say, while Redis was away): seen so at two sweeps in a row, each is queued again. Returns the
     ones seen so at this sweep, for the next."""
-    mine = {i for i, owner in rt.store.leases.held().items() if owner == rt.name}
+    held = rt.store.leases.held() if held is None else held
+    mine = {i for i, owner in held.items() if owner == rt.name}
     loose = mine - rt.sender.in_hand()
     lost = sorted(loose & suspects)
     if lost:
@@ -141,8 +144,9 @@ def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, gene
                 reload.clear()
                 generation = now_generation
                 _reload(rt.name)
-            sweep_leases(rt, time.time())
-            suspects = sweep_own(rt, suspects)
+            held = rt.store.leases.held()  # read once for both sweeps: they look at disjoint owners
+            sweep_leases(rt, time.time(), held)
+            suspects = sweep_own(rt, suspects, held)
         except RedisError as exc:
             log.warning("heartbeat failed: %s", type(exc).__name__)
         if os.getppid() == 1 and os.environ.get("RELAY_SUPERVISED") == "1":

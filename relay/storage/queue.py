@@ -198,20 +198,7 @@ class Intake:
 
     def retry_later(self, delivery_id: str, delay: float, attempt: int, slot_at: float | None = None) -> None:
         """Run the delivery again after `delay` (no sooner); `slot_at`: the rate-limit slot it booked."""
-        # RQ keeps a scheduled time in whole seconds, rounded down: the next whole second after the time
-        # due, so that a retry never runs before the Retry-After a service asked for.
-        self.queue.enqueue_at(
-            datetime.fromtimestamp(math.ceil(now() + delay), UTC),
-            DELIVER_JOB,
-            delivery_id,
-            slot_at,
-            job_id=job_id("deliver", delivery_id, attempt),
-            result_ttl=RESULT_TTL,
-            failure_ttl=self.store.retention,
-            job_timeout=self.job_timeout,
-            retry=CRASH_RETRY,
-            on_failure=DELIVERY_GIVEN_UP,
-        )
+        self._schedule(delivery_id, now() + delay, slot_at, job_id("deliver", delivery_id, attempt), RESULT_TTL)
 
     def deliver_at(self, delivery_id: str, at: float, again: bool = False) -> None:
         """Run a held delivery at `at` (epoch seconds; no sooner) as an RQ scheduled job: no worker waits.
@@ -221,13 +208,18 @@ class Intake:
         running now would lose the new one when RQ discards the finished one.
         """
         ident = job_id("held", delivery_id, math.ceil(at))
+        self._schedule(delivery_id, at, None, f"{ident}-{int(now() * 1000)}" if again else ident, 0)
+
+    def _schedule(self, delivery_id: str, at: float, slot_at: float | None, ident: str, result_ttl: int) -> None:
+        # RQ keeps a scheduled time in whole seconds, rounded down: the next whole second after the time
+        # due, so that a job never runs before the time asked for (a service's Retry-After, say).
         self.queue.enqueue_at(
             datetime.fromtimestamp(math.ceil(at), UTC),
             DELIVER_JOB,
             delivery_id,
-            None,
-            job_id=f"{ident}-{int(now() * 1000)}" if again else ident,
-            result_ttl=0,
+            slot_at,
+            job_id=ident,
+            result_ttl=result_ttl,
             failure_ttl=self.store.retention,
             job_timeout=self.job_timeout,
             retry=CRASH_RETRY,
