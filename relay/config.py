@@ -86,6 +86,30 @@ class ChannelConfig(_Model):
     rate: Annotated[float | None, BeforeValidator(parse_rate)] = None
 
 
+MIN_DIGEST_WINDOW = 1.0  # seconds
+MAX_DIGEST_ITEMS = 1000
+
+
+def _digest_shorthand(value: Any) -> Any:
+    """`digest: 15m` is `digest: {window: 15m}`."""
+    return {"window": value} if isinstance(value, str | int | float) and not isinstance(value, bool) else value
+
+
+class DigestConfig(_Model):
+    """Gather a route's deliveries to one channel (one address, on a per_recipient channel) for `window` from
+    the first, then send them as one message; `max_items` sends at once (relay.delivery.digests)."""
+
+    window: Seconds
+    max_items: int = Field(default=50, ge=1, le=MAX_DIGEST_ITEMS)
+
+    @field_validator("window")
+    @classmethod
+    def _window_long_enough(cls, value: float) -> float:
+        if value < MIN_DIGEST_WINDOW:
+            raise ValueError(f"a digest window must be at least 1s, not {value:g}s")
+        return value
+
+
 class RouteConfig(_Model):
     # Shown with each delivery the route plans (records, API, admin page, preview); else `routes[i]`.
     name: str | None = Field(default=None, min_length=1, max_length=100)
@@ -100,6 +124,7 @@ class RouteConfig(_Model):
     # Names of `time_intervals`: outside every active one, or inside a mute one, a delivery is held.
     active_time_intervals: list[str] = Field(default_factory=list)
     mute_time_intervals: list[str] = Field(default_factory=list)
+    digest: Annotated[DigestConfig | None, BeforeValidator(_digest_shorthand)] = None
     _compiled: list[Matcher] = PrivateAttr(default_factory=list)
 
     @field_validator("matchers")

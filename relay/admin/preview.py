@@ -8,6 +8,7 @@ from typing import Any
 
 from relay.admin.checks import shown_target
 from relay.config import Config
+from relay.core.digest import digest_of, human_duration
 from relay.core.model import Notification
 from relay.core.quiet import held_until, route_named
 from relay.core.rendering import Renderer
@@ -57,6 +58,9 @@ def preview_plan(config: Config, data: dict[str, Any], now: datetime | None = No
                 item.update(state="held", notBefore=iso(until.timestamp()))
             elif _has_intervals(config, planned.route):
                 item["quietHours"] = "inside the route's time intervals: goes out now"
+            digest = digest_of(config, planned.route)
+            if digest is not None:
+                item["digest"] = {"window": human_duration(digest.window), "maxItems": digest.max_items}
         out.append(item)
     return out
 
@@ -79,6 +83,12 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text", now: dateti
             lines.append(f"    held until {item['notBefore']} (the route's time intervals)")
         elif "quietHours" in item:
             lines.append(f"    {item['quietHours']}")
+        if "digest" in item:
+            window, most = item["digest"]["window"], item["digest"]["maxItems"]
+            lines.append(
+                f"    joins a digest: gathered with the route's other deliveries to this {_gathered_by(item)} for"
+                f" {window} from the first (at most {most} a message), then sent as one"
+            )
         lines.append(f"    template: {item['template']} ({item['format']})")
         if "templateError" in item:
             lines.append(f"    template failed, the platform's text is used: {item['templateError']}")
@@ -89,6 +99,10 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text", now: dateti
             lines.append("    " + item["text"].replace("\n", "\n    "))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _gathered_by(item: dict[str, Any]) -> str:
+    return "address" if item["address"] or "lookup" in item else "channel"
 
 
 def _has_intervals(config: Config, label: str | None) -> bool:

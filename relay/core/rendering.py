@@ -176,6 +176,9 @@ class Renderer:
         self, template_dir: Path | None, extra_context: dict[str, Any] | None = None, shipped: bool = True
     ) -> None:
         self.env = make_environment(template_dir)
+        # relay's own templates only, for what must not be replaced by an operator's file of the same name
+        # (relay's own digest, after the operator's failed).
+        self.builtin_env = make_environment(None)
         self.extra = extra_context or {}
         self.operator = FileSystemLoader(str(template_dir)) if template_dir is not None else None
         self._operator_files: dict[str, tuple[float, bool]] = {}

@@ -1,35 +1,39 @@
-"""One try of one leased delivery, as a short pipeline: claim, address, render, send, decide, record.
+"""One try of one leased delivery, as a short pipeline: claim, hold, throttle, address, gather, render, send,
+decide, record.
 
 Runs in a sender thread (`relay.delivery.sender`). Every decision is a pure function of the core
-(`relay.core.lookup.after_look_up`, `relay.core.outcome.next_step`, `relay.core.lookup.fallback_channels`);
-this module only reads and writes what they decide. Order matters for at-least-once: anything a new state
-depends on (a retry's scheduled job, a fallback's or a group member's deliveries) is queued before the
-state is stored, and storing the state is what lets go of the lease.
+(`relay.core.lookup.after_look_up`, `relay.core.outcome.next_step`, `relay.core.lookup.fallback_channels`,
+`relay.core.quiet.held_until`, `relay.core.digest`); this module only reads and writes what they decide
+(storing an outcome: `relay.delivery.recording`; digests: `relay.delivery.digests`). Order matters for
+at-least-once: anything a new state depends on (a retry's scheduled job, a fallback's or a group member's
+deliveries) is queued before the state is stored, and storing the state is what lets go of the lease.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
-from relay.core.lookup import Expand, Skip, after_look_up, fallback_channels
-from relay.core.model import Notification, PlannedDelivery, State
-from relay.core.outcome import Delivered, Outcome, Transient, next_step
+from relay.core.digest import digest_of
+from relay.core.lookup import Expand, Skip, after_look_up
+from relay.core.model import Notification, State
+from relay.core.outcome import Transient
 from relay.core.quiet import held_until
+from relay.delivery import digests
 from relay.delivery.catalog import CatalogUnavailable
 from relay.delivery.channels import AddressError, address_url, channel_format, send
+from relay.delivery.compose import compose
+from relay.delivery.recording import OPEN, decide, derived, queue_new, store
 from relay.runtime.bootstrap import Runtime
-from relay.storage.store import DeliveryRecord, StateChange, delivery_id, iso, now
+from relay.storage.store import DeliveryRecord, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
 LOCK_MARGIN = 30
 SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
 MAX_SLOT_SLEEP = 1.5
-# Still to be sent: a held delivery too, once its scheduled job wakes it (relay.delivery.jobs).
-OPEN = (State.QUEUED.value, State.RETRYING.value, State.HELD.value)
+
+__all__ = ["OPEN", "lock_ttl", "run"]
 
 
 def lock_ttl(rt: Runtime) -> int:
@@ -43,6 +47,8 @@ def run(rt: Runtime, record: DeliveryRecord | str, notification: Notification | 
         return "locked"
     try:
         if current.state not in OPEN:
+            return current.state
+        if current.digest:  # gathered: its digest sends it (a wake-up of its own from before finds this)
             return current.state
         if current.state == State.HELD.value and _held_again(rt, current):
             return current.state
@@ -116,52 +122,35 @@ def _throttled(rt: Runtime, record: DeliveryRecord, slot_at: float | None) -> bo
 def _attempt(rt: Runtime, record: DeliveryRecord, notification: Notification | None) -> str:
     ctx = {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}
     previous = record.state
+    if record.items:
+        return digests.send_digest(rt, record, rt.config.channels.get(record.channel), ctx)
     if notification is None:
         event = rt.store.event(record.eventId)
         notification = Notification.model_validate_json(event.payload) if event is not None else None
     channel = rt.config.channels.get(record.channel)
     if notification is None or channel is None:
         reason = "event expired" if notification is None else f"channel {record.channel!r} is no longer configured"
-        return _store(rt, record, previous, State.FAILED, reason, ctx, reason="config")
+        return store(rt, record, previous, State.FAILED, reason, ctx, reason="config")
     if channel.per_recipient and not record.address:
         ended = _address(rt, record, previous, ctx)
         if ended is not None:
             return ended
-    message = notification.messages[record.messageIndex]
-    recipient = None
-    if record.recipientIndex is not None and record.recipientIndex < len(message.recipients):
-        recipient = message.recipients[record.recipientIndex]
-    planned = PlannedDelivery(
-        message_index=record.messageIndex,
-        recipient_type=record.recipientType,
-        channel=record.channel,
-        template=record.template,
-        recipient=recipient,
-        recipient_ref=record.recipient,
-        address=record.address,
-        recipient_index=record.recipientIndex,
-    )
-    rendered = rt.renderer.render(notification, planned, channel_format(channel.url, channel.format))
-    if rendered.error:
-        rt.store.incr("relay_template_fallbacks_total", kind=record.kind)
-        log.warning(
-            "template failed, sent the platform's text instead: %s",
-            rendered.error,
-            extra={**ctx, "template": rendered.template},
-        )
-    record.template = rendered.template  # the template actually used, as `relay preview` names it
+    digest = digest_of(rt.config, record.route)
+    if digest is not None and not record.fallbackFor:
+        return digests.gather(rt, record, previous, digest, ctx)
+    rendered = compose(rt, record, notification, channel_format(channel.url, channel.format))
     title = rendered.title
     if record.fallbackFor:
         title = f"[not delivered through its main channel] {title}"
     try:
         url = address_url(channel.url, record.address) if record.address else channel.url
     except AddressError as exc:
-        return _store(rt, record, previous, State.SKIPPED, f"recipient address rejected: {exc}", ctx)
+        return store(rt, record, previous, State.SKIPPED, f"recipient address rejected: {exc}", ctx)
     record.attempts += 1
     record.attemptTimes.append(now())
     started = time.monotonic()
     outcome = send(url, title, rendered.body, rendered.format, rendered.text)
-    return _decide(rt, record, previous, outcome, ctx, time.monotonic() - started)
+    return decide(rt, record, previous, outcome, ctx, time.monotonic() - started)
 
 
 def _address(rt: Runtime, record: DeliveryRecord, previous: str, ctx: dict[str, str]) -> str | None:
@@ -169,98 +158,21 @@ def _address(rt: Runtime, record: DeliveryRecord, previous: str, ctx: dict[str, 
     state it ended in (retrying while the platform is down, skipped, or expanded for a group)."""
     ref = record.recipient
     if rt.catalog is None or not ref:
-        return _store(rt, record, previous, State.SKIPPED, "recipient has no e-mail address", ctx)
+        return store(rt, record, previous, State.SKIPPED, "recipient has no e-mail address", ctx)
     try:
         emails = rt.catalog.emails(ref)
     except CatalogUnavailable as exc:
         record.attempts += 1
         record.attemptTimes.append(now())
-        return _decide(rt, record, previous, Transient(f"platform catalog look-up of {ref} failed: {exc}"), ctx)
+        return decide(rt, record, previous, Transient(f"platform catalog look-up of {ref} failed: {exc}"), ctx)
     found = after_look_up(ref, emails)
     if isinstance(found, Skip):
-        return _store(rt, record, previous, State.SKIPPED, found.reason, ctx)
+        return store(rt, record, previous, State.SKIPPED, found.reason, ctx)
     if isinstance(found, Expand):
-        members = [_derived(record, a.lower(), recipient=a, address=a) for a in found.addresses]
-        _queue_new(rt, record.eventId, members)
+        members = [derived(record, a.lower(), recipient=a, address=a) for a in found.addresses]
+        queue_new(rt, record.eventId, members)
         record.members = [m.id for m in members]
         reason = f"group {ref} expanded into {len(members)} member deliveries"
-        return _store(rt, record, previous, State.EXPANDED, reason, ctx)
+        return store(rt, record, previous, State.EXPANDED, reason, ctx)
     record.address = found.address
     return None
-
-
-def _decide(
-    rt: Runtime,
-    record: DeliveryRecord,
-    previous: str,
-    outcome: Outcome,
-    ctx: dict[str, str],
-    took: float | None = None,
-) -> str:
-    step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
-    record.state, record.lastError = step.state.value, step.reason
-    if isinstance(outcome, Delivered):
-        # From when it could go: the time a delivery was held by quiet hours is not latency.
-        since = max(record.createdAt, record.notBefore or 0.0)
-        rt.store.update_many([StateChange(record, previous, latency_from=since, send_seconds=took)])
-        log.info("delivered", extra={**ctx, "state": record.state, "template": record.template})
-        return record.state
-    kind = "transient" if isinstance(outcome, Transient) else "permanent"
-    if step.state == State.RETRYING and step.retry_in is not None:
-        rt.intake.retry_later(record.id, step.retry_in, record.attempts)  # queued before the state is stored
-        rt.store.update(record, previous, send_seconds=took, reason=kind)
-        log.info("failed, retrying in %gs: %s", step.retry_in, record.lastError, extra={**ctx, "state": record.state})
-        return record.state
-    extra = fallback_channels(record.fallback, record.fallbackFor is not None, set(rt.config.channels))
-    if extra:
-        _queue_new(rt, record.eventId, [_fallback(rt, record, name) for name in extra])
-    rt.store.update(record, previous, send_seconds=took, reason=kind)
-    log.warning("delivery failed: %s", record.lastError, extra={**ctx, "state": record.state})
-    return record.state
-
-
-def _store(
-    rt: Runtime, record: DeliveryRecord, previous: str, state: State, why: str, ctx: dict[str, str], reason: str = ""
-) -> str:
-    record.state, record.lastError = state.value, why
-    rt.store.update_many([StateChange(record, previous, labels={"reason": reason} if reason else {})])
-    if state == State.FAILED:
-        log.warning("delivery failed: %s", why, extra=ctx)
-    else:
-        log.info("delivery %s: %s", state.value, why, extra=ctx)
-    return record.state
-
-
-def _fallback(rt: Runtime, record: DeliveryRecord, name: str) -> DeliveryRecord:
-    per_recipient = rt.config.channels[name].per_recipient
-    return _derived(
-        record,
-        name,
-        channel=name,
-        fallback=[],
-        fallbackFor=record.id,
-        address=record.address if per_recipient else None,
-    )
-
-
-def _derived(record: DeliveryRecord, key: str, **changes: Any) -> DeliveryRecord:
-    """A new delivery born of `record` (a group member, a fallback), with a stable id of its own."""
-    ts = now()
-    return replace(
-        record,
-        id=delivery_id(record.eventId, record.messageIndex, f"{record.channel}>{key}", record.recipientIndex),
-        state=State.QUEUED.value,
-        attempts=0,
-        lastError=None,
-        createdAt=ts,
-        updatedAt=ts,
-        attemptTimes=[],
-        members=[],
-        notBefore=None,  # born when its parent was sent: nothing holds it
-        **changes,
-    )
-
-
-def _queue_new(rt: Runtime, event_id: str, records: list[DeliveryRecord]) -> None:
-    stored = rt.store.create_deliveries(event_id, records)
-    rt.intake.enqueue_deliveries([r.id for r in stored if r.state in OPEN])

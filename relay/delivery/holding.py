@@ -32,6 +32,8 @@ def replan_held(rt: Runtime) -> int:
     for record in rt.store.deliveries(ids):
         if record is None or record.state != State.HELD.value or record.notBefore is None:
             continue
+        if record.digest or record.items:
+            continue  # a digest goes at the end of its window, asking the intervals then; its items go in it
         until = held_until(rt.config, record.route, at)
         new = max(until.timestamp() if until is not None else now, now + SETTLE_SECONDS)
         if abs(new - record.notBefore) < 1:

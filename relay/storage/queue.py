@@ -18,7 +18,17 @@ from rq.job import Job
 
 from relay.core.model import State
 from relay.storage import redis_wire, rq_enqueue
-from relay.storage.store import EVENTS, METRICS, DeliveryRecord, Store, dedup_key, event_key, metric_field, now
+from relay.storage.store import (
+    EVENTS,
+    METRICS,
+    DeliveryRecord,
+    StateChange,
+    Store,
+    dedup_key,
+    event_key,
+    metric_field,
+    now,
+)
 
 QUEUE_NAME = "relay"
 PLAN_JOB = "relay.delivery.jobs.plan_job"
@@ -229,7 +239,7 @@ class Intake:
     def release(self, records: list[DeliveryRecord], dry_run: bool = False) -> int:
         """Send held deliveries now: each queued again under its send lock (so a wake-up sending it at this
         moment is never undone), and its job enqueued; the scheduled wake-up, when it comes, finds it sent."""
-        chosen = [r for r in records if r.state == State.HELD.value]
+        chosen = [r for r in self._carriers(records) if r.state == State.HELD.value]
         if dry_run or not chosen:
             return len(chosen)
         released = []
@@ -248,9 +258,18 @@ class Intake:
             self.enqueue_deliveries(released)
         return len(released)
 
+    def _carriers(self, records: list[DeliveryRecord]) -> list[DeliveryRecord]:
+        """The records that are sent: a delivery gathered into a digest goes out with its digest, never on its
+        own, so it stands for its digest here (once, however many of its items were chosen)."""
+        wanted = list(dict.fromkeys(r.digest for r in records if r.digest))
+        found = {d.id: d for d in self.store.deliveries(wanted) if d is not None}
+        out = {r.id: r for r in records if not r.digest}
+        out.update((i, found[i]) for i in wanted if i in found and i not in out)
+        return list(out.values())
+
     def replay(self, records: list[DeliveryRecord], attempts: int, dry_run: bool = False) -> int:
         """Requeue failed deliveries with a fresh retry budget; delivered ones are never touched."""
-        chosen = [r for r in records if r.state == State.FAILED.value]
+        chosen = [r for r in self._carriers(records) if r.state == State.FAILED.value]
         if dry_run or not chosen:
             return len(chosen)
         for record in chosen:
@@ -258,10 +277,17 @@ class Intake:
             record.state = State.QUEUED.value
             record.maxAttempts = record.attempts + attempts
             record.lastError = (record.lastError or "") and f"replayed after: {record.lastError}"
-            self.store.update(record, previous)
+            # A digest's items go back with it (out of the failed list), to be sent in it again.
+            items = [i for i in self.store.deliveries(record.items) if i is not None and i.state == previous]
+            self.store.update_many([StateChange(record, previous)] + [_requeued(i, previous) for i in items])
         self.redis.hincrby(METRICS, metric_field("relay_replays_total"), len(chosen))
         self.enqueue_deliveries([r.id for r in chosen])
         return len(chosen)
+
+
+def _requeued(item: DeliveryRecord, previous: str) -> StateChange:
+    item.state = State.QUEUED.value
+    return StateChange(item, previous)
 
 
 def _hash(value: str) -> str:

@@ -113,6 +113,11 @@ class DeliveryRecord:
     route: str | None = None
     # A held delivery: when (epoch seconds) its route's time intervals let it go out.
     notBefore: float | None = None
+    # A digest: the deliveries it carries, in order of arrival. Written only by the gathering script
+    # (relay.storage.scripts.GATHER), never by `to_hash`, so that no stored state can undo an item's joining.
+    items: list[str] = field(default_factory=list)
+    # A delivery gathered into a digest: the digest's id. The digest sends it; it follows the digest's state.
+    digest: str | None = None
     # This worker holds the record's send lock: the update that stores the outcome releases it.
     held_lock: bool = field(default=False, init=False, compare=False, repr=False)
     # This worker leases the record (it will send it): the update that stores the outcome lets go.
@@ -143,6 +148,8 @@ class DeliveryRecord:
             members=json.loads(data.get("members") or "[]"),
             route=data.get("route") or None,
             notBefore=float(data["notBefore"]) if data.get("notBefore") else None,
+            items=json.loads(data.get("items") or "[]"),
+            digest=data.get("digest") or None,
         )
 
     def to_hash(self) -> dict[str, str]:
@@ -169,6 +176,8 @@ class DeliveryRecord:
             "members": json.dumps(self.members) if self.members else "",
             "route": self.route or "",
             "notBefore": "" if self.notBefore is None else repr(self.notBefore),
+            # Set once by the gathering script and never unset: a copy read before it was set stores nothing.
+            **({"digest": self.digest} if self.digest else {}),
         }
 
     def public(self, with_event: bool = False) -> dict[str, Any]:
@@ -194,6 +203,10 @@ class DeliveryRecord:
             out["members"] = self.members
         if self.notBefore is not None:
             out["notBefore"] = iso(self.notBefore)
+        if self.items:
+            out["items"] = self.items
+        if self.digest:
+            out["digest"] = self.digest
         if with_event:
             out["eventId"] = self.eventId
             out["kind"] = self.kind

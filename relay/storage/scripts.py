@@ -95,3 +95,50 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
 end
 return {0}
 """
+
+# Gather a delivery into the open digest of its (route, channel, address), opening one when none is: the
+# open digest's id lives at KEYS[1] for the window, so it closes by itself when the window ends (and
+# early, when full). The item names its digest in its own record in the same step, so a delivery gathered
+# once is never gathered again. Returns {digest id, items now, created (1/0), full (1/0), its notBefore}.
+# KEYS: open-digest key, the item's record, deliveries index, held index, metrics, the item's event's
+# delivery list, the new digest's record. ARGV: new digest id, window (ms), max items, item id, retention,
+# createdAt, the new digest's metric field, its notBefore, record key prefix, n, n field/value pairs.
+GATHER = """
+local had = redis.call('HGET', KEYS[2], 'digest')
+if had then
+  return {had, 0, 0, 0, redis.call('HGET', ARGV[9] .. had, 'notBefore') or ''}
+end
+local d = redis.call('GET', KEYS[1])
+local created = 0
+if not d then
+  d = ARGV[1]
+  local n = tonumber(ARGV[10])
+  redis.call('SET', KEYS[1], d, 'PX', ARGV[2])
+  redis.call('HSET', KEYS[7], unpack(ARGV, 11, 10 + 2 * n))
+  redis.call('EXPIRE', KEYS[7], ARGV[5])
+  redis.call('ZADD', KEYS[3], ARGV[6], d)
+  redis.call('ZADD', KEYS[4], ARGV[8], d)
+  redis.call('RPUSH', KEYS[6], d)
+  redis.call('EXPIRE', KEYS[6], ARGV[5])
+  redis.call('HINCRBY', KEYS[5], ARGV[7], 1)
+  created = 1
+end
+local key = ARGV[9] .. d
+local items = cjson.decode(redis.call('HGET', key, 'items') or '[]')
+items[#items + 1] = ARGV[4]
+redis.call('HSET', key, 'items', cjson.encode(items))
+redis.call('HSET', KEYS[2], 'digest', d)
+local full = 0
+if #items >= tonumber(ARGV[3]) then
+  if redis.call('GET', KEYS[1]) == d then redis.call('DEL', KEYS[1]) end
+  full = 1
+end
+return {d, #items, created, full, redis.call('HGET', key, 'notBefore') or ''}
+"""
+
+# Close a digest to new items (when it is sent or released) and read what it carries: after this, nothing
+# joins it. KEYS: open-digest key, the digest's record. ARGV: the digest's id.
+CLOSE_DIGEST = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return redis.call('HGET', KEYS[2], 'items') or '[]'
+"""

@@ -13,6 +13,7 @@ from typing import Any
 from redis import Redis
 
 from relay.core.model import State
+from relay.storage.digests import Digests
 from relay.storage.leases import LEASES, Leases
 from relay.storage.records import (
     DELIVERIES,
@@ -100,6 +101,7 @@ class Store:
         # The worker this process is, as its leases and send locks name it.
         self.owner = owner
         self.leases = Leases(redis)
+        self.digests = Digests(redis, self.retention)
         self._reserve = redis.register_script(RESERVE_SLOT)
         self._lock_and_read = redis.register_script(LOCK_AND_READ)
         self._update = redis.register_script(UPDATE)

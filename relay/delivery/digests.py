@@ -1,0 +1,138 @@
+"""The digest stages of the delivery pipeline: gather a delivery into its route's open digest, and send a
+digest as one message when its window ends (or it is full, or released).
+
+A digest is a delivery record of its own (state `held` until it goes, then retried, failed and replayed
+like any other) that names the deliveries it carries (`items`); each item names its digest (`digest`), is
+`held` meanwhile, and takes the digest's state when the digest's is stored. Its wake-up is an RQ scheduled
+job at the end of its window (`Intake.deliver_at`), scheduled before the digest exists, so no worker waits
+and a restart loses nothing: what a digest carries, and that it is open, live in Redis
+(`relay.storage.digests`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+
+from relay.config import ChannelConfig, DigestConfig
+from relay.core.digest import (
+    DIGEST_TEMPLATE,
+    DigestItem,
+    digest_id,
+    digest_of,
+    gather_key,
+    render_digest,
+    window_for,
+)
+from relay.core.model import Notification, State
+from relay.core.rendering import Rendered
+from relay.delivery.channels import AddressError, address_url, channel_format, send
+from relay.delivery.compose import compose
+from relay.delivery.recording import decide, store
+from relay.runtime.bootstrap import Runtime
+from relay.storage.store import DeliveryRecord, iso, now
+
+log = logging.getLogger("relay.delivery.jobs")
+
+
+def gather(rt: Runtime, record: DeliveryRecord, previous: str, digest: DigestConfig, ctx: dict[str, str]) -> str:
+    """Join the delivery to its route's open digest for this channel (and address), or open one."""
+    key = gather_key(record.route or "", record.channel, record.address)
+    window = window_for(digest, was_held=record.notBefore is not None)
+    at = now()
+    new = _new_digest(rt, record, key, at, at + window)
+    scheduled = False
+    if rt.store.digests.open(key) is None:
+        rt.intake.deliver_at(new.id, at + window)  # its wake-up exists before the digest does
+        scheduled = True
+    got = rt.store.digests.gather(key, record, new, window, digest.max_items)
+    if got.created and not scheduled:  # another digest closed between the look and the gathering
+        rt.intake.deliver_at(got.digest_id, at + window)
+    if got.full:
+        rt.intake.enqueue_deliveries([got.digest_id])  # max_items: it goes now
+    record.digest, record.notBefore = got.digest_id, got.not_before
+    record.state, record.lastError = State.HELD.value, None
+    rt.store.update(record, previous)
+    when = "now (full)" if got.full else f"at {iso(got.not_before)}" if got.not_before else "when it closes"
+    log.info("gathered into digest %s (%d so far), which goes out %s", got.digest_id, got.items, when, extra=ctx)
+    return record.state
+
+
+def _new_digest(rt: Runtime, item: DeliveryRecord, key: str, at: float, until: float) -> DeliveryRecord:
+    """The digest `item` opens when none is open: listed with the item's event, addressed as the item."""
+    return replace(
+        item,
+        id=digest_id(key, item.id),
+        template=DIGEST_TEMPLATE,
+        state=State.HELD.value,
+        attempts=0,
+        maxAttempts=rt.config.retry.attempts,
+        lastError=None,
+        createdAt=at,
+        updatedAt=at,
+        fallback=[],  # a digest's items carry their own fallbacks; the digest has none
+        fallbackFor=None,
+        attemptTimes=[],
+        members=[],
+        notBefore=until,
+        items=[],
+        digest=None,
+    )
+
+
+def send_digest(rt: Runtime, record: DeliveryRecord, channel: ChannelConfig | None, ctx: dict[str, str]) -> str:
+    """Close the digest, render what it carries as one message and send it; its items follow its state."""
+    previous = record.state
+    record.items = rt.store.digests.close(gather_key(record.route or "", record.channel, record.address), record.id)
+    items = [r for r in rt.store.deliveries(record.items) if r is not None]
+    if channel is None:
+        why = f"channel {record.channel!r} is no longer configured"
+        return store(rt, record, previous, State.FAILED, why, ctx, reason="config", followers=items)
+    fmt = channel_format(channel.url, channel.format)
+    rendered = _rendered(rt, record, items, fmt, ctx)
+    if rendered is None:
+        return store(rt, record, previous, State.FAILED, "event expired", ctx, reason="config", followers=items)
+    try:
+        url = address_url(channel.url, record.address) if record.address else channel.url
+    except AddressError as exc:
+        why = f"recipient address rejected: {exc}"
+        return store(rt, record, previous, State.SKIPPED, why, ctx, followers=items)
+    record.attempts += 1
+    record.attemptTimes.append(now())
+    started = time.monotonic()
+    outcome = send(url, rendered.title, rendered.body, rendered.format, rendered.text)
+    return decide(rt, record, previous, outcome, ctx, time.monotonic() - started, followers=items)
+
+
+def _rendered(
+    rt: Runtime, record: DeliveryRecord, items: list[DeliveryRecord], fmt: str, ctx: dict[str, str]
+) -> Rendered | None:
+    """One item: its own message, unchanged. Several: the digest template over each item's title and text
+    (its plain-text rendering). None when no item's event is left to render."""
+    found: list[tuple[DeliveryRecord, Notification, float]] = []
+    for item in items:
+        event = rt.store.event(item.eventId)
+        if event is not None:
+            found.append((item, Notification.model_validate_json(event.payload), event.receivedAt))
+    if not found:
+        return None
+    if len(found) == 1:
+        item, notification, _ = found[0]
+        rendered = compose(rt, item, notification, fmt)
+        record.template = rendered.template
+        return rendered
+    gathered = []
+    for item, notification, received in found:
+        text = compose(rt, replace(item), notification, "txt")  # a copy: the item keeps its own template
+        gathered.append(
+            DigestItem(notification.kind, item.eventId, iso(received), text.title, text.body, item.recipientType)
+        )
+    digest = digest_of(rt.config, record.route)
+    window = digest.window if digest is not None else 0.0
+    rendered = render_digest(rt.renderer, gathered, record.channel, record.address or record.recipient, window, fmt)
+    if rendered.error:
+        rt.store.incr("relay_template_fallbacks_total", kind=record.kind)
+        log.warning("digest template failed, relay's own used instead: %s", rendered.error, extra=ctx)
+    record.template = rendered.template
+    return rendered

@@ -1,0 +1,121 @@
+"""Decide and record: a delivery's next state from the outcome of its send (`relay.core.outcome.next_step`),
+stored in one round trip with what follows it (a digest's items), after anything that state depends on (a
+retry's scheduled job, a fallback's deliveries) is queued."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from relay.core.lookup import fallback_channels
+from relay.core.model import State
+from relay.core.outcome import Delivered, Outcome, Transient, next_step
+from relay.runtime.bootstrap import Runtime
+from relay.storage.store import DeliveryRecord, StateChange, delivery_id, now
+
+log = logging.getLogger("relay.delivery.jobs")
+# Still to be sent: a held delivery too, once its scheduled job wakes it (relay.delivery.jobs).
+OPEN = (State.QUEUED.value, State.RETRYING.value, State.HELD.value)
+
+
+def decide(
+    rt: Runtime,
+    record: DeliveryRecord,
+    previous: str,
+    outcome: Outcome,
+    ctx: dict[str, str],
+    took: float | None = None,
+    followers: list[DeliveryRecord] | None = None,
+) -> str:
+    """Store the state that `outcome` leads to; `followers` (a digest's items) take the same state."""
+    step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
+    record.state, record.lastError = step.state.value, step.reason
+    if isinstance(outcome, Delivered):
+        # From when it could go: the time a delivery was held by quiet hours (or gathered) is not latency.
+        since = max(record.createdAt, record.notBefore or 0.0)
+        rt.store.update_many(
+            [StateChange(record, previous, latency_from=since, send_seconds=took), *follow(record, followers)]
+        )
+        log.info("delivered", extra={**ctx, "state": record.state, "template": record.template})
+        return record.state
+    kind = "transient" if isinstance(outcome, Transient) else "permanent"
+    change = StateChange(record, previous, send_seconds=took, labels={"reason": kind})
+    if step.state == State.RETRYING and step.retry_in is not None:
+        rt.intake.retry_later(record.id, step.retry_in, record.attempts)  # queued before the state is stored
+        rt.store.update_many([change, *follow(record, followers)])
+        log.info("failed, retrying in %gs: %s", step.retry_in, record.lastError, extra={**ctx, "state": record.state})
+        return record.state
+    extra = fallback_channels(record.fallback, record.fallbackFor is not None, set(rt.config.channels))
+    if extra:
+        queue_new(rt, record.eventId, [_fallback(rt, record, name) for name in extra])
+    rt.store.update_many([change, *follow(record, followers)])
+    log.warning("delivery failed: %s", record.lastError, extra={**ctx, "state": record.state})
+    return record.state
+
+
+def store(
+    rt: Runtime,
+    record: DeliveryRecord,
+    previous: str,
+    state: State,
+    why: str,
+    ctx: dict[str, str],
+    reason: str = "",
+    followers: list[DeliveryRecord] | None = None,
+) -> str:
+    """Store a state reached without a send (skipped, expanded, failed for the config)."""
+    record.state, record.lastError = state.value, why
+    labels = {"reason": reason} if reason else {}
+    rt.store.update_many([StateChange(record, previous, labels=labels), *follow(record, followers)])
+    if state == State.FAILED:
+        log.warning("delivery failed: %s", why, extra=ctx)
+    else:
+        log.info("delivery %s: %s", state.value, why, extra=ctx)
+    return record.state
+
+
+def follow(digest: DeliveryRecord, items: list[DeliveryRecord] | None) -> list[StateChange]:
+    """A digest's items take its state (and say why, when it is not delivered)."""
+    changes = []
+    for item in items or []:
+        previous = item.state
+        item.state = digest.state
+        item.lastError = f"digest {digest.id}: {digest.lastError}" if digest.lastError else None
+        changes.append(StateChange(item, previous))
+    return changes
+
+
+def _fallback(rt: Runtime, record: DeliveryRecord, name: str) -> DeliveryRecord:
+    per_recipient = rt.config.channels[name].per_recipient
+    return derived(
+        record,
+        name,
+        channel=name,
+        fallback=[],
+        fallbackFor=record.id,
+        address=record.address if per_recipient else None,
+    )
+
+
+def derived(record: DeliveryRecord, key: str, **changes: Any) -> DeliveryRecord:
+    """A new delivery born of `record` (a group member, a fallback), with a stable id of its own."""
+    ts = now()
+    return replace(
+        record,
+        id=delivery_id(record.eventId, record.messageIndex, f"{record.channel}>{key}", record.recipientIndex),
+        state=State.QUEUED.value,
+        attempts=0,
+        lastError=None,
+        createdAt=ts,
+        updatedAt=ts,
+        attemptTimes=[],
+        members=[],
+        notBefore=None,  # born when its parent was sent: nothing holds it
+        **changes,
+    )
+
+
+def queue_new(rt: Runtime, event_id: str, records: list[DeliveryRecord]) -> None:
+    stored = rt.store.create_deliveries(event_id, records)
+    rt.intake.enqueue_deliveries([r.id for r in stored if r.state in OPEN])

@@ -1,0 +1,81 @@
+"""Open digests in Redis: gathering a delivery into the digest of its (route, channel, address), and closing
+a digest to new items when it goes out (`relay.delivery.digests` decides; the scripts are in
+`relay.storage.scripts`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from redis import Redis
+
+from relay.storage.records import (
+    DELIVERIES,
+    HELD,
+    METRICS,
+    PREFIX,
+    DeliveryRecord,
+    _text,
+    delivery_key,
+    event_deliveries_key,
+    metric_field,
+)
+from relay.storage.scripts import CLOSE_DIGEST, GATHER
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """Where a delivery was gathered: its digest, how many it carries now, whether this call opened it,
+    whether it is now full, and when it goes out."""
+
+    digest_id: str
+    items: int
+    created: bool
+    full: bool
+    not_before: float | None
+
+
+def open_digest_key(key: str) -> str:
+    """Holds the id of the digest gathering for `key` (relay.core.digest.gather_key), for its window."""
+    return f"{PREFIX}digest:open:{key}"
+
+
+class Digests:
+    def __init__(self, redis: Redis, retention: int) -> None:
+        self.redis = redis
+        self.retention = retention
+        self._gather = redis.register_script(GATHER)
+        self._close = redis.register_script(CLOSE_DIGEST)
+
+    def open(self, key: str) -> str | None:
+        """The digest gathering for this key now, if one is."""
+        found = self.redis.get(open_digest_key(key))
+        return _text(found) if found is not None else None
+
+    def gather(self, key: str, item: DeliveryRecord, new: DeliveryRecord, window: float, max_items: int) -> Gathered:
+        """Join `item` to the open digest of `key`, or open `new` (stored as given) when none is; an item
+        gathered before stays in the digest it joined then."""
+        fields = new.to_hash()
+        metric = metric_field("relay_deliveries_total", state=new.state, channel=new.channel, kind=new.kind)
+        keys = [
+            open_digest_key(key),
+            delivery_key(item.id),
+            DELIVERIES,
+            HELD,
+            METRICS,
+            event_deliveries_key(new.eventId),
+            delivery_key(new.id),
+        ]
+        args: list[Any] = [new.id, max(1, int(window * 1000)), max_items, item.id, self.retention]
+        args += [repr(new.createdAt), metric, repr(new.notBefore or new.createdAt), delivery_key(""), len(fields)]
+        for pair in fields.items():
+            args.extend(pair)
+        ident, count, created, full, not_before = self._gather(keys=keys, args=args)
+        at = _text(not_before)
+        return Gathered(_text(ident), int(count), bool(int(created)), bool(int(full)), float(at) if at else None)
+
+    def close(self, key: str, digest_id: str) -> list[str]:
+        """Close the digest to new items; the deliveries it carries, in order of arrival."""
+        raw = self._close(keys=[open_digest_key(key), delivery_key(digest_id)], args=[digest_id])
+        return [str(i) for i in json.loads(_text(raw))]
