@@ -9,6 +9,7 @@ from typing import Any
 from jinja2 import Environment, TemplateNotFound, TemplateSyntaxError
 
 from relay.config import Config
+from relay.core.digest import human_duration
 from relay.core.quiet import held_until
 from relay.core.rendering import AUTO, BUILTIN_DIR, FORMATS, PLATFORM, make_environment
 from relay.core.time_intervals import HORIZON
@@ -98,13 +99,18 @@ def channel_url_problems(data: dict[str, Any]) -> list[str]:
 
 def check_intervals(config: Config, now: datetime | None = None) -> tuple[list[str], list[str]]:
     """Warnings for routes whose time intervals never let a delivery go (within four years), and a note of
-    when each route with intervals would send a delivery planned now."""
+    when each route with intervals would send a delivery planned now, and of what each digest gathers."""
     at = now or datetime.now(UTC)
     warnings, notes = [], []
     for i, route in enumerate(config.routes):
+        where = route.name or f"routes[{i}]"
+        if route.digest is not None:
+            notes.append(
+                f"{where}: gathers its deliveries to each channel (each address, on a per-recipient channel) for"
+                f" {human_duration(route.digest.window)}, at most {route.digest.max_items} a message"
+            )
         if not (route.active_time_intervals or route.mute_time_intervals):
             continue
-        where = route.name or f"routes[{i}]"
         until = held_until(config, where, at)
         if until is None:
             notes.append(f"{where}: its time intervals let deliveries go now")

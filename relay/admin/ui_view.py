@@ -40,8 +40,15 @@ class DeliveryRow:
     @classmethod
     def of(cls, r: DeliveryRecord) -> DeliveryRow:
         error = r.lastError or ""
-        if r.state == State.HELD.value and r.notBefore is not None:
-            error = f"held by quiet hours until {iso(r.notBefore)}"  # the row's note column says when it goes
+        if r.state == State.HELD.value and r.notBefore is not None:  # the row's note column says when it goes
+            if r.items:
+                error = f"digest of {len(r.items)} gathering until {iso(r.notBefore)}"
+            elif r.digest:
+                error = f"in digest {r.digest}, which goes out at {iso(r.notBefore)}"
+            else:
+                error = f"held by quiet hours until {iso(r.notBefore)}"
+        elif r.digest and not error:
+            error = f"sent in digest {r.digest}"
         short = error if len(error) <= ERROR_SHOWN else error[: ERROR_SHOWN - 1] + "…"
         return cls(
             id=r.id,

@@ -122,3 +122,31 @@ def test_relay_check_warns_of_intervals_that_never_open_and_notes_when_others_do
     assert check_intervals(config, datetime(2026, 11, 30, 9, 0, tzinfo=UTC))[1] == [
         "routes[0]: its time intervals let deliveries go now"
     ]
+
+
+def test_relay_check_refuses_a_digest_window_under_a_second_naming_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "digest.yaml"
+    path.write_text(
+        "channels: {a: {url: 'json://localhost/x'}}\n"
+        "routes:\n"
+        "  - {channels: [a], digest: 500ms}\n"
+        "  - {channels: [a], digest: {window: 0s}}\n"
+        "  - {channels: [a], digest: {window: 5m, max_items: 0}}\n"
+        "  - {channels: [a], digest: {window: 5m, every: 3}}\n"
+        "  - {channels: [a], digest: 15m}\n"
+        "  - {channels: [a], digest: {window: 1s, max_items: 1000}}\n"
+    )
+    found = read_config(path, environ={})
+    assert found.problems == [
+        "routes[0].digest.window: a digest window must be at least 1s, not 0.5s",
+        "routes[1].digest.window: a digest window must be at least 1s, not 0s",
+        "routes[2].digest.max_items: Input should be greater than or equal to 1",
+        "routes[3].digest.every: Extra inputs are not permitted",
+    ]
+    path.write_text(
+        "channels: {a: {url: 'json://localhost/x'}}\nroutes:\n  - {channels: [a], digest: 15m}\n"
+        "  - {channels: [a], digest: {window: 1s, max_items: 1000}}\n"
+    )
+    config = read_config(path, environ={}).config
+    assert config is not None
+    assert [(r.digest.window, r.digest.max_items) for r in config.routes if r.digest] == [(900.0, 50), (1.0, 1000)]

@@ -264,6 +264,7 @@ def test_operator_digest_templates_by_channel_then_default_and_a_broken_one_fall
 
 
 def test_preview_says_a_delivery_joins_a_digest(make_runtime: Callable[..., Runtime]) -> None:
+    from relay.admin.checks import check_intervals
     from relay.admin.preview import preview, preview_plan
 
     rt = make_runtime(routes=_routes({"window": "15m", "max_items": 20}))
@@ -272,6 +273,10 @@ def test_preview_says_a_delivery_joins_a_digest(make_runtime: Callable[..., Runt
     assert item["digest"] == {"window": "15m", "maxItems": 20}
     text = preview(rt.config, data)
     assert "joins a digest" in text and "for 15m from the first (at most 20 a message)" in text
+    notes = check_intervals(rt.config)[1]
+    assert "gathered: gathers its deliveries to each channel (each address, on a per-recipient channel) for 15m," in (
+        " ".join(notes)
+    )
 
 
 def _worker(config: Path) -> subprocess.Popen[bytes]:
@@ -334,3 +339,45 @@ def test_an_open_digest_survives_a_worker_killed_during_its_window(
     finally:
         worker.terminate()
         worker.wait(15)
+
+
+def test_the_admin_page_says_what_a_digest_gathers_and_where_an_item_went(
+    make_runtime: Callable[..., Runtime], sink: HttpSink
+) -> None:
+    rt = make_runtime(routes=_routes("15m"))
+    events = _accept(rt, _notification("u1"), _notification("u2"))
+    digest_id = _item(rt, events[0]).digest
+    with TestClient(create_app(rt)) as client:
+        page = admin(client, "/ui").text
+    assert "digest of 2 gathering until" in page
+    assert f"in digest {digest_id}, which goes out at" in page
+
+
+def test_an_open_digest_survives_a_redis_restart(sink: HttpSink, smtp: SmtpSink, tmp_path: Path) -> None:
+    """Redis killed (SIGKILL) and started again from its append-only file while a digest gathers: the
+    digest is still open (a new delivery joins it), and it goes out once with everything it carried."""
+    from redis import Redis
+
+    from relay.runtime.bootstrap import build, install
+    from relay.runtime.embedded import EmbeddedRedis
+    from tests.conftest import base_config
+
+    server = EmbeddedRedis(tmp_path / "redis").start()
+    try:
+        conn = Redis.from_url(server.url, socket_timeout=2, socket_connect_timeout=1)
+        rt = install(build(base_config(sink, smtp, tmp_path, server.url, routes=_routes("1h")), conn))
+        events = _accept(rt, _notification("before 1"), _notification("before 2"))
+        digest_id = _item(rt, events[0]).digest
+        time.sleep(1.2)  # the append-only file is synced each second
+        server.kill()
+        server.start()
+        wait_for(lambda: conn.ping(), timeout=10)
+        events += _accept(rt, _notification("after"))
+        assert _item(rt, events[2]).digest == digest_id
+        assert sink.at("/owners") == []
+        _send_due(rt)
+        [hit] = sink.at("/owners")
+        assert hit.json()["title"] == "3 notifications"
+        assert {_item(rt, e).state for e in events} == {"delivered"}
+    finally:
+        server.stop()
