@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from starlette.testclient import TestClient
 
 from relay.core.digest import CATCH_UP_SECONDS
@@ -381,3 +382,55 @@ def test_an_open_digest_survives_a_redis_restart(sink: HttpSink, smtp: SmtpSink,
         assert {_item(rt, e).state for e in events} == {"delivered"}
     finally:
         server.stop()
+
+
+def test_a_transient_failure_retries_the_digest_and_its_items_follow_each_state(
+    make_runtime: Callable[..., Runtime], sink: HttpSink
+) -> None:
+    rt = make_runtime(routes=_routes("5m"))
+    events = _accept(rt, _notification("r1"), _notification("r2"))
+    sink.script["/owners"] = [503]
+    _send_due(rt)
+    digest = _digest(rt, _item(rt, events[0]).digest or "")
+    assert (digest.state, digest.attempts) == ("retrying", 1)
+    assert {_item(rt, e).state for e in events} == {"retrying"}
+    _send_due(rt)
+    [hit] = sink.at("/owners")
+    assert hit.json()["title"] == "2 notifications"
+    assert (_digest(rt, digest.id).state, _digest(rt, digest.id).attempts) == ("delivered", 2)
+    assert {(_item(rt, e).state, _item(rt, e).lastError) for e in events} == {("delivered", None)}
+
+
+@pytest.mark.parametrize("service", ["slack", "teams"])
+def test_chat_digests_are_block_kit_for_slack_and_an_adaptive_card_for_teams(
+    make_runtime: Callable[..., Runtime], service: str
+) -> None:
+    """Slack and Teams cannot be reached from here: `responses` intercepts Apprise's call."""
+    import re
+
+    import responses
+
+    from tests.delivery.test_channels_native import SLACK_HOOK, SLACK_URL, TEAMS_URL
+
+    url = SLACK_URL if service == "slack" else TEAMS_URL
+    rt = make_runtime(channels={"chat": {"url": url}}, routes=_routes("5m", channel="chat"), default={"channels": []})
+    _accept(rt, _notification("first *thing*"), _notification("second"))
+    with responses.RequestsMock() as http:
+        target = SLACK_HOOK if service == "slack" else re.compile(r"https://prod-01\.westeurope\.logic\.azure\.com.*")
+        http.add(responses.POST, target, body="ok")
+        _send_due(rt)
+        [call] = http.calls
+        body = json.loads(call.request.body or b"{}")
+    if service == "slack":
+        blocks = body["attachments"][0]["blocks"]
+        assert blocks[0] == {"type": "header", "text": {"type": "plain_text", "text": "2 notifications", "emoji": True}}
+        text = re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+Z", "T", blocks[1]["text"]["text"])
+        # Slack mrkdwn, converted by Apprise from relay's Markdown digest (items' own Markdown kept as such).
+        assert text == (
+            "*1. first _thing_*\ntext of first _thing_\n_received T_\n\n*2. second*\ntext of second\n_received T_"
+        )
+    else:
+        card = body["attachments"][0]["content"]
+        assert card["type"] == "AdaptiveCard"
+        shown = json.dumps(card)
+        assert "2 notifications" in shown and shown.index("first") < shown.index("second")
