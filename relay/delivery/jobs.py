@@ -21,9 +21,10 @@ from relay.core.model import Notification, PlannedDelivery, State
 from relay.core.quiet import held_until
 from relay.core.routing import plan_notification
 from relay.delivery import attempt
+from relay.delivery.recording import follow
 from relay.runtime.bootstrap import Runtime, runtime
 from relay.storage.leases import MAX_LOSSES
-from relay.storage.store import DeliveryRecord, delivery_id, iso, now
+from relay.storage.store import DeliveryRecord, StateChange, delivery_id, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
 # A planning job hands this many of its deliveries to its own worker's senders; the rest become jobs, so
@@ -109,7 +110,8 @@ def give_up(rt: Runtime, ident: str, why: str) -> None:
     previous = record.state
     record.state = State.FAILED.value
     record.lastError = why
-    rt.store.update(record, previous, reason="crash")
+    items = [i for i in rt.store.deliveries(record.items) if i is not None]  # a digest's follow it
+    rt.store.update_many([StateChange(record, previous, labels={"reason": "crash"}), *follow(record, items)])
     log.error("delivery failed: %s", why, extra={"eventId": record.eventId, "deliveryId": ident})
 
 

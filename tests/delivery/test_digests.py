@@ -434,3 +434,16 @@ def test_chat_digests_are_block_kit_for_slack_and_an_adaptive_card_for_teams(
         assert card["type"] == "AdaptiveCard"
         shown = json.dumps(card)
         assert "2 notifications" in shown and shown.index("first") < shown.index("second")
+
+
+def test_a_digest_given_up_after_crashes_fails_with_its_items(make_runtime: Callable[..., Runtime]) -> None:
+    from relay.delivery.jobs import give_up
+
+    rt = make_runtime(routes=_routes("5m"))
+    events = _accept(rt, _notification("c1"), _notification("c2"))
+    digest_id = _item(rt, events[0]).digest or ""
+    give_up(rt, digest_id, "the delivery crashed or timed out on every try (RuntimeError)")
+    assert _digest(rt, digest_id).state == "failed"
+    assert {(_item(rt, e).state, _item(rt, e).lastError) for e in events} == {
+        ("failed", f"digest {digest_id}: the delivery crashed or timed out on every try (RuntimeError)")
+    }
