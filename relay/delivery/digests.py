@@ -49,11 +49,13 @@ def gather(rt: Runtime, record: DeliveryRecord, previous: str, digest: DigestCon
     got = rt.store.digests.gather(key, record, new, window, digest.max_items)
     if got.created and not scheduled:  # another digest closed between the look and the gathering
         rt.intake.deliver_at(got.digest_id, at + window)
-    if got.full:
-        rt.intake.enqueue_deliveries([got.digest_id])  # max_items: it goes now
     record.digest, record.notBefore = got.digest_id, got.not_before
     record.state, record.lastError = State.HELD.value, None
     rt.store.update(record, previous)
+    if got.full:
+        # max_items: it goes now. Queued after the item is stored `held`, so that the digest's send, which
+        # gives each item its own state, comes after; were this lost, the wake-up at the window's end sends it.
+        rt.intake.enqueue_deliveries([got.digest_id])
     when = "now (full)" if got.full else f"at {iso(got.not_before)}" if got.not_before else "when it closes"
     log.info("gathered into digest %s (%d so far), which goes out %s", got.digest_id, got.items, when, extra=ctx)
     return record.state
@@ -71,7 +73,7 @@ def _new_digest(rt: Runtime, item: DeliveryRecord, key: str, at: float, until: f
         lastError=None,
         createdAt=at,
         updatedAt=at,
-        fallback=[],  # a digest's items carry their own fallbacks; the digest has none
+        fallback=[],  # a digest has no fallback channels
         fallbackFor=None,
         attemptTimes=[],
         members=[],
