@@ -61,6 +61,8 @@ class Delivery(TypedDict):
     route: NotRequired[str | None]  # the route that planned it: its name, `routes[i]`, or `default`
     members: NotRequired[list[str]]  # an expanded group's member deliveries
     notBefore: NotRequired[IsoTime]  # a held delivery: when its route's time intervals let it go out
+    items: NotRequired[list[str]]  # a digest: the deliveries it carries, in order of arrival
+    digest: NotRequired[str]  # a delivery gathered into a digest: the digest's id
 
 
 class Event(TypedDict):
