@@ -9,12 +9,15 @@ happens beside them, covered by the leases.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 from redis import Redis
+from redis.exceptions import RedisError
 from rq.job import Job
 
 from relay.core.model import Notification, PlannedDelivery, State
@@ -24,20 +27,86 @@ from relay.delivery import attempt
 from relay.delivery.recording import follow
 from relay.runtime.bootstrap import Runtime, runtime
 from relay.storage.leases import MAX_LOSSES
+from relay.storage.planning import UNPLANNED
 from relay.storage.store import DeliveryRecord, StateChange, delivery_id, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
 # A planning job hands this many of its deliveries to its own worker's senders; the rest become jobs, so
 # that a notification to many recipients is spread over the workers.
 INLINE_MAX = 8
-PRUNE_SHARE = 0.01  # planning jobs that also drop expired index entries
+PRUNE_SHARE = 0.01  # plannings that also drop expired index entries
+# A planning job claims this many notifications at a time, and claims more while BATCH_SECONDS last: a
+# batch small enough that the other worker takes a share of a burst, and RQ's cost of a job (a dozen round
+# trips and more) spread over a second's planning under load.
+BATCH = 10
+BATCH_SECONDS = 1.5
 # Sent at once after planning; a held delivery (open too: see attempt.OPEN) waits for its scheduled job.
 SENDABLE = (State.QUEUED.value, State.RETRYING.value)
 
 
-def plan_job(event_id: str) -> int:
-    """Turn a stored notification into delivery records and sends; safe to run again after a crash."""
+def plan_batch(event_id: str = "") -> int:
+    """The planning job: plan the notifications waiting (`relay.storage.planning`), oldest first and a
+    batch at a time, for up to `BATCH_SECONDS`; returns how many were planned. `event_id`: the notification
+    whose arrival queued this job (empty for a job queued by a worker), for RQ's listings only.
+
+    Its start clears the pending flag, so the next notification queues another job, which the other
+    workers take while this one plans. Events left when the time is up stay unplanned, with a job queued.
+    """
     rt = runtime()
+    planning, owner = rt.intake.planning, rt.name
+    deadline = time.monotonic() + BATCH_SECONDS
+    claimed, left = planning.claim(owner, BATCH, start=True)
+    if left:
+        rt.intake.request_planning()  # more are waiting: another worker may take a share
+    planned = 0
+    try:
+        while claimed:
+            done: list[str] = []
+            for ident, _ in claimed:
+                if done and time.monotonic() > deadline:
+                    break
+                try:
+                    plan_event(rt, ident)
+                    planned += 1
+                except RedisError:
+                    raise
+                except Exception:  # a bug: the event goes back, a few times at most
+                    log.exception("planning failed unexpectedly", extra={"eventId": ident})
+                    _planning_failed(rt, ident)
+                done.append(ident)
+            rest = claimed[len(done) :]
+            if rest or time.monotonic() > deadline:  # time is up: the rest wait for the next job
+                planning.claim(owner, 0, done)
+                planning.give_back(owner, rest)
+                claimed = []
+                if rest or left:
+                    rt.intake.request_planning()
+                break
+            claimed, left = planning.claim(owner, BATCH, done)
+    finally:
+        if claimed:  # a planning that raised: what this job claimed and did not plan goes back
+            with contextlib.suppress(RedisError):
+                planning.give_back(owner, [c for c in claimed if c[0] in planning.in_hand()])
+    return planned
+
+
+def _planning_failed(rt: Runtime, event_id: str) -> None:
+    _, dropped = rt.intake.planning.give_back(rt.name, [(event_id, now())], failed=True)
+    if dropped:
+        log.error("notification not planned: its planning failed on every try", extra={"eventId": event_id})
+
+
+def plan_job(event_id: str) -> int:
+    """Plan one notification (a job queued by an earlier relay, or planning again by hand); safe to run
+    again after a crash."""
+    rt = runtime()
+    planned = plan_event(rt, event_id)
+    rt.redis.zrem(UNPLANNED, event_id)
+    return planned
+
+
+def plan_event(rt: Runtime, event_id: str) -> int:
+    """Turn a stored notification into delivery records and sends; safe to run again after a crash."""
     event = rt.store.event(event_id)
     if event is None:
         log.warning("event expired before it was planned", extra={"eventId": event_id})

@@ -13,7 +13,8 @@
   it runs out.
 - The heartbeat thread beats for /readyz, picks up config reloads, and sweeps the leases of workers that
   stopped beating, and its own leases that no sender holds (`relay.storage.leases`): their deliveries go
-  back to the queue.
+  back to the queue. It does the same for the notifications claimed by planning jobs
+  (`relay.storage.planning`), and queues a planning job for notifications left waiting with none pending.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ log = logging.getLogger("relay.runtime.worker")
 MAINTENANCE_INTERVAL = 15  # seconds between RQ's maintenance passes
 WORKER_TTL = 30  # an RQ worker not heard of for this long is dead to `rq info`
 HEARTBEAT_SECONDS = 5.0
-ORPHAN_GRACE = 20.0  # a worker not seen beating for this long is gone: its leases are swept
+ORPHAN_GRACE = 20.0  # a worker not seen beating for this long is gone: its leases and claims are swept
+# An unplanned notification this old with no planning job pending (its job lost) gets one at the next beat.
+STALE_PLANNING = 10.0
 SCHEDULER_TICK = 1.0
 DRAIN_SECONDS = 60.0  # at a stop, the longest wait for the senders to finish what they hold
 
@@ -133,8 +136,46 @@ def sweep_own(rt: Runtime, suspects: set[str], held: dict[str, str] | None = Non
     return loose - set(lost)
 
 
+def sweep_planning(rt: Runtime, now: float, suspects: set[str] | None = None) -> set[str]:
+    """The planning of notifications (`relay.storage.planning`): the claims of workers that stopped beating,
+    and this worker's own claims that no planning job of it holds, seen so at two sweeps in a row (`suspects`,
+    from the sweep before), go back among the unplanned events, with a planning job queued; events left
+    unplanned `STALE_PLANNING` seconds with no planning job pending get one. Returns this worker's claims
+    seen loose at this sweep, for the next."""
+    planning = rt.intake.planning
+    claims = planning.claims()
+    back = 0
+    for owner, ids in orphaned(claims, rt.store.worker_beats(), now, ORPHAN_GRACE).items():
+        if owner == rt.name:
+            continue
+        n = _give_back(rt, owner, ids, now)
+        if n:
+            log.warning("worker %s is gone: %d notifications it was planning are planned again", owner, n)
+        back += n
+    loose = {i for i, owner in claims.items() if owner == rt.name} - planning.in_hand()
+    lost = sorted(loose & (suspects or set()))
+    if lost:
+        back += _give_back(rt, rt.name, lost, now)
+        log.warning("%d notifications claimed by this worker but not in hand are planned again", len(lost))
+    if back:
+        rt.intake.request_planning(force=True)
+    else:
+        oldest = planning.oldest()
+        if oldest is not None and now - oldest > STALE_PLANNING and rt.intake.request_planning():
+            log.warning("notifications waiting %.0f s with no planning job: one queued", now - oldest)
+    return loose - set(lost)
+
+
+def _give_back(rt: Runtime, owner: str, ids: list[str], now: float) -> int:
+    back, dropped = rt.intake.planning.give_back(owner, [(i, now) for i in ids], failed=True)
+    for event_id in dropped:
+        log.error("notification not planned: its planner died with it on every try", extra={"eventId": event_id})
+    return back
+
+
 def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, generation: bytes | None) -> None:
     suspects: set[str] = set()
+    claims: set[str] = set()
     while not stop.is_set():
         try:
             rt.store.heartbeat(rt.name)
@@ -147,6 +188,7 @@ def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, gene
             held = rt.store.leases.held()  # read once for both sweeps: they look at disjoint owners
             sweep_leases(rt, time.time(), held)
             suspects = sweep_own(rt, suspects, held)
+            claims = sweep_planning(rt, time.time(), claims)
         except RedisError as exc:
             log.warning("heartbeat failed: %s", type(exc).__name__)
         if os.getppid() == 1 and os.environ.get("RELAY_SUPERVISED") == "1":

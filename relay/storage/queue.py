@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -18,6 +19,7 @@ from rq.job import Job
 
 from relay.core.model import State
 from relay.storage import redis_wire, rq_enqueue
+from relay.storage.planning import PENDING, PENDING_TTL, UNPLANNED, Planning
 from relay.storage.store import (
     EVENTS,
     METRICS,
@@ -31,7 +33,8 @@ from relay.storage.store import (
 )
 
 QUEUE_NAME = "relay"
-PLAN_JOB = "relay.delivery.jobs.plan_job"
+# A planning job plans every notification waiting, in batches (`relay.storage.planning`).
+PLAN_JOB = "relay.delivery.jobs.plan_batch"
 DELIVER_JOB = "relay.delivery.jobs.deliver_job"
 # RQ-level retries only cover a crashed or killed worker; send failures are retried by relay itself.
 # No interval: a job found abandoned goes straight back to the queue, with no wait on a scheduler.
@@ -49,16 +52,18 @@ RESULT_TTL = 10
 RELEASE_LOCK_TTL = 30  # seconds: a release holds a delivery's send lock only while it stores the new state
 
 
-# One round trip per notification: dedup, the event record, its index and counter, and the planning
-# job exactly as RQ's own enqueue writes it (job hash, queue registered in rq:queues, id pushed on
-# rq:queue:relay), all in one atomic script. A script runs whole or not at all on the server, and the
-# append-only file records its writes together, so a 202 still means durable and nothing is ever
-# half-accepted. The only command that can refuse is the first one (SET NX), before anything is written.
+# One round trip per notification: dedup, the event record, its index and counter, its entry among the
+# unplanned events, and, when no planning job is pending (`relay.storage.planning`: the flag, set here
+# with the job), a planning job exactly as RQ's own enqueue writes it (job hash, queue registered in
+# rq:queues, id pushed on rq:queue:relay), all in one atomic script. A script runs whole or not at all on
+# the server, and the append-only file records its writes together, so a 202 still means durable and
+# nothing is ever half-accepted. The only command that can refuse is the first one (SET NX), before anything is written.
 # The job hash fields that are the same for every planning job are written into the script (@JOB@)
 # when an Intake registers it, so each call sends only what differs: two times, the call data and the
 # description (ARGV 10-12).
 ACCEPT_SCRIPT = """
--- KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 job hash, 6 queue list, 7 rq:queues
+-- KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 job hash, 6 queue list, 7 rq:queues,
+--       8 unplanned events, 9 pending planning job flag
 -- ARGV: 1 dedup ttl, 2 eventId, 3 kind, 4 receivedAt, 5 payload, 6 retention,
 --       7 received counter field, 8 duplicate counter field, 9 job id, 10.. the job hash's own values
 --       (or, with RQ's fields not reproduced here, all its field/value pairs)
@@ -70,11 +75,14 @@ redis.call('HSET', KEYS[2], 'eventId', ARGV[2], 'kind', ARGV[3], 'receivedAt', A
 redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
 redis.call('HINCRBY', KEYS[4], ARGV[7], 1)
-redis.call('HSET', KEYS[5], @JOB@)
-redis.call('SADD', KEYS[7], KEYS[6])
-redis.call('RPUSH', KEYS[6], ARGV[9])
+redis.call('ZADD', KEYS[8], ARGV[4], ARGV[2])
+if redis.call('SET', KEYS[9], ARGV[9], 'NX', 'EX', @PENDING_TTL@) then
+  redis.call('HSET', KEYS[5], @JOB@)
+  redis.call('SADD', KEYS[7], KEYS[6])
+  redis.call('RPUSH', KEYS[6], ARGV[9])
+end
 return 1
-"""
+""".replace("@PENDING_TTL@", str(PENDING_TTL))
 
 
 class QueueUnavailable(Exception):
@@ -96,13 +104,18 @@ class Intake:
     _script: Script | None = field(default=None, repr=False)
     # False when RQ's job fields could not be reproduced here (another RQ): each job is then built by RQ.
     _fast: bool = field(default=True, repr=False)
+    planning: Planning = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.planning = Planning(self.redis)
 
     @classmethod
     def create(cls, redis: Redis, store: Store, dedup_ttl: float) -> Intake:
         return cls(redis, store, Queue(QUEUE_NAME, connection=redis), dedup_ttl, JOB_TIMEOUT)
 
     def accept(self, event_id: str, kind: str, payload: str) -> str:
-        """'accepted' once the event and its planning job are in Redis, atomically; else 'duplicate'.
+        """'accepted' once the event is in Redis among the unplanned ones, with a planning job unless one
+        is pending, atomically; else 'duplicate'.
 
         One round trip (EVALSHA of a script registered once; after a Redis restart redis-py loads it
         again by itself). Raises QueueUnavailable on any Redis error: nothing was accepted then.
@@ -173,6 +186,8 @@ class Intake:
             Job.key_for(ident),
             self.queue.key,
             self.queue.redis_queues_keys,
+            UNPLANNED,
+            PENDING,
         ]
         return keys, args
 
@@ -182,11 +197,32 @@ class Intake:
         return self._script
 
     def plan_job(self, event_id: str) -> Job:
-        """The planning job as `Queue.enqueue_call` would build it, ready to be written (not written)."""
+        """The planning job the accept script writes for `event_id` (when none is pending), as
+        `Queue.enqueue_call` would build it, ready to be written (not written)."""
         ident = job_id("plan", _hash(event_id))
         return rq_enqueue.prepared_job(
             self.queue, PLAN_JOB, (event_id,), ident, self.store.retention, self.job_timeout, CRASH_RETRY, RESULT_TTL
         )
+
+    def request_planning(self, force: bool = False) -> bool:
+        """Queue a planning job (through RQ's enqueue) unless one is pending, or even then when `force`;
+        whether one was queued. For events left unplanned: a planning job's batch cut short, the claims of
+        a dead worker given back, events whose job was lost."""
+        ident = job_id("plan", uuid.uuid4().hex)  # a job of its own, never one RQ may still hold
+        if force:
+            self.redis.set(PENDING, ident, ex=PENDING_TTL)
+        elif not self.redis.set(PENDING, ident, nx=True, ex=PENDING_TTL):
+            return False
+        self.queue.enqueue_call(
+            PLAN_JOB,
+            args=("",),
+            job_id=ident,
+            result_ttl=RESULT_TTL,
+            failure_ttl=self.store.retention,
+            timeout=self.job_timeout,
+            retry=CRASH_RETRY,
+        )
+        return True
 
     def enqueue_deliveries(self, ids: list[str]) -> None:
         if not ids:

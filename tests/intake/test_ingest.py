@@ -10,6 +10,7 @@ from rq import Queue
 from rq.job import Job, JobStatus
 
 from relay.runtime.bootstrap import Runtime
+from relay.storage.planning import PENDING, PENDING_TTL, UNPLANNED
 from relay.storage.queue import CRASH_RETRY, PLAN_JOB, QUEUE_NAME, RESULT_TTL, QueueUnavailable, job_id
 from relay.storage.rq_enqueue import zlib_or_raw
 from relay.storage.store import EVENTS, METRICS, dedup_key, event_key, metric_field
@@ -111,12 +112,31 @@ def test_accepted_notification_is_seen_by_rq_and_run_by_a_real_worker(
     assert deliveries and all(d is not None and d.state in {"delivered", "skipped"} for d in deliveries)
 
 
+def test_a_planning_job_is_written_only_when_none_is_pending(rt: Runtime, redis: Redis) -> None:
+    queue = Queue(QUEUE_NAME, connection=redis)
+    first, _ = _accept(rt)
+    # The flag names the job written with it, and lives a short while (a job lost is seen by the sweep).
+    assert redis.get(PENDING) == rt.intake.plan_job(first).id.encode()
+    assert 0 < redis.ttl(PENDING) <= PENDING_TTL
+    later = [_accept(rt)[0] for _ in range(4)]
+    assert queue.job_ids == [rt.intake.plan_job(first).id]
+    # Every event waits among the unplanned, at the time it was received, oldest first.
+    assert [v.decode() for v in redis.zrange(UNPLANNED, 0, -1)] == [first, *later]
+    assert redis.zscore(UNPLANNED, first) == float(redis.hget(event_key(first), "receivedAt") or 0)
+    # A planning job starts (clears the flag): the next notification writes a job of its own.
+    rt.intake.planning.claim(rt.name, 2, start=True)
+    nxt, _ = _accept(rt)
+    assert queue.job_ids == [rt.intake.plan_job(first).id, rt.intake.plan_job(nxt).id]
+    assert redis.zcard(UNPLANNED) == 4
+
+
 def test_duplicate_is_counted_and_enqueues_nothing(rt: Runtime, redis: Redis) -> None:
     payload = sample_notification()
     assert _accept(rt, payload)[1] == "accepted"
     assert _accept(rt, payload)[1] == "duplicate"
     assert _accept(rt, payload)[1] == "duplicate"
     assert Queue(QUEUE_NAME, connection=redis).count == 1
+    assert redis.zcard(UNPLANNED) == 1
     assert redis.hget(METRICS, metric_field("relay_notifications_duplicate_total")) == b"2"
 
 
@@ -124,7 +144,8 @@ def test_script_is_loaded_again_after_a_redis_restart(rt: Runtime, redis: Redis)
     assert _accept(rt)[1] == "accepted"
     redis.script_flush()  # what a restarted server looks like to the client
     assert _accept(rt)[1] == "accepted"
-    assert Queue(QUEUE_NAME, connection=redis).count == 2
+    assert redis.zcard(UNPLANNED) == 2
+    assert Queue(QUEUE_NAME, connection=redis).count == 1  # the first one's job plans both
 
 
 def test_unreachable_redis_is_queue_unavailable_and_writes_nothing(rt: Runtime, redis: Redis, tmp_path: Any) -> None:
@@ -155,7 +176,8 @@ def test_async_intake_loads_the_script_again_after_a_redis_restart(rt: Runtime, 
 
     rt.intake.prepare()
     assert asyncio.run(run()) == ["accepted", "accepted", "duplicate"]
-    assert Queue(QUEUE_NAME, connection=redis).count == 2
+    assert redis.zcard(UNPLANNED) == 2
+    assert Queue(QUEUE_NAME, connection=redis).count == 1
 
 
 def test_async_intake_without_redis_is_queue_unavailable(rt: Runtime, tmp_path: Any) -> None:
