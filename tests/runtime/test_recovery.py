@@ -141,3 +141,40 @@ def test_killing_every_worker_during_intake_loses_nothing_and_sends_each_once(
     # A send the sink had in hand when its worker died is answered after the death, so it may be sent
     # again (at-least-once); every other one goes out once.
     assert 20 <= len(sink.at("/flaky")) <= 20 + in_flight
+
+
+def test_killing_a_worker_in_the_middle_of_a_planning_batch_plans_and_sends_each_once(
+    redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
+) -> None:
+    """The notifications a planning job had claimed when its worker was killed are planned by another
+    worker once it sees the dead one stop beating (ORPHAN_GRACE), well before RQ finds the job abandoned."""
+    from relay.runtime.worker import HEARTBEAT_SECONDS, ORPHAN_GRACE
+    from relay.storage.planning import CLAIMS, UNPLANNED
+
+    settings = {**SETTINGS, "channels": {"flaky": {"url": sink.url("/flaky")}}, "worker_threads": 1}
+    rt = install(build(base_config(sink, smtp, tmp_path, redis_server.url, **settings), redis))
+    path = worker_config_file(tmp_path, redis_server.url, **settings)
+    sink.delays["/flaky"] = 0.5  # one sender thread: planning waits for room, a batch takes seconds
+    events = _post(rt, 30)
+    first = _start(path)
+    try:
+        wait_for(lambda: redis.hlen(CLAIMS) > 0 and len(sink.started) >= 2, timeout=30, interval=0.02)
+        os.kill(first.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        with sink.lock:
+            in_flight = len(sink.started) - len(sink.hits)
+        claimed = redis.hlen(CLAIMS)
+    finally:
+        first.wait(10)
+    assert claimed > 0 and redis.zcard(UNPLANNED) > 0
+    sink.delays.clear()
+    second = _start(path)
+    try:
+        wait_for(lambda: _states(rt, events) == ["delivered"] * 30, timeout=TARGET, interval=0.5)
+        took = time.monotonic() - killed
+    finally:
+        _stop([second])
+    print(f"{claimed} notifications claimed by the killed worker; all delivered {took:.0f} s after the kill")
+    assert took < ORPHAN_GRACE + 3 * HEARTBEAT_SECONDS + 10  # the sweep, not RQ's abandoned job (80 s)
+    assert redis.hlen(CLAIMS) == 0 and redis.zcard(UNPLANNED) == 0
+    assert 30 <= len(sink.at("/flaky")) <= 30 + in_flight  # at-least-once: only a send in flight again
