@@ -35,9 +35,9 @@ log = logging.getLogger("relay.delivery.jobs")
 # that a notification to many recipients is spread over the workers.
 INLINE_MAX = 8
 PRUNE_SHARE = 0.01  # plannings that also drop expired index entries
-# A planning job claims this many notifications at a time, and claims more while BATCH_SECONDS last: a
-# batch small enough that the other worker takes a share of a burst, and RQ's cost of a job (a dozen round
-# trips and more) spread over a second's planning under load.
+# A planning job claims up to this many notifications at a time (one while its senders are all busy), and
+# claims more while BATCH_SECONDS last: a batch small enough that the other worker takes a share of a
+# burst, and RQ's cost of a job (a dozen round trips and more) spread over a second's planning under load.
 BATCH = 10
 BATCH_SECONDS = 1.5
 # Sent at once after planning; a held delivery (open too: see attempt.OPEN) waits for its scheduled job.
@@ -55,7 +55,7 @@ def plan_batch(event_id: str = "") -> int:
     rt = runtime()
     planning, owner = rt.intake.planning, rt.name
     deadline = time.monotonic() + BATCH_SECONDS
-    claimed, left = planning.claim(owner, BATCH, start=True)
+    claimed, left = planning.claim(owner, _batch(rt), start=True)
     if left:
         rt.intake.request_planning()  # more are waiting: another worker may take a share
     planned = 0
@@ -82,12 +82,18 @@ def plan_batch(event_id: str = "") -> int:
                 if rest or left:
                     rt.intake.request_planning()
                 break
-            claimed, left = planning.claim(owner, BATCH, done)
+            claimed, left = planning.claim(owner, _batch(rt), done)
     finally:
         if claimed:  # a planning that raised: what this job claimed and did not plan goes back
             with contextlib.suppress(RedisError):
                 planning.give_back(owner, [c for c in claimed if c[0] in planning.in_hand()])
     return planned
+
+
+def _batch(rt: Runtime) -> int:
+    """How many notifications to claim: a batch while this worker's senders have threads free, else one
+    (a claimed notification waits for room here, where another worker may have room to plan it)."""
+    return BATCH if rt.sender.pending < rt.sender.threads else 1
 
 
 def _planning_failed(rt: Runtime, event_id: str) -> None:

@@ -35,20 +35,34 @@ FAILURES_TTL = 24 * 3600
 MAX_FAILURES = 3
 
 # Drop the claims ARGV[1] holds on ARGV[4..] (planned), clear the pending flag when ARGV[3] is 1 (a job's
-# start: the next notification queues a new job, which another worker takes), and claim the ARGV[2] oldest
-# unplanned events for ARGV[1]. KEYS: unplanned, claims, flag. Returns the events left unclaimed and the
-# claimed ones with their scores (flat: id, score, ...).
+# start: the next notification queues a new job, which another worker takes), and claim up to ARGV[2] of
+# the oldest unplanned events for ARGV[1]. An event that failed before (its planning raised, or its worker
+# died with it) is claimed alone, so that a failure counts against it and not against a batch of others.
+# KEYS: unplanned, claims, flag, failures. Returns the events left unclaimed and the claimed ones with their
+# scores (flat: id, score, ...).
 _CLAIM = """
 for i = 4, #ARGV do
-  if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[1] then redis.call('HDEL', KEYS[2], ARGV[i]) end
+  if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[1] then
+    redis.call('HDEL', KEYS[2], ARGV[i])
+    redis.call('HDEL', KEYS[4], ARGV[i])
+  end
 end
 if ARGV[3] == '1' then redis.call('DEL', KEYS[3]) end
-local popped = {}
-if tonumber(ARGV[2]) > 0 then
-  popped = redis.call('ZPOPMIN', KEYS[1], ARGV[2])
-  for i = 1, #popped, 2 do redis.call('HSET', KEYS[2], popped[i], ARGV[1]) end
+local out = {}
+for _ = 1, tonumber(ARGV[2]) do
+  local popped = redis.call('ZPOPMIN', KEYS[1])
+  if #popped == 0 then break end
+  local suspect = redis.call('HEXISTS', KEYS[4], popped[1]) == 1
+  if suspect and #out > 0 then
+    redis.call('ZADD', KEYS[1], popped[2], popped[1])
+    break
+  end
+  redis.call('HSET', KEYS[2], popped[1], ARGV[1])
+  out[#out + 1] = popped[1]
+  out[#out + 1] = popped[2]
+  if suspect then break end
 end
-return {redis.call('ZCARD', KEYS[1]), popped}
+return {redis.call('ZCARD', KEYS[1]), out}
 """
 
 # Put the events ARGV[1] still claims back among the unplanned ones. KEYS: unplanned, claims, failures.
@@ -94,7 +108,7 @@ class Planning:
         done = list(planned)
         with self._lock:
             self._in_hand.difference_update(done)
-        left, flat = self._claim(keys=[UNPLANNED, CLAIMS, PENDING], args=[owner, count, int(start), *done])
+        left, flat = self._claim(keys=[UNPLANNED, CLAIMS, PENDING, FAILURES], args=[owner, count, int(start), *done])
         claimed = [(_text(k), float(v)) for k, v in zip(flat[::2], flat[1::2], strict=True)]
         with self._lock:
             self._in_hand.update(i for i, _ in claimed)

@@ -198,3 +198,15 @@ def test_a_batch_cut_short_by_its_time_leaves_the_rest_to_the_next_job(
     run_worker(hook)
     assert len(_planning_jobs(redis)) == 4
     _all_sent_once(hook, sink, events)
+
+
+def test_an_event_that_failed_before_is_claimed_alone(hook: Runtime, redis: Redis) -> None:
+    """A notification that may have killed its planner is planned apart from others: a next failure then
+    counts against it alone."""
+    events = _accept(hook, 4)
+    redis.hset(FAILURES, events[1], 1)
+    planning = hook.intake.planning
+    assert [i for i, _ in planning.claim("w", BATCH)[0]] == events[:1]
+    assert [i for i, _ in planning.claim("w", BATCH)[0]] == [events[1]]
+    assert [i for i, _ in planning.claim("w", BATCH, [events[1]])[0]] == events[2:]
+    assert not redis.hexists(FAILURES, events[1])  # planned: no longer suspect
