@@ -1,6 +1,7 @@
-"""The RQ jobs: plan a notification into deliveries, and hand a delivery to this worker's senders.
+"""The RQ jobs: plan notifications into deliveries, and hand a delivery to this worker's senders.
 
-The path of one notification: `plan_job` reads the event, plans its deliveries (`relay.core.routing`),
+The path of one notification: a planning job (`plan_batch`) claims it among those waiting
+(`relay.storage.planning`); `plan_event` reads the event, plans its deliveries (`relay.core.routing`),
 stores them with a lease on those this worker will send, and hands them to the senders
 (`relay.delivery.sender`), which try each once (`relay.delivery.attempt`). A retry, a rate-limit slot or a
 delivery beyond the first few of a notification comes back as a `deliver_job`. Jobs end fast; the sending
