@@ -141,7 +141,5 @@ class Planning:
         return float(first[0][1]) if first else None
 
     def unplanned(self) -> int:
+        """How many notifications wait to be planned (the RQ queue holds one job for them all)."""
         return int(self.redis.zcard(UNPLANNED))
-
-    def pending(self) -> bool:
-        return bool(self.redis.exists(PENDING))
