@@ -119,6 +119,8 @@ def _rendered(
             found.append((item, Notification.model_validate_json(event.payload), event.receivedAt))
     if not found:
         return None
+    # In order of arrival at relay: deliveries handed to the senders together may join in any order.
+    found.sort(key=lambda f: f[2])
     if len(found) == 1:
         item, notification, _ = found[0]
         rendered = compose(rt, item, notification, fmt)

@@ -76,6 +76,6 @@ class Digests:
         return Gathered(_text(ident), int(count), bool(int(created)), bool(int(full)), float(at) if at else None)
 
     def close(self, key: str, digest_id: str) -> list[str]:
-        """Close the digest to new items; the deliveries it carries, in order of arrival."""
+        """Close the digest to new items; the deliveries it carries, in the order they joined."""
         raw = self._close(keys=[open_digest_key(key), delivery_key(digest_id)], args=[digest_id])
         return [str(i) for i in json.loads(_text(raw))]

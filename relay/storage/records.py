@@ -113,7 +113,7 @@ class DeliveryRecord:
     route: str | None = None
     # A held delivery: when (epoch seconds) its route's time intervals let it go out.
     notBefore: float | None = None
-    # A digest: the deliveries it carries, in order of arrival. Written only by the gathering script
+    # A digest: the deliveries it carries, in the order they joined it. Written only by the gathering script
     # (relay.storage.scripts.GATHER), never by `to_hash`, so that no stored state can undo an item's joining.
     items: list[str] = field(default_factory=list)
     # A delivery gathered into a digest: the digest's id. The digest sends it; it follows the digest's state.
