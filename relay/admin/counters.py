@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from redis import Redis
 from rq import Queue
 
+from relay.storage.planning import CLAIMS, PENDING, UNPLANNED
 from relay.storage.queue import QUEUE_NAME
 from relay.storage.store import FAILED, HELD, Store
 
@@ -33,6 +34,7 @@ class Counters:
     failed_kept: int
     workers_alive: int
     held_now: int = 0  # deliveries held by quiet hours right now
+    unplanned: int = 0  # notifications accepted and not yet planned into deliveries
 
     def labelled(self) -> Iterator[tuple[str, dict[str, str], float]]:
         for field, value in self.series.items():
@@ -61,6 +63,12 @@ class CounterReader:
         pipe.llen(self.queue_key)
         pipe.zcard(FAILED)
         pipe.zcard(HELD)
-        depth, failed, held = pipe.execute()
+        pipe.zcard(UNPLANNED)
+        pipe.hlen(CLAIMS)
+        pipe.exists(PENDING)
+        depth, failed, held, waiting, claimed, pending = pipe.execute()
         workers = len(self.store.workers_seen(WORKER_SEEN_WITHIN))
-        return Counters(series, int(depth), int(failed), workers, int(held))
+        # The queue's depth counts the notifications waiting to be planned rather than the planning job queued
+        # for them: one job plans many under load, so the RQ list alone would hide a backlog from the autoscaler.
+        depth = max(0, int(depth) - int(pending)) + int(waiting)
+        return Counters(series, depth, int(failed), workers, int(held), int(waiting) + int(claimed))

@@ -30,9 +30,17 @@ HELP = {
     "relay_catalog_lookups_total": ("counter", "Platform catalog look-ups, by result (cache_hit, fetched, ...)."),
     "relay_delivery_latency_seconds": ("histogram", "From acceptance of the notification to delivery."),
     "relay_send_duration_seconds": ("histogram", "One send through Apprise (any outcome), by channel."),
-    "relay_queue_depth": ("gauge", "Jobs waiting in the relay queue."),
+    "relay_queue_depth": (
+        "gauge",
+        "Delivery jobs waiting in the relay queue, and notifications waiting to be planned.",
+    ),
     "relay_deliveries_failed_kept": ("gauge", "Failed deliveries kept for inspection and replay."),
-    "relay_deliveries_held": ("gauge", "Deliveries held by quiet hours right now (state held)."),
+    "relay_deliveries_held": ("gauge", "Deliveries held by quiet hours or in a digest right now (state held)."),
+    "relay_notifications_unplanned": ("gauge", "Accepted notifications not yet planned into deliveries."),
+    "relay_planning_given_up_total": (
+        "counter",
+        "Notifications whose planning crashed, or whose worker died planning them, three times (see the log).",
+    ),
     "relay_workers_alive": ("gauge", "Workers that sent a heartbeat in the last 30 s."),
     "relay_up": ("gauge", "1 when Redis answered this scrape."),
 }
@@ -102,6 +110,7 @@ class RelayCollector(Collector):
                 "relay_queue_depth": counters.queue_depth,
                 "relay_deliveries_failed_kept": counters.failed_kept,
                 "relay_deliveries_held": counters.held_now,
+                "relay_notifications_unplanned": counters.unplanned,
                 "relay_workers_alive": counters.workers_alive,
             }
         for name in sorted(set(HELP) | set(samples)):

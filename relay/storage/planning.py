@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from redis import Redis
 
-from relay.storage.records import PREFIX, _text
+from relay.storage.records import METRICS, PREFIX, _text
 
 UNPLANNED = PREFIX + "unplanned"  # zset event id -> received time, of the events no worker has claimed yet
 CLAIMS = PREFIX + "planning"  # hash event id -> worker, of the events a planning job has claimed
@@ -125,6 +125,8 @@ class Planning:
         for ident, score in events:
             args += [ident, repr(score)]
         back, dropped = self._give_back(keys=[UNPLANNED, CLAIMS, FAILURES], args=args)
+        if dropped:  # shown in /metrics: an operator looks for these in the log
+            self.redis.hincrby(METRICS, "relay_planning_given_up_total", len(dropped))
         return int(back), [_text(i) for i in dropped]
 
     def in_hand(self) -> set[str]:
@@ -139,7 +141,3 @@ class Planning:
         """When the oldest unplanned event was received (or given back), if any is."""
         first = self.redis.zrange(UNPLANNED, 0, 0, withscores=True)
         return float(first[0][1]) if first else None
-
-    def unplanned(self) -> int:
-        """How many notifications wait to be planned (the RQ queue holds one job for them all)."""
-        return int(self.redis.zcard(UNPLANNED))

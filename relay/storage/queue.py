@@ -20,6 +20,7 @@ from rq.job import Job
 from relay.core.model import State
 from relay.storage import redis_wire, rq_enqueue
 from relay.storage.planning import PENDING, PENDING_TTL, UNPLANNED, Planning
+from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
     EVENTS,
     METRICS,
@@ -52,37 +53,8 @@ RESULT_TTL = 10
 RELEASE_LOCK_TTL = 30  # seconds: a release holds a delivery's send lock only while it stores the new state
 
 
-# One round trip per notification: dedup, the event record, its index and counter, its entry among the
-# unplanned events, and, when no planning job is pending (`relay.storage.planning`: the flag, set here
-# with the job), a planning job exactly as RQ's own enqueue writes it (job hash, queue registered in
-# rq:queues, id pushed on rq:queue:relay), all in one atomic script. A script runs whole or not at all on
-# the server, and the append-only file records its writes together, so a 202 still means durable and
-# nothing is ever half-accepted. The only command that can refuse is the first one (SET NX), before anything is written.
-# The job hash fields that are the same for every planning job are written into the script (@JOB@)
-# when an Intake registers it, so each call sends only what differs: two times, the call data and the
-# description (ARGV 10-12).
-ACCEPT_SCRIPT = """
--- KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 job hash, 6 queue list, 7 rq:queues,
---       8 unplanned events, 9 pending planning job flag
--- ARGV: 1 dedup ttl, 2 eventId, 3 kind, 4 receivedAt, 5 payload, 6 retention,
---       7 received counter field, 8 duplicate counter field, 9 job id, 10.. the job hash's own values
---       (or, with RQ's fields not reproduced here, all its field/value pairs)
-if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
-  redis.call('HINCRBY', KEYS[4], ARGV[8], 1)
-  return 0
-end
-redis.call('HSET', KEYS[2], 'eventId', ARGV[2], 'kind', ARGV[3], 'receivedAt', ARGV[4], 'payload', ARGV[5])
-redis.call('EXPIRE', KEYS[2], ARGV[6])
-redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
-redis.call('HINCRBY', KEYS[4], ARGV[7], 1)
-redis.call('ZADD', KEYS[8], ARGV[4], ARGV[2])
-if redis.call('SET', KEYS[9], ARGV[9], 'NX', 'EX', @PENDING_TTL@) then
-  redis.call('HSET', KEYS[5], @JOB@)
-  redis.call('SADD', KEYS[7], KEYS[6])
-  redis.call('RPUSH', KEYS[6], ARGV[9])
-end
-return 1
-""".replace("@PENDING_TTL@", str(PENDING_TTL))
+# The accept script (`relay.storage.scripts.ACCEPT`), with the pending flag's lifetime written in.
+ACCEPT_SCRIPT = ACCEPT.replace("@PENDING_TTL@", str(PENDING_TTL))
 
 
 class QueueUnavailable(Exception):

@@ -62,13 +62,26 @@ def _all_sent_once(rt: Runtime, sink: HttpSink, events: list[str]) -> None:
     assert rt.redis.zcard(UNPLANNED) == 0 and rt.redis.hlen(CLAIMS) == 0
 
 
+def _gauge(rt: Runtime, name: str) -> float:
+    from starlette.testclient import TestClient
+
+    from relay.runtime.app import create_app
+
+    with TestClient(create_app(rt)) as client:
+        lines = [line for line in client.get("/metrics").text.splitlines() if line.startswith(name + " ")]
+    assert len(lines) == 1, lines
+    return float(lines[0].split()[1])
+
+
 def test_notifications_accepted_while_no_worker_runs_are_planned_by_few_jobs_and_sent_once(
     hook: Runtime, redis: Redis, sink: HttpSink
 ) -> None:
     events = _accept(hook, 60)
     assert Queue(QUEUE_NAME, connection=redis).count == 1  # the first one's job; the others wait for it
     assert redis.zcard(UNPLANNED) == 60
+    assert _gauge(hook, "relay_notifications_unplanned") == 60  # the backlog the RQ queue no longer shows
     run_worker(hook)
+    assert _gauge(hook, "relay_notifications_unplanned") == 0
     jobs = _planning_jobs(redis)
     assert 1 <= len(jobs) <= 60 // BATCH  # far fewer RQ jobs than notifications
     _all_sent_once(hook, sink, events)
@@ -186,6 +199,7 @@ def test_an_event_whose_planning_fails_is_given_up_after_a_few_tries_and_the_oth
     _all_sent_once(hook, sink, good)
     assert redis.hget(FAILURES, "not-json") == str(MAX_FAILURES).encode()
     assert "its planning failed on every try" in caplog.text
+    assert _gauge(hook, "relay_planning_given_up_total") == 1
 
 
 def test_a_batch_cut_short_by_its_time_leaves_the_rest_to_the_next_job(
