@@ -140,6 +140,10 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[k]
 
 
+def _is_redis(cmd: str) -> bool:
+    return "redis-server" in cmd or cmd.startswith(("redis-aof-rewrite", "redis-rdb-bgsave"))
+
+
 def rss_tree(pid: int) -> dict[int, tuple[str, int]]:
     """pid -> (command, RSS bytes) for pid and every descendant."""
     children: dict[int, list[int]] = {}
@@ -616,8 +620,9 @@ def main() -> int:
             sink.wait_count(p5_count, 1800)
             elapsed = time.time() - start
             tree = rss_tree(proc.pid)
-            python = sum(rss for cmd, rss in tree.values() if "redis-server" not in cmd)
-            redis_rss = sum(rss for cmd, rss in tree.values() if "redis-server" in cmd)
+            # Redis's own forks (an append-only file rewrite, "redis-aof-rewrite ...") are Redis, not relay.
+            python = sum(rss for cmd, rss in tree.values() if not _is_redis(cmd))
+            redis_rss = sum(rss for cmd, rss in tree.values() if _is_redis(cmd))
             results["p5"] = {
                 "count": p5_count,
                 "rss_relay_mb": python / 2**20,
