@@ -76,11 +76,12 @@ def store(
 
 
 def follow(digest: DeliveryRecord, items: list[DeliveryRecord] | None) -> list[StateChange]:
-    """A digest's items take its state (and say why, when it is not delivered)."""
+    """A digest's items take its state and its tries (and say why, when it is not delivered)."""
     changes = []
     for item in items or []:
         previous = item.state
         item.state = digest.state
+        item.attempts, item.attemptTimes = digest.attempts, list(digest.attemptTimes)
         item.lastError = f"digest {digest.id}: {digest.lastError}" if digest.lastError else None
         changes.append(StateChange(item, previous))
     return changes

@@ -398,6 +398,7 @@ def test_a_transient_failure_retries_the_digest_and_its_items_follow_each_state(
     [hit] = sink.at("/owners")
     assert hit.json()["title"] == "2 notifications"
     assert (_digest(rt, digest.id).state, _digest(rt, digest.id).attempts) == ("delivered", 2)
+    assert {_item(rt, e).attempts for e in events} == {2}  # the digest's tries are its items' tries
     assert {(_item(rt, e).state, _item(rt, e).lastError) for e in events} == {("delivered", None)}
 
 
