@@ -78,7 +78,9 @@ def test_idle_worker_stops_promptly(redis: Redis, redis_server: EmbeddedRedis, t
         [RELAY, "worker", "--config", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
     )
     try:
-        wait_for(lambda: len(Worker.all(connection=redis)) == 1, timeout=30)
+        # Idle: RQ registers a worker a moment before it installs its signal handlers; once it waits for
+        # jobs, they are in place.
+        wait_for(lambda: [w.get_state() for w in Worker.all(connection=redis)] == ["idle"], timeout=30)
         proc.send_signal(signal.SIGTERM)
         started = time.monotonic()
         assert proc.wait(20) == 0
