@@ -10,7 +10,7 @@ from typing import Any
 
 from relay.config import Config, DigestConfig
 from relay.core.quiet import route_named
-from relay.core.rendering import Rendered, Renderer, render_template
+from relay.core.rendering import Rendered, Renderer, render_template, text_counterpart
 
 log = logging.getLogger(__name__)
 DIGEST_TEMPLATE = "_digest"  # the `template` a digest's record names until it is rendered
@@ -116,14 +116,11 @@ def _render(
     title, body = render_template(tpl, context, fmt, default_title)
     shown = title if title is not None else default_title
     text: str | None = None
-    if fmt == "html":
-        text_name = name.removesuffix(".html.j2") + ".txt.j2"
+    text_name = text_counterpart(name)
+    # An operator's HTML digest takes the operator's own text sibling, if any (else it is derived from the HTML).
+    if text_name is not None and (not operator or renderer.operator_has(text_name)):
         try:
-            text_tpl = renderer.env.get_template(text_name) if operator and renderer.operator_has(text_name) else None
-            if text_tpl is None and not operator:
-                text_tpl = renderer.builtin_env.get_template(text_name)
-            if text_tpl is not None:
-                text = render_template(text_tpl, context, "txt", shown)[1]
+            text = render_template(env.get_template(text_name), context, "txt", shown)[1]
         except Exception as exc:  # the HTML part is fine; the text part is derived from it instead
             log.warning("digest text part template failed, derived from the HTML instead: %s: %s", text_name, exc)
     return Rendered(shown, body, fmt, name if operator else f"relay:{name}", text=text)

@@ -112,11 +112,9 @@ def _rendered(
 ) -> Rendered | None:
     """One item: its own message, unchanged. Several: the digest template over each item's title and text
     (its plain-text rendering). None when no item's event is left to render."""
-    found: list[tuple[DeliveryRecord, Notification, float]] = []
-    for item in items:
-        event = rt.store.event(item.eventId)
-        if event is not None:
-            found.append((item, Notification.model_validate_json(event.payload), event.receivedAt))
+    events = rt.store.events(i.eventId for i in items)
+    parsed = {i: Notification.model_validate_json(e.payload) for i, e in events.items()}
+    found = [(i, parsed[i.eventId], events[i.eventId].receivedAt) for i in items if i.eventId in events]
     if not found:
         return None
     # In order of arrival at relay: deliveries handed to the senders together may join in any order.

@@ -112,6 +112,17 @@ class Store:
     def event(self, event_id: str) -> EventRecord | None:
         return event_from_hash(self.redis.hgetall(event_key(event_id)))
 
+    def events(self, event_ids: Iterable[str]) -> dict[str, EventRecord]:
+        """The events of these ids that are still stored, in one round trip."""
+        ids = list(dict.fromkeys(event_ids))
+        if not ids:
+            return {}
+        pipe = self.redis.pipeline(transaction=False)
+        for i in ids:
+            pipe.hgetall(event_key(i))
+        found = (event_from_hash(data) for data in pipe.execute())
+        return {i: e for i, e in zip(ids, found, strict=True) if e is not None}
+
     def event_delivery_ids(self, event_id: str) -> list[str]:
         return [_text(v) for v in self.redis.lrange(event_deliveries_key(event_id), 0, -1)]
 
@@ -163,6 +174,8 @@ class Store:
 
     def deliveries(self, ids: Iterable[str]) -> list[DeliveryRecord | None]:
         ids = list(ids)
+        if not ids:  # a record that is no digest asks for its items: no round trip
+            return []
         pipe = self.redis.pipeline(transaction=False)
         for i in ids:
             pipe.hgetall(delivery_key(i))

@@ -110,6 +110,19 @@ def test_killing_the_worker_that_holds_the_scheduler_delays_retries_by_about_a_m
     assert len(sink.at("/flaky")) == 20  # each once
 
 
+def _kill(sink: HttpSink, procs: list[subprocess.Popen[bytes]]) -> tuple[float, int]:
+    """SIGKILL the workers: when, and how many sends the sink may see again (those it had not answered
+    before the kill, including a request written just before it, which reaches the sink a moment later)."""
+    with sink.lock:
+        answered = len(sink.hits)
+    for proc in procs:
+        os.kill(proc.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    time.sleep(0.2)
+    with sink.lock:
+        return killed, len(sink.started) - answered
+
+
 def test_killing_every_worker_during_intake_loses_nothing_and_sends_each_once(
     redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
 ) -> None:
@@ -120,14 +133,7 @@ def test_killing_every_worker_during_intake_loses_nothing_and_sends_each_once(
         wait_for(lambda: _scheduler_pid(redis) is not None, timeout=30, interval=0.2)
         events = _post(rt, 10)
         wait_for(lambda: len(sink.started) >= 3, timeout=30, interval=0.05)
-        with sink.lock:
-            answered = len(sink.hits)
-        for proc in first:
-            os.kill(proc.pid, signal.SIGKILL)
-        killed = time.monotonic()
-        time.sleep(0.2)  # a request a worker wrote just before it died reaches the sink now
-        with sink.lock:
-            in_flight = len(sink.started) - answered
+        killed, in_flight = _kill(sink, first)
         events += _post(rt, 10)  # accepted while no worker runs
     finally:
         for proc in first:
@@ -162,13 +168,7 @@ def test_killing_a_worker_in_the_middle_of_a_planning_batch_plans_and_sends_each
     first = _start(path)
     try:
         wait_for(lambda: redis.hlen(CLAIMS) > 0 and len(sink.started) >= 2, timeout=30, interval=0.02)
-        with sink.lock:
-            answered = len(sink.hits)
-        os.kill(first.pid, signal.SIGKILL)
-        killed = time.monotonic()
-        time.sleep(0.2)  # a request the worker wrote just before it died reaches the sink now
-        with sink.lock:
-            in_flight = len(sink.started) - answered
+        killed, in_flight = _kill(sink, [first])
         claimed = redis.hlen(CLAIMS)
     finally:
         first.wait(10)
