@@ -84,7 +84,13 @@ def address_url(url: str, address: str) -> str:
 
 def secret_parts(url: str) -> list[str]:
     """Pieces of a channel URL that may be credentials, in every form they may be shown in."""
-    return url_secrets(url)
+    return list(_secret_parts(url))
+
+
+@lru_cache(maxsize=1024)
+def _secret_parts(url: str) -> tuple[str, ...]:
+    # Asked on every send, of a handful of URLs (one per channel, or per recipient of an e-mail channel).
+    return tuple(url_secrets(url))
 
 
 def redact(text: str, secrets: list[str]) -> str:
