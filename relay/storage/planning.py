@@ -33,6 +33,7 @@ FAILURES_TTL = 24 * 3600
 # A notification whose planning failed this many times is given up (logged), not tried again: one that
 # kills its planner must not stop the planning of every other one.
 MAX_FAILURES = 3
+GIVEN_UP = "relay_planning_given_up_total"  # the counter (in the metrics hash) of the events dropped
 
 # Drop the claims ARGV[1] holds on ARGV[4..] (planned), clear the pending flag when ARGV[3] is 1 (a job's
 # start: the next notification queues a new job, which another worker takes), and claim up to ARGV[2] of
@@ -65,10 +66,11 @@ end
 return {redis.call('ZCARD', KEYS[1]), out}
 """
 
-# Put the events ARGV[1] still claims back among the unplanned ones. KEYS: unplanned, claims, failures.
-# ARGV: owner, 1 to count a failure of each (its planning raised, or its worker died with it), the failures
-# at which an event is dropped instead, the failure counts' ttl, then pairs of event id and score. Returns
-# how many went back and the ids dropped.
+# Put the events ARGV[1] still claims back among the unplanned ones. KEYS: unplanned, claims, failures,
+# metrics. ARGV: owner, 1 to count a failure of each (its planning raised, or its worker died with it), the
+# failures at which an event is dropped instead, the failure counts' ttl, then pairs of event id and score.
+# The drops are counted in the same script (shown in /metrics; an operator looks for them in the log).
+# Returns how many went back and the ids dropped.
 _GIVE_BACK = """
 local back, dropped = 0, {}
 for i = 5, #ARGV, 2 do
@@ -86,8 +88,9 @@ for i = 5, #ARGV, 2 do
   end
 end
 if ARGV[2] == '1' then redis.call('EXPIRE', KEYS[3], ARGV[4]) end
+if #dropped > 0 then redis.call('HINCRBY', KEYS[4], '@GIVEN_UP@', #dropped) end
 return {back, dropped}
-"""
+""".replace("@GIVEN_UP@", GIVEN_UP)
 
 
 class Planning:
@@ -124,9 +127,7 @@ class Planning:
         args: list[str | int] = [owner, int(failed), MAX_FAILURES, FAILURES_TTL]
         for ident, score in events:
             args += [ident, repr(score)]
-        back, dropped = self._give_back(keys=[UNPLANNED, CLAIMS, FAILURES], args=args)
-        if dropped:  # shown in /metrics: an operator looks for these in the log
-            self.redis.hincrby(METRICS, "relay_planning_given_up_total", len(dropped))
+        back, dropped = self._give_back(keys=[UNPLANNED, CLAIMS, FAILURES, METRICS], args=args)
         return int(back), [_text(i) for i in dropped]
 
     def in_hand(self) -> set[str]:
