@@ -124,20 +124,23 @@ def _act_on(
     dry_run_done: str,
     done_text: str,
 ) -> int:
-    """Replay or release the deliveries in `state` the filters pick, in batches, with a progress bar."""
+    """Replay or release what the filters pick in `state`, in batches, with a progress bar. The dry run's
+    list, the bar and the count are the same deliveries: those that are sent (a digest once, for its items)."""
+    from relay.core.model import State
+
     rt = _runtime(args)
-    filters = _filters(args, state)
-    chosen, _ = filters.chosen(rt.store)
+    chosen, _ = _filters(args, state).chosen(rt.store)
+    going = rt.intake.carried(chosen, State(state))
     if args.dry_run:
-        for r in chosen:
-            print(would(r))
-        print(f"{len(chosen)} {dry_run_done}")
+        for r in going:
+            print(would(r) + (f"  (a digest of {len(r.items)})" if r.items else ""))
+        print(f"{len(going)} {dry_run_done}")
         return 0
     done = 0
-    for start in range(0, len(chosen), BATCH):
-        done += act(rt, chosen[start : start + BATCH])
-        _progress(done, len(chosen))
-    if chosen:
+    for start in range(0, len(going), BATCH):
+        done += act(rt, going[start : start + BATCH])
+        _progress(done, len(going))
+    if going:
         print(file=sys.stderr)
     print(done_text.format(done))
     return 0

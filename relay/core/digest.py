@@ -38,9 +38,11 @@ def digest_of(config: Config, route_label: str | None) -> DigestConfig | None:
     return route.digest if route is not None else None
 
 
-def gather_key(route_label: str, channel: str, address: str | None) -> str:
-    """What one digest gathers: a route's deliveries to one channel, and to one address on a per_recipient one."""
-    raw = f"{route_label}\x00{channel}\x00{(address or '').lower()}"
+def gather_key(route_label: str, channel: str, address: str | None, released: bool = False) -> str:
+    """What one digest gathers: a route's deliveries to one channel, and to one address on a per_recipient one.
+    Released deliveries gather apart, in a digest that nothing holds (it opens released, and goes out within
+    CATCH_UP_SECONDS), never in one that quiet hours or a long window would keep."""
+    raw = f"{route_label}\x00{channel}\x00{(address or '').lower()}" + ("\x00released" if released else "")
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 

@@ -50,7 +50,7 @@ def run(rt: Runtime, record: DeliveryRecord | str, notification: Notification | 
             return current.state
         if current.digest:  # gathered: its digest sends it (a wake-up of its own from before finds this)
             return current.state
-        if current.state == State.HELD.value and _held_again(rt, current):
+        if current.state == State.HELD.value and not current.released and _held_again(rt, current):
             return current.state
         if _throttled(rt, current, slot_at):
             return "throttled"

@@ -31,7 +31,8 @@ def planned_of(record: DeliveryRecord, notification: Notification) -> PlannedDel
 
 
 def compose(rt: Runtime, record: DeliveryRecord, notification: Notification, fmt: str) -> Rendered:
-    """The delivery rendered as it goes out; `record.template` becomes the template actually used."""
+    """The delivery rendered as it goes out, with the route's template choice (`record.template`) as every
+    attempt renders it; the file it used is noted in `record.templateUsed`, never in the choice."""
     rendered = rt.renderer.render(notification, planned_of(record, notification), fmt)
     if rendered.error:
         rt.store.incr("relay_template_fallbacks_total", kind=record.kind)
@@ -40,5 +41,5 @@ def compose(rt: Runtime, record: DeliveryRecord, notification: Notification, fmt
             rendered.error,
             extra={"eventId": record.eventId, "deliveryId": record.id, "template": rendered.template},
         )
-    record.template = rendered.template  # the template actually used, as `relay preview` names it
+    record.templateUsed = rendered.template  # as `relay preview` names it
     return rendered

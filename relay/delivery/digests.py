@@ -38,8 +38,8 @@ log = logging.getLogger("relay.delivery.jobs")
 
 def gather(rt: Runtime, record: DeliveryRecord, previous: str, digest: DigestConfig, ctx: dict[str, str]) -> str:
     """Join the delivery to its route's open digest for this channel (and address), or open one."""
-    key = gather_key(record.route or "", record.channel, record.address)
-    window = window_for(digest, was_held=record.notBefore is not None)
+    key = gather_key(record.route or "", record.channel, record.address, record.released)
+    window = window_for(digest, was_held=record.notBefore is not None or record.released)
     at = now()
     new = _new_digest(rt, record, key, at, at + window)
     scheduled = False
@@ -67,6 +67,7 @@ def _new_digest(rt: Runtime, item: DeliveryRecord, key: str, at: float, until: f
         item,
         id=digest_id(key, item.id),
         template=DIGEST_TEMPLATE,
+        templateUsed=None,
         state=State.HELD.value,
         attempts=0,
         maxAttempts=rt.config.retry.attempts,
@@ -86,7 +87,8 @@ def _new_digest(rt: Runtime, item: DeliveryRecord, key: str, at: float, until: f
 def send_digest(rt: Runtime, record: DeliveryRecord, channel: ChannelConfig | None, ctx: dict[str, str]) -> str:
     """Close the digest, render what it carries as one message and send it; its items follow its state."""
     previous = record.state
-    record.items = rt.store.digests.close(gather_key(record.route or "", record.channel, record.address), record.id)
+    key = gather_key(record.route or "", record.channel, record.address, record.released)
+    record.items = rt.store.digests.close(key, record.id)
     items = [r for r in rt.store.deliveries(record.items) if r is not None]
     if channel is None:
         why = f"channel {record.channel!r} is no longer configured"
@@ -122,7 +124,7 @@ def _rendered(
     if len(found) == 1:
         item, notification, _ = found[0]
         rendered = compose(rt, item, notification, fmt)
-        record.template = rendered.template
+        record.templateUsed = rendered.template
         return rendered
     gathered = []
     for item, notification, received in found:
@@ -136,5 +138,5 @@ def _rendered(
     if rendered.error:
         rt.store.incr("relay_template_fallbacks_total", kind=record.kind)
         log.warning("digest template failed, relay's own used instead: %s", rendered.error, extra=ctx)
-    record.template = rendered.template
+    record.templateUsed = rendered.template
     return rendered

@@ -37,7 +37,7 @@ def decide(
         rt.store.update_many(
             [StateChange(record, previous, latency_from=since, send_seconds=took), *follow(record, followers)]
         )
-        log.info("delivered", extra={**ctx, "state": record.state, "template": record.template})
+        log.info("delivered", extra={**ctx, "state": record.state, "template": record.templateUsed or record.template})
         return record.state
     kind = "transient" if isinstance(outcome, Transient) else "permanent"
     change = StateChange(record, previous, send_seconds=took, labels={"reason": kind})
@@ -113,6 +113,7 @@ def derived(record: DeliveryRecord, key: str, **changes: Any) -> DeliveryRecord:
         attemptTimes=[],
         members=[],
         notBefore=None,  # born when its parent was sent: nothing holds it
+        templateUsed=None,
         **changes,
     )
 

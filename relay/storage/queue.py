@@ -246,8 +246,9 @@ class Intake:
 
     def release(self, records: list[DeliveryRecord], dry_run: bool = False) -> int:
         """Send held deliveries now: each queued again under its send lock (so a wake-up sending it at this
-        moment is never undone), and its job enqueued; the scheduled wake-up, when it comes, finds it sent."""
-        chosen = [r for r in self._carriers(records) if r.state == State.HELD.value]
+        moment is never undone), and its job enqueued; the scheduled wake-up, when it comes, finds it sent.
+        Returns how many go out now, as `carried` lists them (a digest counts once, its items with it)."""
+        chosen = self.carried(records, State.HELD)
         if dry_run or not chosen:
             return len(chosen)
         released = []
@@ -259,6 +260,9 @@ class Intake:
                 self.store.unlock(record.id)
                 continue
             current.state = State.QUEUED.value
+            # A digest, queued, goes out as it is; a delivery still to gather is marked, so that it gathers
+            # apart from what its route holds (`relay.core.digest.gather_key`) and no quiet hours hold it.
+            current.released = current.released or not current.items
             self.store.update(current, State.HELD.value)  # lets go of the lock
             released.append(current.id)
         if released:
@@ -266,18 +270,20 @@ class Intake:
             self.enqueue_deliveries(released)
         return len(released)
 
-    def _carriers(self, records: list[DeliveryRecord]) -> list[DeliveryRecord]:
-        """The records that are sent: a delivery gathered into a digest goes out with its digest, never on its
-        own, so it stands for its digest here (once, however many of its items were chosen)."""
+    def carried(self, records: list[DeliveryRecord], state: State) -> list[DeliveryRecord]:
+        """The deliveries that are sent for `records`, those in `state`: a delivery gathered into a digest goes
+        out with its digest, never on its own, so it stands for its digest here (once, however many of its
+        items were chosen). What a replay (failed) or a release (held) sends, lists and counts."""
         wanted = list(dict.fromkeys(r.digest for r in records if r.digest))
         found = {d.id: d for d in self.store.deliveries(wanted) if d is not None}
         out = {r.id: r for r in records if not r.digest}
         out.update((i, found[i]) for i in wanted if i in found and i not in out)
-        return list(out.values())
+        return [r for r in out.values() if r.state == state.value]
 
     def replay(self, records: list[DeliveryRecord], attempts: int, dry_run: bool = False) -> int:
-        """Requeue failed deliveries with a fresh retry budget; delivered ones are never touched."""
-        chosen = [r for r in self._carriers(records) if r.state == State.FAILED.value]
+        """Requeue failed deliveries with a fresh retry budget; delivered ones are never touched. Returns how
+        many go out again, as `carried` lists them."""
+        chosen = self.carried(records, State.FAILED)
         if dry_run or not chosen:
             return len(chosen)
         for record in chosen:

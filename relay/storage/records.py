@@ -11,7 +11,9 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
-from relay.core.model import State
+from relay.core.digest import DIGEST_TEMPLATE
+from relay.core.model import State, kind_name
+from relay.core.rendering import AUTO, FORMATS
 
 PREFIX = "relay:"
 EVENTS = PREFIX + "events"  # zset eventId -> received time
@@ -97,6 +99,7 @@ class DeliveryRecord:
     recipient: str | None
     address: str | None
     channel: str
+    # The route's template choice (`auto`, a name, or `platform`): every attempt renders with it.
     template: str
     state: str
     attempts: int
@@ -118,6 +121,10 @@ class DeliveryRecord:
     items: list[str] = field(default_factory=list)
     # A delivery gathered into a digest: the digest's id. The digest sends it; it follows the digest's state.
     digest: str | None = None
+    # The template file the last render used (or `platform`): shown, never fed back into the choice.
+    templateUsed: str | None = None
+    # Released by an operator (`relay release`): it goes out now, held by nothing (quiet hours, a digest's).
+    released: bool = False
     # This worker holds the record's send lock: the update that stores the outcome releases it.
     held_lock: bool = field(default=False, init=False, compare=False, repr=False)
     # This worker leases the record (it will send it): the update that stores the outcome lets go.
@@ -125,6 +132,9 @@ class DeliveryRecord:
 
     @classmethod
     def from_hash(cls, data: dict[str, str]) -> DeliveryRecord:
+        template, used = data.get("template", "auto"), data.get("templateUsed") or None
+        if "templateUsed" not in data and template.endswith(".j2"):
+            template, used = legacy_choice(template, data.get("kind", "")), template
         return cls(
             id=data["id"],
             eventId=data["eventId"],
@@ -134,7 +144,7 @@ class DeliveryRecord:
             recipient=data.get("recipient") or None,
             address=data.get("address") or None,
             channel=data.get("channel", ""),
-            template=data.get("template", "auto"),
+            template=template,
             state=data.get("state", State.QUEUED.value),
             attempts=int(data.get("attempts", 0)),
             maxAttempts=int(data.get("maxAttempts", 1)),
@@ -150,6 +160,8 @@ class DeliveryRecord:
             notBefore=float(data["notBefore"]) if data.get("notBefore") else None,
             items=json.loads(data.get("items") or "[]"),
             digest=data.get("digest") or None,
+            templateUsed=used,
+            released=data.get("released") == "1",
         )
 
     def to_hash(self) -> dict[str, str]:
@@ -163,6 +175,7 @@ class DeliveryRecord:
             "address": self.address or "",
             "channel": self.channel,
             "template": self.template,
+            "templateUsed": self.templateUsed or "",
             "state": self.state,
             "attempts": str(self.attempts),
             "maxAttempts": str(self.maxAttempts),
@@ -176,6 +189,7 @@ class DeliveryRecord:
             "members": json.dumps(self.members) if self.members else "",
             "route": self.route or "",
             "notBefore": "" if self.notBefore is None else repr(self.notBefore),
+            **({"released": "1"} if self.released else {}),  # never unset, likewise
             # Set once by the gathering script and never unset: a copy read before it was set stores nothing.
             **({"digest": self.digest} if self.digest else {}),
         }
@@ -194,7 +208,7 @@ class DeliveryRecord:
             "createdAt": iso(self.createdAt),
             "updatedAt": iso(self.updatedAt),
             "address": self.address,
-            "template": self.template,
+            "template": self.templateUsed or self.template,  # the template used, once it has been rendered
             "attemptTimes": [iso(t) for t in self.attemptTimes],
         }
         if self.fallbackFor:
@@ -211,6 +225,16 @@ class DeliveryRecord:
             out["eventId"] = self.eventId
             out["kind"] = self.kind
         return out
+
+
+def legacy_choice(used: str, kind: str) -> str:
+    """The template choice of a record stored by a relay that wrote the template used over it: a file of the
+    kind's own was found by `auto`, a digest's file by the digest's lookup, any other file was named."""
+    if used.removeprefix("relay:").startswith(DIGEST_TEMPLATE + "/"):  # relay's own digest template, or one's own
+        return DIGEST_TEMPLATE
+    name = used.removesuffix(".j2")
+    name = name.rsplit(".", 1)[0] if name.rsplit(".", 1)[-1] in FORMATS else name
+    return AUTO if name.startswith(kind_name(kind) + "/") else name
 
 
 @dataclass

@@ -106,7 +106,7 @@ def test_a_window_gathers_several_notifications_into_one_post(
     assert "text of second" in text
     assert _digest(rt, digest_id).state == "delivered"
     assert {_item(rt, e).state for e in events} == {"delivered"}
-    assert _digest(rt, digest_id).template == "relay:_digest/default.txt.j2"
+    assert _digest(rt, digest_id).public()["template"] == "relay:_digest/default.txt.j2"
     _send_due(rt)  # nothing is sent twice
     assert len(sink.at("/owners")) == 1
 
@@ -228,6 +228,84 @@ def test_held_by_quiet_hours_they_go_out_as_one_digest_when_the_interval_opens(
     [hit] = sink.at("/owners")
     assert hit.json()["title"] == "3 notifications"
     assert {_item(rt, e).state for e in events} == {"delivered"}
+
+
+OFFICE = {
+    "name": "office-hours",
+    "time_intervals": [{"weekdays": ["monday:friday"], "times": [{"start_time": "08:00", "end_time": "18:00"}]}],
+}
+FRIDAY_EVENING = datetime(2026, 11, 27, 20, 0, tzinfo=UTC).timestamp()
+
+
+def test_release_on_a_route_with_quiet_hours_and_a_digest_sends_now(
+    make_runtime: Callable[..., Runtime], sink: HttpSink, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Released deliveries gather apart, in a digest that closes within the catch-up and that quiet hours
+    do not hold again: one release sends them, while the interval is still closed."""
+    from relay.cli import main
+
+    rt = make_runtime(time_intervals=[OFFICE], routes=_routes("1h", active_time_intervals=["office-hours"]))
+    rt.clock = lambda: FRIDAY_EVENING
+    events = _accept(rt, _notification("night 1"), _notification("night 2"))
+    assert {(_item(rt, e).state, _item(rt, e).digest) for e in events} == {("held", None)}
+    assert main(["release", "--channel", "owners-hook", "--config", str(_config_file(rt, tmp_path))]) == 0
+    assert "released 2 held deliveries" in capsys.readouterr().out
+    run_worker(rt)  # both join one released digest
+    [digest_id] = {_item(rt, e).digest for e in events}
+    digest = _digest(rt, digest_id or "")
+    assert digest.state == "held" and digest.released
+    assert digest.notBefore is not None and digest.notBefore - digest.createdAt <= CATCH_UP_SECONDS
+    _send_due(rt)  # its wake-up, still outside office hours: it goes
+    [hit] = sink.at("/owners")
+    assert hit.json()["title"] == "2 notifications"
+    assert {_item(rt, e).state for e in events} == {"delivered"}
+    assert _digest(rt, digest_id or "").state == "delivered"
+    _send_due(rt)  # the deliveries' own wake-ups at the interval's opening find them sent
+    assert len(sink.at("/owners")) == 1
+
+
+def test_release_counts_agree_in_the_dry_run_the_bar_and_the_api(
+    make_runtime: Callable[..., Runtime],
+    sink: HttpSink,
+    smtp: SmtpSink,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Three items in one digest, and three e-mails held by another route's quiet hours: four deliveries go
+    out (the digest once, for its items), and the dry run, the progress bar, the count and the API all say 4."""
+    from relay.cli import main
+
+    routes = [
+        *_routes("1h"),
+        {
+            "name": "quiet",
+            "recipient_types": [REQUESTERS],
+            "channels": ["requester-email"],
+            "active_time_intervals": ["office-hours"],
+        },
+    ]
+    rt = make_runtime(time_intervals=[OFFICE], routes=routes)
+    rt.clock = lambda: FRIDAY_EVENING
+    events = _accept(rt, _notification("a"), _notification("b"), _notification("c"))
+    config = str(_config_file(rt, tmp_path))
+    with TestClient(create_app(rt)) as client:
+        held = admin(client, "/api/v1/deliveries?state=held").json()
+        assert len(held) == 7  # the digest, its three items, the e-mails
+        dry = admin(client, "/api/v1/deliveries/release", method="POST", json={"dryRun": True}).json()
+        assert dry["released"] == 4
+    assert main(["release", "--dry-run", "--config", config]) == 0
+    out = capsys.readouterr().out
+    assert out.count("would release ") == 4 and out.count("(a digest of 3)") == 1
+    assert "4 held deliveries would be sent now (dry run)" in out
+    assert main(["release", "--config", config]) == 0
+    captured = capsys.readouterr()
+    assert "released 4 held deliveries" in captured.out
+    assert captured.err.rstrip().endswith("4/4")
+    run_worker(rt)
+    assert len(sink.at("/owners")) == 1 and len(smtp.mails) == 3
+    assert {_item(rt, e).state for e in events} == {"delivered"}
+    with TestClient(create_app(rt)) as client:
+        assert admin(client, "/api/v1/deliveries?state=held").json() == []
 
 
 def test_operator_digest_templates_by_channel_then_default_and_a_broken_one_falls_back(
