@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from pydantic_core import from_json
 from redis.asyncio import Redis as AsyncRedis
 from redis.exceptions import RedisError
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
@@ -27,7 +28,7 @@ from relay.core.model import LIMIT_ERROR, Notification, json_depth, too_deep_at
 from relay.intake.auth import signature_offered, signature_problem, webhook_allowed
 from relay.intake.errors import error_response, validation_response
 from relay.intake.operation import WEBHOOK_SECURITY, Answer, Operation, documented
-from relay.storage.queue import QueueUnavailable
+from relay.storage.queue import Acceptance, QueueUnavailable
 
 log = logging.getLogger("relay.intake.webhook")
 RETRY_AFTER = "5"
@@ -217,10 +218,8 @@ async def authenticated_body(request: Request, server: ServerConfig) -> bytes:
 class Intake(Protocol):
     """What the webhook asks of relay.storage.queue.Intake."""
 
-    @property
-    def prepared(self) -> bool: ...
-    def prepare(self) -> None: ...
-    async def accept_async(self, client: AsyncRedis, event_id: str, kind: str, payload: str) -> str: ...
+    async def accept_async(self, client: AsyncRedis, event_id: str, kind: str, payload: str) -> Acceptance: ...
+    def queue_planning(self, ident: str, event_id: str = "") -> bool: ...
 
 
 class Counting(Protocol):
@@ -247,9 +246,7 @@ class Webhook:
         # Durable intake on an asyncio connection of the running loop (one client per loop).
         self.clients: dict[asyncio.AbstractEventLoop, AsyncRedis] = {}
 
-    async def accept(self, event_id: str, kind: str, payload: str) -> str:
-        if not self.intake.prepared:
-            await run_in_threadpool(self.intake.prepare)
+    async def accept(self, event_id: str, kind: str, payload: str) -> Acceptance:
         loop = asyncio.get_running_loop()
         client = self.clients.get(loop)
         if client is None:
@@ -283,9 +280,14 @@ class Webhook:
             return refusal.response
         try:
             # The payload is stored as received (unknown fields kept); it decoded as UTF-8 above.
-            status = await self.accept(notification.event_id, notification.kind, raw.decode())
+            acceptance = await self.accept(notification.event_id, notification.kind, raw.decode())
         except QueueUnavailable as exc:
             log.error("queue unavailable, answered 503: %s", exc, extra={"eventId": notification.event_id})
             return unavailable()
+        status = acceptance.status
         log.info("notification %s", status, extra={"eventId": notification.event_id, "kind": notification.kind})
-        return JSONResponse({"eventId": notification.event_id, "status": status}, 202)
+        # Durable already: the planning job (RQ's blocking enqueue, in a thread) follows the answer.
+        wake = None
+        if acceptance.planning_job is not None:
+            wake = BackgroundTask(self.intake.queue_planning, acceptance.planning_job, notification.event_id)
+        return JSONResponse({"eventId": notification.event_id, "status": status}, 202, background=wake)

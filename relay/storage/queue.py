@@ -1,24 +1,25 @@
-"""RQ adapter: the intake (dedup, event and planning job in one round trip), delivery jobs, retries, replay."""
+"""RQ adapter: the intake (dedup, event and its place among the unplanned in one round trip; the planning job
+through RQ's enqueue), delivery jobs, retries, replay."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
-from redis.commands.core import Script
-from redis.exceptions import NoScriptError, RedisError
+from redis.commands.core import AsyncScript, Script
+from redis.exceptions import RedisError
 from rq import Callback, Queue, Retry
-from rq.job import Job
 
 from relay.core.model import State
-from relay.storage import redis_wire, rq_enqueue
 from relay.storage.planning import PENDING, PENDING_TTL, UNPLANNED, Planning
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
@@ -51,10 +52,7 @@ JOB_TIMEOUT = 20
 # letting the hash expire.
 RESULT_TTL = 10
 RELEASE_LOCK_TTL = 30  # seconds: a release holds a delivery's send lock only while it stores the new state
-
-
-# The accept script (`relay.storage.scripts.ACCEPT`), with the pending flag's lifetime written in.
-ACCEPT_SCRIPT = ACCEPT.replace("@PENDING_TTL@", str(PENDING_TTL))
+log = logging.getLogger("relay.intake")
 
 
 class QueueUnavailable(Exception):
@@ -66,6 +64,20 @@ def job_id(prefix: str, ident: str, attempt: int | None = None) -> str:
     return f"relay-{prefix}-{ident}" + (f"-{attempt}" if attempt is not None else "")
 
 
+def planning_job_id(event_id: str) -> str:
+    """The planning job a notification's arrival queues, when none is pending: stable for its event."""
+    return job_id("plan", _hash(event_id))
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """What the accept script answered: `accepted` or `duplicate`, and the planning job to enqueue now
+    (its pending flag already set by the script), when none was pending."""
+
+    status: str
+    planning_job: str | None = None
+
+
 @dataclass
 class Intake:
     redis: Redis
@@ -73,128 +85,99 @@ class Intake:
     queue: Queue
     dedup_ttl: float
     job_timeout: int
-    _script: Script | None = field(default=None, repr=False)
-    # False when RQ's job fields could not be reproduced here (another RQ): each job is then built by RQ.
-    _fast: bool = field(default=True, repr=False)
     planning: Planning = field(init=False, repr=False)
+    # redis-py's own script objects: EVALSHA, and the script loaded again when a restarted Redis forgot it.
+    _script: Script = field(init=False, repr=False)
+    _async_scripts: WeakKeyDictionary[AsyncRedis, AsyncScript] = field(
+        init=False, repr=False, default_factory=WeakKeyDictionary
+    )
 
     def __post_init__(self) -> None:
         self.planning = Planning(self.redis)
+        self._script = self.redis.register_script(ACCEPT)
 
     @classmethod
     def create(cls, redis: Redis, store: Store, dedup_ttl: float) -> Intake:
         return cls(redis, store, Queue(QUEUE_NAME, connection=redis), dedup_ttl, JOB_TIMEOUT)
 
     def accept(self, event_id: str, kind: str, payload: str) -> str:
-        """'accepted' once the event is in Redis among the unplanned ones, with a planning job unless one
-        is pending, atomically; else 'duplicate'.
-
-        One round trip (EVALSHA of a script registered once; after a Redis restart redis-py loads it
-        again by itself). Raises QueueUnavailable on any Redis error: nothing was accepted then.
-        """
+        """'accepted' once the event is in Redis among the unplanned ones (atomically, one round trip), with a
+        planning job queued unless one is pending; else 'duplicate'. Raises QueueUnavailable on any Redis
+        error of the accept itself: nothing was accepted then."""
         try:
-            script = self._script or self._register()
-            keys, args = self._accept_call(event_id, kind, payload)
-            accepted = script(keys=keys, args=args)
+            answer = self._script(*self._accept_call(event_id, kind, payload))
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
-        return "accepted" if accepted else "duplicate"
+        acceptance = self._acceptance(answer, event_id)
+        if acceptance.planning_job is not None:
+            self.queue_planning(acceptance.planning_job, event_id)
+        return acceptance.status
 
-    @property
-    def prepared(self) -> bool:
-        return self._script is not None
-
-    def prepare(self) -> None:
-        """Register the accept script now (a blocking round trip), so that `accept_async` never blocks."""
+    async def accept_async(self, client: AsyncRedis, event_id: str, kind: str, payload: str) -> Acceptance:
+        """`accept` on an asyncio connection, with no thread hop: the same script, one round trip. The planning
+        job it may ask for is the caller's to enqueue (`queue_planning`), after the answer is sent: RQ's
+        enqueue is blocking, and the notification is durable without it."""
+        script = self._async_scripts.get(client)
+        if script is None:
+            script = self._async_scripts[client] = client.register_script(ACCEPT)
         try:
-            if self._script is None:
-                self._register()
+            answer = await script(*self._accept_call(event_id, kind, payload))
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
-
-    async def accept_async(self, client: AsyncRedis, event_id: str, kind: str, payload: str) -> str:
-        """`accept` on an asyncio connection: the same script, one round trip, no thread hop.
-
-        The one command is encoded here and sent on a pooled connection directly: redis-py's generic
-        path (argument encoding, retry and telemetry hooks) costs as much as the rest of the request.
-        """
-        try:
-            script = self._script or self._register()
-            keys, args = self._accept_call(event_id, kind, payload)
-            command = redis_wire.resp_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            try:
-                accepted = await redis_wire.call(client, command)
-            except NoScriptError:  # a restarted Redis forgot the script: load it again
-                await client.script_load(script.script)
-                accepted = await redis_wire.call(client, command)
-        except RedisError as exc:
-            raise QueueUnavailable(type(exc).__name__) from exc
-        return "accepted" if accepted else "duplicate"
+        return self._acceptance(answer, event_id)
 
     def _accept_call(self, event_id: str, kind: str, payload: str) -> tuple[list[str], list[Any]]:
         """The keys and arguments of the accept script for one notification."""
-        ident = job_id("plan", _hash(event_id))
-        ts = now()
+        keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, PENDING]
         args: list[Any] = [
             max(1, int(self.dedup_ttl)),
             event_id,
             kind,
-            repr(ts),
+            repr(now()),
             payload,
             self.store.retention,
             _received_field(kind),
             _DUPLICATE_FIELD,
-            ident,
-        ]
-        if self._fast:
-            args += rq_enqueue.varying_values(PLAN_JOB, event_id, rq_enqueue.rq_timestamp())
-        else:
-            args += rq_enqueue.job_hash_args(self.plan_job(event_id))
-        keys = [
-            dedup_key(event_id),
-            event_key(event_id),
-            EVENTS,
-            METRICS,
-            Job.key_for(ident),
-            self.queue.key,
-            self.queue.redis_queues_keys,
-            UNPLANNED,
-            PENDING,
+            planning_job_id(event_id),
+            PENDING_TTL,
         ]
         return keys, args
 
-    def _register(self) -> Script:
-        job, self._fast = rq_enqueue.job_fields(self.plan_job("sample-event-id"), PLAN_JOB)
-        self._script = self.redis.register_script(ACCEPT_SCRIPT.replace("@JOB@", job))
-        return self._script
+    @staticmethod
+    def _acceptance(answer: Any, event_id: str) -> Acceptance:
+        if not answer:
+            return Acceptance("duplicate")
+        return Acceptance("accepted", planning_job_id(event_id) if int(answer) == 2 else None)
 
-    def plan_job(self, event_id: str) -> Job:
-        """The planning job the accept script writes for `event_id` (when none is pending), as
-        `Queue.enqueue_call` would build it, ready to be written (not written)."""
-        ident = job_id("plan", _hash(event_id))
-        return rq_enqueue.prepared_job(
-            self.queue, PLAN_JOB, (event_id,), ident, self.store.retention, self.job_timeout, CRASH_RETRY, RESULT_TTL
-        )
+    def queue_planning(self, ident: str, event_id: str = "") -> bool:
+        """Enqueue the planning job `ident` through RQ (its pending flag is set by the caller); whether it was.
+        A job lost here (Redis gone this moment) is made again by the heartbeat's sweep: the events it was for
+        wait among the unplanned ones."""
+        try:
+            self.queue.enqueue_call(
+                PLAN_JOB,
+                args=(event_id,),
+                job_id=ident,
+                result_ttl=RESULT_TTL,
+                failure_ttl=self.store.retention,
+                timeout=self.job_timeout,
+                retry=CRASH_RETRY,
+            )
+        except RedisError as exc:
+            log.warning("planning job not queued (%s): the workers' sweep queues one", type(exc).__name__)
+            return False
+        return True
 
     def request_planning(self, force: bool = False) -> bool:
-        """Queue a planning job (through RQ's enqueue) unless one is pending, or even then when `force`;
-        whether one was queued. For events left unplanned: a planning job's batch cut short, the claims of
-        a dead worker given back, events whose job was lost."""
+        """Queue a planning job unless one is pending, or even then when `force`; whether one was queued. For
+        events left unplanned: a planning job's batch cut short, the claims of a dead worker given back, events
+        whose job was lost."""
         ident = job_id("plan", uuid.uuid4().hex)  # a job of its own, never one RQ may still hold
         if force:
             self.redis.set(PENDING, ident, ex=PENDING_TTL)
         elif not self.redis.set(PENDING, ident, nx=True, ex=PENDING_TTL):
             return False
-        self.queue.enqueue_call(
-            PLAN_JOB,
-            args=("",),
-            job_id=ident,
-            result_ttl=RESULT_TTL,
-            failure_ttl=self.store.retention,
-            timeout=self.job_timeout,
-            retry=CRASH_RETRY,
-        )
-        return True
+        return self.queue_planning(ident)
 
     def enqueue_deliveries(self, ids: list[str]) -> None:
         if not ids:

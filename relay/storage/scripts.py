@@ -143,22 +143,19 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return redis.call('HGET', KEYS[2], 'items') or '[]'
 """
 
-# One round trip per notification: dedup, the event record, its index and counter, its entry among the
-# unplanned events, and, when no planning job is pending (`relay.storage.planning`: the flag, set here
-# with the job), a planning job exactly as RQ's own enqueue writes it (job hash, queue registered in
-# rq:queues, id pushed on rq:queue:relay), all in one atomic script. A script runs whole or not at all on
-# the server, and the append-only file records its writes together, so a 202 still means durable and
-# nothing is ever half-accepted. The only command that can refuse is the first one (SET NX), before
-# anything is written.
-# The job hash fields that are the same for every planning job (@JOB@), and the flag's lifetime
-# (@PENDING_TTL@), are written into the script when an Intake registers it (`relay.storage.queue`), so each
-# call sends only what differs: two times, the call data and the description (ARGV 10-12).
+# One round trip per notification: dedup, the event record, its index and counter, and its entry among the
+# unplanned events (`relay.storage.planning`), in one atomic script: it runs whole or not at all on the
+# server, and the append-only file records its writes together, so a 202 means durable and nothing is ever
+# half-accepted. The only command that can refuse is the first one (SET NX), before anything is written.
+# When no planning job is pending, the script sets the pending flag to a new job's id and says so (2): the
+# caller then enqueues that job through RQ's own `Queue.enqueue_call`. Were that enqueue lost (the caller
+# died between the two), the event still waits among the unplanned ones, and the heartbeat's sweep queues a
+# job for it once the flag has expired.
+# KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 unplanned events, 6 pending planning job flag
+# ARGV: 1 dedup ttl, 2 eventId, 3 kind, 4 receivedAt, 5 payload, 6 retention, 7 received counter field,
+#       8 duplicate counter field, 9 the planning job's id, 10 the flag's lifetime (s)
+# Returns 0 (duplicate), 1 (accepted, a planning job pending) or 2 (accepted: enqueue the job ARGV[9]).
 ACCEPT = """
--- KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 job hash, 6 queue list, 7 rq:queues,
---       8 unplanned events, 9 pending planning job flag
--- ARGV: 1 dedup ttl, 2 eventId, 3 kind, 4 receivedAt, 5 payload, 6 retention,
---       7 received counter field, 8 duplicate counter field, 9 job id, 10.. the job hash's own values
---       (or, with RQ's fields not reproduced here, all its field/value pairs)
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
   redis.call('HINCRBY', KEYS[4], ARGV[8], 1)
   return 0
@@ -167,11 +164,9 @@ redis.call('HSET', KEYS[2], 'eventId', ARGV[2], 'kind', ARGV[3], 'receivedAt', A
 redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
 redis.call('HINCRBY', KEYS[4], ARGV[7], 1)
-redis.call('ZADD', KEYS[8], ARGV[4], ARGV[2])
-if redis.call('SET', KEYS[9], ARGV[9], 'NX', 'EX', @PENDING_TTL@) then
-  redis.call('HSET', KEYS[5], @JOB@)
-  redis.call('SADD', KEYS[7], KEYS[6])
-  redis.call('RPUSH', KEYS[6], ARGV[9])
+redis.call('ZADD', KEYS[5], ARGV[4], ARGV[2])
+if redis.call('SET', KEYS[6], ARGV[9], 'NX', 'EX', ARGV[10]) then
+  return 2
 end
 return 1
 """

@@ -1,4 +1,5 @@
-"""Intake in one round trip: the script writes exactly what RQ's own enqueue would, atomically."""
+"""Intake in one round trip: dedup, the event and its place among the unplanned, atomically; the planning job,
+when none is pending, through RQ's own enqueue."""
 
 from __future__ import annotations
 
@@ -8,17 +9,22 @@ import pytest
 from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
+from starlette.testclient import TestClient
 
 from relay.runtime.bootstrap import Runtime
 from relay.storage.planning import PENDING, PENDING_TTL, UNPLANNED
-from relay.storage.queue import CRASH_RETRY, PLAN_JOB, QUEUE_NAME, RESULT_TTL, QueueUnavailable, job_id
-from relay.storage.rq_enqueue import zlib_or_raw
+from relay.storage.queue import (
+    CRASH_RETRY,
+    PLAN_JOB,
+    QUEUE_NAME,
+    RESULT_TTL,
+    QueueUnavailable,
+    job_id,
+    planning_job_id,
+)
 from relay.storage.store import EVENTS, METRICS, dedup_key, event_key, metric_field
-from tests.conftest import run_worker, sample_notification
+from tests.conftest import post, run_worker, sample_notification
 from tests.servers import HttpSink
-
-# Fields whose values are times of the write: compared for presence, not value.
-_TIMES = {"created_at", "enqueued_at"}
 
 
 def _accept(rt: Runtime, payload: dict[str, Any] | None = None) -> tuple[str, str]:
@@ -29,54 +35,23 @@ def _accept(rt: Runtime, payload: dict[str, Any] | None = None) -> tuple[str, st
     return event_id, rt.intake.accept(event_id, payload["kind"], json.dumps(payload))
 
 
-def _hash(redis: Redis, key: str) -> dict[str, bytes]:
-    return {k.decode(): v for k, v in redis.hgetall(key).items()}
-
-
 @pytest.mark.parametrize(
     "event_id",
     ["6f1c2a9e-3b7d-4c51-9a0e-2d8f5b7c1e44", 'it\'s "quoted" \\ and ünïcode ✓', "x" * 300],
 )
-@pytest.mark.parametrize("fast", [True, False])
-def test_job_hash_is_what_rq_enqueue_writes(rt: Runtime, redis: Redis, event_id: str, fast: bool) -> None:
+def test_the_planning_job_is_rqs_own(rt: Runtime, redis: Redis, event_id: str) -> None:
+    """relay writes no key of RQ's: the job is enqueued by RQ's `enqueue_call` and read back by RQ."""
     import json
 
-    if not fast:
-        from relay.storage.queue import ACCEPT_SCRIPT
-
-        # The fallback (an RQ whose fields relay cannot reproduce): every job built by RQ itself.
-        rt.intake.queue.get_redis_server_version()
-        rt.intake._script = redis.register_script(ACCEPT_SCRIPT.replace("@JOB@", "unpack(ARGV, 10)"))
-        rt.intake._fast = False
     payload = sample_notification()
     payload["metadata"]["eventId"] = event_id
     assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "accepted"
-    ours_id = rt.intake.plan_job(event_id).id
-    ours = _hash(redis, f"rq:job:{ours_id}")
-    # RQ reads our job back as its own: the same function and arguments.
-    restored = Job.fetch(ours_id, connection=redis)
-    assert (restored.func_name, restored.args, restored.kwargs) == (PLAN_JOB, (event_id,), {})
-    redis.delete(f"rq:job:{ours_id}")
-    redis.delete(f"rq:queue:{QUEUE_NAME}")
-
-    # The same job through RQ's public enqueue, as relay did before.
     queue = Queue(QUEUE_NAME, connection=redis)
-    queue.enqueue_call(
-        PLAN_JOB,
-        args=(event_id,),
-        job_id=ours_id,
-        result_ttl=RESULT_TTL,
-        failure_ttl=rt.store.retention,
-        timeout=rt.intake.job_timeout,
-        retry=CRASH_RETRY,
-    )
-    theirs = _hash(redis, f"rq:job:{ours_id}")
-    assert set(ours) == set(theirs)
-    # The call data may be left uncompressed (RQ reads both): compare it as RQ reads it.
-    for fields in (ours, theirs):
-        fields["data"] = zlib_or_raw(fields["data"])
-    assert {k: v for k, v in ours.items() if k not in _TIMES} == {k: v for k, v in theirs.items() if k not in _TIMES}
-    assert redis.ttl(f"rq:job:{ours_id}") == -1
+    assert queue.job_ids == [planning_job_id(event_id)]
+    job = Job.fetch(planning_job_id(event_id), connection=redis)
+    assert (job.func_name, job.args, job.kwargs) == (PLAN_JOB, (event_id,), {})
+    assert (job.result_ttl, job.failure_ttl, job.timeout) == (RESULT_TTL, rt.store.retention, rt.intake.job_timeout)
+    assert job.retries_left == CRASH_RETRY.max
 
 
 def test_accepted_notification_is_seen_by_rq_and_run_by_a_real_worker(
@@ -90,7 +65,7 @@ def test_accepted_notification_is_seen_by_rq_and_run_by_a_real_worker(
     assert [q.name for q in Queue.all(connection=redis)] == [QUEUE_NAME]
     job = queue.fetch_job(queue.job_ids[0])
     assert job is not None
-    assert job.id == rt.intake.plan_job(event_id).id and job.id.startswith(job_id("plan", ""))
+    assert job.id == planning_job_id(event_id) and job.id.startswith(job_id("plan", ""))
     assert job.get_status() == JobStatus.QUEUED
     assert job.func_name == PLAN_JOB and job.args == (event_id,)
     assert job.retries_left == 3 and job.timeout == rt.intake.job_timeout
@@ -116,17 +91,17 @@ def test_a_planning_job_is_written_only_when_none_is_pending(rt: Runtime, redis:
     queue = Queue(QUEUE_NAME, connection=redis)
     first, _ = _accept(rt)
     # The flag names the job written with it, and lives a short while (a job lost is seen by the sweep).
-    assert redis.get(PENDING) == rt.intake.plan_job(first).id.encode()
+    assert redis.get(PENDING) == planning_job_id(first).encode()
     assert 0 < redis.ttl(PENDING) <= PENDING_TTL
     later = [_accept(rt)[0] for _ in range(4)]
-    assert queue.job_ids == [rt.intake.plan_job(first).id]
+    assert queue.job_ids == [planning_job_id(first)]
     # Every event waits among the unplanned, at the time it was received, oldest first.
     assert [v.decode() for v in redis.zrange(UNPLANNED, 0, -1)] == [first, *later]
     assert redis.zscore(UNPLANNED, first) == float(redis.hget(event_key(first), "receivedAt") or 0)
     # A planning job starts (clears the flag): the next notification writes a job of its own.
     rt.intake.planning.claim(rt.name, 2, start=True)
     nxt, _ = _accept(rt)
-    assert queue.job_ids == [rt.intake.plan_job(first).id, rt.intake.plan_job(nxt).id]
+    assert queue.job_ids == [planning_job_id(first), planning_job_id(nxt)]
     assert redis.zcard(UNPLANNED) == 4
 
 
@@ -162,8 +137,9 @@ def test_async_intake_loads_the_script_again_after_a_redis_restart(rt: Runtime, 
     import asyncio
 
     from relay.runtime.bootstrap import open_async_redis, redis_url
+    from relay.storage.queue import Acceptance
 
-    async def run() -> list[str]:
+    async def run() -> list[Acceptance]:
         client = open_async_redis(redis_url(rt.config))
         try:
             out = [await rt.intake.accept_async(client, "async-1", "notification:x", "{}")]
@@ -174,10 +150,42 @@ def test_async_intake_loads_the_script_again_after_a_redis_restart(rt: Runtime, 
         finally:
             await client.aclose()
 
-    rt.intake.prepare()
-    assert asyncio.run(run()) == ["accepted", "accepted", "duplicate"]
+    answers = asyncio.run(run())
+    # The first asks for a planning job (none was pending); the second finds it pending.
+    assert answers == [
+        Acceptance("accepted", planning_job_id("async-1")),
+        Acceptance("accepted"),
+        Acceptance("duplicate"),
+    ]
     assert redis.zcard(UNPLANNED) == 2
-    assert Queue(QUEUE_NAME, connection=redis).count == 1
+    assert Queue(QUEUE_NAME, connection=redis).count == 0  # the caller enqueues it, after answering
+    assert rt.intake.queue_planning(planning_job_id("async-1"), "async-1")
+    assert Queue(QUEUE_NAME, connection=redis).job_ids == [planning_job_id("async-1")]
+
+
+def test_the_webhook_queues_the_planning_job_after_its_answer(client: TestClient, redis: Redis) -> None:
+    first, second = sample_notification(), sample_notification()
+    assert post(client, first).status_code == 202
+    assert post(client, second).status_code == 202
+    queue = Queue(QUEUE_NAME, connection=redis)
+    assert queue.job_ids == [planning_job_id(first["metadata"]["eventId"])]
+    assert redis.zcard(UNPLANNED) == 2
+
+
+def test_a_planning_job_that_could_not_be_queued_is_made_by_the_sweep(rt: Runtime, redis: Redis) -> None:
+    """Redis gone between the accept and RQ's enqueue: the notification is durable and waits among the
+    unplanned; once the flag has expired, the workers' sweep queues a planning job for it."""
+    from relay.runtime.worker import sweep_planning
+
+    payload = sample_notification()
+    dead = Queue(QUEUE_NAME, connection=Redis(unix_socket_path="/nonexistent/redis.sock"))
+    rt.intake.queue, live = dead, rt.intake.queue
+    event_id, status = _accept(rt, payload)
+    rt.intake.queue = live
+    assert status == "accepted" and live.count == 0 and redis.zscore(UNPLANNED, event_id) is not None
+    redis.delete(PENDING)  # the flag's lifetime ended
+    sweep_planning(rt, float(redis.zscore(UNPLANNED, event_id) or 0) + 60)
+    assert len(live.job_ids) == 1
 
 
 def test_async_intake_without_redis_is_queue_unavailable(rt: Runtime, tmp_path: Any) -> None:
@@ -192,13 +200,5 @@ def test_async_intake_without_redis_is_queue_unavailable(rt: Runtime, tmp_path: 
         finally:
             await dead.aclose()
 
-    rt.intake.prepare()
     with pytest.raises(QueueUnavailable):
         asyncio.run(run())
-
-
-def test_resp_command_is_redis_wire_format() -> None:
-    from relay.storage.redis_wire import resp_command
-
-    assert resp_command("SET", "k", b"\x00v\r\n", 7) == b"*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\n\x00v\r\n\r\n$1\r\n7\r\n"
-    assert resp_command("ECHO", "ü") == b"*2\r\n$4\r\nECHO\r\n$2\r\n\xc3\xbc\r\n"
