@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from relay.config_intervals import TimeIntervalConfig
+from relay.config_messages import validation_problems
 from relay.config_server import MAX_JSON_DEPTH as MAX_JSON_DEPTH
 from relay.config_server import MIN_HMAC_SECRET as MIN_HMAC_SECRET
 from relay.config_server import BasicAuth as BasicAuth
@@ -31,7 +32,6 @@ from relay.config_server import Seconds as Seconds
 from relay.config_server import ServerConfig as ServerConfig
 from relay.config_server import WebhookAuth as WebhookAuth
 from relay.config_source import ConfigError as ConfigError
-from relay.config_messages import validation_problems
 from relay.config_source import apply_env, reference_problems, substitute
 from relay.config_source import default_config_path as default_config_path
 from relay.config_urls import HttpUrl, RedisUrl

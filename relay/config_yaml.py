@@ -102,6 +102,5 @@ def _repeated(where: str, name: str, pairs: list[tuple[Node, Node]], file: Path)
     other = "the other" if len(pairs) == 2 else "the others"
     fix = f"merge them into one `{name}:`" if collections else f"keep one `{name}:` and remove {other}"
     return (
-        f"{where}: written {times} in {file} ({places}); YAML would keep only the last and silently drop "
-        f"{other}: {fix}"
+        f"{where}: written {times} in {file} ({places}); YAML would keep only the last and silently drop {other}: {fix}"
     )
