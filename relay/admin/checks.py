@@ -47,7 +47,7 @@ def check_templates(config: Config) -> tuple[list[str], list[str]]:
         if root != BUILTIN_DIR and names:
             notes.append(f"{len(names)} template(s) compiled in {root}")
         elif root == BUILTIN_DIR and shipped:
-            notes.append(f"{len(names)} built-in template(s) compiled (templates.builtin: true)")
+            notes.append(f"{len(names)} built-in template(s) compiled in {root} (templates.builtin: true)")
         elif root == BUILTIN_DIR:
             notes.append(
                 "templates.builtin is false: relay's built-in per-kind templates are not used (a kind with no "
