@@ -124,7 +124,8 @@ def _sentence(e: ErrorDetails, parent: Any) -> str:
         # relay's own validators already say what is wrong and how to write it.
         return e["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if kind in _FIXED:
-        return _FIXED[kind]
+        # `host:` with nothing after it reads as null.
+        return _FIXED[kind] + (" (it is empty: write a value after the colon)" if value is None else "")
     if kind == "int_from_float":
         return f"must be a whole number{_number(value)}"
     if kind == "missing":

@@ -241,6 +241,10 @@ def test_an_unknown_time_interval_lists_the_defined_ones(tmp_path: Path) -> None
         ("server: {max_body_bytes: 0}\n", "server.max_body_bytes: must be more than 0 (it is 0)"),
         ("server: {allow_unauthenticated: maybe}\n", "server.allow_unauthenticated: must be true or false"),
         ("server: {host: 5}\n", "server.host: must be text; put it in quotes"),
+        (
+            "server:\n  host:\n",
+            "server.host: must be text; put it in quotes (it is empty: write a value after the colon)",
+        ),
         ("server: {admin_tokens: tok}\n", "server.admin_tokens: must be a list, like [a, b]"),
         ("channels: [a]\n", "channels: must be a mapping of keys, like {key: value}"),
         ("channels: {a: {per_recipient: true}}\n", "channels.a.url: missing; this key is required"),
