@@ -285,3 +285,9 @@ def test_a_digest_item_names_its_digest_in_a_column_of_its_own(
     digest_row = row(section(first_html, "events"), digest.id)
     assert f'id="{href.split("#", 1)[1]}"' in digest_row and "digest</span> of 2" in digest_row
     assert "until" not in line and "until" not in digest_row  # delivered: no stale notBefore
+
+
+def test_the_released_notice_shows_only_a_count(held_client: TestClient) -> None:
+    assert "Released 3 held deliveries: they go out now." in held_client.get("/ui?released=3").text
+    spoof = held_client.get("/ui?released=everything%20was%20sent").text
+    assert "Released" not in spoof and "everything was sent" not in spoof
