@@ -37,7 +37,7 @@ def outcome_line(outcome: Outcome) -> str:
     """The outcome as a delivery records it: its state, and for a failure the service's reason."""
     if isinstance(outcome, Delivered):
         return "delivered"
-    status = f" (HTTP {outcome.status})" if outcome.status else ""
+    status = f" (status {outcome.status})" if outcome.status else ""  # HTTP, or SMTP for e-mail
     if isinstance(outcome, Transient):
         return f"not delivered: transient{status}, a delivery would be retried: {outcome.reason}"
     assert isinstance(outcome, Permanent)

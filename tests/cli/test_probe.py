@@ -64,7 +64,7 @@ def test_a_server_error_is_transient_and_exits_1(
     sink.script["/probe-500"] = [500] * 3
     assert relay_test(config_file, "broken") == 1
     last = capsys.readouterr().out.splitlines()[-1]
-    assert last.startswith("not delivered: transient (HTTP 500), a delivery would be retried: ")
+    assert last.startswith("not delivered: transient (status 500), a delivery would be retried: ")
     assert sink.at("/probe-500") == []
 
 
@@ -75,7 +75,7 @@ def test_a_client_error_is_permanent_and_exits_1(
     sink.script[path] = [status] * 3
     assert relay_test(config_file, channel) == 1
     last = capsys.readouterr().out.splitlines()[-1]
-    assert last.startswith(f"not delivered: permanent (HTTP {status}), a delivery would fail without retrying: ")
+    assert last.startswith(f"not delivered: permanent (status {status}), a delivery would fail without retrying: ")
 
 
 def test_an_email_channel_sends_to_the_address_given(
@@ -87,6 +87,15 @@ def test_an_email_channel_sends_to_the_address_given(
     assert mail.subject == "relay test message"
     assert "channel <b>mail</b>" in (mail.part("text/html") or "")
     assert "through channel mail" in (mail.part("text/plain") or "")
+
+
+def test_an_email_the_server_refuses_is_not_delivered(
+    config_file: Path, smtp: SmtpSink, capsys: pytest.CaptureFixture[str]
+) -> None:
+    smtp.answers.append("550 no such mailbox")
+    assert relay_test(config_file, "mail", "--to", "nobody.probe@example.com") == 1
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("not delivered: ") and "nobody.probe@example.com" in last
 
 
 def test_a_per_recipient_channel_needs_to(
