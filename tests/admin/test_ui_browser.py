@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 import uvicorn
 from playwright.sync_api import Page, expect, sync_playwright
@@ -85,7 +85,7 @@ def test_log_in_replay_a_failed_delivery_by_clicking_and_see_it_delivered(
     with serving(create_app(rt)) as base:
         payload = sample_notification()
         event_id = payload["metadata"]["eventId"]
-        answer = httpx.post(f"{base}/webhook", json=payload, headers={"Authorization": f"Bearer {WEBHOOK_TOKEN}"})
+        answer = httpx2.post(f"{base}/webhook", json=payload, headers={"Authorization": f"Bearer {WEBHOOK_TOKEN}"})
         assert answer.status_code == 202
         run_worker(rt)
         [failed] = [r for r in rt.store.deliveries(rt.store.event_delivery_ids(event_id)) if r and r.state == "failed"]
