@@ -22,14 +22,14 @@ _HTTP_MISTYPED = re.compile(r"^(https?):?/*(.+)$", re.IGNORECASE)
 _HOST = re.compile(r"^[A-Za-z0-9_.-]+(:[0-9]+)?(/[^\s]*)?$")
 
 
-def _masked(url: str) -> str:
-    """The URL with its password, if any, as ****."""
+def masked_url(url: str) -> str:
+    """The URL with its password, if any, as **** (a user name alone is taken for a password too)."""
     parts = urlsplit(url)
     if "@" not in parts.netloc:
         return url
     userinfo, host = parts.netloc.rsplit("@", 1)
     user = userinfo.split(":", 1)[0]
-    return parts._replace(netloc=f"{user}:****@{host}" if ":" in userinfo else f"{user}@{host}").geturl()
+    return parts._replace(netloc=f"{user}:****@{host}").geturl()
 
 
 def _mistyped(url: str, pattern: re.Pattern[str], default: str) -> str | None:
@@ -47,7 +47,7 @@ def redis_url_problem(url: str) -> str | None:
     if not sep or scheme not in REDIS_SCHEMES:
         fixed = _mistyped(url, _REDIS_MISTYPED, "redis")
         said = f"the scheme {scheme!r} is not a Redis one" if sep else "no `scheme://` at its start"
-        hint = f"did you mean `{_masked(fixed)}`?" if fixed else f"write it like {_REDIS_EXAMPLE}"
+        hint = f"did you mean `{masked_url(fixed)}`?" if fixed else f"write it like {_REDIS_EXAMPLE}"
         return f"not a Redis URL ({said}; it must start with {_SCHEMES_TEXT}); {hint}"
     if scheme == SENTINEL:
         return _sentinel_problem(urlsplit(url))
@@ -94,7 +94,7 @@ def http_url_problem(url: str) -> str | None:
     if not sep or scheme not in ("http", "https"):
         fixed = _mistyped(url, _HTTP_MISTYPED, "https")
         said = f"the scheme {scheme!r} is not http or https" if sep else "no `scheme://` at its start"
-        hint = f"did you mean `{_masked(fixed)}`?" if fixed else f"write it like {example}"
+        hint = f"did you mean `{masked_url(fixed)}`?" if fixed else f"write it like {example}"
         return f"not an http(s) URL ({said}); {hint}"
     try:
         parts = urlsplit(url)

@@ -8,10 +8,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from relay.config import Config, ConfigError, load_config
 from relay.config_source import EXAMPLE_CONFIG, default_config_path
+from relay.config_urls import masked_url
 from relay.runtime.logs import setup_logging
 
 # Adds a subcommand that takes --config: (name, help) -> its parser.
@@ -55,12 +55,7 @@ def refuse_open_bind(config: Config) -> None:
 
 def shown_redis_url(url: str) -> str:
     """The Redis URL with any password masked: `rq info -u` and rq-dashboard take it (add the password)."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    user = userinfo.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:****@{host}"))
+    return masked_url(url)
 
 
 def read_payload(path: str) -> tuple[str, Any]:
