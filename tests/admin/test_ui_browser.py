@@ -158,7 +158,7 @@ def test_release_a_held_delivery_after_its_confirmation_page(
     with serving(create_app(rt)) as base:
         payload = sample_notification()
         event_id = payload["metadata"]["eventId"]
-        answer = httpx.post(f"{base}/webhook", json=payload, headers={"Authorization": f"Bearer {WEBHOOK_TOKEN}"})
+        answer = httpx2.post(f"{base}/webhook", json=payload, headers={"Authorization": f"Bearer {WEBHOOK_TOKEN}"})
         assert answer.status_code == 202
         run_worker(rt)
         [held] = [r for r in rt.store.deliveries(rt.store.event_delivery_ids(event_id)) if r and r.state == "held"]
