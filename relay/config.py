@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -21,6 +22,7 @@ from pydantic import (
 )
 
 from relay.config_intervals import TimeIntervalConfig
+from relay.config_messages import validation_problems
 from relay.config_server import MAX_JSON_DEPTH as MAX_JSON_DEPTH
 from relay.config_server import MIN_HMAC_SECRET as MIN_HMAC_SECRET
 from relay.config_server import BasicAuth as BasicAuth
@@ -30,8 +32,10 @@ from relay.config_server import Seconds as Seconds
 from relay.config_server import ServerConfig as ServerConfig
 from relay.config_server import WebhookAuth as WebhookAuth
 from relay.config_source import ConfigError as ConfigError
-from relay.config_source import apply_env, read_file, reference_problems, substitute, validation_problems
+from relay.config_source import apply_env, reference_problems, substitute
 from relay.config_source import default_config_path as default_config_path
+from relay.config_urls import HttpUrl, RedisUrl
+from relay.config_yaml import read_file
 from relay.core.durations import parse_rate as parse_rate
 from relay.core.matchers import Matcher, MatcherError, parse_line
 from relay.core.time_intervals import Interval
@@ -45,7 +49,7 @@ class _Model(BaseModel):
 
 
 class RedisConfig(_Model):
-    url: str | None = None
+    url: RedisUrl = None
     # Only for the embedded server: fsync policy of its append-only file.
     appendfsync: Literal["always", "everysec"] = "everysec"
 
@@ -62,7 +66,7 @@ class RetryConfig(_Model):
 
 
 class PlatformConfig(_Model):
-    url: str | None = None
+    url: HttpUrl = None
     access_token: str | None = None
     auth: Literal["bearer", "basic"] = "bearer"
     jwt_duration: Seconds = 300.0  # the platform's default; ask for no longer than needed
@@ -110,13 +114,23 @@ class DigestConfig(_Model):
         return value
 
 
+def _matcher_parses(line: str, info: ValidationInfo) -> str:
+    """Each entry on its own, so that an error's key path is `routes[0].matchers[1]`; it names the route."""
+    name = info.data.get("name")
+    try:
+        parse_line(line)
+    except MatcherError as exc:
+        raise ValueError(f"route {name!r}, {exc}" if name else str(exc)) from None
+    return line
+
+
 class RouteConfig(_Model):
     # Shown with each delivery the route plans (records, API, admin page, preview); else `routes[i]`.
     name: str | None = Field(default=None, min_length=1, max_length=100)
     kinds: list[str] = Field(default_factory=lambda: ["*"])
     recipient_types: list[str] = Field(default_factory=lambda: ["*"])
     # Alertmanager matchers on the notification (relay.core.matchers); all must match.
-    matchers: list[str] = Field(default_factory=list)
+    matchers: list[Annotated[str, AfterValidator(_matcher_parses)]] = Field(default_factory=list)
     channels: list[str] = Field(default_factory=list)
     template: str = "auto"
     continue_: bool = Field(default=False, alias="continue")
@@ -126,17 +140,6 @@ class RouteConfig(_Model):
     mute_time_intervals: list[str] = Field(default_factory=list)
     digest: Annotated[DigestConfig | None, BeforeValidator(_digest_shorthand)] = None
     _compiled: list[Matcher] = PrivateAttr(default_factory=list)
-
-    @field_validator("matchers")
-    @classmethod
-    def _matchers_parse(cls, lines: list[str], info: ValidationInfo) -> list[str]:
-        name = info.data.get("name")
-        for i, line in enumerate(lines):
-            try:
-                parse_line(line)
-            except MatcherError as exc:
-                raise ValueError(f"{f'route {name!r}, ' if name else ''}matchers[{i}]: {exc}") from None
-        return lines
 
     @model_validator(mode="after")
     def _matchers_compile(self) -> RouteConfig:
@@ -273,7 +276,7 @@ def read_config(path: str | Path | None = None, environ: dict[str, str] | None =
     base = Path(".")
     problems: list[str] = []
     if file is not None:
-        data = substitute(read_file(file), environ, problems)
+        data = substitute(read_file(file, problems), environ, problems)
         base = file.resolve().parent
     apply_env(data, environ, Config)
     data["base_dir"] = str(base)
@@ -281,7 +284,7 @@ def read_config(path: str | Path | None = None, environ: dict[str, str] | None =
     try:
         config = Config.model_validate(data, context={_REFERENCES_CHECKED: True})
     except ValidationError as exc:
-        problems.extend(validation_problems(exc))
+        problems.extend(validation_problems(exc, Config))
     problems.extend(reference_problems(data))
     return ConfigRead(file, None if problems else config, problems, data)
 

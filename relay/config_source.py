@@ -1,5 +1,6 @@
-"""Where settings come from: the YAML file, `${ENV}` substitution and `RELAY_SECTION__KEY` overrides.
-Works on plain data; relay.config validates what this gives it."""
+"""Where settings come from besides the file (relay.config_yaml reads that): `${ENV}` substitution and
+`RELAY_SECTION__KEY` overrides; and routes naming what is not defined. Works on plain data; relay.config
+validates what this gives it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
+
+from relay.config_messages import key_path, unknown_name
 
 ENV_PREFIX = "RELAY_"
 # Environment names that are not config keys.
@@ -26,17 +29,6 @@ class ConfigError(Exception):
         self.problems = problems if problems is not None else [message]
 
 
-def key_path(loc: tuple[str | int, ...] | list[str | int]) -> str:
-    """('routes', 2, 'channels', 0) -> routes[2].channels[0]: how an operator finds the place in YAML."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
 def default_config_path() -> Path | None:
     """Without --config: ./config.yaml when it exists, else $RELAY_CONFIG (SPEC's order)."""
     here = Path("config.yaml")
@@ -44,23 +36,6 @@ def default_config_path() -> Path | None:
         return here
     env = os.environ.get("RELAY_CONFIG")
     return Path(env) if env else None
-
-
-def read_file(file: Path) -> dict[str, Any]:
-    """The file's top-level mapping, or ConfigError saying why there is none."""
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
-    try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{file}: not valid YAML: {exc}") from None
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"{file}: the top level must be a mapping of keys")
-    return loaded
 
 
 def substitute(value: Any, environ: dict[str, str], problems: list[str], loc: tuple[str | int, ...] = ()) -> Any:
@@ -147,6 +122,7 @@ def reference_problems(data: dict[str, Any]) -> list[str]:
     )
     places.append(("default", data.get("default")))
     problems: list[str] = []
+    defined = [str(name) for name in channels]
     for where, route in places:
         if not isinstance(route, dict):
             continue
@@ -156,14 +132,15 @@ def reference_problems(data: dict[str, Any]) -> list[str]:
                 continue
             for j, name in enumerate(names):
                 if isinstance(name, str) and name not in channels:
-                    problems.append(f"{where}.{field}[{j}]: unknown channel {name!r}")
+                    problems.append(f"{where}.{field}[{j}]: {unknown_name('channel', name, defined, 'channels')}")
     return problems + _interval_problems(data)
 
 
 def _interval_problems(data: dict[str, Any]) -> list[str]:
     """Every route naming a time interval that `time_intervals` does not define."""
     defined = data.get("time_intervals")
-    known = {t.get("name") for t in defined if isinstance(t, dict)} if isinstance(defined, list) else set()
+    entries = defined if isinstance(defined, list) else []
+    known = [str(t["name"]) for t in entries if isinstance(t, dict) and t.get("name") is not None]
     routes = data.get("routes")
     problems: list[str] = []
     for i, route in enumerate(routes if isinstance(routes, list) else []):
@@ -173,15 +150,6 @@ def _interval_problems(data: dict[str, Any]) -> list[str]:
             names = route.get(field)
             for j, name in enumerate(names if isinstance(names, list) else []):
                 if isinstance(name, str) and name not in known:
-                    problems.append(f"routes[{i}].{field}[{j}]: unknown time interval {name!r}")
+                    unknown = unknown_name("time interval", name, known, "time_intervals")
+                    problems.append(f"routes[{i}].{field}[{j}]: {unknown}")
     return problems
-
-
-def validation_problems(err: ValidationError) -> list[str]:
-    """Each error pydantic found, as `key.path[i]: reason`."""
-    out = []
-    for e in err.errors():
-        where = key_path(e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
-        out.append(f"{where}: {msg}" if where else msg)
-    return out

@@ -22,12 +22,20 @@ def _template_files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*.j2"))
 
 
+def _shared(name: str) -> bool:
+    """relay's own layouts and digest templates (`_layouts/`, `_digest/`): used with templates.builtin off too."""
+    return name.startswith("_")
+
+
 def check_templates(config: Config) -> tuple[list[str], list[str]]:
     problems: list[str] = []
     notes: list[str] = []
     env = make_environment(config.templates_path)
+    shipped = config.templates.builtin
     for root in (config.templates_path, BUILTIN_DIR):
         names = _template_files(root)
+        if root == BUILTIN_DIR and not shipped:
+            names = [n for n in names if _shared(n)]
         for name in names:
             try:
                 source = (root / name).read_text(encoding="utf-8")
@@ -36,10 +44,18 @@ def check_templates(config: Config) -> tuple[list[str], list[str]]:
                 problems.append(f"template {root / name}, line {exc.lineno}: {exc.message}")
             except (OSError, UnicodeDecodeError) as exc:
                 problems.append(f"template {root / name}: cannot read: {exc}")
-        if names:
+        if root != BUILTIN_DIR and names:
             notes.append(f"{len(names)} template(s) compiled in {root}")
+        elif root == BUILTIN_DIR and shipped:
+            notes.append(f"{len(names)} built-in template(s) compiled in {root} (templates.builtin: true)")
+        elif root == BUILTIN_DIR:
+            notes.append(
+                "templates.builtin is false: relay's built-in per-kind templates are not used (a kind with no "
+                f"template of yours gets the platform's text); its {len(names)} layout and digest template(s) compiled"
+            )
     if not config.templates_path.is_dir():
-        notes.append(f"templates.dir {config.templates_path} does not exist: only built-in templates are used")
+        uses = "only built-in templates are used" if shipped else "messages carry the platform's own text"
+        notes.append(f"templates.dir {config.templates_path} does not exist: {uses}")
     routes = [(f"routes[{i}]", r.template) for i, r in enumerate(config.routes)] + [
         ("default", config.default.template)
     ]

@@ -1,4 +1,5 @@
-"""The admin page at /ui: recent notifications and their deliveries, failures with replay, counters.
+"""The admin page at /ui: recent notifications and their deliveries, failures with replay, held deliveries
+with release (after a confirmation page: the page has no JavaScript), counters.
 
 Server-rendered (relay/admin/ui_render.py); sessions and CSRF in relay/admin/ui_session.py, what the
 page shows in relay/admin/ui_view.py. Channel URLs and secrets are never shown: deliveries show their
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Protocol
 from urllib.parse import quote
 
 from redis.exceptions import RedisError
@@ -17,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from relay.admin.selection import Replaying
+from relay.admin.selection import Releasing, Replaying
 from relay.admin.ui_render import error_page, render
 from relay.admin.ui_session import (
     COOKIE,
@@ -44,7 +46,7 @@ _PAGE = {"type": "string"}  # an HTML page
 _SECURITY: list[dict[str, list[str]]] = [*ADMIN_SECURITY, {"adminSession": []}, {}]  # no admin token configured: open
 
 
-def _ui(summary: str, answers: dict[int, Answer], form: bool = False) -> Operation:
+def page_operation(summary: str, answers: dict[int, Answer], form: bool = False) -> Operation:
     return Operation(
         summary,
         answers,
@@ -55,15 +57,24 @@ def _ui(summary: str, answers: dict[int, Answer], form: bool = False) -> Operati
     )
 
 
-def _html(description: str) -> Answer:
+def html_answer(description: str) -> Answer:
     return Answer(description, _PAGE, HTML)
+
+
+def _count(value: str) -> str | None:
+    """A count from the query (replayed=, released=): digits only, so nothing else is ever echoed."""
+    return value if value.isdigit() and len(value) <= 6 else None
+
+
+class PageIntake(Replaying, Releasing, Protocol):
+    """What the page asks of the queue: replays and releases."""
 
 
 class AdminPage:
     """The page's handlers; the config is read at each request (a reload changes the tokens)."""
 
     def __init__(
-        self, data: PageData, intake: Replaying, config: Callable[[], Config], clock: Callable[[], float]
+        self, data: PageData, intake: PageIntake, config: Callable[[], Config], clock: Callable[[], float]
     ) -> None:
         self.data, self.intake, self.config, self.clock = data, intake, config, clock
 
@@ -81,24 +92,36 @@ class AdminPage:
     def error(self, status: int, title: str, message: str, headers: dict[str, str] | None = None) -> HTMLResponse:
         return error_page(self.clock(), status, title, message, headers)
 
+    def viewing_session(self, request: Request) -> tuple[str | None, str | None] | None:
+        """Who sees a page: the session (None with the admin API's header) and a fresh one to set (open mode,
+        no cookie yet); None: log in first."""
+        session = self.session_of(request)
+        if session is None and not self.header_auth(request):
+            if self.tokens():
+                return None
+            fresh = new_session(None, self.clock())
+            return fresh, fresh
+        return session, None
+
+    def redis_down(self, message: str) -> HTMLResponse:
+        return self.error(503, "Redis is unavailable", message, headers={"Retry-After": "5"})
+
     @documented(
-        _ui(
-            "The admin page: recent notifications, failed deliveries, counters",
+        page_operation(
+            "The admin page: recent notifications, failed and held deliveries, counters",
             {
-                200: _html("The page"),
+                200: html_answer("The page"),
                 303: Answer("Not logged in: to /ui/login"),
-                400: _html("Invalid query"),
-                503: _html("Redis is unavailable"),
+                400: html_answer("Invalid query"),
+                503: html_answer("Redis is unavailable"),
             },
         )
     )
     async def page(self, request: Request) -> Response:
-        session = self.session_of(request)
-        fresh = None
-        if session is None and not self.header_auth(request):
-            if self.tokens():
-                return RedirectResponse("/ui/login", 303)
-            fresh = session = new_session(None, self.clock())
+        viewing = self.viewing_session(request)
+        if viewing is None:
+            return RedirectResponse("/ui/login", 303)
+        session, fresh = viewing
         q = request.query_params
         try:
             limit = max(1, min(MAX_EVENTS_PER_PAGE, int(q.get("limit", EVENTS_PER_PAGE))))
@@ -112,13 +135,8 @@ class AdminPage:
             data = await run_in_threadpool(self.data.page, event_id, before, limit)
         except RedisError as exc:
             log.warning("admin page: Redis unavailable (%s)", type(exc).__name__)
-            return self.error(
-                503,
-                "Redis is unavailable",
-                "relay cannot read its records right now. Try again shortly.",
-                headers={"Retry-After": "5"},
-            )
-        refresh, replayed = q.get("refresh", ""), q.get("replayed", "")
+            return self.redis_down("relay cannot read its records right now. Try again shortly.")
+        refresh = q.get("refresh", "")
         response = render(
             "index.html.j2",
             self.clock(),
@@ -128,23 +146,32 @@ class AdminPage:
             logged_in=bool(self.tokens()) and session is not None,
             event_filter=event_id,
             limit=limit,
-            replayed=replayed if replayed.isdigit() and len(replayed) <= 6 else None,
+            replayed=_count(q.get("replayed", "")),
+            released=_count(q.get("released", "")),
             refresh=int(refresh) if refresh.isdigit() and len(refresh) <= 4 and 5 <= int(refresh) <= 3600 else None,
         )
         if fresh is not None:
             set_session(response, request, fresh)
         return response
 
-    @documented(_ui("The login form", {200: _html("The form"), 303: Answer("Logged in already, or open: to /ui")}))
+    @documented(
+        page_operation(
+            "The login form", {200: html_answer("The form"), 303: Answer("Logged in already, or open: to /ui")}
+        )
+    )
     async def login_form(self, request: Request) -> Response:
         if not self.tokens() or self.session_of(request) is not None:
             return RedirectResponse("/ui", 303)
         return render("login.html.j2", self.clock(), error=None)
 
     @documented(
-        _ui(
+        page_operation(
             "Log in with an admin token (form field `token`)",
-            {303: Answer("Logged in: to /ui"), 401: _html("Not an admin token"), 403: _html("Not from this page")},
+            {
+                303: Answer("Logged in: to /ui"),
+                401: html_answer("Not an admin token"),
+                403: html_answer("Not from this page"),
+            },
             form=True,
         )
     )
@@ -164,7 +191,11 @@ class AdminPage:
         return response
 
     @documented(
-        _ui("Log out (form field `csrf`)", {303: Answer("Logged out"), 403: _html("Not from this page")}, form=True)
+        page_operation(
+            "Log out (form field `csrf`)",
+            {303: Answer("Logged out"), 403: html_answer("Not from this page")},
+            form=True,
+        )
     )
     async def logout(self, request: Request) -> Response:
         response = RedirectResponse("/ui/login" if self.tokens() else "/ui", 303)
@@ -175,35 +206,42 @@ class AdminPage:
             return response
         return self.error(403, "Forbidden", "Log out from the admin page itself.")
 
+    async def posted_form(self, request: Request, what: str) -> dict[str, str] | Response:
+        """A button's form (replay, release), from an admin session with its CSRF token and this page's
+        origin, or with the admin API's header; else the error page."""
+        by_header = self.header_auth(request)
+        session = self.session_of(request)
+        if not by_header and session is None:
+            if self.tokens():
+                return self.error(401, "Not logged in", f"Your session has ended: log in again, then {what}.")
+            return self.error(403, "Forbidden", f"{what.capitalize()} from the admin page itself (reload it first).")
+        form = await read_form(request)
+        if form is None:
+            return self.error(400, "Invalid request", f"The {what} form was not sent as a form.")
+        if not by_header and (not same_origin(request) or session is None or not csrf_ok(session, form)):
+            return self.error(
+                403, "Forbidden", f"The {what} was not sent from this relay's own page. Reload it and retry."
+            )
+        return form
+
     @documented(
-        _ui(
+        page_operation(
             "Replay one failed delivery (form field `id`) or a notification's (`eventId`); `csrf` with a session",
             {
                 303: Answer("Replayed: back to the page"),
-                400: _html("Not one target"),
-                401: _html("Not logged in"),
-                403: _html("Not from this page"),
-                503: _html("Redis is unavailable"),
+                400: html_answer("Not one target"),
+                401: html_answer("Not logged in"),
+                403: html_answer("Not from this page"),
+                503: html_answer("Redis is unavailable"),
             },
             form=True,
         )
     )
     async def replay(self, request: Request) -> Response:
-        by_header = self.header_auth(request)
-        session = self.session_of(request)
-        if not by_header and session is None:
-            if self.tokens():
-                return self.error(401, "Not logged in", "Your session has ended: log in again, then replay.")
-            return self.error(403, "Forbidden", "Replay from the admin page itself (reload it first).")
-        form = await read_form(request)
-        if form is None:
-            return self.error(400, "Invalid request", "The replay form was not sent as a form.")
-        if not by_header and (not same_origin(request) or session is None or not csrf_ok(session, form)):
-            return self.error(
-                403, "Forbidden", "The replay was not sent from this relay's own page. Reload it and retry."
-            )
-        delivery_id = form.get("id", "").strip() or None
-        event_id = form.get("eventId", "").strip() or None
+        form = await self.posted_form(request, "replay")
+        if isinstance(form, Response):
+            return form
+        delivery_id, event_id = target_of(form)
         if (delivery_id is None) == (event_id is None):
             return self.error(400, "Invalid request", "Replay one delivery (id) or one notification (eventId).")
         attempts = self.config().retry.attempts
@@ -217,11 +255,20 @@ class AdminPage:
             count,
             extra={"eventId": owner, **({"deliveryId": delivery_id} if delivery_id else {})},
         )
-        # Back to the view the button was on (one notification, or the list), at the notification.
-        target = f"/ui?replayed={count}"
-        view = form.get("view", "").strip()
-        if view:
-            target += "&event=" + quote(view, safe="")
-        if owner:
-            target += "#" + anchor(owner)
-        return RedirectResponse(target, 303)
+        return RedirectResponse(back_to(f"replayed={count}", form, owner), 303)
+
+
+def target_of(form: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The delivery (`id`) or the notification (`eventId`) a button is about."""
+    return form.get("id", "").strip() or None, form.get("eventId", "").strip() or None
+
+
+def back_to(notice: str, form: Mapping[str, str], owner: str | None) -> str:
+    """Back to the view the button was on (one notification, or the list), at the notification."""
+    target = f"/ui?{notice}"
+    view = form.get("view", "").strip()
+    if view:
+        target += "&event=" + quote(view, safe="")
+    if owner:
+        target += "#" + anchor(owner)
+    return target

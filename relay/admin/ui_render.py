@@ -29,6 +29,14 @@ def ago(ts: float, now: float) -> str:
     return f"{seconds} s ago" if seconds >= 5 else "just now"
 
 
+def until(ts: float, now: float) -> str:
+    seconds = int(ts - now)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"in {seconds // size} {unit}"
+    return f"in {seconds} s" if seconds >= 5 else "due now"
+
+
 def when(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
@@ -38,7 +46,13 @@ def render(
 ) -> HTMLResponse:
     nonce = secrets.token_urlsafe(16)
     html = _env.get_template(name).render(
-        style_nonce=nonce, ago=lambda ts: ago(ts, now), when=when, iso=iso, quote=quote, **context
+        style_nonce=nonce,
+        ago=lambda ts: ago(ts, now),
+        until=lambda ts: until(ts, now),
+        when=when,
+        iso=iso,
+        quote=quote,
+        **context,
     )
     policy = (
         f"default-src 'none'; style-src 'nonce-{nonce}'; img-src 'self' data:; "

@@ -1,4 +1,5 @@
-"""What the admin page shows: recent notifications with their deliveries, failures, counters; and its replay."""
+"""What the admin page shows: recent notifications with their deliveries, failures, held deliveries, counters;
+and its replay and release."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from typing import Any, cast
 from redis import Redis
 
 from relay.admin.counters import CounterReader, Counters
-from relay.admin.selection import Replaying
+from relay.admin.selection import Filters, ReleaseRequest, Releasing, Replaying
 from relay.core.model import State
-from relay.storage.store import EVENTS, FAILED, DeliveryRecord, Store, event_deliveries_key, event_key, iso
+from relay.storage.store import EVENTS, FAILED, HELD, DeliveryRecord, Store, event_deliveries_key, event_key
 
 DELIVERIES_PER_EVENT = 50
 FAILED_SHOWN = 100
+HELD_SHOWN = 100
 ERROR_SHOWN = 300  # characters of a delivery's last error shown in a table cell
 
 
@@ -37,18 +39,15 @@ class DeliveryRow:
     fallback_for: str | None
     route: str | None = None
 
+    # Only while held: when it goes out (a delivered record keeps its old notBefore; the page never shows it).
+    not_before: float | None = None
+    digest: str | None = None  # an item of a digest: the digest's id
+    digest_event: str | None = None  # ...and the notification the digest is listed with (None: unknown)
+    items: int = 0  # a digest: how many deliveries it carries
+
     @classmethod
     def of(cls, r: DeliveryRecord) -> DeliveryRow:
         error = r.lastError or ""
-        if r.state == State.HELD.value and r.notBefore is not None:  # the row's note column says when it goes
-            if r.items:
-                error = f"digest of {len(r.items)} gathering until {iso(r.notBefore)}"
-            elif r.digest:
-                error = f"in digest {r.digest}, which goes out at {iso(r.notBefore)}"
-            else:
-                error = f"held by quiet hours until {iso(r.notBefore)}"
-        elif r.digest and not error:
-            error = f"sent in digest {r.digest}"
         short = error if len(error) <= ERROR_SHOWN else error[: ERROR_SHOWN - 1] + "…"
         return cls(
             id=r.id,
@@ -66,7 +65,29 @@ class DeliveryRow:
             updated=r.updatedAt,
             fallback_for=r.fallbackFor,
             route=r.route,
+            not_before=r.notBefore if r.state == State.HELD.value else None,
+            digest=r.digest,
+            items=len(r.items),
         )
+
+    @property
+    def anchor(self) -> str:
+        return "dl-" + hashlib.sha256(self.id.encode()).hexdigest()[:16]
+
+    @property
+    def digest_anchor(self) -> str:
+        return "dl-" + hashlib.sha256((self.digest or "").encode()).hexdigest()[:16]
+
+    @property
+    def held(self) -> bool:
+        return self.state == State.HELD.value
+
+    @property
+    def held_by(self) -> str:
+        """Why a held delivery waits."""
+        if self.items:
+            return f"digest of {self.items} gathering"
+        return "waits in its digest" if self.digest else "quiet hours"
 
     @property
     def failed(self) -> bool:
@@ -89,6 +110,14 @@ class EventView:
     def states(self) -> list[tuple[str, int]]:
         counts = Counter(d.state for d in self.deliveries)
         return [(s.value, counts[s.value]) for s in State if counts[s.value]]
+
+    @property
+    def has_digest(self) -> bool:
+        return any(d.digest or d.items for d in self.deliveries)
+
+    @property
+    def has_held(self) -> bool:
+        return any(d.held for d in self.deliveries)
 
     @property
     def has_failed(self) -> bool:
@@ -114,6 +143,8 @@ class Page:
     failed: list[FailedGroup]
     failed_total: int
     older: float | None
+    held: list[DeliveryRow] = field(default_factory=list)  # soonest first
+    held_total: int = 0
 
     @property
     def failed_shown(self) -> int:
@@ -164,7 +195,16 @@ class PageData:
         records = {r.id: r for r in self.store.deliveries(d for _, ids in views for d in ids) if r is not None}
         for view, ids in views:
             view.deliveries = [DeliveryRow.of(records[d]) for d in ids if d in records]
+        self.link_digests([d for view, _ in views for d in view.deliveries], records)
         return [view for view, _ in views]
+
+    def link_digests(self, rows: list[DeliveryRow], known: dict[str, DeliveryRecord]) -> None:
+        """Each item's digest's notification (a digest is listed with its first item's), for the link to it."""
+        missing = list({r.digest for r in rows if r.digest and r.digest not in known})
+        found = {**known, **{r.id: r for r in self.store.deliveries(missing) if r is not None}}
+        for row in rows:
+            if row.digest and row.digest in found:
+                row.digest_event = found[row.digest].eventId
 
     def page(self, event_id: str | None, before: float | None, limit: int) -> Page:
         older: float | None = None
@@ -185,14 +225,23 @@ class PageData:
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrevrange(FAILED, 0, FAILED_SHOWN - 1)
         pipe.zcard(FAILED)
-        failed_ids, failed_total = pipe.execute()
+        pipe.zrange(HELD, 0, HELD_SHOWN - 1)  # by notBefore: soonest first
+        pipe.zcard(HELD)
+        failed_ids, failed_total, held_ids, held_total = pipe.execute()
         groups: dict[str, FailedGroup] = {}
         for record in self.store.deliveries(_text(d) for d in failed_ids):
             if record is None or record.state != State.FAILED.value:
                 continue
             group = groups.setdefault(record.eventId, FailedGroup(record.eventId, record.kind))
             group.deliveries.append(DeliveryRow.of(record))
-        return Page(page_counters(self.counters.read()), events, list(groups.values()), int(failed_total), older)
+        held = [
+            DeliveryRow.of(r)
+            for r in self.store.deliveries(_text(d) for d in held_ids)
+            if r and r.state == State.HELD.value
+        ]
+        self.link_digests(held, {})
+        counters = page_counters(self.counters.read())
+        return Page(counters, events, list(groups.values()), int(failed_total), older, held, int(held_total))
 
     def replay(
         self, intake: Replaying, attempts: int, delivery_id: str | None, event_id: str | None
@@ -205,3 +254,29 @@ class PageData:
         records = [r for r in self.store.deliveries(ids) if r is not None]
         owner = records[0].eventId if records else event_id
         return intake.replay(records, attempts), owner
+
+    def held_of(self, delivery_id: str | None, event_id: str | None) -> list[DeliveryRow]:
+        """The held deliveries a release of this delivery, or of this notification, is about."""
+        chosen, _ = _release_filters(delivery_id, event_id).chosen(self.store)
+        rows = [DeliveryRow.of(r) for r in chosen]
+        self.link_digests(rows, {})
+        return rows
+
+    def release(
+        self, intake: Releasing, delivery_id: str | None, event_id: str | None, dry_run: bool = False
+    ) -> tuple[int, str | None]:
+        """Send the held delivery, or the notification's held ones, now: the admin API's release, same rules.
+
+        Returns how many were (or, in a dry run, would be) released and the notification they belong to.
+        """
+        filters = _release_filters(delivery_id, event_id)
+        records = filters.candidates(self.store)
+        released, _ = filters.release(self.store, intake, dry_run)
+        return released, records[0].eventId if records else event_id
+
+
+def _release_filters(delivery_id: str | None, event_id: str | None) -> Filters:
+    if not delivery_id and not event_id:  # no filter would be every held delivery: never from a button
+        raise ValueError("release one delivery or one notification")
+    body = ReleaseRequest(ids=[delivery_id]) if delivery_id else ReleaseRequest(eventId=event_id)
+    return Filters.from_body(body, State.HELD)

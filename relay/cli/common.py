@@ -8,10 +8,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from relay.config import Config, ConfigError, load_config
 from relay.config_source import EXAMPLE_CONFIG, default_config_path
+from relay.config_urls import masked_url
 from relay.runtime.logs import setup_logging
 
 # Adds a subcommand that takes --config: (name, help) -> its parser.
@@ -55,12 +55,7 @@ def refuse_open_bind(config: Config) -> None:
 
 def shown_redis_url(url: str) -> str:
     """The Redis URL with any password masked: `rq info -u` and rq-dashboard take it (add the password)."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    user = userinfo.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:****@{host}"))
+    return masked_url(url)
 
 
 def read_payload(path: str) -> tuple[str, Any]:
@@ -68,12 +63,21 @@ def read_payload(path: str) -> tuple[str, Any]:
     return text, json.loads(text)
 
 
-def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+CELL_WIDTH = 60  # a longer cell is cut, with an ellipsis (`wide`: never)
+
+
+def table(rows: list[dict[str, Any]], columns: list[str], wide: bool = False) -> str:
     if not rows:
         return "(none)"
-    cells = [[("" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]
-    widths = [min(60, max(len(c), *(len(row[i]) for row in cells))) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    # One line a row: a multi-line error reads as one.
+    cells = [[("" if r.get(c) is None else " ".join(str(r.get(c)).split())) for c in columns] for r in rows]
+    widest = max(len(v) for row in cells for v in row) if wide else CELL_WIDTH
+    widths = [min(widest, max(len(c), *(len(row[i]) for row in cells))) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
     for row in cells:
-        lines.append("  ".join(v[:w].ljust(w) for v, w in zip(row, widths, strict=True)))
+        lines.append("  ".join(_cut(v, w).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)
+
+
+def _cut(value: str, width: int) -> str:
+    return value if len(value) <= width else value[: width - 1] + "…"

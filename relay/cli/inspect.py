@@ -8,36 +8,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from relay.cli.common import Command, config, shown_redis_url, table
+from relay.cli.common import Command, config, shown_redis_url
+from relay.cli.tables import LIST_COLUMNS, STATUS_COLUMNS, deliveries_table
 
 # The states a delivery can be in (relay.core.model.State), listed here so that parsing the command line
 # stays free of the model's imports.
 STATES = ("queued", "retrying", "delivered", "failed", "skipped", "expanded", "held")
 
 BATCH = 100
-STATUS_COLUMNS = [
-    "id",
-    "recipientType",
-    "recipient",
-    "address",
-    "channel",
-    "state",
-    "attempts",
-    "updatedAt",
-    "lastError",
-]
-LIST_COLUMNS = [
-    "id",
-    "eventId",
-    "kind",
-    "recipientType",
-    "recipient",
-    "channel",
-    "state",
-    "attempts",
-    "updatedAt",
-    "lastError",
-]
 
 
 def _runtime(args: argparse.Namespace) -> Any:
@@ -62,19 +40,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     from relay.storage.store import iso
 
     records = [r.public() for r in rt.store.deliveries(rt.store.event_delivery_ids(args.event_id)) if r]
-    if args.json:
+    if args.format == "json":
         event_json = {"eventId": event.eventId, "kind": event.kind, "receivedAt": iso(event.receivedAt)}
         print(json.dumps({**event_json, "deliveries": records}, indent=2))
         return 0
     print(f"event {event.eventId}  kind {event.kind}  received {iso(event.receivedAt)}")
-    print(table(records, _with_hold(records, STATUS_COLUMNS)))
+    print(deliveries_table(records, STATUS_COLUMNS, args.wide))
     print(_redis_line(rt))
     return 0
-
-
-def _with_hold(rows: list[dict[str, Any]], columns: list[str]) -> list[str]:
-    """A notBefore column when a delivery shown is (or was) held by quiet hours."""
-    return [*columns, "notBefore"] if any("notBefore" in r for r in rows) else columns
 
 
 def _filters(args: argparse.Namespace, state: str | None) -> Any:
@@ -87,10 +60,10 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
     rt = _runtime(args)
     found = _filters(args, args.state).select(rt.store, args.limit)
     rows = [r.public(with_event=True) for r in found]
-    if args.json:
+    if args.format == "json":
         print(json.dumps(rows, indent=2))
         return 0
-    print(table(rows, _with_hold(rows, LIST_COLUMNS)))
+    print(deliveries_table(rows, LIST_COLUMNS, args.wide))
     return 0
 
 
@@ -161,7 +134,7 @@ def add_commands(command: Command) -> None:
         if name == "deliveries":
             c.add_argument("--state", choices=list(STATES))
             c.add_argument("--limit", type=int, default=50)
-            c.add_argument("--json", action="store_true")
+            _output_options(c)
             c.set_defaults(func=cmd_deliveries)
         else:
             c.add_argument("--dry-run", action="store_true")
@@ -174,5 +147,11 @@ def add_commands(command: Command) -> None:
     c.set_defaults(func=cmd_release, since=None)
     c = command("status", "one notification's deliveries (with the address of each), and the Redis they came from")
     c.add_argument("event_id")
-    c.add_argument("--json", action="store_true")
+    _output_options(c)
     c.set_defaults(func=cmd_status)
+
+
+def _output_options(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--format", choices=["table", "json"], default="table", help="json: the records, whole")
+    c.add_argument("--json", action="store_const", const="json", dest="format", help="the same as --format json")
+    c.add_argument("--wide", action="store_true", help="cells whole, never cut with an ellipsis")

@@ -1,4 +1,4 @@
-"""The `relay` command: run the service, check config, preview, send, inspect and replay."""
+"""The `relay` command: run the service, check config, preview, test a channel, send, inspect and replay."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 from redis.exceptions import RedisError
 
-from relay.cli import check, inspect, run, send
+from relay.cli import check, inspect, probe, run, send
 from relay.config import ConfigError
 
 
@@ -22,6 +22,7 @@ def parser() -> argparse.ArgumentParser:
 
     run.add_commands(command)
     check.add_commands(command)
+    probe.add_commands(command)
     send.add_commands(command, sub)
     inspect.add_commands(command)
     return p

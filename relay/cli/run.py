@@ -25,29 +25,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_api(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from relay.runtime.app import create_app
     from relay.runtime.bootstrap import build, reload_on_sighup
+    from relay.runtime.listening import bind, serve_http
 
     cfg = config(args)
     log(cfg)
     refuse_open_bind(cfg)
+    sockets = bind(cfg.server)
     rt = build(cfg, config_file=config_file(args))
     reload_on_sighup(rt)
-    app = create_app(rt)
-    uvicorn.run(
-        app,
-        host=cfg.server.host,
-        port=cfg.server.port,
-        log_config=None,
-        access_log=False,
-        lifespan="off",
-        # h11 takes a configurable bound on the request line plus headers (httptools has a fixed
-        # one of its own); over it, uvicorn answers a plain-text 400 and closes the connection.
-        http="h11",
-        h11_max_incomplete_event_size=cfg.server.limits.max_header_bytes,
-    )
+    serve_http(create_app(rt), cfg.server, sockets)
     return 0
 
 

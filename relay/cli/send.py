@@ -8,7 +8,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from relay.cli.common import Command, config, read_payload
+from relay.cli.common import Command, config, read_payload, shown_redis_url
 from relay.config import Config, ConfigError
 
 
@@ -41,8 +41,15 @@ def cmd_send(args: argparse.Namespace) -> int:
         print(f"{exc.code} {exc.read().decode(errors='replace')}", file=sys.stderr)
         return 1
     except urllib.error.URLError as exc:
-        print(f"cannot reach relay at {url}: {exc.reason}", file=sys.stderr)
+        shown = shown_redis_url(url)  # masks a password in any URL, not only Redis's
+        print(f"relay: cannot reach relay at {shown} ({exc.reason}): {_not_running(args)}", file=sys.stderr)
         return 1
+
+
+def _not_running(args: argparse.Namespace) -> str:
+    """The hint when nothing answers: what `relay status` says of an unreachable Redis, for the API."""
+    serve = f"relay serve --config {args.config}" if args.config else "relay serve"
+    return f"relay does not seem to be running there; start it with `{serve}`, or give its address with --url"
 
 
 def cmd_sink(args: argparse.Namespace) -> int:

@@ -147,6 +147,12 @@ def parse_matcher(text: str) -> Matcher:
     name, op, raw = found.groups()
     if raw == "":
         raise MatcherError(f'matcher {text!r}: no value after {op} (the empty value is written "")')
+    if raw.startswith('="') and op in (Op.EQ, Op.NE):
+        # `a=="x"` reads as `=` and the value `="x"`, which fails on its quote: say what was meant. (An
+        # unquoted `a==x` stays the value `=x`, as in Alertmanager.)
+        raise MatcherError(
+            f"matcher {text!r}: {op}= is not an operator; write {name}{op}{raw[1:]} (the operators are =, !=, =~, !~)"
+        )
     value = _unquote(raw, text)
     regex = None
     if op in (Op.RE, Op.NRE):

@@ -21,6 +21,7 @@ from relay.admin.counters import CounterReader
 from relay.admin.health import Health
 from relay.admin.openapi import OpenApi
 from relay.admin.ui import AdminPage
+from relay.admin.ui_release import ReleasePage
 from relay.admin.ui_view import PageData
 from relay.config import Config
 from relay.core.redaction import remember_config
@@ -71,6 +72,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     health = Health(rt.redis, rt.store, counters)
     api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock)
+    release = ReleasePage(page)
 
     routes = [
         Route(rt.config.server.path, webhook.receive, methods=["POST"]),
@@ -88,6 +90,8 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/ui/login", page.login, methods=["POST"]),
         Route("/ui/logout", page.logout, methods=["POST"]),
         Route("/ui/replay", page.replay, methods=["POST"]),
+        Route("/ui/release", release.confirm, methods=["GET"]),
+        Route("/ui/release", release.release, methods=["POST"]),
         *(extra_routes or []),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: server_error})

@@ -10,12 +10,11 @@ import sys
 import threading
 from pathlib import Path
 
-import uvicorn
-
 from relay.config import Config
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import build, reload_on_sighup
 from relay.runtime.embedded import EmbeddedRedis, die_with_parent
+from relay.runtime.listening import bind, serve_http
 
 log = logging.getLogger("relay.serve")
 STOP_SECONDS = 20.0
@@ -68,6 +67,8 @@ class Workers:
 
 
 def serve(config: Config, config_file: Path | None, workers: int) -> int:
+    # The port first: in use, it is one clear line, with no Redis or worker started for nothing.
+    sockets = bind(config.server, " or `relay serve --port`")
     env = dict(os.environ)
     embedded: EmbeddedRedis | None = None
     pool: Workers | None = None
@@ -90,27 +91,11 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
         # SIGHUP: the API reads the file again and bumps the generation that the workers watch.
         reload_on_sighup(rt)
         app = create_app(rt)
-        server = config.server
-        log.info("relay listening on http://%s:%d%s with %d worker(s)", server.host, server.port, server.path, workers)
         # uvicorn re-raises the stop signal once it has shut down; these handlers absorb it so that
         # the workers and the embedded Redis are stopped below, in order.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
-        uvicorn.Server(
-            uvicorn.Config(
-                app,
-                host=server.host,
-                port=server.port,
-                log_config=None,
-                access_log=False,
-                lifespan="off",
-                timeout_graceful_shutdown=10,
-                # h11 takes a configurable bound on the request line plus headers (httptools has a fixed
-                # one of its own); over it, uvicorn answers a plain-text 400 and closes the connection.
-                http="h11",
-                h11_max_incomplete_event_size=server.limits.max_header_bytes,
-            )
-        ).run()
+        serve_http(app, config.server, sockets, f" with {workers} worker(s)")
         return 0
     finally:
         if pool is not None:

@@ -1,5 +1,5 @@
 """The admin page in a real headless Chromium (Debian's, driven by Playwright): log in, replay a failed
-delivery by clicking, see it delivered, and keep a screenshot.
+delivery by clicking, see it delivered; release a held one after its confirmation page; keep screenshots.
 
 The app is served by uvicorn on a free loopback port in a thread; the failing channel is the test's
 own HTTP sink answering 404. Skipped only when /usr/bin/chromium is absent (`.ci/run` installs it).
@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 import uvicorn
 from playwright.sync_api import Page, expect, sync_playwright
@@ -22,6 +22,8 @@ from starlette.applications import Starlette
 
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
+from relay.storage.store import iso
+from tests.admin.test_ui_held import held_settings
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, run_worker, sample_notification
 from tests.servers import HttpSink, free_port, wait_for
 
@@ -83,7 +85,7 @@ def test_log_in_replay_a_failed_delivery_by_clicking_and_see_it_delivered(
     with serving(create_app(rt)) as base:
         payload = sample_notification()
         event_id = payload["metadata"]["eventId"]
-        answer = httpx.post(f"{base}/webhook", json=payload, headers={"Authorization": f"Bearer {WEBHOOK_TOKEN}"})
+        answer = httpx2.post(f"{base}/webhook", json=payload, headers={"Authorization": f"Bearer {WEBHOOK_TOKEN}"})
         assert answer.status_code == 202
         run_worker(rt)
         [failed] = [r for r in rt.store.deliveries(rt.store.event_delivery_ids(event_id)) if r and r.state == "failed"]
@@ -133,10 +135,72 @@ def test_log_in_replay_a_failed_delivery_by_clicking_and_see_it_delivered(
         shot = tmp_path / "admin-page.png"
         page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000
-        keep = os.environ.get("RELAY_UI_SCREENSHOT_DIR")
-        if keep:  # to look at the page after the run
-            Path(keep).mkdir(parents=True, exist_ok=True)
-            for png in tmp_path.glob("*.png"):
-                shutil.copy(png, Path(keep) / png.name)
+        keep_screenshots(tmp_path)
+
+    assert not console, f"the browser reported: {console}"
+
+
+def keep_screenshots(tmp_path: Path) -> None:
+    keep = os.environ.get("RELAY_UI_SCREENSHOT_DIR")
+    if keep:  # to look at the page after the run
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        for png in tmp_path.glob("*.png"):
+            shutil.copy(png, Path(keep) / png.name)
+
+
+def test_release_a_held_delivery_after_its_confirmation_page(
+    make_runtime: Callable[..., Runtime], page: Page, tmp_path: Path
+) -> None:
+    rt = make_runtime(**held_settings())
+    console: list[str] = []
+    page.on("console", lambda msg: console.append(msg.text) if msg.type in ("error", "warning") else None)
+
+    with serving(create_app(rt)) as base:
+        payload = sample_notification()
+        event_id = payload["metadata"]["eventId"]
+        answer = httpx2.post(f"{base}/webhook", json=payload, headers={"Authorization": f"Bearer {WEBHOOK_TOKEN}"})
+        assert answer.status_code == 202
+        run_worker(rt)
+        [held] = [r for r in rt.store.deliveries(rt.store.event_delivery_ids(event_id)) if r and r.state == "held"]
+        assert held.notBefore is not None
+
+        page.goto(f"{base}/ui/login")
+        page.fill("#token", ADMIN_TOKEN)
+        page.click("button[type=submit]")
+        expect(page).to_have_url(f"{base}/ui")
+
+        # The held section: when it goes out, why, and its Release button; the badge has its own colour.
+        held_row = page.locator(f"#held tr.delivery[data-id='{held.id}']")
+        expect(held_row).to_contain_text("requester-email")
+        expect(held_row).to_contain_text("quiet hours")
+        expect(held_row.locator("time")).to_have_attribute("datetime", iso(held.notBefore))
+        event_row = page.locator(f"#events tr.delivery[data-id='{held.id}']")
+        badge = event_row.locator(".badge.state-held")
+        expect(badge).to_have_text("held")
+        assert badge.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(239, 235, 253)"
+        page.screenshot(path=str(tmp_path / "admin-page-held.png"), full_page=True)
+
+        # Release asks first, on a page of its own; Cancel goes back and sends nothing.
+        held_row.get_by_role("button", name=f"Release delivery {held.id}").click()
+        expect(page.get_by_role("heading", name="Send held deliveries now?")).to_be_visible()
+        expect(page.locator("#release")).to_contain_text("1 delivery goes out now")
+        page.screenshot(path=str(tmp_path / "admin-release-confirm.png"), full_page=True)
+        page.get_by_role("link", name="Cancel").click()
+        expect(page).to_have_url(f"{base}/ui")
+        current = rt.store.delivery(held.id)
+        assert current is not None and current.state == "held"
+
+        held_row.get_by_role("button", name=f"Release delivery {held.id}").click()
+        page.get_by_role("button", name="Release now").click()
+        expect(page.get_by_role("status")).to_contain_text("Released 1 held delivery: it goes out now.")
+        expect(page.locator("#held")).to_contain_text("No held delivery")
+        expect(event_row).to_have_attribute("data-state", "queued")
+
+        run_worker(rt)
+        page.get_by_role("link", name="Refresh", exact=True).click()
+        expect(event_row).to_have_attribute("data-state", "delivered")
+        expect(event_row.locator(".not-before")).to_have_count(0)  # delivered: no stale notBefore
+        page.screenshot(path=str(tmp_path / "admin-page-released.png"), full_page=True)
+        keep_screenshots(tmp_path)
 
     assert not console, f"the browser reported: {console}"

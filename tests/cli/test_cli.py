@@ -78,8 +78,14 @@ def test_send_reports_an_unreachable_relay(tmp_path: Path, capsys: pytest.Captur
     payload = tmp_path / "p.json"
     payload.write_text(json.dumps(sample_notification()))
     url = f"http://127.0.0.1:{free_port()}/webhook"
-    assert main(["send", str(payload), "--url", url, "--config", str(tmp_path / "absent.yaml")]) == 1
-    assert "cannot reach relay" in capsys.readouterr().err
+    absent = str(tmp_path / "absent.yaml")
+    assert main(["send", str(payload), "--url", url, "--config", absent]) == 1
+    err = capsys.readouterr().err
+    # Where it tried, that relay seems not to run there, and how to start it or point elsewhere.
+    assert f"cannot reach relay at {url}" in err
+    assert "relay does not seem to be running there" in err
+    assert f"start it with `relay serve --config {absent}`, or give its address with --url" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_status_shows_each_address_and_the_redis_it_read(

@@ -70,7 +70,7 @@ routes:
     assert main(["check"]) == 1
     err = capsys.readouterr().err
     assert "error routes[2].channels[0]: unknown channel 'x'" in err
-    assert "error server.port: Input should be less than or equal to 65535" in err
+    assert "error server.port: must be at most 65535 (it is 70000)" in err
     assert "error channels.broken.url: unsupported or malformed URL (scheme 'nosuchscheme')" in err
     assert "3 problem(s) found" in err
 

@@ -502,9 +502,10 @@ def test_every_problem_is_reported_with_its_key_path(tmp_path: Path, monkeypatch
     problems = err.value.problems
     assert problems[0] == "platform.access_token: environment variable RELAY_UNIT_MISSING is not set"
     assert problems[1].startswith("server.port: ")
+    assert problems[1] == "server.port: must be a whole number"
     assert problems[2:] == [
-        "routes[1].fallback[1]: unknown channel 'ghost'",
-        "default.channels[0]: unknown channel 'nowhere'",
+        "routes[1].fallback[1]: unknown channel 'ghost'; the channels defined are: mail, slack",
+        "default.channels[0]: unknown channel 'nowhere'; the channels defined are: mail, slack",
     ]
 
 

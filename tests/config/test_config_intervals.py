@@ -71,7 +71,11 @@ def test_intervals_compile_and_routes_name_them(tmp_path: Path) -> None:
             "routes[0].mute_time_intervals[1]: unknown time interval 'x'",
         ),
         (("name: change-freeze", "name: office-hours"), "time_intervals[1].name: another interval is also named"),
-        (("location: Europe/Rome", "zone: Europe/Rome"), "time_intervals[0].time_intervals[0].zone: Extra inputs"),
+        (
+            ("location: Europe/Rome", "zone: Europe/Rome"),
+            "time_intervals[0].time_intervals[0].zone: unknown key; the keys here are: times, weekdays,"
+            " days_of_month, months, years, location",
+        ),
     ],
 )
 def test_refused_naming_the_key_and_value(tmp_path: Path, change: tuple[str, str], problem: str) -> None:
@@ -140,8 +144,8 @@ def test_relay_check_refuses_a_digest_window_under_a_second_naming_the_key(tmp_p
     assert found.problems == [
         "routes[0].digest.window: a digest window must be at least 1s, not 0.5s",
         "routes[1].digest.window: a digest window must be at least 1s, not 0s",
-        "routes[2].digest.max_items: Input should be greater than or equal to 1",
-        "routes[3].digest.every: Extra inputs are not permitted",
+        "routes[2].digest.max_items: must be at least 1 (it is 0)",
+        "routes[3].digest.every: unknown key; the keys here are: window, max_items",
     ]
     path.write_text(
         "channels: {a: {url: 'json://localhost/x'}}\nroutes:\n  - {channels: [a], digest: 15m}\n"

@@ -81,7 +81,8 @@ def test_one_entry_may_hold_several_matchers_as_in_alertmanager(
 
 BAD = [
     ("body.a", "not like"),
-    ('body.a=="x"', "double quote"),  # value `="x"`: a quote inside an unquoted value
+    ('body.a=="x"', '== is not an operator; write body.a="x"'),  # not the value `="x"` with a quote inside
+    ('body.a!=="x"', '!== is not an operator; write body.a!="x"'),
     ("body.a=", "no value"),
     ('body.a="open', "not closed"),
     ('body.a=close"', "double quote"),

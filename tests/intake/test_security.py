@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import uvicorn
 from starlette.testclient import TestClient
@@ -309,10 +309,10 @@ def live_server(rt: Runtime) -> Iterator[str]:
 def test_header_of_the_platforms_maximum_size_passes_and_oversized_headers_are_400(live_server: str) -> None:
     # The platform's custom header values may be up to 4096 characters.
     token_header = {"X-Relay-Token": WEBHOOK_TOKEN, "X-Platform-Extra": "v" * 4096}
-    ok = httpx.post(f"{live_server}/webhook", json=sample_notification(), headers=token_header, timeout=10)
+    ok = httpx2.post(f"{live_server}/webhook", json=sample_notification(), headers=token_header, timeout=10)
     assert ok.status_code == 202, ok.text
     huge = {"Authorization": f"Bearer {WEBHOOK_TOKEN}", "X-Padding": "p" * 20_000}
-    refused = httpx.post(f"{live_server}/webhook", json=sample_notification(), headers=huge, timeout=10)
+    refused = httpx2.post(f"{live_server}/webhook", json=sample_notification(), headers=huge, timeout=10)
     # Arrived in one read: h11 parsed it, the webhook refuses it with the platform's error body.
     assert_error_body(refused, 431)
 
