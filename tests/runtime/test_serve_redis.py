@@ -218,3 +218,19 @@ def test_a_second_relay_serve_on_the_same_data_dir_is_refused_in_one_line(
     assert _post(served.base, payload)[0] == 202
     wait_for(lambda: payload["metadata"]["eventId"] in _delivered(sink), timeout=30)
     assert served.proc.poll() is None
+
+
+def test_a_redis_that_does_not_start_at_start_up_is_one_error_and_exit_3(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "appendonly.aof").write_text("this is not an append-only file\n")
+    (data / "appendonlydir").mkdir()  # where a Redis 7 looks instead
+    (data / "appendonlydir" / "appendonly.aof.manifest").write_text("this is not a manifest\n")
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"server": {"port": free_port()}, "data_dir": str(data)}))
+    started = subprocess.run(
+        [RELAY, "serve", "--config", str(config)], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert started.returncode == 3
+    assert "relay: embedded Redis exited at start (code 1)" in started.stderr
+    assert "Traceback" not in started.stderr
