@@ -87,15 +87,17 @@ class RedisKeeper:
             else:
                 failures = 0
             log.warning("embedded Redis %s: starting it again on its append-only file", describe_exit(code))
-            if not self._bring_back(failures, self.clock()):
+            after = self._bring_back(failures, self.clock())
+            if after is None:
                 return
-            restarted_at = self.clock()
+            failures, restarted_at = after, self.clock()
 
-    def _bring_back(self, failures: int, down_since: float) -> bool:
-        """Tries with back-off until Redis answers (True) or `max_failures` tries in a row failed."""
+    def _bring_back(self, failures: int, down_since: float) -> int | None:
+        """Tries with back-off until Redis answers (then the failed tries in a row so far), or until
+        `max_failures` tries in a row failed or the keeper is stopped (None)."""
         while failures < self.max_failures:
             if self.stopping.wait(self.backoff[min(failures, len(self.backoff) - 1)]):
-                return False
+                return None
             try:
                 self.start_server()
             except Exception as exc:  # whatever stops Redis from starting, it counts as a failed try
@@ -112,7 +114,7 @@ class RedisKeeper:
                 self.restarts,
             )
             self.on_restart(self.restarts)
-            return True
+            return failures
         self.gave_up = True
         log.error(
             "embedded Redis could not be started again (%d tries in a row failed; see %s): relay serve stops "
@@ -122,4 +124,4 @@ class RedisKeeper:
             GIVE_UP_EXIT_CODE,
         )
         self.on_give_up()
-        return False
+        return None

@@ -121,6 +121,36 @@ def test_a_redis_that_dies_again_at_once_is_a_failed_start(server: EmbeddedRedis
     assert keeper.gave_up and keeper.restarts == 3  # three restarts in a row that died at once
 
 
+def test_failed_tries_before_a_restart_that_did_not_hold_count_in_the_same_row(server: EmbeddedRedis) -> None:
+    tries: list[str] = []
+
+    def fail_fail_start_then_die_then_fail() -> object:
+        tries.append("try")
+        if len(tries) == 3:
+            server.start()
+            server.kill()
+            return server
+        raise EmbeddedRedisError("embedded Redis exited at start (code 1)")
+
+    gave_up = threading.Event()
+    keeper = RedisKeeper(
+        server,
+        on_give_up=gave_up.set,
+        start=fail_fail_start_then_die_then_fail,
+        max_failures=4,
+        stable_seconds=60.0,
+        backoff=FAST,
+        poll=0.01,
+    ).start()
+    try:
+        server.kill()
+        assert gave_up.wait(30)
+    finally:
+        keeper.stop()
+    # Two failed tries, a restart that died at once (the third failure), one more failed try: four in a row.
+    assert len(tries) == 4 and keeper.restarts == 1
+
+
 def test_stop_ends_the_keeper_while_it_waits_between_tries(server: EmbeddedRedis) -> None:
     keeper = RedisKeeper(server, on_give_up=lambda: None, start=lambda: None, backoff=(30.0,), poll=0.01).start()
     server.kill()
