@@ -50,8 +50,10 @@ class _Model(BaseModel):
 
 class RedisConfig(_Model):
     url: RedisUrl = None
-    # Only for the embedded server: fsync policy of its append-only file.
-    appendfsync: Literal["always", "everysec"] = "everysec"
+    # Only for the embedded server: fsync policy of its append-only file. `always` because a 202 means
+    # durable: with everysec, Redis 6.2 answers before writing while a slow fsync is pending, so even a
+    # SIGKILL of Redis alone can lose acknowledged notifications (docs/operations.md has the figures).
+    appendfsync: Literal["always", "everysec"] = "always"
 
 
 class RetryConfig(_Model):

@@ -42,6 +42,10 @@ HELP = {
         "Notifications whose planning crashed, or whose worker died planning them, three times (see the log).",
     ),
     "relay_workers_alive": ("gauge", "Workers that sent a heartbeat in the last 30 s."),
+    "relay_embedded_redis_restarts_total": (
+        "counter",
+        "Times `relay serve` started its embedded Redis again after it died (kept in that Redis).",
+    ),
     "relay_up": ("gauge", "1 when Redis answered this scrape."),
 }
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the type prometheus-client answers generate_latest's text with

