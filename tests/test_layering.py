@@ -1,5 +1,6 @@
-"""The layering contract, read from the source: the core is pure, intake does not reach into delivery, and
-nothing imports the command line (README, "Architecture")."""
+"""The layering contract, read from the source (README, "Architecture"): the configuration sits below
+everything that reads it and imports nothing else of relay; the core is pure and imports only the
+configuration; intake does not reach into delivery; nothing imports the command line."""
 
 from __future__ import annotations
 
@@ -28,7 +29,15 @@ IO_LIBRARIES = frozenset(
         "uvicorn",
     }
 )
-OUTER_PACKAGES = ("relay.intake", "relay.delivery", "relay.storage", "relay.admin", "relay.runtime", "relay.cli")
+OUTER_PACKAGES = (
+    "relay.web",
+    "relay.intake",
+    "relay.delivery",
+    "relay.storage",
+    "relay.admin",
+    "relay.runtime",
+    "relay.cli",
+)
 
 
 def _module(path: Path) -> str:
@@ -56,7 +65,7 @@ def _under(name: str, package: str) -> bool:
 
 
 def test_every_package_of_the_pipeline_is_there() -> None:
-    for package in ("relay.core", *OUTER_PACKAGES):
+    for package in ("relay.config", "relay.core", *OUTER_PACKAGES):
         assert package in MODULES, package
 
 
@@ -67,9 +76,41 @@ def test_the_core_imports_no_io_library_and_no_outer_package(module: str) -> Non
     assert not {i for i in imported if any(_under(i, p) for p in OUTER_PACKAGES)}, module
 
 
+def _relay(imported: set[str]) -> set[str]:
+    return {i for i in imported if _under(i, "relay")}
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.config")))
+def test_the_configuration_imports_nothing_else_of_relay(module: str) -> None:
+    """Config models and their parsers (durations, matchers, time intervals) sit below all that reads them."""
+    assert not {i for i in _relay(MODULES[module]) if not _under(i, "relay.config")}, module
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.core")))
+def test_the_core_imports_only_itself_and_the_configuration(module: str) -> None:
+    found = {i for i in _relay(MODULES[module]) if not (_under(i, "relay.core") or _under(i, "relay.config"))}
+    assert not found, module
+
+
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.intake")))
 def test_intake_does_not_import_delivery(module: str) -> None:
     assert not {i for i in MODULES[module] if _under(i, "relay.delivery")}, module
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.web")))
+def test_the_shared_http_pieces_import_neither_the_webhook_nor_the_admin(module: str) -> None:
+    """Credentials, error bodies and operation docs (relay.web) serve intake and admin alike."""
+    assert not {i for i in MODULES[module] if _under(i, "relay.intake") or _under(i, "relay.admin")}, module
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.admin")))
+def test_admin_does_not_import_intake(module: str) -> None:
+    assert not {i for i in MODULES[module] if _under(i, "relay.intake")}, module
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.intake")))
+def test_intake_does_not_import_admin(module: str) -> None:
+    assert not {i for i in MODULES[module] if _under(i, "relay.admin")}, module
 
 
 def test_nothing_imports_the_command_line() -> None:

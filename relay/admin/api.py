@@ -27,12 +27,11 @@ from relay.admin.selection import (
 )
 from relay.config import Config, ConfigError
 from relay.core.model import State
-from relay.intake.auth import admin_allowed
-from relay.intake.errors import error_response, validation_response
-from relay.intake.operation import ADMIN_SECURITY, Answer, Operation, documented
-from relay.intake.webhook import RETRY_AFTER, is_json
 from relay.runtime.bootstrap import CONFIG_GENERATION
 from relay.storage.store import Store, iso
+from relay.web.auth import admin_allowed
+from relay.web.errors import RETRY_AFTER, error_response, is_json, validation_response
+from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
 
 log = logging.getLogger("relay.admin.api")
 IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]

@@ -9,10 +9,10 @@ from typing import Any
 from jinja2 import Environment, TemplateNotFound, TemplateSyntaxError
 
 from relay.config import Config
+from relay.config.time_intervals import HORIZON
 from relay.core.digest import human_duration
 from relay.core.quiet import held_until
 from relay.core.rendering import AUTO, BUILTIN_DIR, FORMATS, PLATFORM, make_environment
-from relay.core.time_intervals import HORIZON
 from relay.delivery.channels import channel_format, check_url, describe_url, native_url
 
 

@@ -13,10 +13,9 @@ from typing_extensions import TypedDict  # pydantic reads only these TypedDicts 
 
 from relay.admin.counters import WORKER_SEEN_WITHIN, CounterReader
 from relay.admin.metrics import CONTENT_TYPE, exposition, metrics_registry
-from relay.intake.errors import error_response
-from relay.intake.operation import Answer, Operation, documented
-from relay.intake.webhook import RETRY_AFTER
 from relay.storage.store import Store
+from relay.web.errors import RETRY_AFTER, error_response
+from relay.web.operation import Answer, Operation, documented
 
 
 class Alive(TypedDict):

@@ -1,5 +1,5 @@
 """The OpenAPI document (GET /openapi.json), generated: paths and methods from the app's own routes,
-what each answers from its handler's description (relay/intake/operation.py), schemas from the
+what each answers from its handler's description (relay/web/operation.py), schemas from the
 pydantic models and typed dicts that validate the requests and type the answers."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from starlette.routing import BaseRoute
 from starlette.schemas import EndpointInfo, SchemaGenerator
 
 from relay import __version__
-from relay.intake.errors import ErrorBody
-from relay.intake.operation import ERRORS, JSON, Answer, Operation, documented, operation_of
+from relay.web.errors import ErrorBody
+from relay.web.operation import ERRORS, JSON, Answer, Operation, documented, operation_of
 
 REF = "#/components/schemas/{model}"
 ERROR = "Error"

@@ -35,8 +35,8 @@ from relay.admin.ui_session import (
 )
 from relay.admin.ui_view import PageData, anchor
 from relay.config import Config
-from relay.intake.auth import admin_allowed
-from relay.intake.operation import ADMIN_SECURITY, FORM, HTML, Answer, Operation, documented
+from relay.web.auth import admin_allowed
+from relay.web.operation import ADMIN_SECURITY, FORM, HTML, Answer, Operation, documented
 
 log = logging.getLogger("relay.admin.ui")
 

@@ -17,7 +17,7 @@ from starlette.responses import RedirectResponse, Response
 from relay.admin.ui import AdminPage, back_to, html_answer, page_operation, target_of
 from relay.admin.ui_render import render
 from relay.admin.ui_session import csrf_token, set_session
-from relay.intake.operation import Answer, documented
+from relay.web.operation import Answer, documented
 
 log = logging.getLogger("relay.admin.ui")
 

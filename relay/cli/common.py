@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from relay.config import Config, ConfigError, load_config
-from relay.config_source import EXAMPLE_CONFIG, default_config_path
-from relay.config_urls import masked_url
+from relay.config.source import EXAMPLE_CONFIG, default_config_path
+from relay.config.urls import masked_url
 from relay.runtime.logs import setup_logging
 
 # Adds a subcommand that takes --config: (name, help) -> its parser.

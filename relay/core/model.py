@@ -12,7 +12,8 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-MAX_EVENT_ID_LENGTH = 512
+from relay.config.server import MAX_EVENT_ID_LENGTH
+
 # The pydantic error type of a payload over a configured limit (metrics count these apart).
 LIMIT_ERROR = "limit_exceeded"
 

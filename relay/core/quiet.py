@@ -1,12 +1,12 @@
 """Quiet hours: whether a route's time intervals hold a delivery, and until when. Pure: config, the route a
-delivery names and the time in; the instant it may go out (or None: now) out (relay.core.time_intervals)."""
+delivery names and the time in; the instant it may go out (or None: now) out (relay.config.time_intervals)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from relay.config import Config, RouteConfig
-from relay.core.time_intervals import hold_until
+from relay.config.time_intervals import hold_until
 
 
 def route_named(config: Config, label: str | None) -> RouteConfig | None:

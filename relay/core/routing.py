@@ -8,7 +8,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from relay.config import Config, DefaultRoute, RouteConfig
-from relay.core.matchers import all_match
+from relay.config.matchers import all_match
 from relay.core.model import Message, Notification, PlannedDelivery, kind_name, recipient_type_name
 from relay.core.recipients import catalog_ref, email_of, reference_of, resolve_recipient_type, valid_email
 

@@ -25,13 +25,12 @@ from typing_extensions import TypedDict  # pydantic reads only these TypedDicts 
 
 from relay.config import LimitsConfig, ServerConfig
 from relay.core.model import LIMIT_ERROR, Notification, json_depth, too_deep_at
-from relay.intake.auth import signature_offered, signature_problem, webhook_allowed
-from relay.intake.errors import error_response, validation_response
-from relay.intake.operation import WEBHOOK_SECURITY, Answer, Operation, documented
 from relay.storage.queue import Acceptance, QueueUnavailable
+from relay.web.auth import signature_offered, signature_problem, webhook_allowed
+from relay.web.errors import RETRY_AFTER, error_response, is_json, validation_response
+from relay.web.operation import WEBHOOK_SECURITY, Answer, Operation, documented
 
 log = logging.getLogger("relay.intake.webhook")
-RETRY_AFTER = "5"
 
 
 class BodyTooLarge(Exception):
@@ -59,11 +58,6 @@ async def read_limited(request: Request, limit: int) -> bytes:
             raise BodyTooLarge
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def is_json(content_type: str) -> bool:
-    media = content_type.split(";", 1)[0].strip().lower()
-    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
 def _refused(status: int, error: str, user_message: str, solution: str, reason: str, **options: Any) -> Refused:

@@ -26,9 +26,9 @@ from relay.admin.ui_view import PageData
 from relay.config import Config
 from relay.core.redaction import remember_config
 from relay.delivery.holding import reload_and_replan
-from relay.intake.errors import error_response
 from relay.intake.webhook import Webhook
 from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url
+from relay.web.errors import error_response
 
 log = logging.getLogger("relay.runtime.app")
 

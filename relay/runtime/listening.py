@@ -15,8 +15,8 @@ from collections.abc import Callable
 import uvicorn
 from starlette.types import ASGIApp
 
-from relay.config_server import ServerConfig
-from relay.config_source import ConfigError
+from relay.config.server import ServerConfig
+from relay.config.source import ConfigError
 
 log = logging.getLogger("relay.serve")
 BACKLOG = 2048  # uvicorn's default

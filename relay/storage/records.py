@@ -263,7 +263,7 @@ def parse_since(value: str | None) -> float | None:
     """`since` as a duration back from now ("2h") or an ISO 8601 time."""
     if value is None or value == "":
         return None
-    from relay.core.durations import parse_duration
+    from relay.config.durations import parse_duration
 
     try:
         return now() - parse_duration(value)

@@ -1,4 +1,4 @@
-"""relay.config and relay.core.durations: YAML, ${ENV} substitution, RELAY_ overrides, validation, durations."""
+"""relay.config and relay.config.durations: YAML, ${ENV} substitution, RELAY_ overrides, validation, durations."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from relay.config import Config, ConfigError, RetryConfig, load_config
-from relay.core.durations import parse_duration
+from relay.config.durations import parse_duration
 
 SLACK = "slack://TTTT/BBBB/CCCC"
 

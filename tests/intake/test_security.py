@@ -19,9 +19,9 @@ from starlette.testclient import TestClient
 from relay.config import ConfigError, HmacAuth, ServerConfig
 from relay.core.model import json_depth, too_deep_at
 from relay.core.redaction import MASK, Redactor, forms, url_secrets
-from relay.intake.auth import sign, signature_problem
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
+from relay.web.auth import sign, signature_problem
 from tests.conftest import WEBHOOK_TOKEN, post, sample_notification
 from tests.intake.test_http import assert_error_body, raw_post
 from tests.servers import free_port, wait_for

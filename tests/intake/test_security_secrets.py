@@ -24,11 +24,11 @@ from starlette.testclient import TestClient
 
 from relay.cli import main
 from relay.config import load_config
-from relay.intake.auth import sign
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build, install
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.logs import JsonFormatter, setup_logging
+from relay.web.auth import sign
 from tests.conftest import run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink, free_port
 

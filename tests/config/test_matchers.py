@@ -1,4 +1,4 @@
-"""relay.core.matchers: Alertmanager's matcher syntax and semantics, read against a notification."""
+"""relay.config.matchers: Alertmanager's matcher syntax and semantics, read against a notification."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from relay.core.matchers import STRUCTURED, MatcherError, Op, parse_line, parse_matcher, read
+from relay.config.matchers import STRUCTURED, MatcherError, Op, parse_line, parse_matcher, read
 
 NOTIFICATION: dict[str, Any] = {
     "kind": "notification:access-control-request-failed",

@@ -61,6 +61,16 @@ def error_response(
     return JSONResponse(error_body(errors, user_message, field, problems, solutions), status, headers=headers)
 
 
+# Seconds a client is asked to wait, with a 503, before it tries again (Redis unavailable).
+RETRY_AFTER = "5"
+
+
+def is_json(content_type: str) -> bool:
+    """Whether a Content-Type names JSON (`application/json`, or any `application/...+json`)."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
 def dotted(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc)
 

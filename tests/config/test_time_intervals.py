@@ -1,4 +1,4 @@
-"""Alertmanager's time intervals (relay.core.time_intervals): parsing, matching, and when a held delivery
+"""Alertmanager's time intervals (relay.config.time_intervals): parsing, matching, and when a held delivery
 may go, across zones, DST changes (Europe/Rome in March and October), month ends and leap days."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from relay.core.time_intervals import Interval, hold_until, parse_period
+from relay.config.time_intervals import Interval, hold_until, parse_period
 
 
 def interval(name: str, *periods: dict[str, Any]) -> Interval:
@@ -177,7 +177,7 @@ def test_hold_until_agrees_with_a_minute_by_minute_walk(start: str) -> None:
     by walking minute by minute is the one hold_until computes."""
     from datetime import timedelta
 
-    from relay.core.time_intervals import allowed
+    from relay.config.time_intervals import allowed
 
     cases = [([OFFICE], []), ([NIGHT_ROME], [EARLY_MUTE]), (None, [EARLY_MUTE, LATE]), ([LAST_DAY, KOLKATA], [])]
     minute = timedelta(minutes=1)

@@ -1,5 +1,5 @@
 """The `time_intervals` section: Alertmanager's shape, validated value by value so that an error names its
-key path (`time_intervals[0].time_intervals[1].times[0].end_time`) and the value (relay.core.time_intervals)."""
+key path (`time_intervals[0].time_intervals[1].times[0].end_time`) and the value (relay.config.time_intervals)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from relay.core.time_intervals import (
+from relay.config.time_intervals import (
     Interval,
     parse_days_of_month,
     parse_location,
@@ -71,7 +71,7 @@ class TimeRangeConfig(_Model):
 
 
 class TimePeriodConfig(_Model):
-    """One entry of an interval's `time_intervals`, in Alertmanager's shape (relay.core.time_intervals)."""
+    """One entry of an interval's `time_intervals`, in Alertmanager's shape (relay.config.time_intervals)."""
 
     times: list[TimeRangeConfig] = Field(default_factory=list)
     weekdays: list[Annotated[str, _checked(parse_weekdays)]] = Field(default_factory=list)

@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from relay.config_messages import key_path
-from relay.config_source import ConfigError
+from relay.config.messages import key_path
+from relay.config.source import ConfigError
 
 _MERGE = "tag:yaml.org,2002:merge"  # `<<: *base` then a key of base: an override, not a repeat
 

@@ -7,8 +7,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from relay.core.durations import parse_duration
-from relay.core.model import MAX_EVENT_ID_LENGTH
+from relay.config.durations import parse_duration
+
+# The longest eventId relay takes at all (the payload's model reads it from here); a config may lower it.
+MAX_EVENT_ID_LENGTH = 512
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
 

@@ -1,4 +1,4 @@
-"""Where settings come from besides the file (relay.config_yaml reads that): `${ENV}` substitution and
+"""Where settings come from besides the file (relay.config.yaml_file reads that): `${ENV}` substitution and
 `RELAY_SECTION__KEY` overrides; and routes naming what is not defined. Works on plain data; relay.config
 validates what this gives it."""
 
@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from relay.config_messages import key_path, unknown_name
+from relay.config.messages import key_path, unknown_name
 
 ENV_PREFIX = "RELAY_"
 # Environment names that are not config keys.

@@ -1,5 +1,5 @@
 """Settings: the models that validate them, and load_config (YAML file, `${ENV}` substitution,
-`RELAY_SECTION__KEY` overrides: see relay.config_source), read once."""
+`RELAY_SECTION__KEY` overrides: see relay.config.source), read once."""
 
 from __future__ import annotations
 
@@ -21,24 +21,24 @@ from pydantic import (
     model_validator,
 )
 
-from relay.config_intervals import TimeIntervalConfig
-from relay.config_messages import validation_problems
-from relay.config_server import MAX_JSON_DEPTH as MAX_JSON_DEPTH
-from relay.config_server import MIN_HMAC_SECRET as MIN_HMAC_SECRET
-from relay.config_server import BasicAuth as BasicAuth
-from relay.config_server import HmacAuth as HmacAuth
-from relay.config_server import LimitsConfig as LimitsConfig
-from relay.config_server import Seconds as Seconds
-from relay.config_server import ServerConfig as ServerConfig
-from relay.config_server import WebhookAuth as WebhookAuth
-from relay.config_source import ConfigError as ConfigError
-from relay.config_source import apply_env, reference_problems, substitute
-from relay.config_source import default_config_path as default_config_path
-from relay.config_urls import HttpUrl, RedisUrl
-from relay.config_yaml import read_file
-from relay.core.durations import parse_rate as parse_rate
-from relay.core.matchers import Matcher, MatcherError, parse_line
-from relay.core.time_intervals import Interval
+from relay.config.durations import parse_rate as parse_rate
+from relay.config.intervals import TimeIntervalConfig
+from relay.config.matchers import Matcher, MatcherError, parse_line
+from relay.config.messages import validation_problems
+from relay.config.server import MAX_JSON_DEPTH as MAX_JSON_DEPTH
+from relay.config.server import MIN_HMAC_SECRET as MIN_HMAC_SECRET
+from relay.config.server import BasicAuth as BasicAuth
+from relay.config.server import HmacAuth as HmacAuth
+from relay.config.server import LimitsConfig as LimitsConfig
+from relay.config.server import Seconds as Seconds
+from relay.config.server import ServerConfig as ServerConfig
+from relay.config.server import WebhookAuth as WebhookAuth
+from relay.config.source import ConfigError as ConfigError
+from relay.config.source import apply_env, reference_problems, substitute
+from relay.config.source import default_config_path as default_config_path
+from relay.config.time_intervals import Interval
+from relay.config.urls import HttpUrl, RedisUrl
+from relay.config.yaml_file import read_file
 
 # Set by read_config, which has reported unknown channels itself (all of them, with other errors).
 _REFERENCES_CHECKED = "references_checked"
@@ -131,7 +131,7 @@ class RouteConfig(_Model):
     name: str | None = Field(default=None, min_length=1, max_length=100)
     kinds: list[str] = Field(default_factory=lambda: ["*"])
     recipient_types: list[str] = Field(default_factory=lambda: ["*"])
-    # Alertmanager matchers on the notification (relay.core.matchers); all must match.
+    # Alertmanager matchers on the notification (relay.config.matchers); all must match.
     matchers: list[Annotated[str, AfterValidator(_matcher_parses)]] = Field(default_factory=list)
     channels: list[str] = Field(default_factory=list)
     template: str = "auto"
