@@ -1,11 +1,15 @@
-"""relay's benchmark beside the alternatives (issue 7): everything on loopback, started and stopped here.
+"""relay's benchmark beside the durable peer (issue 26) and the alternatives (issue 7): everything on loopback,
+started and stopped here.
 
     .venv/bin/python bench/run.py                 # full run (P5 with 100,000 notifications)
     .venv/bin/python bench/run.py --quick         # smaller counts, one round
     .venv/bin/python bench/run.py --write         # also write bench/RESULTS.md
 
-P1 ingest: wrk against `relay api` (embedded Redis started here) and a bare Starlette app, same uvicorn
-settings. P2 beside Alertmanager and the stack floor (floor.py: relay's stack, none of its logic).
+The durable peer (peer_app.py under uvicorn, two stock `rq worker`s running peer_worker.py, on an embedded
+Redis of its own) is what issue 26's limits are measured against, in P1-P4.
+P1 ingest: wrk against `relay api` (embedded Redis started here), the peer's API and a bare Starlette app,
+same uvicorn settings. P2 beside the peer, Alertmanager and the stack floor (floor.py: relay's stack, none
+of its logic); P2's capacity is the highest rate of a ladder whose p99 stays under 1 s.
 P2-P5: `relay serve` with its defaults (embedded Redis, 2 worker processes) and a local sink;
 the naive alternative is Flask under gunicorn (2 sync workers) sending through Apprise in the handler.
 Other load: an asyncio HTTP/1.1 keep-alive client (open loop at a fixed rate for latency, closed loop
@@ -41,6 +45,9 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from relay.runtime.embedded import EmbeddedRedis  # noqa: E402
+
+sys.path.insert(0, str(HERE))
+from report import render, summary  # noqa: E402
 
 PY = sys.executable
 BIN = Path(PY).parent
@@ -372,6 +379,65 @@ def stack_floor(procs: Procs, tmp: Path, sink: Sink) -> Iterator[int]:
         redis.stop()
 
 
+PEER_QUEUE = "default"  # the queue peer_app.py enqueues on and a stock `rq worker` listens to
+
+
+def peer_api(procs: Procs, redis_url: str, sink: Sink) -> tuple[int, subprocess.Popen[bytes]]:
+    """peer_app.py under uvicorn with `relay api`'s settings, one process, routed like relay's bench config."""
+    port = free_port()
+    args = [PY, str(HERE / "peer_app.py"), str(port), redis_url, sink.channel("/instant"), sink.channel("/slow")]
+    proc = procs.start(args, {"BENCH_PEER_TOKEN": TOKEN})
+    wait_until(lambda: http("GET", f"http://127.0.0.1:{port}/")[0] == 404, 30, "the peer's API")
+    return port, proc
+
+
+class Peer:
+    """The durable peer (issue 26) on an embedded Redis of its own: its API and two stock `rq worker`s."""
+
+    def __init__(self, port: int, redis_url: str) -> None:
+        import redis as redis_py
+        from rq import Queue
+
+        self.port = port
+        self.conn = redis_py.Redis.from_url(redis_url)
+        self.queue = Queue(PEER_QUEUE, connection=self.conn)
+
+    def idle(self) -> bool:
+        q = self.queue
+        return q.count == 0 and q.started_job_registry.count == 0 and q.scheduled_job_registry.count == 0
+
+    def settle(self, timeout: float = 300) -> None:
+        """Wait until every job has run (none queued, running or waiting for a retry), then flush the
+        peer's Redis (its own): no measurement of the peer starts with work or data of the last one."""
+        wait_until(self.idle, timeout, "the peer's queue to drain", interval=0.2)
+        self.conn.flushdb()
+
+
+@contextlib.contextmanager
+def durable_peer(procs: Procs, tmp: Path, sink: Sink, workers: int = 2, cold: bool = False) -> Iterator[Peer]:
+    redis = EmbeddedRedis(tmp / "peer-redis").start()
+    started = []
+    try:
+        port, api = peer_api(procs, redis.url, sink)
+        started.append(api)
+        # The stock command; `-c bench.peer_worker` makes its main process import the job's module (and
+        # Apprise's plugins) once, before it forks a work horse per job. `cold`: without it.
+        preload = [] if cold else ["-c", "bench.peer_worker"]
+        worker = [str(BIN / "rq"), "worker", "-u", redis.url, "--with-scheduler", *preload, PEER_QUEUE]
+        for _ in range(workers):
+            started.append(procs.start(worker, {"PYTHONPATH": str(ROOT)}))
+        peer = Peer(port, redis.url)
+        from rq import Worker
+
+        wait_until(lambda: len(Worker.all(connection=peer.conn)) >= workers, 30, "the peer's rq workers")
+        yield peer
+        peer.conn.close()
+    finally:
+        for proc in started:
+            procs.stop(proc)
+        redis.stop()
+
+
 def alerts(n: int) -> list[tuple[str, bytes]]:
     """One alert per body; the sink finds its token in the labels Alertmanager posts on."""
     run_id = uuid.uuid4().hex[:10]
@@ -437,7 +503,10 @@ def wrk_run(port: int, seconds: int, connections: int, script: Path) -> tuple[fl
 
 
 def p1_ingest(procs: Procs, tmp: Path, sink: Sink, rounds: int, seconds: int) -> dict[str, Any]:
+    """wrk against the bare app, `relay api` and the peer's API, taking turns; relay and the peer each on an
+    embedded Redis of its own, with no worker (accepted jobs wait in the queue, as in relay's case)."""
     redis = EmbeddedRedis(tmp / "p1-redis").start()
+    peer_redis = EmbeddedRedis(tmp / "p1-peer-redis").start()
     try:
         # The eventId goes where the first marker is; the message tokens need not be unique here.
         template = payload("EVT", FAST_KIND, 3).decode().replace('"eventId": "EVT"', '"eventId": "@@"')
@@ -462,12 +531,14 @@ def p1_ingest(procs: Procs, tmp: Path, sink: Sink, rounds: int, seconds: int) ->
         config = relay_config(tmp, relay_port, sink, redis.url)
         relay = procs.start([str(BIN / "relay"), "api", "--config", str(config)], cwd=tmp)
         bare = procs.start([PY, str(HERE / "bare_app.py"), str(bare_port)])
+        peer_port, peer = peer_api(procs, peer_redis.url, sink)
         wait_until(lambda: http("GET", f"http://127.0.0.1:{relay_port}/healthz")[0] == 200, 30, "relay api")
         wait_until(lambda: http("GET", f"http://127.0.0.1:{bare_port}/")[0] == 404, 30, "bare app")
-        # warm up both
+        # warm up all three
         accepted = wrk_run(relay_port, 1, 16, fresh_script())[1]
         wrk_run(bare_port, 1, 16, fresh_script())
-        relay_rates, bare_rates, bad = [], [], 0
+        peer_accepted = wrk_run(peer_port, 1, 16, fresh_script())[1]
+        relay_rates, bare_rates, peer_rates, bad, peer_bad = [], [], [], 0, 0
         for _ in range(rounds):
             rate, _, errors = wrk_run(bare_port, seconds, 32, fresh_script())
             bare_rates.append(rate)
@@ -475,24 +546,38 @@ def p1_ingest(procs: Procs, tmp: Path, sink: Sink, rounds: int, seconds: int) ->
             relay_rates.append(rate)
             accepted += total
             bad += errors
+            rate, total, errors = wrk_run(peer_port, seconds, 32, fresh_script())
+            peer_rates.append(rate)
+            peer_accepted += total
+            peer_bad += errors
         import redis as redis_py
 
         conn = redis_py.Redis.from_url(redis.url)
         queued = int(conn.llen("rq:queue:relay"))
         conn.close()
+        conn = redis_py.Redis.from_url(peer_redis.url)
+        peer_queued = int(conn.llen(f"rq:queue:{PEER_QUEUE}"))
+        conn.close()
         procs.stop(relay)
         procs.stop(bare)
+        procs.stop(peer)
         return {
             "relay": statistics.median(relay_rates),
             "bare": statistics.median(bare_rates),
+            "peer": statistics.median(peer_rates),
             "relay_runs": relay_rates,
             "bare_runs": bare_rates,
+            "peer_runs": peer_rates,
             "non_2xx": bad,
+            "peer_non_2xx": peer_bad,
             "jobs_in_queue": queued,
+            "peer_jobs_in_queue": peer_queued,
             "requests_to_relay": accepted,
+            "requests_to_peer": peer_accepted,
         }
     finally:
         redis.stop()
+        peer_redis.stop()
 
 
 # -- P2-P5 -----------------------------------------------------------------------------------------
@@ -521,11 +606,18 @@ def _latency(
 
 
 def light_load(
-    measure: Callable[[int, Sink, int, float], tuple[float, float, int]], port: int, sink: Sink
+    measure: Callable[[int, Sink, int, float], tuple[float, float, int]],
+    port: int,
+    sink: Sink,
+    settle: Callable[[], None] = lambda: None,
 ) -> tuple[float, float, int]:
-    """P2 at light load, the same for relay, Alertmanager and the floor: a warm-up, then 200 at 20/s."""
+    """P2 at light load, the same for relay, the peer, Alertmanager and the floor: a warm-up, then 200 at
+    20/s; `settle` after each (the peer's)."""
     measure(port, sink, 50, 50)
-    return measure(port, sink, 200, 20)
+    settle()
+    found = measure(port, sink, 200, 20)
+    settle()
+    return found
 
 
 def throughput(port: int, sink: Sink, n: int, kind: str, messages: int, connections: int) -> tuple[float, int]:
@@ -539,12 +631,38 @@ def throughput(port: int, sink: Sink, n: int, kind: str, messages: int, connecti
     return n * messages / (end - start), non_2xx
 
 
+LADDER = (20, 50, 100, 200, 400, 800)  # notifications/s, P2's capacity
+CAPACITY_P99_MS = 1000
+
+
+def capacity(
+    port: int, sink: Sink, seconds: float, settle: Callable[[], None] = lambda: None
+) -> tuple[int, dict[int, float]]:
+    """P2's capacity: the highest rate of the ladder whose p99 (POST to arrival) stays under 1 s, each step
+    an open loop of max(100, rate x seconds) notifications; the climb stops at the first step over (or
+    with a non-2xx answer). Also every step's p99 in ms."""
+    best, steps = 0, {}
+    for rate in LADDER:
+        _, p99, bad = latency(port, sink, max(100, int(rate * seconds)), rate)
+        settle()
+        steps[rate] = p99
+        if p99 >= CAPACITY_P99_MS or bad:
+            break
+        best = rate
+    return best, steps
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller counts and one round")
     parser.add_argument("--rounds", type=int, help="rounds of P1-P4 (medians are reported); default 3, quick 1")
     parser.add_argument("--p5-count", type=int, help="notifications for P5 (default 100000, quick 10000)")
     parser.add_argument("--write", action="store_true", help="write bench/RESULTS.md")
+    parser.add_argument(
+        "--peer-cold",
+        action="store_true",
+        help="the peer's rq workers without `-c bench.peer_worker`: each work horse loads Apprise again",
+    )
     args = parser.parse_args()
     # SIGTERM stops the bench like Ctrl-C: through the finally below, which stops every process.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -572,10 +690,12 @@ def main() -> int:
             runs.setdefault(key, []).append(value)
             print(f"   {key}: {value:.1f}", flush=True)
 
-        # All three run side by side and take turns within each round, so that a slow spell of this
-        # shared machine falls on relay and its alternative alike.
+        # All run side by side and take turns within each round, so that a slow spell of this shared
+        # machine falls on relay and its alternatives alike. The peer is settled (its queue drained, its
+        # Redis flushed) after each of its measurements, so it is idle while the others are timed.
         with contextlib.ExitStack() as up:
             port, _ = up.enter_context(relay_serve(procs, tmp / "serve", sink))
+            peer = up.enter_context(durable_peer(procs, tmp / "peer", sink, cold=args.peer_cold))
             fport = up.enter_context(flask_naive(procs, sink))
             aport = up.enter_context(alertmanager(procs, tmp / "alertmanager", sink)) if have_am else None
             floor = up.enter_context(stack_floor(procs, tmp / "floor", sink))
@@ -584,6 +704,9 @@ def main() -> int:
                 p50, p99, bad = light_load(latency, port, sink)
                 note("p2_light_p50_ms", p50)
                 note("p2_light_p99_ms", p99)
+                p50, p99, peer_bad = light_load(latency, peer.port, sink, peer.settle)
+                note("p2_peer_light_p50_ms", p50)
+                note("p2_peer_light_p99_ms", p99)
                 if aport is not None:
                     p50, p99, am_bad = light_load(am_latency, aport, sink)
                     note("p2_am_light_p50_ms", p50)
@@ -593,15 +716,28 @@ def main() -> int:
                 note("p2_floor_light_p50_ms", p50)
                 _, p99k, bad2 = latency(port, sink, 1000 if q else 3000, 1000)
                 note("p2_1000_p99_ms", p99k)
+                best, steps = capacity(port, sink, 3 if q else 5)
+                note("p2_capacity", best)
+                print(f"   relay p99 by rate: {steps}", flush=True)
+                best, steps = capacity(peer.port, sink, 3 if q else 5, peer.settle)
+                note("p2_peer_capacity", best)
+                print(f"   peer p99 by rate: {steps}", flush=True)
                 rate, bad3 = throughput(port, sink, 150 if q else 400, SLOW_KIND, 3, 16)
                 note("p3_relay", rate)
+                rate, peer_bad3 = throughput(peer.port, sink, 30 if q else 80, SLOW_KIND, 3, 16)
+                peer.settle()
+                note("p3_peer", rate)
                 rate, flask_bad = throughput(fport, sink, 20 if q else 50, SLOW_KIND, 3, 16)
                 note("p3_flask", rate)
                 rate, bad4 = throughput(port, sink, 500 if q else 2000, FAST_KIND, 3, 16)
                 note("p4_relay", rate)
+                rate, peer_bad4 = throughput(peer.port, sink, 150 if q else 500, FAST_KIND, 3, 16)
+                peer.settle()
+                note("p4_peer", rate)
                 rate, flask_bad2 = throughput(fport, sink, 300 if q else 1000, FAST_KIND, 3, 16)
                 note("p4_flask", rate)
                 note("relay_non_2xx", bad + bad2 + bad3 + bad4)
+                note("peer_non_2xx", peer_bad + peer_bad3 + peer_bad4)
                 note("floor_non_2xx", floor_bad)
                 note("flask_non_2xx", flask_bad + flask_bad2)
         results["median"] = {k: statistics.median(v) for k, v in runs.items()}
@@ -638,45 +774,11 @@ def main() -> int:
 
     table = render(results)
     print(table)
+    print(summary(results))
     if args.write:
         (HERE / "RESULTS.md").write_text(results_md(results, table))
         (HERE / "results.json").write_text(json.dumps(results, indent=2))
     return 0
-
-
-def paired(res: dict[str, Any], key: str, other: str) -> float:
-    """The median of each round's own ratio: relay and its alternative took turns within a round, so a slow
-    spell of the shared machine falls on both sides of a round's ratio."""
-    runs = res["runs"]
-    return statistics.median(a / b for a, b in zip(runs[key], runs[other], strict=True))
-
-
-def render(res: dict[str, Any]) -> str:
-    """The figures against the limits of issue 16 (ratios: medians of the rounds' own ratios)."""
-    m, p1, p5 = res["median"], res["p1"], res["p5"]
-    am50, am99 = m.get("p2_am_light_p50_ms"), m.get("p2_am_light_p99_ms")
-    rows = [
-        ("P1 ingest, relay api (notifications/s)", f"{p1['relay']:,.0f}", f"bare Starlette {p1['bare']:,.0f}",
-         f"{p1['relay'] / p1['bare']:.2f} x", ">= 0.40 x"),
-        ("P2 latency POST->sink, light load p50", f"{m['p2_light_p50_ms']:.1f} ms",
-         f"stack floor {m['p2_floor_light_p50_ms']:.1f} ms",
-         f"{paired(res, 'p2_light_p50_ms', 'p2_floor_light_p50_ms'):.2f} x", "<= 2 x the floor"),
-        ("P2 latency, light load p99", f"{m['p2_light_p99_ms']:.1f} ms",
-         f"Alertmanager {am99:.1f} ms" if am99 is not None else "", "", ""),
-        ("P2 Alertmanager, light load p50", "", f"{am50:.1f} ms" if am50 is not None else "not installed", "", ""),
-        ("P2 latency at 1,000 notifications/s p99", f"{m['p2_1000_p99_ms']:.0f} ms", "", "", ""),
-        ("P3 slow sink 100 ms (deliveries/s)", f"{m['p3_relay']:,.0f}", f"Flask {m['p3_flask']:,.1f}",
-         f"{paired(res, 'p3_relay', 'p3_flask'):.1f} x", ">= 10 x"),
-        ("P4 instant sink (deliveries/s)", f"{m['p4_relay']:,.0f}", f"Flask {m['p4_flask']:,.0f}",
-         f"{paired(res, 'p4_relay', 'p4_flask'):.2f} x", ">= 0.85 x"),
-        (f"P5 RSS after {p5['count']:,} notifications", f"{p5['rss_relay_mb']:.0f} MB",
-         f"+ Redis {p5['rss_redis_mb']:.0f} MB", "", "<= 300 MB"),
-    ]  # fmt: skip
-    head = ("figure", "relay", "alternative", "ratio", "target")
-    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(5)]
-    lines = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in [head, *rows]]
-    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(lines)
 
 
 def results_md(res: dict[str, Any], table: str) -> str:
@@ -710,10 +812,12 @@ Machine: {cpu}, {os.cpu_count()} cores, {round(os.sysconf("SC_PAGE_SIZE") * os.s
 {platform.platform()}; shared with other work, so figures are medians of {res["rounds"]} rounds.
 Versions: {versions}.
 Load generators: wrk (P1: 2 threads, 32 connections); an asyncio HTTP/1.1 keep-alive client (P2 open loop at a
-fixed rate, 32 connections; P3-P5 closed loop, 16 connections). relay, Flask and Alertmanager run side by side
-and take turns within each round.
+fixed rate, 32 connections; P3-P5 closed loop, 16 connections). relay, the durable peer, Flask, Alertmanager and
+the stack floor run side by side and take turns within each round.
 
 {table}
+
+{summary(res)}
 
 Every round's figures are in `bench/results.json`. {am_note}
 
@@ -721,6 +825,12 @@ The stack floor (`floor.py`) is relay's stack with none of relay's logic: uvicor
 pydantic validation, one Redis script (payload and queue push), a worker process that pops it, reads it
 back and sends one message through Apprise. No dedup, records, RQ, routing or templates. It is the least
 that SPEC's flow (an API makes the notification durable, a worker sends it) costs on this stack and machine.
+
+The durable peer (`peer_app.py`, `peer_worker.py`, issue 26) is what a user would write from the same design
+card in an afternoon: a Starlette handler that validates the payload with a small pydantic model, drops a
+repeated eventId (`SET NX`) and enqueues one RQ job per message (`Queue.prepare_data`, `enqueue_many` in one
+transaction), and the stock `rq worker` (two processes, a work horse forked per job) sending each message
+through Apprise, with RQ's Retry. It is durable like relay; issue 26's limits are against it.
 """
 
 
