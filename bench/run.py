@@ -56,6 +56,9 @@ SAMPLE = json.loads((ROOT / "tests" / "data" / "access-control-request-failed.js
 BODY_BYTES = 3400  # the issue's payload size
 SLOW_KIND = "notification:bench-slow"
 FAST_KIND = "notification:bench-instant"
+# Every Redis of the bench (relay's, the peer's, the floor's) fsyncs its append-only file alike: relay's
+# embedded default is `always` (a 202 survives a SIGKILL of Redis); `--fsync everysec` for the faster one.
+FSYNC = {"policy": "always"}
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -289,8 +292,10 @@ def relay_config(tmp: Path, port: int, sink: Sink, redis_url: str | None) -> Pat
         "channels": {"instant": {"url": sink.channel("/instant")}, "slow": {"url": sink.channel("/slow")}},
         "routes": [{"kinds": [SLOW_KIND], "channels": ["slow"]}, {"channels": ["instant"]}],
     }
-    if redis_url:
-        config["redis"] = {"url": redis_url}
+    # The embedded Redis's fsync as the bench runs every Redis (relay's default: always).
+    config["redis"] = (
+        {"url": redis_url, "appendfsync": FSYNC["policy"]} if redis_url else {"appendfsync": FSYNC["policy"]}
+    )
     tmp.mkdir(parents=True, exist_ok=True)
     path = tmp / "config.json"
     path.write_text(json.dumps(config))
@@ -365,7 +370,7 @@ def alertmanager(procs: Procs, tmp: Path, sink: Sink) -> Iterator[int]:
 @contextlib.contextmanager
 def stack_floor(procs: Procs, tmp: Path, sink: Sink) -> Iterator[int]:
     """`floor.py`: relay's stack with none of relay's logic (its own Redis), for P2's floor figure."""
-    redis = EmbeddedRedis(tmp / "floor-redis").start()
+    redis = EmbeddedRedis(tmp / "floor-redis", FSYNC["policy"]).start()
     port = free_port()
     started = []
     try:
@@ -415,7 +420,7 @@ class Peer:
 
 @contextlib.contextmanager
 def durable_peer(procs: Procs, tmp: Path, sink: Sink, workers: int = 2, cold: bool = False) -> Iterator[Peer]:
-    redis = EmbeddedRedis(tmp / "peer-redis").start()
+    redis = EmbeddedRedis(tmp / "peer-redis", FSYNC["policy"]).start()
     started = []
     try:
         port, api = peer_api(procs, redis.url, sink)
@@ -505,8 +510,8 @@ def wrk_run(port: int, seconds: int, connections: int, script: Path) -> tuple[fl
 def p1_ingest(procs: Procs, tmp: Path, sink: Sink, rounds: int, seconds: int) -> dict[str, Any]:
     """wrk against the bare app, `relay api` and the peer's API, taking turns; relay and the peer each on an
     embedded Redis of its own, with no worker (accepted jobs wait in the queue, as in relay's case)."""
-    redis = EmbeddedRedis(tmp / "p1-redis").start()
-    peer_redis = EmbeddedRedis(tmp / "p1-peer-redis").start()
+    redis = EmbeddedRedis(tmp / "p1-redis", FSYNC["policy"]).start()
+    peer_redis = EmbeddedRedis(tmp / "p1-peer-redis", FSYNC["policy"]).start()
     try:
         # The eventId goes where the first marker is; the message tokens need not be unique here.
         template = payload("EVT", FAST_KIND, 3).decode().replace('"eventId": "EVT"', '"eventId": "@@"')
@@ -659,11 +664,18 @@ def main() -> int:
     parser.add_argument("--p5-count", type=int, help="notifications for P5 (default 100000, quick 10000)")
     parser.add_argument("--write", action="store_true", help="write bench/RESULTS.md")
     parser.add_argument(
+        "--fsync",
+        choices=["always", "everysec"],
+        default="always",
+        help="appendfsync of every Redis the bench starts (relay's embedded default: always)",
+    )
+    parser.add_argument(
         "--peer-cold",
         action="store_true",
         help="the peer's rq workers without `-c bench.peer_worker`: each work horse loads Apprise again",
     )
     args = parser.parse_args()
+    FSYNC["policy"] = args.fsync
     # SIGTERM stops the bench like Ctrl-C: through the finally below, which stops every process.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rounds = args.rounds or (1 if args.quick else 3)
