@@ -97,6 +97,15 @@ def test_intake_does_not_import_delivery(module: str) -> None:
     assert not {i for i in MODULES[module] if _under(i, "relay.delivery")}, module
 
 
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if any(_under(m, p) for p in ("relay.delivery", "relay.storage")))
+)
+def test_delivery_and_storage_never_import_the_runtime(module: str) -> None:
+    """The runtime builds their dependencies and hands them in (relay.delivery.context)."""
+    found = {i for i in MODULES[module] if any(_under(i, p) for p in ("relay.runtime", "relay.admin"))}
+    assert not found, module
+
+
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.web")))
 def test_the_shared_http_pieces_import_neither_the_webhook_nor_the_admin(module: str) -> None:
     """Credentials, error bodies and operation docs (relay.web) serve intake and admin alike."""

@@ -24,8 +24,8 @@ from relay.delivery import digests
 from relay.delivery.catalog import CatalogUnavailable
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose
+from relay.delivery.context import Context
 from relay.delivery.recording import OPEN, decide, derived, queue_new, store
-from relay.runtime.bootstrap import Runtime
 from relay.storage.store import DeliveryRecord, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
@@ -36,11 +36,11 @@ MAX_SLOT_SLEEP = 1.5
 __all__ = ["OPEN", "lock_ttl", "run"]
 
 
-def lock_ttl(rt: Runtime) -> int:
+def lock_ttl(rt: Context) -> int:
     return int(rt.config.send_timeout) + LOCK_MARGIN
 
 
-def run(rt: Runtime, record: DeliveryRecord | str, notification: Notification | None, slot_at: float | None) -> str:
+def run(rt: Context, record: DeliveryRecord | str, notification: Notification | None, slot_at: float | None) -> str:
     """Try a leased delivery once (a record fresh from planning, or the id of one); returns its state."""
     current = _claim(rt, record)
     if current is None:
@@ -60,7 +60,7 @@ def run(rt: Runtime, record: DeliveryRecord | str, notification: Notification | 
         _let_go(rt, current)
 
 
-def _claim(rt: Runtime, record: DeliveryRecord | str) -> DeliveryRecord | None:
+def _claim(rt: Context, record: DeliveryRecord | str) -> DeliveryRecord | None:
     """The record as it is now, with its send lock held; None when another worker holds the lock (then it
     is looked at again when that lock ends, and this worker's lease is let go)."""
     if isinstance(record, DeliveryRecord) and record.held_lock:
@@ -79,7 +79,7 @@ def _claim(rt: Runtime, record: DeliveryRecord | str) -> DeliveryRecord | None:
     return current
 
 
-def _let_go(rt: Runtime, record: DeliveryRecord) -> None:
+def _let_go(rt: Context, record: DeliveryRecord) -> None:
     if record.held_lock:
         rt.store.unlock(record.id)
         record.held_lock = False
@@ -88,7 +88,7 @@ def _let_go(rt: Runtime, record: DeliveryRecord) -> None:
         record.held_lease = False
 
 
-def _held_again(rt: Runtime, record: DeliveryRecord) -> bool:
+def _held_again(rt: Context, record: DeliveryRecord) -> bool:
     """A held delivery's wake-up asks its route's intervals again under the config as it is now (a reload
     may have moved them): still held, it is scheduled anew and stays held; else it is sent now."""
     until = held_until(rt.config, record.route, datetime.fromtimestamp(rt.clock(), UTC))
@@ -105,7 +105,7 @@ def _held_again(rt: Runtime, record: DeliveryRecord) -> bool:
     return True
 
 
-def _throttled(rt: Runtime, record: DeliveryRecord, slot_at: float | None) -> bool:
+def _throttled(rt: Context, record: DeliveryRecord, slot_at: float | None) -> bool:
     """A rate-limited channel: book the next slot; one that is not near waits as a scheduled job."""
     channel = rt.config.channels.get(record.channel)
     if channel is not None and channel.rate and slot_at is None:
@@ -119,7 +119,7 @@ def _throttled(rt: Runtime, record: DeliveryRecord, slot_at: float | None) -> bo
     return False
 
 
-def _attempt(rt: Runtime, record: DeliveryRecord, notification: Notification | None) -> str:
+def _attempt(rt: Context, record: DeliveryRecord, notification: Notification | None) -> str:
     ctx = {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}
     previous = record.state
     if record.items:
@@ -153,7 +153,7 @@ def _attempt(rt: Runtime, record: DeliveryRecord, notification: Notification | N
     return decide(rt, record, previous, outcome, ctx, time.monotonic() - started)
 
 
-def _address(rt: Runtime, record: DeliveryRecord, previous: str, ctx: dict[str, str]) -> str | None:
+def _address(rt: Context, record: DeliveryRecord, previous: str, ctx: dict[str, str]) -> str | None:
     """Find a per-recipient delivery's address in the platform catalog: None when it now has one, else the
     state it ended in (retrying while the platform is down, skipped, or expanded for a group)."""
     ref = record.recipient

@@ -7,7 +7,7 @@ import logging
 
 from relay.core.model import Notification, PlannedDelivery
 from relay.core.rendering import Rendered
-from relay.runtime.bootstrap import Runtime
+from relay.delivery.context import Context
 from relay.storage.store import DeliveryRecord
 
 log = logging.getLogger("relay.delivery.jobs")
@@ -30,7 +30,7 @@ def planned_of(record: DeliveryRecord, notification: Notification) -> PlannedDel
     )
 
 
-def compose(rt: Runtime, record: DeliveryRecord, notification: Notification, fmt: str) -> Rendered:
+def compose(rt: Context, record: DeliveryRecord, notification: Notification, fmt: str) -> Rendered:
     """The delivery rendered as it goes out, with the route's template choice (`record.template`) as every
     attempt renders it; the file it used is noted in `record.templateUsed`, never in the choice."""
     rendered = rt.renderer.render(notification, planned_of(record, notification), fmt)

@@ -29,14 +29,14 @@ from relay.core.model import Notification, State
 from relay.core.rendering import Rendered
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose
+from relay.delivery.context import Context
 from relay.delivery.recording import decide, store
-from relay.runtime.bootstrap import Runtime
 from relay.storage.store import DeliveryRecord, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
 
 
-def gather(rt: Runtime, record: DeliveryRecord, previous: str, digest: DigestConfig, ctx: dict[str, str]) -> str:
+def gather(rt: Context, record: DeliveryRecord, previous: str, digest: DigestConfig, ctx: dict[str, str]) -> str:
     """Join the delivery to its route's open digest for this channel (and address), or open one."""
     key = gather_key(record.route or "", record.channel, record.address, record.released)
     window = window_for(digest, was_held=record.notBefore is not None or record.released)
@@ -61,7 +61,7 @@ def gather(rt: Runtime, record: DeliveryRecord, previous: str, digest: DigestCon
     return record.state
 
 
-def _new_digest(rt: Runtime, item: DeliveryRecord, key: str, at: float, until: float) -> DeliveryRecord:
+def _new_digest(rt: Context, item: DeliveryRecord, key: str, at: float, until: float) -> DeliveryRecord:
     """The digest `item` opens when none is open: listed with the item's event, addressed as the item."""
     return replace(
         item,
@@ -84,7 +84,7 @@ def _new_digest(rt: Runtime, item: DeliveryRecord, key: str, at: float, until: f
     )
 
 
-def send_digest(rt: Runtime, record: DeliveryRecord, channel: ChannelConfig | None, ctx: dict[str, str]) -> str:
+def send_digest(rt: Context, record: DeliveryRecord, channel: ChannelConfig | None, ctx: dict[str, str]) -> str:
     """Close the digest, render what it carries as one message and send it; its items follow its state."""
     previous = record.state
     key = gather_key(record.route or "", record.channel, record.address, record.released)
@@ -110,7 +110,7 @@ def send_digest(rt: Runtime, record: DeliveryRecord, channel: ChannelConfig | No
 
 
 def _rendered(
-    rt: Runtime, record: DeliveryRecord, items: list[DeliveryRecord], fmt: str, ctx: dict[str, str]
+    rt: Context, record: DeliveryRecord, items: list[DeliveryRecord], fmt: str, ctx: dict[str, str]
 ) -> Rendered | None:
     """One item: its own message, unchanged. Several: the digest template over each item's title and text
     (its plain-text rendering). None when no item's event is left to render."""

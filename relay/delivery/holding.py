@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from relay.core.model import State
 from relay.core.quiet import held_until
-from relay.runtime.bootstrap import Runtime, reload_runtime
+from relay.delivery.context import Context
 from relay.storage.queue import RELEASE_LOCK_TTL
 
 log = logging.getLogger("relay.delivery.holding")
@@ -22,7 +22,7 @@ log = logging.getLogger("relay.delivery.holding")
 SETTLE_SECONDS = 10.0
 
 
-def replan_held(rt: Runtime) -> int:
+def replan_held(rt: Context) -> int:
     """Each held delivery's `notBefore` under the config now; those that may go sooner get a wake-up then.
     Returns how many were moved sooner."""
     now = rt.clock()
@@ -52,10 +52,3 @@ def replan_held(rt: Runtime) -> int:
     if sooner:
         log.info("config reloaded: %d held deliveries go out sooner", sooner)
     return sooner
-
-
-def reload_and_replan(rt: Runtime) -> list[str]:
-    """`reload_runtime`, then the held deliveries planned again under the new intervals."""
-    notes = reload_runtime(rt)
-    replan_held(rt)
-    return notes

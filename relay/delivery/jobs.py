@@ -25,8 +25,8 @@ from relay.core.model import Notification, PlannedDelivery, State
 from relay.core.quiet import held_until
 from relay.core.routing import plan_notification
 from relay.delivery import attempt
+from relay.delivery.context import Context, bound
 from relay.delivery.recording import follow
-from relay.runtime.bootstrap import Runtime, runtime
 from relay.storage.leases import MAX_LOSSES
 from relay.storage.planning import UNPLANNED
 from relay.storage.store import DeliveryRecord, StateChange, delivery_id, iso, now
@@ -53,7 +53,7 @@ def plan_batch(event_id: str = "") -> int:
     Its start clears the pending flag, so the next notification queues another job, which the other
     workers take while this one plans. Events left when the time is up stay unplanned, with a job queued.
     """
-    rt = runtime()
+    rt = bound()
     planning, owner = rt.intake.planning, rt.name
     deadline = time.monotonic() + BATCH_SECONDS
     claimed, left = planning.claim(owner, _batch(rt), start=True)
@@ -91,13 +91,13 @@ def plan_batch(event_id: str = "") -> int:
     return planned
 
 
-def _batch(rt: Runtime) -> int:
+def _batch(rt: Context) -> int:
     """How many notifications to claim: a batch while this worker's senders have threads free, else one
     (a claimed notification waits for room here, where another worker may have room to plan it)."""
     return BATCH if rt.sender.pending < rt.sender.threads else 1
 
 
-def _planning_failed(rt: Runtime, event_id: str) -> None:
+def _planning_failed(rt: Context, event_id: str) -> None:
     _, dropped = rt.intake.planning.give_back(rt.name, [(event_id, now())], failed=True)
     if dropped:
         log.error("notification not planned: its planning failed on every try", extra={"eventId": event_id})
@@ -106,13 +106,13 @@ def _planning_failed(rt: Runtime, event_id: str) -> None:
 def plan_job(event_id: str) -> int:
     """Plan one notification (a job queued by an earlier relay, or planning again by hand); safe to run
     again after a crash."""
-    rt = runtime()
+    rt = bound()
     planned = plan_event(rt, event_id)
     rt.redis.zrem(UNPLANNED, event_id)
     return planned
 
 
-def plan_event(rt: Runtime, event_id: str) -> int:
+def plan_event(rt: Context, event_id: str) -> int:
     """Turn a stored notification into delivery records and sends; safe to run again after a crash."""
     event = rt.store.event(event_id)
     if event is None:
@@ -152,7 +152,7 @@ def deliver_job(delivery_id_: str, slot_at: float | None = None) -> str:
 
     `slot_at`: the time of a rate-limit slot the delivery booked; it sends then, without booking again.
     """
-    rt = runtime()
+    rt = bound()
     rt.sender.wait_for_room()
     rt.store.leases.take([delivery_id_], rt.store.owner)
     rt.sender.submit(_task(rt, delivery_id_, None, slot_at), delivery_id_)
@@ -160,7 +160,7 @@ def deliver_job(delivery_id_: str, slot_at: float | None = None) -> str:
 
 
 def _task(
-    rt: Runtime, record: DeliveryRecord | str, notification: Notification | None, slot_at: float | None = None
+    rt: Context, record: DeliveryRecord | str, notification: Notification | None, slot_at: float | None = None
 ) -> Any:
     def send() -> None:
         try:
@@ -178,7 +178,7 @@ def _task(
     return send
 
 
-def give_up(rt: Runtime, ident: str, why: str) -> None:
+def give_up(rt: Context, ident: str, why: str) -> None:
     """Mark a delivery that cannot be sent without crashing as failed (replayable), with the reason."""
     record = rt.store.delivery(ident)
     if record is None or record.state not in attempt.OPEN:
@@ -194,7 +194,7 @@ def give_up(rt: Runtime, ident: str, why: str) -> None:
 class _Holds:
     """When each route's time intervals let its deliveries go (asked once per route and planning job)."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: Context) -> None:
         self.config = rt.config
         self.now = datetime.fromtimestamp(rt.clock(), UTC)
         self.found: dict[str | None, float | None] = {}
@@ -209,7 +209,7 @@ class _Holds:
 
 
 def _record(
-    rt: Runtime, event_id: str, kind: str, planned: PlannedDelivery, not_before: float | None = None
+    rt: Context, event_id: str, kind: str, planned: PlannedDelivery, not_before: float | None = None
 ) -> DeliveryRecord:
     ts = now()
     skipped = planned.skip_reason is not None
@@ -245,4 +245,4 @@ def delivery_job_failed(job: Job, connection: Redis, exc_type: type, exc: BaseEx
         return
     # The exception text may hold a URL; its type says enough (the worker's log has the rest).
     why = f"the delivery job crashed or timed out on every try ({exc_type.__name__})"
-    give_up(runtime(), str(job.args[0]) if job.args else "", why)
+    give_up(bound(), str(job.args[0]) if job.args else "", why)

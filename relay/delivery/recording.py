@@ -11,7 +11,7 @@ from typing import Any
 from relay.core.lookup import fallback_channels
 from relay.core.model import State
 from relay.core.outcome import Delivered, Outcome, Transient, next_step
-from relay.runtime.bootstrap import Runtime
+from relay.delivery.context import Context
 from relay.storage.store import DeliveryRecord, StateChange, delivery_id, now
 
 log = logging.getLogger("relay.delivery.jobs")
@@ -20,7 +20,7 @@ OPEN = (State.QUEUED.value, State.RETRYING.value, State.HELD.value)
 
 
 def decide(
-    rt: Runtime,
+    rt: Context,
     record: DeliveryRecord,
     previous: str,
     outcome: Outcome,
@@ -55,7 +55,7 @@ def decide(
 
 
 def store(
-    rt: Runtime,
+    rt: Context,
     record: DeliveryRecord,
     previous: str,
     state: State,
@@ -87,7 +87,7 @@ def follow(digest: DeliveryRecord, items: list[DeliveryRecord] | None) -> list[S
     return changes
 
 
-def _fallback(rt: Runtime, record: DeliveryRecord, name: str) -> DeliveryRecord:
+def _fallback(rt: Context, record: DeliveryRecord, name: str) -> DeliveryRecord:
     per_recipient = rt.config.channels[name].per_recipient
     return derived(
         record,
@@ -118,6 +118,6 @@ def derived(record: DeliveryRecord, key: str, **changes: Any) -> DeliveryRecord:
     )
 
 
-def queue_new(rt: Runtime, event_id: str, records: list[DeliveryRecord]) -> None:
+def queue_new(rt: Context, event_id: str, records: list[DeliveryRecord]) -> None:
     stored = rt.store.create_deliveries(event_id, records)
     rt.intake.enqueue_deliveries([r.id for r in stored if r.state in OPEN])

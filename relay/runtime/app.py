@@ -25,9 +25,8 @@ from relay.admin.ui_release import ReleasePage
 from relay.admin.ui_view import PageData
 from relay.config import Config
 from relay.core.redaction import remember_config
-from relay.delivery.holding import reload_and_replan
 from relay.intake.webhook import Webhook
-from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url
+from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan
 from relay.web.errors import error_response
 
 log = logging.getLogger("relay.runtime.app")

@@ -21,6 +21,8 @@ from relay.config import Config, ConfigError, load_config
 from relay.core.redaction import remember_config
 from relay.core.rendering import Renderer
 from relay.delivery.catalog import Catalog
+from relay.delivery.context import bind
+from relay.delivery.holding import replan_held
 from relay.delivery.sender import Sender
 from relay.runtime import embedded
 from relay.storage.queue import Intake
@@ -173,8 +175,6 @@ def reload_on_sighup(rt: Runtime) -> None:
     log = logging.getLogger("relay.reload")
 
     def reload() -> None:
-        from relay.delivery.holding import reload_and_replan
-
         try:
             for note in reload_and_replan(rt):
                 log.warning("%s", note)
@@ -186,19 +186,14 @@ def reload_on_sighup(rt: Runtime) -> None:
     signal.signal(signal.SIGHUP, lambda *_: threading.Thread(target=reload, daemon=True).start())
 
 
-_current: Runtime | None = None
+def reload_and_replan(rt: Runtime) -> list[str]:
+    """`reload_runtime`, then the held deliveries planned again under the new intervals."""
+    notes = reload_runtime(rt)
+    replan_held(rt)
+    return notes
 
 
 def install(rt: Runtime) -> Runtime:
-    """Make `rt` what jobs in this process use."""
-    global _current
-    _current = rt
+    """Make `rt` what the jobs of this process run with (`relay.delivery.context`)."""
+    bind(rt)
     return rt
-
-
-def runtime() -> Runtime:
-    """The process's runtime; a worker started by plain `rq worker` builds it from RELAY_CONFIG."""
-    global _current
-    if _current is None:
-        _current = build(load_config())
-    return _current

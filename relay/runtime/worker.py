@@ -42,7 +42,6 @@ from relay.runtime.bootstrap import (
     open_redis,
     redis_url,
     reload_runtime,
-    runtime,
 )
 from relay.storage.leases import MAX_LOSSES, orphaned
 from relay.storage.queue import QUEUE_NAME
@@ -184,7 +183,7 @@ def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, gene
                 # SIGHUP here, or a reload elsewhere (`relay serve`, POST /api/v1/reload): read our file again.
                 reload.clear()
                 generation = now_generation
-                _reload(rt.name)
+                _reload(rt)
             held = rt.store.leases.held()  # read once for both sweeps: they look at disjoint owners
             sweep_leases(rt, time.time(), held)
             suspects = sweep_own(rt, suspects, held)
@@ -202,9 +201,10 @@ def _generation(conn: Redis) -> bytes | None:
     return value if isinstance(value, bytes) else None
 
 
-def _reload(name: str) -> None:
+def _reload(rt: Runtime) -> None:
+    name = rt.name
     try:
-        for note in reload_runtime(runtime()):
+        for note in reload_runtime(rt):
             log.warning("%s", note)
         log.info("worker %s reloaded its config", name)
     except ConfigError as exc:
