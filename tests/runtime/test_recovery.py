@@ -107,8 +107,8 @@ def test_killing_the_worker_that_holds_the_scheduler_delays_retries_by_a_mainten
         _stop(procs)
     print(f"delivered {took:.0f} s after the scheduler's worker was killed")
     # Its scheduler, SIGTERMed by the kernel, let go of RQ's lock; the other worker took it at its next
-    # maintenance pass (one pass at most, with a BLPOP's wait of slack), then a retry's 2 s backoff.
-    assert took < 2 * MAINTENANCE_INTERVAL + 5
+    # maintenance pass (every MAINTENANCE_INTERVAL), then came a retry's 2 s backoff: 15-16 s measured.
+    assert took < MAINTENANCE_INTERVAL + 15
     assert len(sink.at("/flaky")) == 20  # each once
 
 
