@@ -3,11 +3,8 @@ with the append-only file on. Also what the test suite starts for itself."""
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import hashlib
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -18,17 +15,11 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
-_PR_SET_PDEATHSIG = 1
+from relay.runtime.children import die_with_parent
 
 
 class EmbeddedRedisError(RuntimeError):
     """The embedded Redis could not be started."""
-
-
-def die_with_parent() -> None:
-    """preexec_fn: the child gets SIGTERM if relay dies, so nothing is left behind even on SIGKILL."""
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def redis_executable() -> str:

@@ -16,8 +16,9 @@ from redis.exceptions import RedisError
 from relay.config import Config
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build, reload_on_sighup
+from relay.runtime.children import die_with_parent
 from relay.runtime.datalock import lock_data_dir
-from relay.runtime.embedded import EmbeddedRedis, die_with_parent
+from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.listening import bind, serve_http
 from relay.runtime.redis_keeper import GIVE_UP_EXIT_CODE, RESTARTS_METRIC, RedisKeeper
 

@@ -7,10 +7,11 @@
   worker and cleans RQ's intermediate queue.
 - Jobs hand their deliveries to the process's senders (`relay.delivery.sender`) and end; once RQ's loop has
   stopped, the process waits for the senders to finish what they hold.
-- RQ's scheduler (`RQScheduler`, through its public methods) runs in a thread rather than a forked
-  process: it dies with its worker, so a killed worker leaves no scheduler behind, and every worker tries
-  each second to take the scheduler's lock, so a dead holder's lock (it lives 61 s) is taken over as soon as
-  it runs out.
+- RQ's scheduler runs as `rq worker --with-scheduler` runs it (`work(with_scheduler=True)`): the worker that
+  takes RQ's scheduler lock forks it, and the others try to take the lock at each maintenance pass while
+  they have no scheduler of their own. The forked scheduler gets SIGTERM when its worker dies, even by
+  SIGKILL (`relay.runtime.children`): it stops and lets go of its lock, and a live worker takes the lock
+  at its next maintenance pass, within about `MAINTENANCE_INTERVAL` seconds.
 - The heartbeat thread beats for /readyz, picks up config reloads, and sweeps the leases of workers that
   stopped beating, and its own leases that no sender holds (`relay.storage.leases`): their deliveries go
   back to the queue. It does the same for the notifications claimed by planning jobs
@@ -30,7 +31,6 @@ from pathlib import Path
 from redis import Redis
 from redis.exceptions import RedisError
 from rq import Queue, SimpleWorker
-from rq.scheduler import RQScheduler
 
 from relay.config import Config, ConfigError, load_config
 from relay.delivery.jobs import give_up
@@ -43,6 +43,7 @@ from relay.runtime.bootstrap import (
     redis_url,
     reload_runtime,
 )
+from relay.runtime.children import forks_die_with_this_process
 from relay.storage.leases import MAX_LOSSES, orphaned
 from relay.storage.queue import QUEUE_NAME
 
@@ -53,7 +54,6 @@ HEARTBEAT_SECONDS = 5.0
 ORPHAN_GRACE = 20.0  # a worker not seen beating for this long is gone: its leases and claims are swept
 # An unplanned notification this old with no planning job pending (its job lost) gets one at the next beat.
 STALE_PLANNING = 10.0
-SCHEDULER_TICK = 1.0
 DRAIN_SECONDS = 60.0  # at a stop, the longest wait for the senders to finish what they hold
 
 
@@ -72,26 +72,6 @@ def _rq_level() -> str:
     """RQ logs four lines per job at INFO; relay logs each delivery itself, so RQ's own lines are kept to
     warnings (a failed or abandoned job) unless relay's level is DEBUG."""
     return "DEBUG" if log.getEffectiveLevel() <= logging.DEBUG else "WARNING"
-
-
-def run_scheduler(connection: Redis, stop: threading.Event, tick: float = SCHEDULER_TICK) -> None:
-    """RQ's scheduler loop (`RQScheduler.work` does the same in its own process): hold or take the lock,
-    then move due scheduled jobs (retries, rate-limit slots) onto the queue."""
-    scheduler = RQScheduler([QUEUE_NAME], connection=connection)
-    try:
-        while not stop.wait(tick):
-            try:
-                if scheduler.acquired_locks:
-                    scheduler.heartbeat()  # type: ignore[no-untyped-call]
-                elif scheduler.acquire_locks():  # type: ignore[no-untyped-call]
-                    scheduler.register_birth()
-                if scheduler.acquired_locks:
-                    scheduler.enqueue_scheduled_jobs()  # type: ignore[no-untyped-call]
-            except RedisError as exc:
-                log.warning("scheduler: %s", type(exc).__name__)
-    finally:
-        with contextlib.suppress(RedisError):
-            scheduler.stop()  # type: ignore[no-untyped-call]
 
 
 def sweep_leases(rt: Runtime, now: float, held: dict[str, str] | None = None) -> int:
@@ -262,15 +242,11 @@ def run_worker(config: Config, burst: bool = False, config_file: Path | None = N
             make_worker(rt, conn).work(burst=True, with_scheduler=True, logging_level=_rq_level())  # due retries
             work_burst(rt, conn)
             return
-        scheduler = threading.Thread(
-            target=run_scheduler, args=(open_redis(redis_url(config)), stop), name="relay-scheduler", daemon=True
-        )
-        scheduler.start()
-        make_worker(rt, conn).work(with_scheduler=False, logging_level=_rq_level())
+        # RQ forks its scheduler from this (main) thread, here or at a maintenance pass: it must not outlive us.
+        forks_die_with_this_process()
+        make_worker(rt, conn).work(with_scheduler=True, logging_level=_rq_level())
         log.info("worker %s stopping: finishing the deliveries in hand", rt.name)
         if not rt.sender.drain(DRAIN_SECONDS):
             log.warning("worker %s stopped with deliveries in hand; other workers take them over", rt.name)
-        stop.set()
-        scheduler.join(SCHEDULER_TICK * 5)  # it lets go of the scheduler's lock, for another worker to take
     finally:
         stop.set()

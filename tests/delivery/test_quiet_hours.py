@@ -336,7 +336,7 @@ def test_a_mute_interval_that_closes_within_a_minute_sends_then_by_a_worker_proc
     make_runtime: Callable[..., Runtime], smtp: SmtpSink, tmp_path: Path
 ) -> None:
     """Real clocks throughout: a `relay worker` process plans the notification inside a mute interval that
-    ends at the next whole minute (UTC), and RQ's scheduler in that process sends it then, once."""
+    ends at the next whole minute (UTC), and RQ's scheduler, forked by that process, sends it then, once."""
     import time
 
     if time.time() % 60 > 50:  # too close to the minute's end to be planned inside it

@@ -1,8 +1,9 @@
 """After SIGKILL of workers (the one holding RQ's scheduler, or all of them during intake), with the sink
 failing and then recovering, every accepted notification is delivered within two minutes, each once.
 
-Real processes, a real Redis, a real HTTP sink; these tests wait for RQ's and relay's own clocks (a dead
-scheduler's lock lives 61 s; an abandoned job is found 20 + 60 s after its start), so each takes 1-2 min.
+Real processes, a real Redis, a real HTTP sink; these tests wait for RQ's and relay's own clocks (a live
+worker takes a dead one's scheduler over at its next maintenance pass, every 15 s; an abandoned job is found
+20 + 60 s after its start), so each takes up to 1-2 min.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from starlette.testclient import TestClient
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build, install
 from relay.runtime.embedded import EmbeddedRedis
-from relay.storage.queue import QUEUE_NAME
+from relay.runtime.worker import MAINTENANCE_INTERVAL
 from tests.conftest import base_config, post, sample_notification, worker_config_file
+from tests.processes import children
 from tests.servers import HttpSink, SmtpSink, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
@@ -50,11 +52,10 @@ def _states(rt: Runtime, events: list[str]) -> list[str]:
     return states
 
 
-def _scheduler_pid(redis: Redis) -> int | None:
-    """The pid of the process whose scheduler holds RQ's lock (RQ registers each scheduler's pid)."""
-    name = redis.get(f"rq:scheduler-lock:{QUEUE_NAME}")
-    pid = redis.hget(f"rq:scheduler:{name.decode()}", "pid") if name else None
-    return int(pid) if pid else None
+def _holder(procs: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes] | None:
+    """The worker that forked RQ's scheduler (the one that holds RQ's scheduler lock)."""
+    holders = [p for p in procs if children(p.pid)]
+    return holders[0] if len(holders) == 1 else None
 
 
 def _setup(redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path) -> Any:
@@ -85,17 +86,16 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait()
 
 
-def test_killing_the_worker_that_holds_the_scheduler_delays_retries_by_about_a_minute(
+def test_killing_the_worker_that_holds_the_scheduler_delays_retries_by_a_maintenance_pass_at_most(
     redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
 ) -> None:
     rt, path = _setup(redis, redis_server, sink, smtp, tmp_path)
     sink.script["/flaky"] = [503] * 10_000  # down
     procs = [_start(path), _start(path)]
     try:
-        wait_for(lambda: _scheduler_pid(redis) in {p.pid for p in procs}, timeout=30, interval=0.2)
+        holder = wait_for(lambda: _holder(procs), timeout=30, interval=0.2)
         events = _post(rt, 20)
         wait_for(lambda: _states(rt, events).count("retrying") == 20, timeout=30, interval=0.2)
-        holder = next(p for p in procs if p.pid == _scheduler_pid(redis))
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(10)
         killed = time.monotonic()
@@ -106,7 +106,9 @@ def test_killing_the_worker_that_holds_the_scheduler_delays_retries_by_about_a_m
     finally:
         _stop(procs)
     print(f"delivered {took:.0f} s after the scheduler's worker was killed")
-    assert took < TARGET
+    # Its scheduler, SIGTERMed by the kernel, let go of RQ's lock; the other worker took it at its next
+    # maintenance pass (every MAINTENANCE_INTERVAL), then came a retry's 2 s backoff: 15-16 s measured.
+    assert took < MAINTENANCE_INTERVAL + 15
     assert len(sink.at("/flaky")) == 20  # each once
 
 
@@ -130,7 +132,7 @@ def test_killing_every_worker_during_intake_loses_nothing_and_sends_each_once(
     sink.delays["/flaky"] = 0.3  # sends in flight when the kill comes
     first = [_start(path), _start(path)]
     try:
-        wait_for(lambda: _scheduler_pid(redis) is not None, timeout=30, interval=0.2)
+        wait_for(lambda: _holder(first), timeout=30, interval=0.2)
         events = _post(rt, 10)
         wait_for(lambda: len(sink.started) >= 3, timeout=30, interval=0.05)
         killed, in_flight = _kill(sink, first)

@@ -16,6 +16,7 @@ import pytest
 
 from relay.runtime.embedded import url_for
 from tests.conftest import sample_notification
+from tests.processes import children
 from tests.servers import HttpSink, SmtpSink, free_port, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
@@ -144,6 +145,21 @@ def test_serve_send_status_and_clean_stop(
     assert (served["data"] / "appendonly.aof").exists() or list(Path(data_dir).glob("appendonly*"))  # type: ignore[operator]
     assert proc.stdout is not None
     assert f"embedded Redis started: {redis_url}" in proc.stdout.read().decode()
+
+
+def test_sigkill_of_serve_leaves_no_worker_scheduler_or_redis_behind(served: dict[str, object]) -> None:
+    proc = served["proc"]
+    assert isinstance(proc, subprocess.Popen)
+    config, data_dir = str(served["config"]), str(served["data"])
+    workers = wait_for(lambda: [p for p in children(proc.pid) if p in _processes_mentioning(config)], timeout=10)
+    # One worker has forked RQ's scheduler (a copy of it, so its command line names the config too).
+    schedulers = wait_for(lambda: [c for w in workers for c in children(w)], timeout=10)
+    assert len(workers) == 2 and len(schedulers) == 1
+    assert sorted(_processes_mentioning(config)) == sorted([proc.pid, *workers, *schedulers])
+    proc.kill()  # what the OOM killer does
+    proc.wait(10)
+    # The kernel SIGTERMs the workers and the Redis (their parent died), then each worker's scheduler.
+    wait_for(lambda: _processes_mentioning(config) == [] and _processes_mentioning(data_dir) == [], timeout=20)
 
 
 def test_sighup_reloads_api_and_workers(served: dict[str, object], sink: HttpSink, tmp_path: Path) -> None:

@@ -1,28 +1,30 @@
-"""`relay worker`: one RQ worker per process, its senders, RQ's scheduler in a thread, leases swept."""
+"""`relay worker`: one RQ worker per process, its senders, RQ's scheduler forked by one of them, leases swept."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
 from redis import Redis
 from rq import Queue, Worker
+from rq.scheduler import RQScheduler
 from starlette.testclient import TestClient
 
 from relay.core.model import State
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build, install
 from relay.runtime.embedded import EmbeddedRedis
-from relay.runtime.worker import MAX_LOSSES, ORPHAN_GRACE, run_scheduler, sweep_leases
+from relay.runtime.worker import MAINTENANCE_INTERVAL, MAX_LOSSES, ORPHAN_GRACE, sweep_leases
 from relay.storage.leases import LEASES, orphaned
-from relay.storage.queue import DELIVER_JOB, QUEUE_NAME
+from relay.storage.queue import QUEUE_NAME
 from relay.storage.records import WORKERS
 from tests.conftest import base_config, post, run_worker, sample_notification, slow_channel, worker_config_file
+from tests.processes import children, running
 from tests.servers import HttpSink, SmtpSink, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
@@ -69,7 +71,7 @@ def test_slow_sends_go_out_side_by_side_and_sigterm_finishes_them(
     assert Queue(QUEUE_NAME, connection=redis).count == 0
     assert redis.hlen(LEASES) == 0
     # A clean stop lets go of the scheduler's lock at once, for another worker to take.
-    assert not redis.exists(f"rq:scheduler-lock:{QUEUE_NAME}")
+    assert not redis.exists(RQScheduler.get_locking_key(QUEUE_NAME))
 
 
 def test_idle_worker_stops_promptly(redis: Redis, redis_server: EmbeddedRedis, tmp_path: Path) -> None:
@@ -92,33 +94,50 @@ def test_idle_worker_stops_promptly(redis: Redis, redis_server: EmbeddedRedis, t
     assert Worker.all(connection=redis) == []
 
 
-def test_the_scheduler_thread_moves_due_jobs_and_lets_go_of_its_lock(redis: Redis) -> None:
-    stop = threading.Event()
-    thread = threading.Thread(target=run_scheduler, args=(redis, stop, 0.2), daemon=True)
-    thread.start()
-    try:
-        job = Queue(QUEUE_NAME, connection=redis).enqueue_in(timedelta(seconds=1), DELIVER_JOB, "x", result_ttl=0)
-        wait_for(lambda: job.id in Queue(QUEUE_NAME, connection=redis).job_ids, timeout=10)
-        assert redis.exists(f"rq:scheduler-lock:{QUEUE_NAME}")
-    finally:
-        stop.set()
-        thread.join(5)
-    assert not redis.exists(f"rq:scheduler-lock:{QUEUE_NAME}")
+def _scheduled_job_runs(redis: Redis, timeout: float) -> float:
+    """Schedule a job due in a second (any job will do: `os.getpid`) and wait until a worker has run it,
+    which only happens once a scheduler has moved it to the queue; returns how long that took."""
+    started = time.monotonic()
+    job = Queue(QUEUE_NAME, connection=redis).enqueue_in(timedelta(seconds=1), "os.getpid", result_ttl=60)
+    wait_for(lambda: job.get_status() == "finished", timeout=timeout, interval=0.1)
+    return time.monotonic() - started
 
 
-def test_a_scheduler_waits_while_another_holds_the_lock_and_takes_it_once_free(redis: Redis) -> None:
-    lock = f"rq:scheduler-lock:{QUEUE_NAME}"
-    redis.set(lock, "another-scheduler", ex=2)  # a holder that died: its lock runs out
-    stop = threading.Event()
-    thread = threading.Thread(target=run_scheduler, args=(redis, stop, 0.2), daemon=True)
-    thread.start()
+def test_one_worker_forks_rqs_scheduler_and_when_it_is_killed_another_takes_over(
+    redis: Redis, redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    path = worker_config_file(tmp_path, redis_server.url, worker_threads=1)
+    procs = [subprocess.Popen([RELAY, "worker", "--config", str(path)], stdout=subprocess.DEVNULL) for _ in range(2)]
+    lock = RQScheduler.get_locking_key(QUEUE_NAME)
     try:
-        time.sleep(0.8)
-        assert redis.get(lock) == b"another-scheduler"
-        wait_for(lambda: redis.get(lock) not in (None, b"another-scheduler"), timeout=10)
+        # Both idle: each has been through its first try at the lock; the one that took it forked a scheduler.
+        wait_for(lambda: [w.get_state() for w in Worker.all(connection=redis)] == ["idle"] * 2, timeout=30)
+        wait_for(lambda: [p for p in procs if children(p.pid)], timeout=10)
+        [holder] = [p for p in procs if children(p.pid)]
+        [other] = [p for p in procs if p is not holder]
+        [scheduler] = children(holder.pid)
+        holding = redis.get(lock)
+        assert holding is not None
+        assert _scheduled_job_runs(redis, timeout=10) < 5
+
+        os.kill(holder.pid, signal.SIGKILL)  # what the OOM killer does
+        holder.wait(10)
+        killed = time.monotonic()
+        # Its scheduler got SIGTERM from the kernel: it stops, letting go of RQ's lock.
+        wait_for(lambda: not running(scheduler), timeout=5)
+        assert redis.get(lock) != holding
+        # The other worker takes the lock at its next maintenance pass and forks its own scheduler.
+        took = _scheduled_job_runs(redis, timeout=2 * MAINTENANCE_INTERVAL + 10)
+        print(f"a scheduled job ran {time.monotonic() - killed:.1f} s after the scheduler's worker was killed")
+        assert took < 2 * MAINTENANCE_INTERVAL
+        assert len(children(other.pid)) == 1 and redis.get(lock) not in (None, holding)
     finally:
-        stop.set()
-        thread.join(5)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.wait(30)
+    assert not redis.exists(lock)  # a clean stop lets go of it
 
 
 # --- leases ------------------------------------------------------------------------------------

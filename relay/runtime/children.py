@@ -1,0 +1,59 @@
+"""relay's child processes die with their parent, even when it is SIGKILLed (the OOM killer, `kill -9`):
+Linux's PR_SET_PDEATHSIG has the kernel send them SIGTERM, so nothing is left behind.
+
+- `die_with_parent`: the preexec_fn of the processes relay starts (the embedded Redis, `relay serve`'s
+  workers).
+- `forks_die_with_this_process`: the same for every process this one forks. A worker calls it for RQ's
+  scheduler, which `Worker.work(with_scheduler=True)` forks (multiprocessing's fork context) and which
+  would otherwise outlive a killed worker, holding RQ's scheduler lock until it is stopped by hand. On
+  SIGTERM the scheduler stops as RQ made it to, letting go of its lock, which a live worker takes at its
+  next maintenance pass.
+
+The signal goes when the *thread* that forked the child ends: relay starts its children from threads that
+live as long as their process (the main thread, `relay serve`'s watcher), or says why not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+
+_PR_SET_PDEATHSIG = 1
+try:
+    # Loaded once, here: a forked child of a process with threads must not go through the dynamic loader,
+    # whose lock another thread may have held at the fork.
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL("libc.so.6", use_errno=True)
+except OSError:  # not Linux with glibc: children are stopped only the orderly way
+    _LIBC = None
+_forking_pid = 0
+_registered = False
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGTERM if relay dies, so nothing is left behind even on SIGKILL."""
+    if _LIBC is not None:
+        with contextlib.suppress(OSError):
+            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _before_fork() -> None:
+    global _forking_pid
+    _forking_pid = os.getpid()
+
+
+def _after_fork_in_child() -> None:
+    die_with_parent()
+    if os.getppid() != _forking_pid:
+        # The parent died between the fork and the line above, so no signal will come: end now. (RQ's
+        # scheduler lock, taken by the parent before the fork, then runs out by itself, in 61 s.)
+        os._exit(0)
+
+
+def forks_die_with_this_process() -> None:
+    """From now on, every child this process forks gets SIGTERM when it dies. Idempotent."""
+    global _registered
+    if not _registered:
+        os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
+        _registered = True
