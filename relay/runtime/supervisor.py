@@ -89,14 +89,18 @@ def keep_redis(embedded: EmbeddedRedis, rt: Runtime) -> RedisKeeper:
 
 
 def serve(config: Config, config_file: Path | None, workers: int) -> int:
-    # The port first: in use, it is one clear line, with no Redis or worker started for nothing.
+    # The embedded Redis's files are this process's alone: a second `relay serve` on them stops here, first
+    # (its port is the first one's too). A data_dir not made yet is nobody's: it is made once the port is ours.
+    owns_files = not config.redis.url
+    lock = lock_data_dir(config.data_path) if owns_files and config.data_path.exists() else None
+    # Then the port: in use, it is one clear line, with no Redis or worker started for nothing.
     sockets = bind(config.server, " or `relay serve --port`")
+    if owns_files and lock is None:
+        lock = lock_data_dir(config.data_path)
     env = dict(os.environ)
     embedded: EmbeddedRedis | None = None
     pool: Workers | None = None
     keeper: RedisKeeper | None = None
-    # The embedded Redis's files are this process's alone: a second `relay serve` on them stops here.
-    lock = None if config.redis.url else lock_data_dir(config.data_path)
     try:
         if not config.redis.url:
             embedded = EmbeddedRedis(config.data_path, config.redis.appendfsync).start()
