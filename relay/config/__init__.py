@@ -164,6 +164,11 @@ class LoggingConfig(_Model):
     format: Literal["auto", "json", "text"] = "auto"
 
 
+# Longer than any stall a live worker may have (45 s: a dozen seconds is not a death), short enough that
+# everything a killed worker held goes out again within a minute and a half.
+DEAD_WORKER_AFTER = 45.0
+
+
 class Config(_Model):
     server: ServerConfig = Field(default_factory=lambda: ServerConfig())
     redis: RedisConfig = Field(default_factory=RedisConfig)
@@ -185,6 +190,9 @@ class Config(_Model):
     worker_threads: int = Field(default=16, ge=1, le=256)
     # Longest one send may take; a delivery's send lock lives this + 30 s.
     send_timeout: Seconds = 20.0
+    # A worker not heard from for this long (killed, or frozen: a VM paused, a swap storm) is taken for dead:
+    # the others take over what it held. A shorter stall is waited out, so nothing goes out twice for it.
+    dead_worker_after: Seconds = Field(default=DEAD_WORKER_AFTER, ge=1.0)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     # Where the file was read from; relative paths in the file are relative to it.
     base_dir: str = Field(".", exclude=True)

@@ -32,7 +32,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 from rq import Queue, SimpleWorker
 
-from relay.config import Config, ConfigError, load_config
+from relay.config import DEAD_WORKER_AFTER, Config, ConfigError, load_config
 from relay.delivery.jobs import give_up
 from relay.runtime.bootstrap import (
     CONFIG_GENERATION,
@@ -51,10 +51,17 @@ log = logging.getLogger("relay.runtime.worker")
 MAINTENANCE_INTERVAL = 15  # seconds between RQ's maintenance passes
 WORKER_TTL = 30  # an RQ worker not heard of for this long is dead to `rq info`
 HEARTBEAT_SECONDS = 5.0
-ORPHAN_GRACE = 20.0  # a worker not seen beating for this long is gone: its leases and claims are swept
+# A worker not seen beating for `dead_worker_after` (config; this by default) is gone: its leases and claims
+# are swept.
+ORPHAN_GRACE = DEAD_WORKER_AFTER
 # An unplanned notification this old with no planning job pending (its job lost) gets one at the next beat.
 STALE_PLANNING = 10.0
 DRAIN_SECONDS = 60.0  # at a stop, the longest wait for the senders to finish what they hold
+
+
+def heartbeat_seconds(config: Config) -> float:
+    """Between two beats: at most HEARTBEAT_SECONDS, and several beats within `dead_worker_after`."""
+    return max(0.2, min(HEARTBEAT_SECONDS, config.dead_worker_after / 4))
 
 
 def make_worker(rt: Runtime, connection: Redis) -> SimpleWorker:
@@ -80,7 +87,7 @@ def sweep_leases(rt: Runtime, now: float, held: dict[str, str] | None = None) ->
     held = rt.store.leases.held() if held is None else held
     beats = rt.store.worker_beats()
     swept = 0
-    for owner, ids in orphaned(held, beats, now, ORPHAN_GRACE).items():
+    for owner, ids in orphaned(held, beats, now, rt.config.dead_worker_after).items():
         if owner == rt.name:
             continue  # this process is alive, whatever its beat says
         again = _queue_again(rt, owner, ids)
@@ -124,7 +131,7 @@ def sweep_planning(rt: Runtime, now: float, suspects: set[str] | None = None) ->
     planning = rt.intake.planning
     claims = planning.claims()
     back = 0
-    for owner, ids in orphaned(claims, rt.store.worker_beats(), now, ORPHAN_GRACE).items():
+    for owner, ids in orphaned(claims, rt.store.worker_beats(), now, rt.config.dead_worker_after).items():
         if owner == rt.name:
             continue
         n = _give_back(rt, owner, ids, now)
@@ -173,7 +180,7 @@ def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, gene
         if os.getppid() == 1 and os.environ.get("RELAY_SUPERVISED") == "1":
             # `relay serve` died without stopping us: do not linger as an orphan.
             os._exit(0)
-        stop.wait(HEARTBEAT_SECONDS)
+        stop.wait(heartbeat_seconds(rt.config))
 
 
 def _generation(conn: Redis) -> bytes | None:

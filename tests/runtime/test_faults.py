@@ -26,7 +26,9 @@ def test_worker_killed_mid_send_is_retried_and_delivered(
 ) -> None:
     config = base_config(sink, smtp, tmp_path, redis_server.url)
     rt = install(build(config, redis))
-    path = worker_config_file(tmp_path, redis_server.url, **slow_channel(sink), send_timeout="5s")
+    path = worker_config_file(
+        tmp_path, redis_server.url, **slow_channel(sink), send_timeout="5s", dead_worker_after="6s"
+    )
     sink.delays["/slow"] = 3.0
     payload = sample_notification(messages=[sample_notification()["messages"][0]])
     with TestClient(create_app(rt)) as client:
@@ -47,8 +49,8 @@ def test_worker_killed_mid_send_is_retried_and_delivered(
         [RELAY, "worker", "--config", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        # RQ declares the job abandoned once its timeout (send_timeout + 20 s) and 60 s have passed;
-        # relay's workers look for such jobs every 15 s and requeue them: within two minutes.
+        # The new worker takes the dead one's lease over once it has not beaten for dead_worker_after
+        # (6 s here), long before RQ would declare its job abandoned.
         record = wait_for(lambda: _delivered(rt, payload["metadata"]["eventId"]), timeout=120, interval=1)
     finally:
         second.send_signal(signal.SIGTERM)

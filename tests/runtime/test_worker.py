@@ -10,6 +10,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from redis import Redis
 from rq import Queue, Worker
 from rq.scheduler import RQScheduler
@@ -240,3 +241,15 @@ def test_a_lease_of_this_worker_with_no_send_in_hand_is_queued_again_at_the_seco
     assert Queue(QUEUE_NAME, connection=redis).count == len(leased) and redis.hlen(LEASES) == 0
     run_worker(rt)
     assert [r.state for r in rt.store.deliveries(leased) if r] == ["delivered"] * len(leased)
+
+
+def test_dead_worker_after_is_a_setting_and_the_beat_keeps_within_it() -> None:
+    from relay.config import Config
+    from relay.runtime.worker import HEARTBEAT_SECONDS, heartbeat_seconds
+
+    assert Config().dead_worker_after == 45.0  # a stall of a dozen seconds, or thirty, is not a death
+    assert heartbeat_seconds(Config()) == HEARTBEAT_SECONDS
+    short = Config.model_validate({"dead_worker_after": "6s"})
+    assert short.dead_worker_after == 6.0 and heartbeat_seconds(short) == 1.5  # four beats within it
+    with pytest.raises(ValueError):
+        Config.model_validate({"dead_worker_after": "0.5s"})
