@@ -73,8 +73,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         "failed",
         lambda rt, batch: rt.intake.replay(batch, rt.config.retry.attempts),
         lambda r: f"would replay {r.id}  event {r.eventId}  channel {r.channel}  last error: {r.lastError}",
-        "failed deliveries would be replayed (dry run)",
-        "replayed {} failed deliveries",
+        "{} would be replayed (dry run)",
+        "replayed {}",
     )
 
 
@@ -84,8 +84,8 @@ def cmd_release(args: argparse.Namespace) -> int:
         "held",
         lambda rt, batch: rt.intake.release(batch),
         lambda r: f"would release {r.id}  event {r.eventId}  channel {r.channel}  held until {r.public()['notBefore']}",
-        "held deliveries would be sent now (dry run)",
-        "released {} held deliveries: they go out now",
+        "{} would be sent now (dry run)",
+        "released {}: they go out now",
     )
 
 
@@ -107,7 +107,7 @@ def _act_on(
     if args.dry_run:
         for r in going:
             print(would(r) + (f"  (a digest of {len(r.items)})" if r.items else ""))
-        print(f"{len(going)} {dry_run_done}")
+        print(dry_run_done.format(_count(len(going), state)))
         return 0
     done = 0
     for start in range(0, len(going), BATCH):
@@ -115,8 +115,12 @@ def _act_on(
         _progress(done, len(going))
     if going:
         print(file=sys.stderr)
-    print(done_text.format(done))
+    print(done_text.format(_count(done, state)))
     return 0
+
+
+def _count(n: int, state: str) -> str:
+    return f"{n} {state} {'delivery' if n == 1 else 'deliveries'}"
 
 
 def _progress(done: int, total: int, width: int = 30) -> None:

@@ -18,6 +18,9 @@ DIGEST_TEMPLATE = "_digest"  # the `template` a digest's record names until it i
 # deliveries held overnight all wake when the interval opens, and go out together then (the morning
 # summary), not a whole window later.
 CATCH_UP_SECONDS = 10.0
+# Deliveries released by an operator go out now: those released together (a batch of `relay release`) are
+# gathered this long, then sent as one.
+RELEASED_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,8 @@ def digest_of(config: Config, route_label: str | None) -> DigestConfig | None:
 
 def gather_key(route_label: str, channel: str, address: str | None, released: bool = False) -> str:
     """What one digest gathers: a route's deliveries to one channel, and to one address on a per_recipient one.
-    Released deliveries gather apart, in a digest that nothing holds (it opens released, and goes out within
-    CATCH_UP_SECONDS), never in one that quiet hours or a long window would keep."""
+    Released deliveries gather apart, in a digest that nothing holds (it opens released, and goes out after
+    RELEASED_SECONDS), never in one that quiet hours or a long window would keep."""
     raw = f"{route_label}\x00{channel}\x00{(address or '').lower()}" + ("\x00released" if released else "")
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
@@ -51,8 +54,11 @@ def digest_id(key: str, first_item: str) -> str:
     return "g" + hashlib.sha256(f"{key}\x00{first_item}".encode()).hexdigest()[:24]
 
 
-def window_for(digest: DigestConfig, was_held: bool) -> float:
-    """How long a digest opened now gathers: its window, or the catch-up after quiet hours."""
+def window_for(digest: DigestConfig, was_held: bool, released: bool = False) -> float:
+    """How long a digest opened now gathers: its window, the catch-up after quiet hours, or a moment for the
+    deliveries released together."""
+    if released:
+        return min(digest.window, RELEASED_SECONDS)
     return min(digest.window, CATCH_UP_SECONDS) if was_held else digest.window
 
 

@@ -39,7 +39,7 @@ log = logging.getLogger("relay.delivery.jobs")
 def gather(rt: Context, record: DeliveryRecord, previous: str, digest: DigestConfig, ctx: dict[str, str]) -> str:
     """Join the delivery to its route's open digest for this channel (and address), or open one."""
     key = gather_key(record.route or "", record.channel, record.address, record.released)
-    window = window_for(digest, was_held=record.notBefore is not None or record.released)
+    window = window_for(digest, was_held=record.notBefore is not None, released=record.released)
     at = now()
     new = _new_digest(rt, record, key, at, at + window)
     scheduled = False

@@ -58,7 +58,7 @@ def test_deliveries_replay_and_status(
 
     event = payloads[0]["metadata"]["eventId"]
     assert main(["replay", "--event", event, "--dry-run", "--config", str(config_file)]) == 0
-    assert "1 failed deliveries would be replayed (dry run)" in capsys.readouterr().out
+    assert "1 failed delivery would be replayed (dry run)" in capsys.readouterr().out
     assert rt.store.delivery(failed[0]["id"]) is not None
 
     assert main(["replay", "--channel", "owners-hook", "--config", str(config_file)]) == 0

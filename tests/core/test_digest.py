@@ -7,6 +7,7 @@ from pathlib import Path
 from relay.config import DigestConfig
 from relay.core.digest import (
     CATCH_UP_SECONDS,
+    RELEASED_SECONDS,
     DigestItem,
     digest_id,
     gather_key,
@@ -38,6 +39,8 @@ def test_one_digest_per_route_channel_and_address_the_address_compared_without_c
 def test_the_window_and_the_catch_up_after_quiet_hours() -> None:
     assert window_for(DigestConfig(window=900), was_held=False) == 900
     assert window_for(DigestConfig(window=900), was_held=True) == CATCH_UP_SECONDS
+    assert window_for(DigestConfig(window=900), was_held=True, released=True) == RELEASED_SECONDS
+    assert window_for(DigestConfig(window=1), was_held=False, released=True) == 1
     assert window_for(DigestConfig(window=2), was_held=True) == 2
 
 

@@ -228,7 +228,7 @@ def test_release_by_cli_sends_once(
     assert main(["release", "--event", event_id, "--dry-run", "--config", config]) == 0
     assert f"held until {SATURDAY}" in capsys.readouterr().out
     assert main(["release", "--event", event_id, "--kind", "notification:access-*", "--config", config]) == 0
-    assert "released 1 held deliveries" in capsys.readouterr().out
+    assert "released 1 held delivery: they go out now" in capsys.readouterr().out
     run_worker(rt)
     assert len(smtp.mails) == 1 and _email(rt, event_id).state == "delivered"
     run_scheduled(rt)
