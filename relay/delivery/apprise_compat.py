@@ -9,13 +9,19 @@
    Its reason text is Apprise's own warnings, collected per thread the same way.
 2. **An HTML e-mail with our own text part.** Apprise always derives the text/plain part from the HTML;
    `send_email` builds the message with Apprise's `NotifyEmail.prepare_emails`, swaps that part, and sends
-   it with Apprise's SMTP controller, using the URL's own settings.
+   it with Apprise's SMTP controller, using the URL's own settings (a plain e-mail: not one Apprise
+   encrypts with PGP, `takes_own_text_part`).
+3. **A service object per send, its URL parsed once.** A shared Apprise object throttles between sends
+   (Slack: 1.2 s), so each send gets a fresh service; parsing the URL is most of what making one costs,
+   so `service` keeps Apprise's own parse (`apprise.plugins.url_to_dict`) per URL and instantiates from a
+   copy of it (`Apprise.instantiate` takes that dict).
 
-`tests/delivery/test_apprise_compat.py` fails when either stops working under a new Apprise or requests.
+`tests/delivery/test_apprise_compat.py` fails when any of them stops working under a new Apprise or requests.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import re
@@ -29,13 +35,17 @@ from email import message_from_string
 from email.message import Message
 from email.mime.text import MIMEText
 from email.utils import parsedate_to_datetime
-from typing import Any
+from functools import lru_cache
+from typing import Any, TypeGuard, cast
 from urllib.parse import urlsplit
 
 import apprise
 import requests
+from apprise import plugins as apprise_plugins
 from apprise.exception import AppriseException
+from apprise.plugins.base import NotifyBase
 from apprise.plugins.email import AppriseEmailException, NotifyEmail
+from apprise.plugins.email.base import PGP_MODE_DEFAULT
 from apprise.plugins.email.smtp import SMTP_EXCEPTIONS, AppriseSMTPController
 
 from relay.core.outcome import Delivered, Outcome, Permanent, Transient
@@ -234,3 +244,22 @@ def send_email(obj: NotifyEmail, title: str, html_body: str, text: str, scrub: C
 
 logging.getLogger("apprise").addHandler(_Warnings())
 _install_observer()  # once, as the module is first imported (under Python's import lock)
+
+
+@lru_cache(maxsize=1024)
+def _parsed(url: str) -> dict[str, Any] | None:
+    return cast("dict[str, Any] | None", apprise_plugins.url_to_dict(url, secure_logging=True))  # type: ignore[no-untyped-call]
+
+
+def service(url: str) -> NotifyBase | None:
+    """A fresh Apprise service object for a URL (None: no plugin takes it); each gets its own copy of the
+    parse, since a plugin may change the arguments it is given."""
+    parsed = _parsed(url)
+    if parsed is None:
+        return None
+    return apprise.Apprise.instantiate(copy.deepcopy(parsed), suppress_exceptions=False)
+
+
+def takes_own_text_part(obj: NotifyBase) -> TypeGuard[NotifyEmail]:
+    """An e-mail that `send_email` can give relay's text part: a plain one, not one Apprise encrypts."""
+    return isinstance(obj, NotifyEmail) and obj.pgp_mode == PGP_MODE_DEFAULT

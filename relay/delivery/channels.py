@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 from functools import lru_cache
-from typing import Any, cast
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import apprise
-from apprise import plugins as apprise_plugins
-from apprise.plugins.base import NotifyBase
-from apprise.plugins.email import NotifyEmail
-from apprise.plugins.email.base import PGP_MODE_DEFAULT
 
 from relay.core.outcome import Outcome, Permanent
 from relay.core.recipients import valid_email
@@ -139,21 +133,6 @@ def native_url(url: str, fmt: str) -> str:
     return base + "?" + "&".join(q for q in (query, "blocks=yes") if q)
 
 
-@lru_cache(maxsize=1024)
-def _parsed(url: str) -> dict[str, Any] | None:
-    return cast("dict[str, Any] | None", apprise_plugins.url_to_dict(url, secure_logging=True))  # type: ignore[no-untyped-call]
-
-
-def _service(url: str) -> NotifyBase | None:
-    """A fresh Apprise service object for a URL (a shared one throttles between sends). Parsing the URL
-    is most of what making one costs, so the parse is kept per URL; each service gets its own copy,
-    since a plugin may change the arguments it is given."""
-    parsed = _parsed(url)
-    if parsed is None:
-        return None
-    return apprise.Apprise.instantiate(copy.deepcopy(parsed), suppress_exceptions=False)
-
-
 def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> Outcome:
     """One send, in the calling thread, through a fresh Apprise service object (a shared one throttles
     between sends). Apprise's `Apprise.notify` would add tags, escalation and a hop to its own thread
@@ -164,12 +143,12 @@ def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> 
     url = native_url(url, fmt)
     secrets = secret_parts(url)
     try:
-        obj = _service(url)
+        obj = apprise_compat.service(url)
     except Exception as exc:
         return Permanent("invalid channel URL: " + redact(str(exc), secrets))
     if obj is None:
         return Permanent(f"invalid channel URL (scheme {scheme_of(url)!r})")
-    if text is not None and fmt == "html" and isinstance(obj, NotifyEmail) and obj.pgp_mode == PGP_MODE_DEFAULT:
+    if text is not None and fmt == "html" and apprise_compat.takes_own_text_part(obj):
         return apprise_compat.send_email(obj, title, body, text, lambda t: redact(t, secrets))
     with apprise_compat.watch() as seen:
         try:

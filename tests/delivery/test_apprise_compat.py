@@ -121,3 +121,21 @@ def test_smtp_refusals_of_a_message_are_tried_again(smtp: SmtpSink, text: str | 
     assert isinstance(first, Transient) and isinstance(second, Transient)
     assert isinstance(send(url, "t", "<p>b</p>", "html", text), Delivered)
     assert len(smtp.mails) == 1
+
+
+# --- a service object per send, its URL parsed once ---------------------------------------------------------
+
+
+def test_a_service_is_made_fresh_from_apprises_own_parse_of_the_url(smtp: SmtpSink) -> None:
+    """Breaks when Apprise's `plugins.url_to_dict` or `Apprise.instantiate` of its dict changes."""
+    from apprise.plugins.email import NotifyEmail
+
+    url = smtp.url() + "&to=bob@example.com"
+    first, second = apprise_compat.service(url), apprise_compat.service(url)
+    assert isinstance(first, NotifyEmail) and isinstance(second, NotifyEmail)
+    assert first is not second  # a shared one would throttle between sends
+    assert first.url(privacy=True) == second.url(privacy=True)  # type: ignore[no-untyped-call]
+    assert apprise_compat.takes_own_text_part(first)
+    assert apprise_compat.service("nosuchscheme://x") is None
+    hook = apprise_compat.service("json://127.0.0.1:9/hook")
+    assert hook is not None and not apprise_compat.takes_own_text_part(hook)
