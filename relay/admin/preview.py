@@ -9,7 +9,7 @@ from typing import Any
 from relay.admin.checks import shown_target
 from relay.config import Config
 from relay.core.digest import digest_of, human_duration
-from relay.core.model import Notification
+from relay.core.model import Notification, State
 from relay.core.quiet import held_until, route_named
 from relay.core.rendering import Renderer
 from relay.core.routing import plan_notification
@@ -39,7 +39,7 @@ def preview_plan(config: Config, data: dict[str, Any], now: datetime | None = No
         if planned.lookup:
             item["lookup"] = f"the address of {planned.recipient_ref} is looked up in the platform catalog when sent"
         if planned.skip_reason:
-            item.update(state="skipped", reason=planned.skip_reason)
+            item.update(state=State.SKIPPED, reason=planned.skip_reason)
         else:
             rendered = renderer.render(notification, planned, fmt)
             item.update(
@@ -55,7 +55,7 @@ def preview_plan(config: Config, data: dict[str, Any], now: datetime | None = No
                 item["templateError"] = rendered.error
             until = held_until(config, planned.route, at)
             if until is not None:
-                item.update(state="held", notBefore=iso(until.timestamp()))
+                item.update(state=State.HELD, notBefore=iso(until.timestamp()))
             elif _has_intervals(config, planned.route):
                 item["quietHours"] = "inside the route's time intervals: goes out now"
             digest = digest_of(config, planned.route)
@@ -75,11 +75,11 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text", now: dateti
     for n, item in enumerate(plan, 1):
         head = f"[{n}] message {item['message']} ({item['recipientType']}) -> {item['channel']} {item['target']}"
         route = f"    route: {item['route']}"
-        if item["state"] == "skipped":
+        if item["state"] == State.SKIPPED:
             blocks.append(f"{head}\n    to: {_who(item)}\n{route}\n    skipped: {item['reason']}")
             continue
         lines = [head, f"    to: {_who(item)}", route]
-        if item["state"] == "held":
+        if item["state"] == State.HELD:
             lines.append(f"    held until {item['notBefore']} (the route's time intervals)")
         elif "quietHours" in item:
             lines.append(f"    {item['quietHours']}")

@@ -29,7 +29,7 @@ class DeliveryRow:
     channel: str
     recipient_type: str
     recipient: str
-    state: str
+    state: State
     attempts: int
     max_attempts: int
     error: str
@@ -65,7 +65,7 @@ class DeliveryRow:
             updated=r.updatedAt,
             fallback_for=r.fallbackFor,
             route=r.route,
-            not_before=r.notBefore if r.state == State.HELD.value else None,
+            not_before=r.notBefore if r.state is State.HELD else None,
             digest=r.digest,
             items=len(r.items),
         )
@@ -80,7 +80,7 @@ class DeliveryRow:
 
     @property
     def held(self) -> bool:
-        return self.state == State.HELD.value
+        return self.state is State.HELD
 
     @property
     def held_by(self) -> str:
@@ -91,7 +91,7 @@ class DeliveryRow:
 
     @property
     def failed(self) -> bool:
-        return self.state == State.FAILED.value
+        return self.state is State.FAILED
 
 
 @dataclass
@@ -109,7 +109,7 @@ class EventView:
     @property
     def states(self) -> list[tuple[str, int]]:
         counts = Counter(d.state for d in self.deliveries)
-        return [(s.value, counts[s.value]) for s in State if counts[s.value]]
+        return [(s, counts[s]) for s in State if counts[s]]
 
     @property
     def has_digest(self) -> bool:
@@ -163,7 +163,7 @@ def page_counters(c: Counters) -> dict[str, int]:
     return {
         "received": int(c.total("relay_notifications_received_total")),
         "duplicates": int(c.total("relay_notifications_duplicate_total")),
-        "delivered": int(c.total("relay_deliveries_total", state=State.DELIVERED.value)),
+        "delivered": int(c.total("relay_deliveries_total", state=State.DELIVERED)),
         "failed_kept": c.failed_kept,
         "queue_depth": c.queue_depth,
         "workers_alive": c.workers_alive,
@@ -230,14 +230,12 @@ class PageData:
         failed_ids, failed_total, held_ids, held_total = pipe.execute()
         groups: dict[str, FailedGroup] = {}
         for record in self.store.deliveries(_text(d) for d in failed_ids):
-            if record is None or record.state != State.FAILED.value:
+            if record is None or record.state is not State.FAILED:
                 continue
             group = groups.setdefault(record.eventId, FailedGroup(record.eventId, record.kind))
             group.deliveries.append(DeliveryRow.of(record))
         held = [
-            DeliveryRow.of(r)
-            for r in self.store.deliveries(_text(d) for d in held_ids)
-            if r and r.state == State.HELD.value
+            DeliveryRow.of(r) for r in self.store.deliveries(_text(d) for d in held_ids) if r and r.state is State.HELD
         ]
         self.link_digests(held, {})
         counters = page_counters(self.counters.read())

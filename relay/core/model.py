@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import json
 import re
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationInfo, fi
 from pydantic_core import PydanticCustomError
 
 from relay.config.server import MAX_EVENT_ID_LENGTH
+from relay.core.states import State as State  # re-exported: the model's delivery states
 
 # The pydantic error type of a payload over a configured limit (metrics count these apart).
 LIMIT_ERROR = "limit_exceeded"
@@ -169,18 +169,6 @@ def kind_name(kind: str) -> str:
 
 def recipient_type_name(recipient_type: str) -> str:
     return recipient_type.removeprefix("recipient-type:")
-
-
-class State(enum.StrEnum):
-    QUEUED = "queued"
-    RETRYING = "retrying"
-    DELIVERED = "delivered"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    # A group looked up in the catalog: its members got deliveries of their own (`members`).
-    EXPANDED = "expanded"
-    # Outside its route's active time intervals or inside a mute one: it goes at `notBefore`.
-    HELD = "held"
 
 
 @dataclass(frozen=True)

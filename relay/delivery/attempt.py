@@ -17,15 +17,16 @@ from datetime import UTC, datetime
 
 from relay.core.digest import digest_of
 from relay.core.lookup import Expand, Skip, after_look_up
-from relay.core.model import Notification, State
+from relay.core.model import Notification
 from relay.core.outcome import Transient
 from relay.core.quiet import held_until
+from relay.core.states import OPEN, State
 from relay.delivery import digests
 from relay.delivery.catalog import CatalogUnavailable
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose
 from relay.delivery.context import Context
-from relay.delivery.recording import OPEN, decide, derived, queue_new, store
+from relay.delivery.recording import decide, derived, queue_new, store
 from relay.storage.store import DeliveryRecord, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
@@ -33,7 +34,7 @@ LOCK_MARGIN = 30
 SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
 MAX_SLOT_SLEEP = 1.5
 
-__all__ = ["OPEN", "lock_ttl", "run"]
+__all__ = ["lock_ttl", "run"]
 
 
 def lock_ttl(rt: Context) -> int:
@@ -50,7 +51,7 @@ def run(rt: Context, record: DeliveryRecord | str, notification: Notification | 
             return current.state
         if current.digest:  # gathered: its digest sends it (a wake-up of its own from before finds this)
             return current.state
-        if current.state == State.HELD.value and not current.released and _held_again(rt, current):
+        if current.state is State.HELD and not current.released and _held_again(rt, current):
             return current.state
         if _throttled(rt, current, slot_at):
             return "throttled"
@@ -153,7 +154,7 @@ def _attempt(rt: Context, record: DeliveryRecord, notification: Notification | N
     return decide(rt, record, previous, outcome, ctx, time.monotonic() - started)
 
 
-def _address(rt: Context, record: DeliveryRecord, previous: str, ctx: dict[str, str]) -> str | None:
+def _address(rt: Context, record: DeliveryRecord, previous: State, ctx: dict[str, str]) -> str | None:
     """Find a per-recipient delivery's address in the platform catalog: None when it now has one, else the
     state it ended in (retrying while the platform is down, skipped, or expanded for a group)."""
     ref = record.recipient

@@ -36,7 +36,7 @@ from relay.storage.store import DeliveryRecord, iso, now
 log = logging.getLogger("relay.delivery.jobs")
 
 
-def gather(rt: Context, record: DeliveryRecord, previous: str, digest: DigestConfig, ctx: dict[str, str]) -> str:
+def gather(rt: Context, record: DeliveryRecord, previous: State, digest: DigestConfig, ctx: dict[str, str]) -> str:
     """Join the delivery to its route's open digest for this channel (and address), or open one."""
     key = gather_key(record.route or "", record.channel, record.address, record.released)
     window = window_for(digest, was_held=record.notBefore is not None or record.released)
@@ -50,7 +50,7 @@ def gather(rt: Context, record: DeliveryRecord, previous: str, digest: DigestCon
     if got.created and not scheduled:  # another digest closed between the look and the gathering
         rt.intake.deliver_at(got.digest_id, at + window)
     record.digest, record.notBefore = got.digest_id, got.not_before
-    record.state, record.lastError = State.HELD.value, None
+    record.state, record.lastError = State.HELD, None
     rt.store.update(record, previous)
     if got.full:
         # max_items: it goes now. Queued after the item is stored `held`, so that the digest's send, which
@@ -68,7 +68,7 @@ def _new_digest(rt: Context, item: DeliveryRecord, key: str, at: float, until: f
         id=digest_id(key, item.id),
         template=DIGEST_TEMPLATE,
         templateUsed=None,
-        state=State.HELD.value,
+        state=State.HELD,
         attempts=0,
         maxAttempts=rt.config.retry.attempts,
         lastError=None,

@@ -21,9 +21,10 @@ from redis import Redis
 from redis.exceptions import RedisError
 from rq.job import Job
 
-from relay.core.model import Notification, PlannedDelivery, State
+from relay.core.model import Notification, PlannedDelivery
 from relay.core.quiet import held_until
 from relay.core.routing import plan_notification
+from relay.core.states import OPEN, SENDABLE, State
 from relay.delivery import attempt
 from relay.delivery.context import Context, bound
 from relay.delivery.recording import follow
@@ -41,8 +42,6 @@ PRUNE_SHARE = 0.01  # plannings that also drop expired index entries
 # burst, and RQ's cost of a job (a dozen round trips and more) spread over a second's planning under load.
 BATCH = 10
 BATCH_SECONDS = 1.5
-# Sent at once after planning; a held delivery (open too: see attempt.OPEN) waits for its scheduled job.
-SENDABLE = (State.QUEUED.value, State.RETRYING.value)
 
 
 def plan_batch(event_id: str = "") -> int:
@@ -128,9 +127,9 @@ def plan_event(rt: Context, event_id: str) -> int:
     stored = rt.store.create_deliveries(event_id, records, take=(attempt.lock_ttl(rt), here))
     for record in stored:
         ctx = {"eventId": event_id, "deliveryId": record.id, "channel": record.channel}
-        if record.state == State.SKIPPED.value:
+        if record.state is State.SKIPPED:
             log.info("delivery skipped: %s", record.lastError, extra=ctx)
-        elif record.state == State.HELD.value and record.notBefore is not None:
+        elif record.state is State.HELD and record.notBefore is not None:
             # Also for a record found held (this job runs again after a crash): the same job id, scheduled once.
             rt.intake.deliver_at(record.id, record.notBefore)
             log.info("delivery held by quiet hours until %s", iso(record.notBefore), extra=ctx)
@@ -181,10 +180,10 @@ def _task(
 def give_up(rt: Context, ident: str, why: str) -> None:
     """Mark a delivery that cannot be sent without crashing as failed (replayable), with the reason."""
     record = rt.store.delivery(ident)
-    if record is None or record.state not in attempt.OPEN:
+    if record is None or record.state not in OPEN:
         return
     previous = record.state
-    record.state = State.FAILED.value
+    record.state = State.FAILED
     record.lastError = why
     items = [i for i in rt.store.deliveries(record.items) if i is not None]  # a digest's follow it
     rt.store.update_many([StateChange(record, previous, labels={"reason": "crash"}), *follow(record, items)])
@@ -224,7 +223,7 @@ def _record(
         address=planned.address,
         channel=planned.channel,
         template=planned.template,
-        state=state.value,
+        state=state,
         attempts=0,
         maxAttempts=rt.config.retry.attempts,
         lastError=planned.skip_reason,

@@ -9,20 +9,18 @@ from dataclasses import replace
 from typing import Any
 
 from relay.core.lookup import fallback_channels
-from relay.core.model import State
 from relay.core.outcome import Delivered, Outcome, Transient, next_step
+from relay.core.states import OPEN, State
 from relay.delivery.context import Context
 from relay.storage.store import DeliveryRecord, StateChange, delivery_id, now
 
 log = logging.getLogger("relay.delivery.jobs")
-# Still to be sent: a held delivery too, once its scheduled job wakes it (relay.delivery.jobs).
-OPEN = (State.QUEUED.value, State.RETRYING.value, State.HELD.value)
 
 
 def decide(
     rt: Context,
     record: DeliveryRecord,
-    previous: str,
+    previous: State,
     outcome: Outcome,
     ctx: dict[str, str],
     took: float | None = None,
@@ -30,7 +28,7 @@ def decide(
 ) -> str:
     """Store the state that `outcome` leads to; `followers` (a digest's items) take the same state."""
     step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
-    record.state, record.lastError = step.state.value, step.reason
+    record.state, record.lastError = step.state, step.reason
     if isinstance(outcome, Delivered):
         # From when it could go: the time a delivery was held by quiet hours (or gathered) is not latency.
         since = max(record.createdAt, record.notBefore or 0.0)
@@ -41,7 +39,7 @@ def decide(
         return record.state
     kind = "transient" if isinstance(outcome, Transient) else "permanent"
     change = StateChange(record, previous, send_seconds=took, labels={"reason": kind})
-    if step.state == State.RETRYING and step.retry_in is not None:
+    if step.state is State.RETRYING and step.retry_in is not None:
         rt.intake.retry_later(record.id, step.retry_in, record.attempts)  # queued before the state is stored
         rt.store.update_many([change, *follow(record, followers)])
         log.info("failed, retrying in %gs: %s", step.retry_in, record.lastError, extra={**ctx, "state": record.state})
@@ -57,7 +55,7 @@ def decide(
 def store(
     rt: Context,
     record: DeliveryRecord,
-    previous: str,
+    previous: State,
     state: State,
     why: str,
     ctx: dict[str, str],
@@ -65,13 +63,13 @@ def store(
     followers: list[DeliveryRecord] | None = None,
 ) -> str:
     """Store a state reached without a send (skipped, expanded, failed for the config)."""
-    record.state, record.lastError = state.value, why
+    record.state, record.lastError = state, why
     labels = {"reason": reason} if reason else {}
     rt.store.update_many([StateChange(record, previous, labels=labels), *follow(record, followers)])
-    if state == State.FAILED:
+    if state is State.FAILED:
         log.warning("delivery failed: %s", why, extra=ctx)
     else:
-        log.info("delivery %s: %s", state.value, why, extra=ctx)
+        log.info("delivery %s: %s", state, why, extra=ctx)
     return record.state
 
 
@@ -105,7 +103,7 @@ def derived(record: DeliveryRecord, key: str, **changes: Any) -> DeliveryRecord:
     return replace(
         record,
         id=delivery_id(record.eventId, record.messageIndex, f"{record.channel}>{key}", record.recipientIndex),
-        state=State.QUEUED.value,
+        state=State.QUEUED,
         attempts=0,
         lastError=None,
         createdAt=ts,

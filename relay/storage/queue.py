@@ -239,14 +239,14 @@ class Intake:
             taken, current = self.store.lock_and_read(record.id, RELEASE_LOCK_TTL)
             if not taken:
                 continue  # a worker has it in hand this moment: it is going out
-            if current is None or current.state != State.HELD.value:
+            if current is None or current.state is not State.HELD:
                 self.store.unlock(record.id)
                 continue
-            current.state = State.QUEUED.value
+            current.state = State.QUEUED
             # A digest, queued, goes out as it is; a delivery still to gather is marked, so that it gathers
             # apart from what its route holds (`relay.core.digest.gather_key`) and no quiet hours hold it.
             current.released = current.released or not current.items
-            self.store.update(current, State.HELD.value)  # lets go of the lock
+            self.store.update(current, State.HELD)  # lets go of the lock
             released.append(current.id)
         if released:
             self.redis.hincrby(METRICS, metric_field("relay_releases_total"), len(released))
@@ -261,7 +261,7 @@ class Intake:
         found = {d.id: d for d in self.store.deliveries(wanted) if d is not None}
         out = {r.id: r for r in records if not r.digest}
         out.update((i, found[i]) for i in wanted if i in found and i not in out)
-        return [r for r in out.values() if r.state == state.value]
+        return [r for r in out.values() if r.state is state]
 
     def replay(self, records: list[DeliveryRecord], attempts: int, dry_run: bool = False) -> int:
         """Requeue failed deliveries with a fresh retry budget; delivered ones are never touched. Returns how
@@ -271,7 +271,7 @@ class Intake:
             return len(chosen)
         for record in chosen:
             previous = record.state
-            record.state = State.QUEUED.value
+            record.state = State.QUEUED
             record.maxAttempts = record.attempts + attempts
             record.lastError = (record.lastError or "") and f"replayed after: {record.lastError}"
             # A digest's items go back with it (out of the failed list), to be sent in it again.
@@ -282,8 +282,8 @@ class Intake:
         return len(chosen)
 
 
-def _requeued(item: DeliveryRecord, previous: str) -> StateChange:
-    item.state = State.QUEUED.value
+def _requeued(item: DeliveryRecord, previous: State) -> StateChange:
+    item.state = State.QUEUED
     return StateChange(item, previous)
 
 

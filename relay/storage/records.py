@@ -101,7 +101,7 @@ class DeliveryRecord:
     channel: str
     # The route's template choice (`auto`, a name, or `platform`): every attempt renders with it.
     template: str
-    state: str
+    state: State
     attempts: int
     maxAttempts: int
     lastError: str | None
@@ -145,7 +145,7 @@ class DeliveryRecord:
             address=data.get("address") or None,
             channel=data.get("channel", ""),
             template=template,
-            state=data.get("state", State.QUEUED.value),
+            state=state_of(data),
             attempts=int(data.get("attempts", 0)),
             maxAttempts=int(data.get("maxAttempts", 1)),
             lastError=data.get("lastError") or None,
@@ -176,7 +176,7 @@ class DeliveryRecord:
             "channel": self.channel,
             "template": self.template,
             "templateUsed": self.templateUsed or "",
-            "state": self.state,
+            "state": self.state.value,
             "attempts": str(self.attempts),
             "maxAttempts": str(self.maxAttempts),
             "lastError": self.lastError or "",
@@ -225,6 +225,23 @@ class DeliveryRecord:
             out["eventId"] = self.eventId
             out["kind"] = self.kind
         return out
+
+
+class UnknownState(ValueError):
+    """A stored delivery whose state this relay does not know (written by a newer relay, or by hand)."""
+
+    def __init__(self, delivery_id: str, value: str) -> None:
+        super().__init__(f"delivery {delivery_id} has a state this relay does not know: {value!r}")
+        self.delivery_id, self.value = delivery_id, value
+
+
+def state_of(data: dict[str, str]) -> State:
+    """The stored state (`queued` when none is stored); UnknownState for a value that is none of them."""
+    value = data.get("state", State.QUEUED)
+    try:
+        return State(value)
+    except ValueError:
+        raise UnknownState(data.get("id", "?"), value) from None
 
 
 def legacy_choice(used: str, kind: str) -> str:

@@ -6,6 +6,7 @@ send lock and lease, and the counters, so that what /metrics and the events API 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from relay.storage.records import (
     WORKERS,
     DeliveryRecord,
     EventRecord,
+    UnknownState,
     _text,
     dedup_key,
     delivery_id,
@@ -76,11 +78,26 @@ __all__ = [
 ]
 
 
-def _held_op(record: DeliveryRecord, previous_state: str | None) -> str:
+log = logging.getLogger("relay.storage")
+
+
+def _held_op(record: DeliveryRecord, previous_state: State | None) -> str:
     """What a stored state does to the held index: add (at notBefore), remove, or nothing (-)."""
-    if record.state == State.HELD.value:
+    if record.state is State.HELD:
         return repr(record.notBefore if record.notBefore is not None else now())
-    return "rem" if previous_state == State.HELD.value else "-"
+    return "rem" if previous_state is State.HELD else "-"
+
+
+def _read(data: Any) -> DeliveryRecord | None:
+    """The record in a hash as redis-py returns it; None for none, and for one in a state this relay does
+    not know (a newer relay's): such a record is listed by nobody and left as it is, never overwritten."""
+    if not data:
+        return None
+    try:
+        return DeliveryRecord.from_hash({_text(k): _text(v) for k, v in data.items()})
+    except UnknownState as exc:
+        log.warning("delivery left alone: %s", exc, extra={"deliveryId": exc.delivery_id})
+        return None
 
 
 @dataclass
@@ -88,7 +105,7 @@ class StateChange:
     """A delivery's new state, to be stored (`Store.update_many`)."""
 
     record: DeliveryRecord
-    previous_state: str
+    previous_state: State
     latency_from: float | None = None
     send_seconds: float | None = None
     labels: dict[str, str] = field(default_factory=dict)
@@ -146,7 +163,7 @@ class Store:
             fields = record.to_hash()
             labels = {"state": record.state, "channel": record.channel, "kind": record.kind}
             metric = metric_field("relay_deliveries_total", **labels)
-            failed = int(record.state == State.FAILED.value)
+            failed = int(record.state is State.FAILED)
             args += [record.id, repr(record.createdAt), failed, int(record.id in to_take), metric]
             args += [_held_op(record, None), len(fields)]
             for pair in fields.items():
@@ -167,10 +184,7 @@ class Store:
         return stored
 
     def delivery(self, delivery_id_: str) -> DeliveryRecord | None:
-        data = self.redis.hgetall(delivery_key(delivery_id_))
-        if not data:
-            return None
-        return DeliveryRecord.from_hash({_text(k): _text(v) for k, v in data.items()})
+        return _read(self.redis.hgetall(delivery_key(delivery_id_)))
 
     def deliveries(self, ids: Iterable[str]) -> list[DeliveryRecord | None]:
         ids = list(ids)
@@ -179,15 +193,12 @@ class Store:
         pipe = self.redis.pipeline(transaction=False)
         for i in ids:
             pipe.hgetall(delivery_key(i))
-        out: list[DeliveryRecord | None] = []
-        for data in pipe.execute():
-            out.append(DeliveryRecord.from_hash({_text(k): _text(v) for k, v in data.items()}) if data else None)
-        return out
+        return [_read(data) for data in pipe.execute()]
 
     def update(
         self,
         record: DeliveryRecord,
-        previous_state: str,
+        previous_state: State,
         latency_from: float | None = None,
         send_seconds: float | None = None,
         **metric_labels: str,
@@ -204,9 +215,9 @@ class Store:
             record, previous_state = outcome.record, outcome.previous_state
             record.updatedAt = now()
             failed = "-"
-            if record.state == State.FAILED.value:
+            if record.state is State.FAILED:
                 failed = "add"
-            elif previous_state == State.FAILED.value:
+            elif previous_state is State.FAILED:
                 failed = "rem"
             ints: list[tuple[str, int]] = []
             floats: list[tuple[str, float]] = []
@@ -245,10 +256,9 @@ class Store:
         )
         if not taken:
             return False, None
-        flat = rest[0] if rest else []
-        if not flat:
+        record = _read(hash_pairs(rest[0] if rest else []))
+        if record is None:
             return True, None
-        record = DeliveryRecord.from_hash({_text(k): _text(v) for k, v in hash_pairs(flat).items()})
         record.held_lock = True
         return True, record
 
