@@ -11,8 +11,8 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field, StrictStr, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from relay.core.model import State
-from relay.storage.store import FAILED, HELD, DeliveryRecord, Store, parse_since
+from relay.core.model import Delivery, State
+from relay.storage.store import FAILED, HELD, Store, parse_since
 
 MAX_LISTED = 500
 # A duration back from now (90s, 2h, 1h30m, 7d) or an ISO 8601 date or time.
@@ -77,11 +77,11 @@ class ReleaseRequest(ReplayRequest):
 
 
 class Replaying(Protocol):
-    def replay(self, records: list[DeliveryRecord], attempts: int, dry_run: bool = False) -> int: ...
+    def replay(self, records: list[Delivery], attempts: int, dry_run: bool = False) -> int: ...
 
 
 class Releasing(Protocol):
-    def release(self, records: list[DeliveryRecord], dry_run: bool = False) -> int: ...
+    def release(self, records: list[Delivery], dry_run: bool = False) -> int: ...
 
 
 class Filters:
@@ -107,7 +107,7 @@ class Filters:
     def from_body(cls, body: ReplayRequest, state: State = State.FAILED) -> Filters:
         return cls(state, body.kind, body.channel, since_value(body.since), body.eventId, body.ids)
 
-    def matches(self, r: DeliveryRecord) -> bool:
+    def matches(self, r: Delivery) -> bool:
         if self.state is not None and r.state is not self.state:
             return False
         if self.kind and not fnmatchcase(r.kind, self.kind):
@@ -118,7 +118,7 @@ class Filters:
             return False
         return not (self.event_id and r.eventId != self.event_id)
 
-    def candidates(self, store: Store) -> list[DeliveryRecord]:
+    def candidates(self, store: Store) -> list[Delivery]:
         if self.ids is not None:
             return [r for r in store.deliveries(self.ids) if r is not None]
         if self.event_id:
@@ -126,12 +126,12 @@ class Filters:
         index = {State.FAILED: FAILED, State.HELD: HELD}.get(self.state) if self.state is not None else None
         return list(store.iter_recent(None, index) if index else store.iter_recent(self.since))
 
-    def select(self, store: Store, limit: int) -> list[DeliveryRecord]:
+    def select(self, store: Store, limit: int) -> list[Delivery]:
         found = [r for r in self.candidates(store) if self.matches(r)]
         found.sort(key=lambda r: (r.createdAt, r.id), reverse=True)
         return found[:limit]
 
-    def chosen(self, store: Store) -> tuple[list[DeliveryRecord], list[dict[str, str]]]:
+    def chosen(self, store: Store) -> tuple[list[Delivery], list[dict[str, str]]]:
         """The deliveries these filters pick, and, when they name `ids`, those named that are not in the
         wanted state (with their state, or "unknown")."""
         candidates = self.candidates(store)

@@ -21,7 +21,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 from rq.job import Job
 
-from relay.core.model import Notification, PlannedDelivery
+from relay.core.model import Delivery, Notification
 from relay.core.quiet import held_until
 from relay.core.routing import plan_notification
 from relay.core.states import OPEN, SENDABLE, State
@@ -30,7 +30,7 @@ from relay.delivery.context import Context, bound
 from relay.delivery.recording import follow
 from relay.storage.leases import MAX_LOSSES
 from relay.storage.planning import UNPLANNED
-from relay.storage.store import DeliveryRecord, StateChange, delivery_id, iso, now
+from relay.storage.store import StateChange, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
 # A planning job hands this many of its deliveries to its own worker's senders; the rest become jobs, so
@@ -118,10 +118,8 @@ def plan_event(rt: Context, event_id: str) -> int:
         log.warning("event expired before it was planned", extra={"eventId": event_id})
         return 0
     notification = Notification.model_validate_json(event.payload)
-    holds = _Holds(rt)
-    records = [
-        _record(rt, event_id, notification.kind, p, holds(p)) for p in plan_notification(rt.config, notification)
-    ]
+    records = plan_notification(rt.config, notification, event_id, now())
+    _Holds(rt).apply(records)
     here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
     rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
     stored = rt.store.create_deliveries(event_id, records, take=(attempt.lock_ttl(rt), here))
@@ -158,14 +156,12 @@ def deliver_job(delivery_id_: str, slot_at: float | None = None) -> str:
     return "handed to the senders"
 
 
-def _task(
-    rt: Context, record: DeliveryRecord | str, notification: Notification | None, slot_at: float | None = None
-) -> Any:
+def _task(rt: Context, record: Delivery | str, notification: Notification | None, slot_at: float | None = None) -> Any:
     def send() -> None:
         try:
             attempt.run(rt, record, notification, slot_at)
         except Exception as exc:
-            ident = record.id if isinstance(record, DeliveryRecord) else record
+            ident = record.id if isinstance(record, Delivery) else record
             # A bug, or an outage of Redis: the delivery goes back to the queue, a few times at most.
             log.exception("send failed unexpectedly", extra={"deliveryId": ident})
             if rt.store.leases.lost(ident) >= MAX_LOSSES:
@@ -198,43 +194,19 @@ class _Holds:
         self.now = datetime.fromtimestamp(rt.clock(), UTC)
         self.found: dict[str | None, float | None] = {}
 
-    def __call__(self, planned: PlannedDelivery) -> float | None:
-        if planned.skip_reason is not None:
-            return None
-        if planned.route not in self.found:
-            until = held_until(self.config, planned.route, self.now)
-            self.found[planned.route] = until.timestamp() if until is not None else None
-        return self.found[planned.route]
+    def until(self, route: str | None) -> float | None:
+        if route not in self.found:
+            until = held_until(self.config, route, self.now)
+            self.found[route] = until.timestamp() if until is not None else None
+        return self.found[route]
 
-
-def _record(
-    rt: Context, event_id: str, kind: str, planned: PlannedDelivery, not_before: float | None = None
-) -> DeliveryRecord:
-    ts = now()
-    skipped = planned.skip_reason is not None
-    state = State.SKIPPED if skipped else State.HELD if not_before is not None else State.QUEUED
-    return DeliveryRecord(
-        id=delivery_id(event_id, planned.message_index, planned.channel, planned.recipient_index),
-        eventId=event_id,
-        kind=kind,
-        messageIndex=planned.message_index,
-        recipientType=planned.recipient_type,
-        recipient=planned.recipient_ref or planned.address,
-        address=planned.address,
-        channel=planned.channel,
-        template=planned.template,
-        state=state,
-        attempts=0,
-        maxAttempts=rt.config.retry.attempts,
-        lastError=planned.skip_reason,
-        createdAt=ts,
-        updatedAt=ts,
-        fallback=list(planned.fallback),
-        attemptTimes=[],
-        recipientIndex=planned.recipient_index,
-        route=planned.route,
-        notBefore=not_before,
-    )
+    def apply(self, planned: list[Delivery]) -> None:
+        """Each queued delivery that its route's intervals hold now is held until they let it go."""
+        for delivery in planned:
+            if delivery.state is State.QUEUED:
+                delivery.notBefore = self.until(delivery.route)
+                if delivery.notBefore is not None:
+                    delivery.state = State.HELD
 
 
 def delivery_job_failed(job: Job, connection: Redis, exc_type: type, exc: BaseException, tb: Any) -> None:

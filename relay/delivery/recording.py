@@ -9,22 +9,23 @@ from dataclasses import replace
 from typing import Any
 
 from relay.core.lookup import fallback_channels
+from relay.core.model import Delivery, delivery_id
 from relay.core.outcome import Delivered, Outcome, Transient, next_step
 from relay.core.states import OPEN, State
 from relay.delivery.context import Context
-from relay.storage.store import DeliveryRecord, StateChange, delivery_id, now
+from relay.storage.store import StateChange, now
 
 log = logging.getLogger("relay.delivery.jobs")
 
 
 def decide(
     rt: Context,
-    record: DeliveryRecord,
+    record: Delivery,
     previous: State,
     outcome: Outcome,
     ctx: dict[str, str],
     took: float | None = None,
-    followers: list[DeliveryRecord] | None = None,
+    followers: list[Delivery] | None = None,
 ) -> str:
     """Store the state that `outcome` leads to; `followers` (a digest's items) take the same state."""
     step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
@@ -54,13 +55,13 @@ def decide(
 
 def store(
     rt: Context,
-    record: DeliveryRecord,
+    record: Delivery,
     previous: State,
     state: State,
     why: str,
     ctx: dict[str, str],
     reason: str = "",
-    followers: list[DeliveryRecord] | None = None,
+    followers: list[Delivery] | None = None,
 ) -> str:
     """Store a state reached without a send (skipped, expanded, failed for the config)."""
     record.state, record.lastError = state, why
@@ -73,7 +74,7 @@ def store(
     return record.state
 
 
-def follow(digest: DeliveryRecord, items: list[DeliveryRecord] | None) -> list[StateChange]:
+def follow(digest: Delivery, items: list[Delivery] | None) -> list[StateChange]:
     """A digest's items take its state and its tries (and say why, when it is not delivered)."""
     changes = []
     for item in items or []:
@@ -85,7 +86,7 @@ def follow(digest: DeliveryRecord, items: list[DeliveryRecord] | None) -> list[S
     return changes
 
 
-def _fallback(rt: Context, record: DeliveryRecord, name: str) -> DeliveryRecord:
+def _fallback(rt: Context, record: Delivery, name: str) -> Delivery:
     per_recipient = rt.config.channels[name].per_recipient
     return derived(
         record,
@@ -97,7 +98,7 @@ def _fallback(rt: Context, record: DeliveryRecord, name: str) -> DeliveryRecord:
     )
 
 
-def derived(record: DeliveryRecord, key: str, **changes: Any) -> DeliveryRecord:
+def derived(record: Delivery, key: str, **changes: Any) -> Delivery:
     """A new delivery born of `record` (a group member, a fallback), with a stable id of its own."""
     ts = now()
     return replace(
@@ -116,6 +117,6 @@ def derived(record: DeliveryRecord, key: str, **changes: Any) -> DeliveryRecord:
     )
 
 
-def queue_new(rt: Context, event_id: str, records: list[DeliveryRecord]) -> None:
+def queue_new(rt: Context, event_id: str, records: list[Delivery]) -> None:
     stored = rt.store.create_deliveries(event_id, records)
     rt.intake.enqueue_deliveries([r.id for r in stored if r.state in OPEN])

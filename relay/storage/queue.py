@@ -19,13 +19,12 @@ from redis.commands.core import AsyncScript, Script
 from redis.exceptions import RedisError
 from rq import Callback, Queue, Retry
 
-from relay.core.model import State
+from relay.core.model import Delivery, State
 from relay.storage.planning import PENDING, PENDING_TTL, UNPLANNED, Planning
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
     EVENTS,
     METRICS,
-    DeliveryRecord,
     StateChange,
     Store,
     dedup_key,
@@ -227,7 +226,7 @@ class Intake:
             on_failure=DELIVERY_GIVEN_UP,
         )
 
-    def release(self, records: list[DeliveryRecord], dry_run: bool = False) -> int:
+    def release(self, records: list[Delivery], dry_run: bool = False) -> int:
         """Send held deliveries now: each queued again under its send lock (so a wake-up sending it at this
         moment is never undone), and its job enqueued; the scheduled wake-up, when it comes, finds it sent.
         Returns how many go out now, as `carried` lists them (a digest counts once, its items with it)."""
@@ -253,7 +252,7 @@ class Intake:
             self.enqueue_deliveries(released)
         return len(released)
 
-    def carried(self, records: list[DeliveryRecord], state: State) -> list[DeliveryRecord]:
+    def carried(self, records: list[Delivery], state: State) -> list[Delivery]:
         """The deliveries that are sent for `records`, those in `state`: a delivery gathered into a digest goes
         out with its digest, never on its own, so it stands for its digest here (once, however many of its
         items were chosen). What a replay (failed) or a release (held) sends, lists and counts."""
@@ -263,7 +262,7 @@ class Intake:
         out.update((i, found[i]) for i in wanted if i in found and i not in out)
         return [r for r in out.values() if r.state is state]
 
-    def replay(self, records: list[DeliveryRecord], attempts: int, dry_run: bool = False) -> int:
+    def replay(self, records: list[Delivery], attempts: int, dry_run: bool = False) -> int:
         """Requeue failed deliveries with a fresh retry budget; delivered ones are never touched. Returns how
         many go out again, as `carried` lists them."""
         chosen = self.carried(records, State.FAILED)
@@ -282,7 +281,7 @@ class Intake:
         return len(chosen)
 
 
-def _requeued(item: DeliveryRecord, previous: State) -> StateChange:
+def _requeued(item: Delivery, previous: State) -> StateChange:
     item.state = State.QUEUED
     return StateChange(item, previous)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from redis import Redis
 
-from relay.core.model import State
+from relay.core.model import Delivery, State, delivery_id, iso
 from relay.storage.digests import Digests
 from relay.storage.leases import LEASES, Leases
 from relay.storage.records import (
@@ -28,18 +28,17 @@ from relay.storage.records import (
     SCAN_LIMIT,
     SEND_LATENCY,
     WORKERS,
-    DeliveryRecord,
     EventRecord,
     UnknownState,
     _text,
     dedup_key,
-    delivery_id,
+    delivery_from_hash,
     delivery_key,
+    delivery_to_hash,
     event_deliveries_key,
     event_from_hash,
     event_key,
     hash_pairs,
-    iso,
     lock_key,
     metric_field,
     now,
@@ -47,7 +46,7 @@ from relay.storage.records import (
 )
 from relay.storage.scripts import CREATE, LOCK_AND_READ, RESERVE_SLOT, UPDATE
 
-# Names other modules read from here; they live in `relay.storage.records`.
+# Names other modules read from here; they live in `relay.storage.records` (and the core's model).
 __all__ = [
     "DELIVERIES",
     "EVENTS",
@@ -59,7 +58,6 @@ __all__ = [
     "PREFIX",
     "SEND_LATENCY",
     "WORKERS",
-    "DeliveryRecord",
     "EventRecord",
     "StateChange",
     "Store",
@@ -81,20 +79,20 @@ __all__ = [
 log = logging.getLogger("relay.storage")
 
 
-def _held_op(record: DeliveryRecord, previous_state: State | None) -> str:
+def _held_op(record: Delivery, previous_state: State | None) -> str:
     """What a stored state does to the held index: add (at notBefore), remove, or nothing (-)."""
     if record.state is State.HELD:
         return repr(record.notBefore if record.notBefore is not None else now())
     return "rem" if previous_state is State.HELD else "-"
 
 
-def _read(data: Any) -> DeliveryRecord | None:
+def _read(data: Any) -> Delivery | None:
     """The record in a hash as redis-py returns it; None for none, and for one in a state this relay does
     not know (a newer relay's): such a record is listed by nobody and left as it is, never overwritten."""
     if not data:
         return None
     try:
-        return DeliveryRecord.from_hash({_text(k): _text(v) for k, v in data.items()})
+        return delivery_from_hash({_text(k): _text(v) for k, v in data.items()})
     except UnknownState as exc:
         log.warning("delivery left alone: %s", exc, extra={"deliveryId": exc.delivery_id})
         return None
@@ -104,7 +102,7 @@ def _read(data: Any) -> DeliveryRecord | None:
 class StateChange:
     """A delivery's new state, to be stored (`Store.update_many`)."""
 
-    record: DeliveryRecord
+    record: Delivery
     previous_state: State
     latency_from: float | None = None
     send_seconds: float | None = None
@@ -146,8 +144,8 @@ class Store:
     # -- deliveries -----------------------------------------------------------------------------
 
     def create_deliveries(
-        self, event_id: str, records: list[DeliveryRecord], take: tuple[int, set[str]] | None = None
-    ) -> list[DeliveryRecord]:
+        self, event_id: str, records: list[Delivery], take: tuple[int, set[str]] | None = None
+    ) -> list[Delivery]:
         """Store records that do not exist yet; return the stored state of every record.
 
         `take`: (lock ttl, ids): this worker leases those records (`relay.storage.leases`) and takes the
@@ -160,7 +158,7 @@ class Store:
         args: list[Any] = [self.retention, self.owner, ttl]
         for record in records:
             keys += [delivery_key(record.id), lock_key(record.id)]
-            fields = record.to_hash()
+            fields = delivery_to_hash(record)
             labels = {"state": record.state, "channel": record.channel, "kind": record.kind}
             metric = metric_field("relay_deliveries_total", **labels)
             failed = int(record.state is State.FAILED)
@@ -175,7 +173,7 @@ class Store:
         if all(outcome):
             return records  # all new: they are stored exactly as given
         existing = iter(self.deliveries([r.id for r, made in zip(records, outcome, strict=True) if not made]))
-        stored: list[DeliveryRecord] = []
+        stored: list[Delivery] = []
         for record, made in zip(records, outcome, strict=True):
             current = record if made else next(existing)
             if current is not None:  # an existing record may have expired since
@@ -183,10 +181,10 @@ class Store:
                 stored.append(current)
         return stored
 
-    def delivery(self, delivery_id_: str) -> DeliveryRecord | None:
+    def delivery(self, delivery_id_: str) -> Delivery | None:
         return _read(self.redis.hgetall(delivery_key(delivery_id_)))
 
-    def deliveries(self, ids: Iterable[str]) -> list[DeliveryRecord | None]:
+    def deliveries(self, ids: Iterable[str]) -> list[Delivery | None]:
         ids = list(ids)
         if not ids:  # a record that is no digest asks for its items: no round trip
             return []
@@ -197,7 +195,7 @@ class Store:
 
     def update(
         self,
-        record: DeliveryRecord,
+        record: Delivery,
         previous_state: State,
         latency_from: float | None = None,
         send_seconds: float | None = None,
@@ -228,7 +226,7 @@ class Store:
                 self._observe(ints, floats, LATENCY, max(0.0, record.updatedAt - outcome.latency_from))
             if outcome.send_seconds is not None:
                 self._observe(ints, floats, SEND_LATENCY, outcome.send_seconds, channel=record.channel)
-            fields = record.to_hash()
+            fields = delivery_to_hash(record)
             keys += [delivery_key(record.id), lock_key(record.id)]
             args += [record.id, repr(record.updatedAt), failed, int(record.held_lock), int(record.held_lease)]
             args += [_held_op(record, previous_state), len(fields)]
@@ -248,7 +246,7 @@ class Store:
         """Book the channel's next send slot (at most `rate` a second); seconds until it comes."""
         return float(self._reserve(keys=[f"{PREFIX}rate:{channel}"], args=[1.0 / rate]))
 
-    def lock_and_read(self, delivery_id_: str, ttl: int) -> tuple[bool, DeliveryRecord | None]:
+    def lock_and_read(self, delivery_id_: str, ttl: int) -> tuple[bool, Delivery | None]:
         """Take the delivery's send lock and read its record as it is now; the record, when the lock
         was taken, holds the lock (see `update`)."""
         taken, *rest = self._lock_and_read(
@@ -269,7 +267,7 @@ class Store:
     def unlock(self, delivery_id_: str) -> None:
         self.redis.delete(lock_key(delivery_id_))
 
-    def iter_recent(self, since: float | None = None, index: str = DELIVERIES) -> Iterator[DeliveryRecord]:
+    def iter_recent(self, since: float | None = None, index: str = DELIVERIES) -> Iterator[Delivery]:
         """Deliveries newest first, read in pages, at most SCAN_LIMIT index entries."""
         low: float | str = since if since is not None else "-inf"
         offset, page = 0, 200
