@@ -39,8 +39,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 R = TypeVar("R", bound=ReplayRequest)
 
 
+# The schema of what `relay.core.model.Delivery.public` answers (its docstring is the schema's description).
 class Delivery(TypedDict):
-    """A delivery as the API shows it (DeliveryRecord.public)."""
+    """A delivery as the API shows it."""
 
     id: str
     recipientType: str | None

@@ -9,9 +9,10 @@ from typing import Any
 from relay.admin.checks import shown_target
 from relay.config import Config
 from relay.core.digest import digest_of, human_duration
-from relay.core.model import Notification
+from relay.core.model import Delivery, Notification, State
 from relay.core.quiet import held_until, route_named
-from relay.core.rendering import Renderer
+from relay.core.recipients import reference_of
+from relay.core.rendering import Renderer, recipient_of
 from relay.core.routing import plan_notification
 from relay.delivery.channels import channel_format
 from relay.storage.store import iso
@@ -24,22 +25,22 @@ def preview_plan(config: Config, data: dict[str, Any], now: datetime | None = No
     extra = {"platform_url": (config.platform.url or "").rstrip("/")}
     renderer = Renderer(config.templates_path, extra, config.templates.builtin)
     out = []
-    for planned in plan_notification(config, notification):
+    for planned in plan_notification(config, notification, notification.event_id, at.timestamp()):
         channel = config.channels[planned.channel]
         fmt = channel_format(channel.url, channel.format)
         item: dict[str, Any] = {
-            "message": planned.message_index,
-            "recipientType": planned.recipient_type,
+            "message": planned.messageIndex,
+            "recipientType": planned.recipientType,
             "channel": planned.channel,
             "route": planned.route,
             "target": shown_target(channel.url, fmt),
-            "recipient": planned.recipient_ref,
+            "recipient": _reference(notification, planned),
             "address": planned.address,
         }
         if planned.lookup:
-            item["lookup"] = f"the address of {planned.recipient_ref} is looked up in the platform catalog when sent"
-        if planned.skip_reason:
-            item.update(state="skipped", reason=planned.skip_reason)
+            item["lookup"] = f"the address of {planned.recipient} is looked up in the platform catalog when sent"
+        if planned.state is State.SKIPPED:
+            item.update(state=State.SKIPPED, reason=planned.lastError)
         else:
             rendered = renderer.render(notification, planned, fmt)
             item.update(
@@ -55,7 +56,7 @@ def preview_plan(config: Config, data: dict[str, Any], now: datetime | None = No
                 item["templateError"] = rendered.error
             until = held_until(config, planned.route, at)
             if until is not None:
-                item.update(state="held", notBefore=iso(until.timestamp()))
+                item.update(state=State.HELD, notBefore=iso(until.timestamp()))
             elif _has_intervals(config, planned.route):
                 item["quietHours"] = "inside the route's time intervals: goes out now"
             digest = digest_of(config, planned.route)
@@ -75,11 +76,11 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text", now: dateti
     for n, item in enumerate(plan, 1):
         head = f"[{n}] message {item['message']} ({item['recipientType']}) -> {item['channel']} {item['target']}"
         route = f"    route: {item['route']}"
-        if item["state"] == "skipped":
+        if item["state"] == State.SKIPPED:
             blocks.append(f"{head}\n    to: {_who(item)}\n{route}\n    skipped: {item['reason']}")
             continue
         lines = [head, f"    to: {_who(item)}", route]
-        if item["state"] == "held":
+        if item["state"] == State.HELD:
             lines.append(f"    held until {item['notBefore']} (the route's time intervals)")
         elif "quietHours" in item:
             lines.append(f"    {item['quietHours']}")
@@ -103,6 +104,12 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text", now: dateti
 
 def _gathered_by(item: dict[str, Any]) -> str:
     return "address" if item["address"] or "lookup" in item else "channel"
+
+
+def _reference(notification: Notification, delivery: Delivery) -> str | None:
+    """The recipient's reference, None when it has none (a delivery records its address then)."""
+    recipient = recipient_of(notification, delivery)
+    return reference_of(recipient) if recipient is not None and delivery.address else delivery.recipient
 
 
 def _has_intervals(config: Config, label: str | None) -> bool:

@@ -11,10 +11,9 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field, StrictStr, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from relay.core.model import State
-from relay.storage.store import FAILED, HELD, DeliveryRecord, Store, parse_since
+from relay.core.model import Delivery, State
+from relay.storage.store import FAILED, HELD, Store, parse_since
 
-STATES = {s.value for s in State}
 MAX_LISTED = 500
 # A duration back from now (90s, 2h, 1h30m, 7d) or an ISO 8601 date or time.
 SINCE_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h|d|w))+$|^\d+(\.\d+)?$|^\d{4}-\d{2}-\d{2}([T ][0-9:.]+)?(Z|[+-]\d{2}:?\d{2})?$"
@@ -78,11 +77,11 @@ class ReleaseRequest(ReplayRequest):
 
 
 class Replaying(Protocol):
-    def replay(self, records: list[DeliveryRecord], attempts: int, dry_run: bool = False) -> int: ...
+    def replay(self, records: list[Delivery], attempts: int, dry_run: bool = False) -> int: ...
 
 
 class Releasing(Protocol):
-    def release(self, records: list[DeliveryRecord], dry_run: bool = False) -> int: ...
+    def release(self, records: list[Delivery], dry_run: bool = False) -> int: ...
 
 
 class Filters:
@@ -90,7 +89,7 @@ class Filters:
 
     def __init__(
         self,
-        state: str | None = None,
+        state: State | None = None,
         kind: str | None = None,
         channel: str | None = None,
         since: float | None = None,
@@ -102,15 +101,14 @@ class Filters:
 
     @classmethod
     def from_query(cls, q: DeliveryQuery) -> Filters:
-        state = q.state.value if q.state is not None else None
-        return cls(state, q.kind, q.channel, since_value(q.since), q.eventId)
+        return cls(q.state, q.kind, q.channel, since_value(q.since), q.eventId)
 
     @classmethod
     def from_body(cls, body: ReplayRequest, state: State = State.FAILED) -> Filters:
-        return cls(state.value, body.kind, body.channel, since_value(body.since), body.eventId, body.ids)
+        return cls(state, body.kind, body.channel, since_value(body.since), body.eventId, body.ids)
 
-    def matches(self, r: DeliveryRecord) -> bool:
-        if self.state and r.state != self.state:
+    def matches(self, r: Delivery) -> bool:
+        if self.state is not None and r.state is not self.state:
             return False
         if self.kind and not fnmatchcase(r.kind, self.kind):
             return False
@@ -120,20 +118,20 @@ class Filters:
             return False
         return not (self.event_id and r.eventId != self.event_id)
 
-    def candidates(self, store: Store) -> list[DeliveryRecord]:
+    def candidates(self, store: Store) -> list[Delivery]:
         if self.ids is not None:
             return [r for r in store.deliveries(self.ids) if r is not None]
         if self.event_id:
             return [r for r in store.deliveries(store.event_delivery_ids(self.event_id)) if r is not None]
-        index = {State.FAILED.value: FAILED, State.HELD.value: HELD}.get(self.state or "")
+        index = {State.FAILED: FAILED, State.HELD: HELD}.get(self.state) if self.state is not None else None
         return list(store.iter_recent(None, index) if index else store.iter_recent(self.since))
 
-    def select(self, store: Store, limit: int) -> list[DeliveryRecord]:
+    def select(self, store: Store, limit: int) -> list[Delivery]:
         found = [r for r in self.candidates(store) if self.matches(r)]
         found.sort(key=lambda r: (r.createdAt, r.id), reverse=True)
         return found[:limit]
 
-    def chosen(self, store: Store) -> tuple[list[DeliveryRecord], list[dict[str, str]]]:
+    def chosen(self, store: Store) -> tuple[list[Delivery], list[dict[str, str]]]:
         """The deliveries these filters pick, and, when they name `ids`, those named that are not in the
         wanted state (with their state, or "unknown")."""
         candidates = self.candidates(store)
@@ -141,7 +139,7 @@ class Filters:
         passed: list[dict[str, str]] = []
         if self.ids is not None:
             known = {r.id for r in candidates}
-            passed = [{"id": r.id, "state": r.state} for r in candidates if r.state != self.state]
+            passed = [{"id": r.id, "state": r.state} for r in candidates if r.state is not self.state]
             passed += [{"id": i, "state": "unknown"} for i in self.ids if i not in known]
         return chosen, passed
 

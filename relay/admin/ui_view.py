@@ -12,8 +12,8 @@ from redis import Redis
 
 from relay.admin.counters import CounterReader, Counters
 from relay.admin.selection import Filters, ReleaseRequest, Releasing, Replaying
-from relay.core.model import State
-from relay.storage.store import EVENTS, FAILED, HELD, DeliveryRecord, Store, event_deliveries_key, event_key
+from relay.core.model import Delivery, State
+from relay.storage.store import EVENTS, FAILED, HELD, Store, event_deliveries_key, event_key
 
 DELIVERIES_PER_EVENT = 50
 FAILED_SHOWN = 100
@@ -23,75 +23,62 @@ ERROR_SHOWN = 300  # characters of a delivery's last error shown in a table cell
 
 @dataclass
 class DeliveryRow:
-    id: str
-    event_id: str
-    kind: str
-    channel: str
-    recipient_type: str
-    recipient: str
-    state: str
-    attempts: int
-    max_attempts: int
-    error: str
-    error_full: str
-    created: float
-    updated: float
-    fallback_for: str | None
-    route: str | None = None
+    """One delivery as the page shows it: the `Delivery` itself, what the page derives from it for display, and
+    the notification its digest is listed with (for the link to it), which the delivery does not know."""
 
-    # Only while held: when it goes out (a delivered record keeps its old notBefore; the page never shows it).
-    not_before: float | None = None
-    digest: str | None = None  # an item of a digest: the digest's id
-    digest_event: str | None = None  # ...and the notification the digest is listed with (None: unknown)
-    items: int = 0  # a digest: how many deliveries it carries
-
-    @classmethod
-    def of(cls, r: DeliveryRecord) -> DeliveryRow:
-        error = r.lastError or ""
-        short = error if len(error) <= ERROR_SHOWN else error[: ERROR_SHOWN - 1] + "…"
-        return cls(
-            id=r.id,
-            event_id=r.eventId,
-            kind=r.kind,
-            channel=r.channel,
-            recipient_type=(r.recipientType or "").removeprefix("recipient-type:"),
-            recipient=r.recipient or "",
-            state=r.state,
-            attempts=r.attempts,
-            max_attempts=r.maxAttempts,
-            error=short,
-            error_full=error,
-            created=r.createdAt,
-            updated=r.updatedAt,
-            fallback_for=r.fallbackFor,
-            route=r.route,
-            not_before=r.notBefore if r.state == State.HELD.value else None,
-            digest=r.digest,
-            items=len(r.items),
-        )
+    delivery: Delivery
+    digest_event: str | None = None  # an item of a digest: the notification its digest is listed with (None: unknown)
 
     @property
     def anchor(self) -> str:
-        return "dl-" + hashlib.sha256(self.id.encode()).hexdigest()[:16]
+        return "dl-" + hashlib.sha256(self.delivery.id.encode()).hexdigest()[:16]
 
     @property
     def digest_anchor(self) -> str:
-        return "dl-" + hashlib.sha256((self.digest or "").encode()).hexdigest()[:16]
+        return "dl-" + hashlib.sha256((self.delivery.digest or "").encode()).hexdigest()[:16]
+
+    @property
+    def recipient_type(self) -> str:
+        return (self.delivery.recipientType or "").removeprefix("recipient-type:")
+
+    @property
+    def error_full(self) -> str:
+        return self.delivery.lastError or ""
+
+    @property
+    def error(self) -> str:
+        """The last error, cut to fit a table cell."""
+        error = self.error_full
+        return error if len(error) <= ERROR_SHOWN else error[: ERROR_SHOWN - 1] + "…"
+
+    @property
+    def not_before(self) -> float | None:
+        """Only while held: when it goes out (a delivered record keeps its old notBefore; the page never shows it)."""
+        return self.delivery.notBefore if self.held else None
+
+    @property
+    def items(self) -> int:
+        """A digest: how many deliveries it carries."""
+        return len(self.delivery.items)
 
     @property
     def held(self) -> bool:
-        return self.state == State.HELD.value
+        return self.delivery.state is State.HELD
 
     @property
     def held_by(self) -> str:
         """Why a held delivery waits."""
         if self.items:
             return f"digest of {self.items} gathering"
-        return "waits in its digest" if self.digest else "quiet hours"
+        return "waits in its digest" if self.delivery.digest else "quiet hours"
 
     @property
     def failed(self) -> bool:
-        return self.state == State.FAILED.value
+        return self.delivery.state is State.FAILED
+
+    @property
+    def delivered(self) -> bool:
+        return self.delivery.state is State.DELIVERED
 
 
 @dataclass
@@ -108,12 +95,12 @@ class EventView:
 
     @property
     def states(self) -> list[tuple[str, int]]:
-        counts = Counter(d.state for d in self.deliveries)
-        return [(s.value, counts[s.value]) for s in State if counts[s.value]]
+        counts = Counter(d.delivery.state for d in self.deliveries)
+        return [(s, counts[s]) for s in State if counts[s]]
 
     @property
     def has_digest(self) -> bool:
-        return any(d.digest or d.items for d in self.deliveries)
+        return any(d.delivery.digest or d.items for d in self.deliveries)
 
     @property
     def has_held(self) -> bool:
@@ -163,7 +150,7 @@ def page_counters(c: Counters) -> dict[str, int]:
     return {
         "received": int(c.total("relay_notifications_received_total")),
         "duplicates": int(c.total("relay_notifications_duplicate_total")),
-        "delivered": int(c.total("relay_deliveries_total", state=State.DELIVERED.value)),
+        "delivered": int(c.total("relay_deliveries_total", state=State.DELIVERED)),
         "failed_kept": c.failed_kept,
         "queue_depth": c.queue_depth,
         "workers_alive": c.workers_alive,
@@ -194,17 +181,17 @@ class PageData:
             views.append((view, [_text(d) for d in ids]))
         records = {r.id: r for r in self.store.deliveries(d for _, ids in views for d in ids) if r is not None}
         for view, ids in views:
-            view.deliveries = [DeliveryRow.of(records[d]) for d in ids if d in records]
+            view.deliveries = [DeliveryRow(records[d]) for d in ids if d in records]
         self.link_digests([d for view, _ in views for d in view.deliveries], records)
         return [view for view, _ in views]
 
-    def link_digests(self, rows: list[DeliveryRow], known: dict[str, DeliveryRecord]) -> None:
+    def link_digests(self, rows: list[DeliveryRow], known: dict[str, Delivery]) -> None:
         """Each item's digest's notification (a digest is listed with its first item's), for the link to it."""
-        missing = list({r.digest for r in rows if r.digest and r.digest not in known})
+        missing = list({r.delivery.digest for r in rows if r.delivery.digest and r.delivery.digest not in known})
         found = {**known, **{r.id: r for r in self.store.deliveries(missing) if r is not None}}
         for row in rows:
-            if row.digest and row.digest in found:
-                row.digest_event = found[row.digest].eventId
+            if row.delivery.digest and row.delivery.digest in found:
+                row.digest_event = found[row.delivery.digest].eventId
 
     def page(self, event_id: str | None, before: float | None, limit: int) -> Page:
         older: float | None = None
@@ -230,14 +217,12 @@ class PageData:
         failed_ids, failed_total, held_ids, held_total = pipe.execute()
         groups: dict[str, FailedGroup] = {}
         for record in self.store.deliveries(_text(d) for d in failed_ids):
-            if record is None or record.state != State.FAILED.value:
+            if record is None or record.state is not State.FAILED:
                 continue
             group = groups.setdefault(record.eventId, FailedGroup(record.eventId, record.kind))
-            group.deliveries.append(DeliveryRow.of(record))
+            group.deliveries.append(DeliveryRow(record))
         held = [
-            DeliveryRow.of(r)
-            for r in self.store.deliveries(_text(d) for d in held_ids)
-            if r and r.state == State.HELD.value
+            DeliveryRow(r) for r in self.store.deliveries(_text(d) for d in held_ids) if r and r.state is State.HELD
         ]
         self.link_digests(held, {})
         counters = page_counters(self.counters.read())
@@ -258,7 +243,7 @@ class PageData:
     def held_of(self, delivery_id: str | None, event_id: str | None) -> list[DeliveryRow]:
         """The held deliveries a release of this delivery, or of this notification, is about."""
         chosen, _ = _release_filters(delivery_id, event_id).chosen(self.store)
-        rows = [DeliveryRow.of(r) for r in chosen]
+        rows = [DeliveryRow(r) for r in chosen]
         self.link_digests(rows, {})
         return rows
 

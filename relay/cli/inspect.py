@@ -10,10 +10,10 @@ from typing import Any
 
 from relay.cli.common import Command, config, shown_redis_url
 from relay.cli.tables import LIST_COLUMNS, STATUS_COLUMNS, deliveries_table
+from relay.core.states import State
 
-# The states a delivery can be in (relay.core.model.State), listed here so that parsing the command line
-# stays free of the model's imports.
-STATES = ("queued", "retrying", "delivered", "failed", "skipped", "expanded", "held")
+# The states `--state` offers, as written on the command line (relay.core.states loads no model).
+STATES = tuple(s.value for s in State)
 
 BATCH = 100
 
@@ -50,7 +50,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _filters(args: argparse.Namespace, state: str | None) -> Any:
+def _filters(args: argparse.Namespace, state: State | None) -> Any:
     from relay.admin.selection import Filters, since_value
 
     return Filters(state, args.kind, args.channel, since_value(args.since), args.event)
@@ -58,7 +58,7 @@ def _filters(args: argparse.Namespace, state: str | None) -> Any:
 
 def cmd_deliveries(args: argparse.Namespace) -> int:
     rt = _runtime(args)
-    found = _filters(args, args.state).select(rt.store, args.limit)
+    found = _filters(args, State(args.state) if args.state else None).select(rt.store, args.limit)
     rows = [r.public(with_event=True) for r in found]
     if args.format == "json":
         print(json.dumps(rows, indent=2))
@@ -70,7 +70,7 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     return _act_on(
         args,
-        "failed",
+        State.FAILED,
         lambda rt, batch: rt.intake.replay(batch, rt.config.retry.attempts),
         lambda r: f"would replay {r.id}  event {r.eventId}  channel {r.channel}  last error: {r.lastError}",
         "{} would be replayed (dry run)",
@@ -81,7 +81,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_release(args: argparse.Namespace) -> int:
     return _act_on(
         args,
-        "held",
+        State.HELD,
         lambda rt, batch: rt.intake.release(batch),
         lambda r: f"would release {r.id}  event {r.eventId}  channel {r.channel}  held until {r.public()['notBefore']}",
         "{} would be sent now (dry run)",
@@ -91,7 +91,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def _act_on(
     args: argparse.Namespace,
-    state: str,
+    state: State,
     act: Callable[[Any, list[Any]], int],
     would: Callable[[Any], str],
     dry_run_done: str,
@@ -99,11 +99,9 @@ def _act_on(
 ) -> int:
     """Replay or release what the filters pick in `state`, in batches, with a progress bar. The dry run's
     list, the bar and the count are the same deliveries: those that are sent (a digest once, for its items)."""
-    from relay.core.model import State
-
     rt = _runtime(args)
     chosen, _ = _filters(args, state).chosen(rt.store)
-    going = rt.intake.carried(chosen, State(state))
+    going = rt.intake.carried(chosen, state)
     if args.dry_run:
         for r in going:
             print(would(r) + (f"  (a digest of {len(r.items)})" if r.items else ""))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from relay.cli.common import table
+from relay.core.states import State
 
 STATUS_COLUMNS = [
     "id",
@@ -46,7 +47,7 @@ def digest_mark(delivery: dict[str, Any]) -> str | None:
 
 def _row(delivery: dict[str, Any]) -> dict[str, Any]:
     # A delivered (or failed...) record keeps the notBefore it was held until: the table shows it only while held.
-    held = delivery.get("state") == "held"
+    held = delivery.get("state") == State.HELD
     return {**delivery, "digest": digest_mark(delivery), "notBefore": delivery.get("notBefore") if held else None}
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import enum
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from itertools import accumulate
 from typing import Any, Protocol
 
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationInfo, fi
 from pydantic_core import PydanticCustomError
 
 from relay.config.server import MAX_EVENT_ID_LENGTH
+from relay.core.states import State as State  # re-exported: the model's delivery states
 
 # The pydantic error type of a payload over a configured limit (metrics count these apart).
 LIMIT_ERROR = "limit_exceeded"
@@ -171,35 +173,99 @@ def recipient_type_name(recipient_type: str) -> str:
     return recipient_type.removeprefix("recipient-type:")
 
 
-class State(enum.StrEnum):
-    QUEUED = "queued"
-    RETRYING = "retrying"
-    DELIVERED = "delivered"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    # A group looked up in the catalog: its members got deliveries of their own (`members`).
-    EXPANDED = "expanded"
-    # Outside its route's active time intervals or inside a mute one: it goes at `notBefore`.
-    HELD = "held"
+def iso(ts: float) -> str:
+    """An epoch time as the API writes it: ISO 8601, UTC, milliseconds."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(ts * 1000) % 1000:03d}Z"
 
 
-@dataclass(frozen=True)
-class PlannedDelivery:
-    """One (message, channel[, recipient]) pair the routing produced: the unit of sending and retrying."""
+def delivery_id(event_id: str, message_index: int, channel: str, recipient_index: int | None) -> str:
+    """Stable: planning the same event twice yields the same ids, so nothing is created twice."""
+    raw = f"{event_id}\x00{message_index}\x00{channel}\x00{'' if recipient_index is None else recipient_index}"
+    return "d" + hashlib.sha256(raw.encode()).hexdigest()[:24]
 
-    message_index: int
-    recipient_type: str | None
+
+@dataclass
+class Delivery:
+    """One (message, channel[, recipient]) of a notification, the unit of sending and retrying: planned by the
+    routing (`relay.core.routing`), stored (`relay.storage.records`: its Redis hash), sent and retried
+    (`relay.delivery`), rendered (`relay.core.rendering`) and shown (`public`, the admin page, the CLI).
+
+    Its fields are named as Redis and the API name them."""
+
+    id: str
+    eventId: str
+    kind: str
+    messageIndex: int
     channel: str
+    # The route's template choice (`auto`, a name, or `platform`): every attempt renders with it.
     template: str
-    # Per-recipient channels only: the recipient object, its reference and the address to send to.
-    recipient: dict[str, Any] | None = None
-    recipient_ref: str | None = None
+    maxAttempts: int
+    createdAt: float
+    updatedAt: float
+    recipientType: str | None = None
+    # Per-recipient channels: the recipient's reference (its address when it has none), the address to send
+    # to (None until the catalog gave one), and its place in the message's recipients (what templates see).
+    recipient: str | None = None
     address: str | None = None
-    recipient_index: int | None = None
-    # Set when the delivery cannot be made (no usable address): recorded as skipped with this reason.
-    skip_reason: str | None = None
-    fallback: tuple[str, ...] = field(default_factory=tuple)
-    # No usable address in the payload, but the platform catalog can be asked for the reference's.
-    lookup: bool = False
-    # The route that planned it: its name, `routes[i]`, or `default` (relay.core.routing.route_label).
+    recipientIndex: int | None = None
+    state: State = State.QUEUED
+    attempts: int = 0
+    lastError: str | None = None  # why it failed, or was skipped
+    fallback: list[str] = field(default_factory=list)
+    attemptTimes: list[float] = field(default_factory=list)
+    fallbackFor: str | None = None
+    members: list[str] = field(default_factory=list)  # an expanded group's member deliveries
+    # The route that planned it (a name, `routes[i]` or `default`); None in records made before routes had one.
     route: str | None = None
+    # A held delivery: when (epoch seconds) its route's time intervals let it go out.
+    notBefore: float | None = None
+    # A digest: the deliveries it carries, in the order they joined it. Written only by the gathering script
+    # (relay.storage.scripts.GATHER), never with the rest, so that no stored state can undo an item's joining.
+    items: list[str] = field(default_factory=list)
+    # A delivery gathered into a digest: the digest's id. The digest sends it; it follows the digest's state.
+    digest: str | None = None
+    # The template file the last render used (or `platform`): shown, never fed back into the choice.
+    templateUsed: str | None = None
+    # Released by an operator (`relay release`): it goes out now, held by nothing (quiet hours, a digest's).
+    released: bool = False
+    # This worker holds the delivery's send lock: the update that stores the outcome releases it.
+    held_lock: bool = field(default=False, init=False, compare=False, repr=False)
+    # This worker leases the delivery (it will send it): the update that stores the outcome lets go.
+    held_lease: bool = field(default=False, init=False, compare=False, repr=False)
+
+    @property
+    def lookup(self) -> bool:
+        """A recipient with no usable address in the payload: the platform catalog is asked for it when sent."""
+        return self.recipientIndex is not None and self.address is None and self.state is not State.SKIPPED
+
+    def public(self, with_event: bool = False) -> dict[str, Any]:
+        """The delivery as the API shows it (SPEC's shape, plus a few extra fields; relay.admin.api.Delivery)."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "recipientType": self.recipientType,
+            "recipient": self.recipient,
+            "channel": self.channel,
+            "route": self.route,
+            "state": self.state,
+            "attempts": self.attempts,
+            "lastError": self.lastError,
+            "createdAt": iso(self.createdAt),
+            "updatedAt": iso(self.updatedAt),
+            "address": self.address,
+            "template": self.templateUsed or self.template,  # the template used, once it has been rendered
+            "attemptTimes": [iso(t) for t in self.attemptTimes],
+        }
+        if self.fallbackFor:
+            out["fallbackFor"] = self.fallbackFor
+        if self.members:
+            out["members"] = self.members
+        if self.notBefore is not None:
+            out["notBefore"] = iso(self.notBefore)
+        if self.items:
+            out["items"] = self.items
+        if self.digest:
+            out["digest"] = self.digest
+        if with_event:
+            out["eventId"] = self.eventId
+            out["kind"] = self.kind
+        return out

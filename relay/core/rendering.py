@@ -23,7 +23,7 @@ from jinja2 import (
 )
 from jinja2.runtime import Context
 
-from relay.core.model import Notification, PlannedDelivery, kind_name, recipient_type_name
+from relay.core.model import Delivery, Notification, kind_name, recipient_type_name
 from relay.core.sandbox import BUILTIN_DIR, RenderError, make_environment
 
 # Read from here by the check, the preview and the tests.
@@ -137,13 +137,21 @@ def text_counterpart(name: str) -> str | None:
     return name.removesuffix(".html.j2") + ".txt.j2" if name.endswith(".html.j2") else None
 
 
+def recipient_of(notification: Notification, delivery: Delivery) -> dict[str, Any] | None:
+    """The recipient object a per-recipient delivery is for, as the payload gives it (None: an audience)."""
+    recipients = notification.messages[delivery.messageIndex].recipients
+    index = delivery.recipientIndex
+    return recipients[index] if index is not None and index < len(recipients) else None
+
+
 def build_context(
-    notification: Notification, delivery: PlannedDelivery, extra: dict[str, Any] | None = None
+    notification: Notification, delivery: Delivery, extra: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    message = notification.messages[delivery.message_index]
+    message = notification.messages[delivery.messageIndex]
     payload = notification.model_dump(mode="json")
-    msg = payload["messages"][delivery.message_index]
-    recipient = dict(delivery.recipient) if delivery.recipient is not None else None
+    msg = payload["messages"][delivery.messageIndex]
+    found = recipient_of(notification, delivery)
+    recipient = dict(found) if found is not None else None  # a copy: the payload's stays as it came
     if recipient is not None and delivery.address:
         recipient.setdefault("email", delivery.address)
     context: dict[str, Any] = {
@@ -153,7 +161,7 @@ def build_context(
         "body": payload["body"],
         "metadata": payload["metadata"],
         "message": {**msg, "title": message.title or "", "message": message.message or ""},
-        "recipient_type": delivery.recipient_type,
+        "recipient_type": delivery.recipientType,
         "recipients": msg.get("recipients", []),
         "recipient": recipient,
         "channel": delivery.channel,
@@ -164,8 +172,8 @@ def build_context(
     return context
 
 
-def platform_text(notification: Notification, delivery: PlannedDelivery) -> tuple[str, str]:
-    message = notification.messages[delivery.message_index]
+def platform_text(notification: Notification, delivery: Delivery) -> tuple[str, str]:
+    message = notification.messages[delivery.messageIndex]
     return (message.title or "").strip(), (message.message or "").strip()
 
 
@@ -216,9 +224,10 @@ class Renderer:
                 continue
         return None
 
-    def render(self, notification: Notification, delivery: PlannedDelivery, fmt: str) -> Rendered:
-        message = notification.messages[delivery.message_index]
-        types = [t for t in (message.recipientType_v2, delivery.recipient_type, message.recipientType) if t]
+    def render(self, notification: Notification, delivery: Delivery, fmt: str) -> Rendered:
+        """The delivery's title and body, with the route's template choice (`delivery.template`)."""
+        message = notification.messages[delivery.messageIndex]
+        types = [t for t in (message.recipientType_v2, delivery.recipientType, message.recipientType) if t]
         names = candidates(delivery.template, notification.kind, types, fmt)
         title, text = platform_text(notification, delivery)
         error: str | None = None

@@ -1,15 +1,15 @@
-"""Routes: which channels get each message of a notification. Pure: config and payload in, plan out."""
+"""Routes: which channels get each message of a notification. Pure: config, payload and time in, deliveries out."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
 from relay.config import Config, DefaultRoute, RouteConfig
 from relay.config.matchers import all_match
-from relay.core.model import Message, Notification, PlannedDelivery, kind_name, recipient_type_name
+from relay.core.model import Delivery, Message, Notification, State, delivery_id, kind_name, recipient_type_name
 from relay.core.recipients import catalog_ref, email_of, reference_of, resolve_recipient_type, valid_email
 
 
@@ -93,9 +93,43 @@ def _skip_reason(raw_email: str | None) -> str:
     return f"recipient e-mail address is not valid: {shown!r}"
 
 
-def plan_notification(config: Config, notification: Notification) -> list[PlannedDelivery]:
-    """Every delivery the notification needs, skipped ones included, in a stable order."""
-    plan: list[PlannedDelivery] = []
+def _new(
+    event_id: str,
+    at: float,
+    config: Config,
+    kind: str,
+    index: int,
+    recipient_type: str | None,
+    route: RouteConfig | DefaultRoute,
+    label: str,
+    channel: str,
+    recipient_index: int | None = None,
+    recipient: str | None = None,
+    address: str | None = None,
+) -> Delivery:
+    return Delivery(
+        id=delivery_id(event_id, index, channel, recipient_index),
+        eventId=event_id,
+        kind=kind,
+        messageIndex=index,
+        channel=channel,
+        template=route.template,
+        maxAttempts=config.retry.attempts,
+        createdAt=at,
+        updatedAt=at,
+        recipientType=recipient_type,
+        recipient=recipient,
+        address=address,
+        recipientIndex=recipient_index,
+        fallback=list(route.fallback),
+        route=label,
+    )
+
+
+def plan_notification(config: Config, notification: Notification, event_id: str, at: float) -> list[Delivery]:
+    """Every delivery the notification needs, skipped ones included, in a stable order: new ones, made `at`
+    (epoch seconds), their ids under `event_id` (as it is stored), each with the config's retry budget."""
+    plan: list[Delivery] = []
     # With the platform configured, a recipient without a usable e-mail is looked up when sent.
     can_look_up = bool(config.platform.url)
     # Matchers only choose among the configured routes: no value read here reaches a target.
@@ -108,17 +142,10 @@ def plan_notification(config: Config, notification: Notification) -> list[Planne
                 if name in seen_channels:
                     continue
                 seen_channels.add(name)
-                channel = config.channels[name]
-                audience = PlannedDelivery(
-                    message_index=index,
-                    recipient_type=routing.recipient_type,
-                    channel=name,
-                    template=route.template,
-                    fallback=tuple(route.fallback),
-                    route=route_label(config, route_index),
-                )
-                if not channel.per_recipient:
-                    plan.append(audience)
+                label = route_label(config, route_index)
+                to = (event_id, at, config, notification.kind, index, routing.recipient_type, route, label, name)
+                if not config.channels[name].per_recipient:
+                    plan.append(_new(*to))
                     continue
                 addresses: set[str] = set()
                 for r_index, recipient in enumerate(message.recipients):
@@ -128,29 +155,11 @@ def plan_notification(config: Config, notification: Notification) -> list[Planne
                         if raw.lower() in addresses:
                             continue
                         addresses.add(raw.lower())
-                        plan.append(
-                            replace(
-                                audience, recipient=recipient, recipient_ref=ref, address=raw, recipient_index=r_index
-                            )
-                        )
+                        plan.append(_new(*to, r_index, ref or raw, raw))
                     elif can_look_up and catalog_ref(recipient):
-                        plan.append(
-                            replace(
-                                audience,
-                                recipient=recipient,
-                                recipient_ref=catalog_ref(recipient),
-                                recipient_index=r_index,
-                                lookup=True,
-                            )
-                        )
+                        plan.append(_new(*to, r_index, catalog_ref(recipient)))  # no address yet: `Delivery.lookup`
                     else:
-                        plan.append(
-                            replace(
-                                audience,
-                                recipient=recipient,
-                                recipient_ref=ref,
-                                recipient_index=r_index,
-                                skip_reason=_skip_reason(raw),
-                            )
-                        )
+                        skipped = _new(*to, r_index, ref)
+                        skipped.state, skipped.lastError = State.SKIPPED, _skip_reason(raw)
+                        plan.append(skipped)
     return plan

@@ -17,30 +17,31 @@ from datetime import UTC, datetime
 
 from relay.core.digest import digest_of
 from relay.core.lookup import Expand, Skip, after_look_up
-from relay.core.model import Notification, State
+from relay.core.model import Delivery, Notification
 from relay.core.outcome import Transient
 from relay.core.quiet import held_until
+from relay.core.states import OPEN, State
 from relay.delivery import digests
 from relay.delivery.catalog import CatalogUnavailable
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose
 from relay.delivery.context import Context
-from relay.delivery.recording import OPEN, decide, derived, queue_new, store
-from relay.storage.store import DeliveryRecord, iso, now
+from relay.delivery.recording import decide, derived, queue_new, store
+from relay.storage.store import iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
 LOCK_MARGIN = 30
 SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
 MAX_SLOT_SLEEP = 1.5
 
-__all__ = ["OPEN", "lock_ttl", "run"]
+__all__ = ["lock_ttl", "run"]
 
 
 def lock_ttl(rt: Context) -> int:
     return int(rt.config.send_timeout) + LOCK_MARGIN
 
 
-def run(rt: Context, record: DeliveryRecord | str, notification: Notification | None, slot_at: float | None) -> str:
+def run(rt: Context, record: Delivery | str, notification: Notification | None, slot_at: float | None) -> str:
     """Try a leased delivery once (a record fresh from planning, or the id of one); returns its state."""
     current = _claim(rt, record)
     if current is None:
@@ -50,7 +51,7 @@ def run(rt: Context, record: DeliveryRecord | str, notification: Notification | 
             return current.state
         if current.digest:  # gathered: its digest sends it (a wake-up of its own from before finds this)
             return current.state
-        if current.state == State.HELD.value and not current.released and _held_again(rt, current):
+        if current.state is State.HELD and not current.released and _held_again(rt, current):
             return current.state
         if _throttled(rt, current, slot_at):
             return "throttled"
@@ -60,12 +61,12 @@ def run(rt: Context, record: DeliveryRecord | str, notification: Notification | 
         _let_go(rt, current)
 
 
-def _claim(rt: Context, record: DeliveryRecord | str) -> DeliveryRecord | None:
+def _claim(rt: Context, record: Delivery | str) -> Delivery | None:
     """The record as it is now, with its send lock held; None when another worker holds the lock (then it
     is looked at again when that lock ends, and this worker's lease is let go)."""
-    if isinstance(record, DeliveryRecord) and record.held_lock:
+    if isinstance(record, Delivery) and record.held_lock:
         return record  # created and locked by the planning job a moment ago
-    ident = record.id if isinstance(record, DeliveryRecord) else record
+    ident = record.id if isinstance(record, Delivery) else record
     taken, current = rt.store.lock_and_read(ident, lock_ttl(rt))
     if not taken:
         rt.intake.retry_later(ident, lock_ttl(rt), int(now()))
@@ -79,7 +80,7 @@ def _claim(rt: Context, record: DeliveryRecord | str) -> DeliveryRecord | None:
     return current
 
 
-def _let_go(rt: Context, record: DeliveryRecord) -> None:
+def _let_go(rt: Context, record: Delivery) -> None:
     if record.held_lock:
         rt.store.unlock(record.id)
         record.held_lock = False
@@ -88,7 +89,7 @@ def _let_go(rt: Context, record: DeliveryRecord) -> None:
         record.held_lease = False
 
 
-def _held_again(rt: Context, record: DeliveryRecord) -> bool:
+def _held_again(rt: Context, record: Delivery) -> bool:
     """A held delivery's wake-up asks its route's intervals again under the config as it is now (a reload
     may have moved them): still held, it is scheduled anew and stays held; else it is sent now."""
     until = held_until(rt.config, record.route, datetime.fromtimestamp(rt.clock(), UTC))
@@ -105,7 +106,7 @@ def _held_again(rt: Context, record: DeliveryRecord) -> bool:
     return True
 
 
-def _throttled(rt: Context, record: DeliveryRecord, slot_at: float | None) -> bool:
+def _throttled(rt: Context, record: Delivery, slot_at: float | None) -> bool:
     """A rate-limited channel: book the next slot; one that is not near waits as a scheduled job."""
     channel = rt.config.channels.get(record.channel)
     if channel is not None and channel.rate and slot_at is None:
@@ -119,7 +120,7 @@ def _throttled(rt: Context, record: DeliveryRecord, slot_at: float | None) -> bo
     return False
 
 
-def _attempt(rt: Context, record: DeliveryRecord, notification: Notification | None) -> str:
+def _attempt(rt: Context, record: Delivery, notification: Notification | None) -> str:
     ctx = {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}
     previous = record.state
     if record.items:
@@ -153,7 +154,7 @@ def _attempt(rt: Context, record: DeliveryRecord, notification: Notification | N
     return decide(rt, record, previous, outcome, ctx, time.monotonic() - started)
 
 
-def _address(rt: Context, record: DeliveryRecord, previous: str, ctx: dict[str, str]) -> str | None:
+def _address(rt: Context, record: Delivery, previous: State, ctx: dict[str, str]) -> str | None:
     """Find a per-recipient delivery's address in the platform catalog: None when it now has one, else the
     state it ended in (retrying while the platform is down, skipped, or expanded for a group)."""
     ref = record.recipient

@@ -25,18 +25,18 @@ from relay.core.digest import (
     render_digest,
     window_for,
 )
-from relay.core.model import Notification, State
+from relay.core.model import Delivery, Notification, State
 from relay.core.rendering import Rendered
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose
 from relay.delivery.context import Context
 from relay.delivery.recording import decide, store
-from relay.storage.store import DeliveryRecord, iso, now
+from relay.storage.store import iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
 
 
-def gather(rt: Context, record: DeliveryRecord, previous: str, digest: DigestConfig, ctx: dict[str, str]) -> str:
+def gather(rt: Context, record: Delivery, previous: State, digest: DigestConfig, ctx: dict[str, str]) -> str:
     """Join the delivery to its route's open digest for this channel (and address), or open one."""
     key = gather_key(record.route or "", record.channel, record.address, record.released)
     window = window_for(digest, was_held=record.notBefore is not None, released=record.released)
@@ -50,7 +50,7 @@ def gather(rt: Context, record: DeliveryRecord, previous: str, digest: DigestCon
     if got.created and not scheduled:  # another digest closed between the look and the gathering
         rt.intake.deliver_at(got.digest_id, at + window)
     record.digest, record.notBefore = got.digest_id, got.not_before
-    record.state, record.lastError = State.HELD.value, None
+    record.state, record.lastError = State.HELD, None
     rt.store.update(record, previous)
     if got.full:
         # max_items: it goes now. Queued after the item is stored `held`, so that the digest's send, which
@@ -61,14 +61,14 @@ def gather(rt: Context, record: DeliveryRecord, previous: str, digest: DigestCon
     return record.state
 
 
-def _new_digest(rt: Context, item: DeliveryRecord, key: str, at: float, until: float) -> DeliveryRecord:
+def _new_digest(rt: Context, item: Delivery, key: str, at: float, until: float) -> Delivery:
     """The digest `item` opens when none is open: listed with the item's event, addressed as the item."""
     return replace(
         item,
         id=digest_id(key, item.id),
         template=DIGEST_TEMPLATE,
         templateUsed=None,
-        state=State.HELD.value,
+        state=State.HELD,
         attempts=0,
         maxAttempts=rt.config.retry.attempts,
         lastError=None,
@@ -84,7 +84,7 @@ def _new_digest(rt: Context, item: DeliveryRecord, key: str, at: float, until: f
     )
 
 
-def send_digest(rt: Context, record: DeliveryRecord, channel: ChannelConfig | None, ctx: dict[str, str]) -> str:
+def send_digest(rt: Context, record: Delivery, channel: ChannelConfig | None, ctx: dict[str, str]) -> str:
     """Close the digest, render what it carries as one message and send it; its items follow its state."""
     previous = record.state
     key = gather_key(record.route or "", record.channel, record.address, record.released)
@@ -109,9 +109,7 @@ def send_digest(rt: Context, record: DeliveryRecord, channel: ChannelConfig | No
     return decide(rt, record, previous, outcome, ctx, time.monotonic() - started, followers=items)
 
 
-def _rendered(
-    rt: Context, record: DeliveryRecord, items: list[DeliveryRecord], fmt: str, ctx: dict[str, str]
-) -> Rendered | None:
+def _rendered(rt: Context, record: Delivery, items: list[Delivery], fmt: str, ctx: dict[str, str]) -> Rendered | None:
     """One item: its own message, unchanged. Several: the digest template over each item's title and text
     (its plain-text rendering). None when no item's event is left to render."""
     events = rt.store.events(i.eventId for i in items)

@@ -30,7 +30,7 @@ def replan_held(rt: Context) -> int:
     ids = rt.store.held_ids()
     sooner = 0
     for record in rt.store.deliveries(ids):
-        if record is None or record.state != State.HELD.value or record.notBefore is None:
+        if record is None or record.state is not State.HELD or record.notBefore is None:
             continue
         if record.digest or record.items:
             continue  # a digest goes at the end of its window, asking the intervals then; its items go in it
@@ -41,14 +41,14 @@ def replan_held(rt: Context) -> int:
         taken, current = rt.store.lock_and_read(record.id, RELEASE_LOCK_TTL)
         if not taken:
             continue  # a worker has it in hand this moment
-        if current is None or current.state != State.HELD.value or current.notBefore is None:
+        if current is None or current.state is not State.HELD or current.notBefore is None:
             rt.store.unlock(record.id)
             continue
         if new < current.notBefore:
             rt.intake.deliver_at(current.id, new, again=True)  # scheduled before the state is stored
             sooner += 1
         current.notBefore = new
-        rt.store.update(current, State.HELD.value)  # lets go of the lock
+        rt.store.update(current, State.HELD)  # lets go of the lock
     if sooner:
         log.info("config reloaded: %d held deliveries go out sooner", sooner)
     return sooner

@@ -21,15 +21,16 @@ from redis import Redis
 from redis.exceptions import RedisError
 from rq.job import Job
 
-from relay.core.model import Notification, PlannedDelivery, State
+from relay.core.model import Delivery, Notification
 from relay.core.quiet import held_until
 from relay.core.routing import plan_notification
+from relay.core.states import OPEN, SENDABLE, State
 from relay.delivery import attempt
 from relay.delivery.context import Context, bound
 from relay.delivery.recording import follow
 from relay.storage.leases import MAX_LOSSES
 from relay.storage.planning import UNPLANNED
-from relay.storage.store import DeliveryRecord, StateChange, delivery_id, iso, now
+from relay.storage.store import StateChange, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
 # A planning job hands this many of its deliveries to its own worker's senders; the rest become jobs, so
@@ -41,8 +42,6 @@ PRUNE_SHARE = 0.01  # plannings that also drop expired index entries
 # burst, and RQ's cost of a job (a dozen round trips and more) spread over a second's planning under load.
 BATCH = 10
 BATCH_SECONDS = 1.5
-# Sent at once after planning; a held delivery (open too: see attempt.OPEN) waits for its scheduled job.
-SENDABLE = (State.QUEUED.value, State.RETRYING.value)
 
 
 def plan_batch(event_id: str = "") -> int:
@@ -119,18 +118,16 @@ def plan_event(rt: Context, event_id: str) -> int:
         log.warning("event expired before it was planned", extra={"eventId": event_id})
         return 0
     notification = Notification.model_validate_json(event.payload)
-    holds = _Holds(rt)
-    records = [
-        _record(rt, event_id, notification.kind, p, holds(p)) for p in plan_notification(rt.config, notification)
-    ]
+    records = plan_notification(rt.config, notification, event_id, now())
+    _Holds(rt).apply(records)
     here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
     rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
     stored = rt.store.create_deliveries(event_id, records, take=(attempt.lock_ttl(rt), here))
     for record in stored:
         ctx = {"eventId": event_id, "deliveryId": record.id, "channel": record.channel}
-        if record.state == State.SKIPPED.value:
+        if record.state is State.SKIPPED:
             log.info("delivery skipped: %s", record.lastError, extra=ctx)
-        elif record.state == State.HELD.value and record.notBefore is not None:
+        elif record.state is State.HELD and record.notBefore is not None:
             # Also for a record found held (this job runs again after a crash): the same job id, scheduled once.
             rt.intake.deliver_at(record.id, record.notBefore)
             log.info("delivery held by quiet hours until %s", iso(record.notBefore), extra=ctx)
@@ -159,14 +156,12 @@ def deliver_job(delivery_id_: str, slot_at: float | None = None) -> str:
     return "handed to the senders"
 
 
-def _task(
-    rt: Context, record: DeliveryRecord | str, notification: Notification | None, slot_at: float | None = None
-) -> Any:
+def _task(rt: Context, record: Delivery | str, notification: Notification | None, slot_at: float | None = None) -> Any:
     def send() -> None:
         try:
             attempt.run(rt, record, notification, slot_at)
         except Exception as exc:
-            ident = record.id if isinstance(record, DeliveryRecord) else record
+            ident = record.id if isinstance(record, Delivery) else record
             # A bug, or an outage of Redis: the delivery goes back to the queue, a few times at most.
             log.exception("send failed unexpectedly", extra={"deliveryId": ident})
             if rt.store.leases.lost(ident) >= MAX_LOSSES:
@@ -181,10 +176,10 @@ def _task(
 def give_up(rt: Context, ident: str, why: str) -> None:
     """Mark a delivery that cannot be sent without crashing as failed (replayable), with the reason."""
     record = rt.store.delivery(ident)
-    if record is None or record.state not in attempt.OPEN:
+    if record is None or record.state not in OPEN:
         return
     previous = record.state
-    record.state = State.FAILED.value
+    record.state = State.FAILED
     record.lastError = why
     items = [i for i in rt.store.deliveries(record.items) if i is not None]  # a digest's follow it
     rt.store.update_many([StateChange(record, previous, labels={"reason": "crash"}), *follow(record, items)])
@@ -199,43 +194,19 @@ class _Holds:
         self.now = datetime.fromtimestamp(rt.clock(), UTC)
         self.found: dict[str | None, float | None] = {}
 
-    def __call__(self, planned: PlannedDelivery) -> float | None:
-        if planned.skip_reason is not None:
-            return None
-        if planned.route not in self.found:
-            until = held_until(self.config, planned.route, self.now)
-            self.found[planned.route] = until.timestamp() if until is not None else None
-        return self.found[planned.route]
+    def until(self, route: str | None) -> float | None:
+        if route not in self.found:
+            until = held_until(self.config, route, self.now)
+            self.found[route] = until.timestamp() if until is not None else None
+        return self.found[route]
 
-
-def _record(
-    rt: Context, event_id: str, kind: str, planned: PlannedDelivery, not_before: float | None = None
-) -> DeliveryRecord:
-    ts = now()
-    skipped = planned.skip_reason is not None
-    state = State.SKIPPED if skipped else State.HELD if not_before is not None else State.QUEUED
-    return DeliveryRecord(
-        id=delivery_id(event_id, planned.message_index, planned.channel, planned.recipient_index),
-        eventId=event_id,
-        kind=kind,
-        messageIndex=planned.message_index,
-        recipientType=planned.recipient_type,
-        recipient=planned.recipient_ref or planned.address,
-        address=planned.address,
-        channel=planned.channel,
-        template=planned.template,
-        state=state.value,
-        attempts=0,
-        maxAttempts=rt.config.retry.attempts,
-        lastError=planned.skip_reason,
-        createdAt=ts,
-        updatedAt=ts,
-        fallback=list(planned.fallback),
-        attemptTimes=[],
-        recipientIndex=planned.recipient_index,
-        route=planned.route,
-        notBefore=not_before,
-    )
+    def apply(self, planned: list[Delivery]) -> None:
+        """Each queued delivery that its route's intervals hold now is held until they let it go."""
+        for delivery in planned:
+            if delivery.state is State.QUEUED:
+                delivery.notBefore = self.until(delivery.route)
+                if delivery.notBefore is not None:
+                    delivery.state = State.HELD
 
 
 def delivery_job_failed(job: Job, connection: Redis, exc_type: type, exc: BaseException, tb: Any) -> None:

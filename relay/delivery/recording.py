@@ -9,28 +9,27 @@ from dataclasses import replace
 from typing import Any
 
 from relay.core.lookup import fallback_channels
-from relay.core.model import State
+from relay.core.model import Delivery, delivery_id
 from relay.core.outcome import Delivered, Outcome, Transient, next_step
+from relay.core.states import OPEN, State
 from relay.delivery.context import Context
-from relay.storage.store import DeliveryRecord, StateChange, delivery_id, now
+from relay.storage.store import StateChange, now
 
 log = logging.getLogger("relay.delivery.jobs")
-# Still to be sent: a held delivery too, once its scheduled job wakes it (relay.delivery.jobs).
-OPEN = (State.QUEUED.value, State.RETRYING.value, State.HELD.value)
 
 
 def decide(
     rt: Context,
-    record: DeliveryRecord,
-    previous: str,
+    record: Delivery,
+    previous: State,
     outcome: Outcome,
     ctx: dict[str, str],
     took: float | None = None,
-    followers: list[DeliveryRecord] | None = None,
+    followers: list[Delivery] | None = None,
 ) -> str:
     """Store the state that `outcome` leads to; `followers` (a digest's items) take the same state."""
     step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
-    record.state, record.lastError = step.state.value, step.reason
+    record.state, record.lastError = step.state, step.reason
     if isinstance(outcome, Delivered):
         # From when it could go: the time a delivery was held by quiet hours (or gathered) is not latency.
         since = max(record.createdAt, record.notBefore or 0.0)
@@ -41,7 +40,7 @@ def decide(
         return record.state
     kind = "transient" if isinstance(outcome, Transient) else "permanent"
     change = StateChange(record, previous, send_seconds=took, labels={"reason": kind})
-    if step.state == State.RETRYING and step.retry_in is not None:
+    if step.state is State.RETRYING and step.retry_in is not None:
         rt.intake.retry_later(record.id, step.retry_in, record.attempts)  # queued before the state is stored
         rt.store.update_many([change, *follow(record, followers)])
         log.info("failed, retrying in %gs: %s", step.retry_in, record.lastError, extra={**ctx, "state": record.state})
@@ -56,26 +55,26 @@ def decide(
 
 def store(
     rt: Context,
-    record: DeliveryRecord,
-    previous: str,
+    record: Delivery,
+    previous: State,
     state: State,
     why: str,
     ctx: dict[str, str],
     reason: str = "",
-    followers: list[DeliveryRecord] | None = None,
+    followers: list[Delivery] | None = None,
 ) -> str:
     """Store a state reached without a send (skipped, expanded, failed for the config)."""
-    record.state, record.lastError = state.value, why
+    record.state, record.lastError = state, why
     labels = {"reason": reason} if reason else {}
     rt.store.update_many([StateChange(record, previous, labels=labels), *follow(record, followers)])
-    if state == State.FAILED:
+    if state is State.FAILED:
         log.warning("delivery failed: %s", why, extra=ctx)
     else:
-        log.info("delivery %s: %s", state.value, why, extra=ctx)
+        log.info("delivery %s: %s", state, why, extra=ctx)
     return record.state
 
 
-def follow(digest: DeliveryRecord, items: list[DeliveryRecord] | None) -> list[StateChange]:
+def follow(digest: Delivery, items: list[Delivery] | None) -> list[StateChange]:
     """A digest's items take its state and its tries (and say why, when it is not delivered)."""
     changes = []
     for item in items or []:
@@ -87,7 +86,7 @@ def follow(digest: DeliveryRecord, items: list[DeliveryRecord] | None) -> list[S
     return changes
 
 
-def _fallback(rt: Context, record: DeliveryRecord, name: str) -> DeliveryRecord:
+def _fallback(rt: Context, record: Delivery, name: str) -> Delivery:
     per_recipient = rt.config.channels[name].per_recipient
     return derived(
         record,
@@ -99,13 +98,13 @@ def _fallback(rt: Context, record: DeliveryRecord, name: str) -> DeliveryRecord:
     )
 
 
-def derived(record: DeliveryRecord, key: str, **changes: Any) -> DeliveryRecord:
+def derived(record: Delivery, key: str, **changes: Any) -> Delivery:
     """A new delivery born of `record` (a group member, a fallback), with a stable id of its own."""
     ts = now()
     return replace(
         record,
         id=delivery_id(record.eventId, record.messageIndex, f"{record.channel}>{key}", record.recipientIndex),
-        state=State.QUEUED.value,
+        state=State.QUEUED,
         attempts=0,
         lastError=None,
         createdAt=ts,
@@ -118,6 +117,6 @@ def derived(record: DeliveryRecord, key: str, **changes: Any) -> DeliveryRecord:
     )
 
 
-def queue_new(rt: Context, event_id: str, records: list[DeliveryRecord]) -> None:
+def queue_new(rt: Context, event_id: str, records: list[Delivery]) -> None:
     stored = rt.store.create_deliveries(event_id, records)
     rt.intake.enqueue_deliveries([r.id for r in stored if r.state in OPEN])

@@ -10,14 +10,15 @@ from typing import Any
 
 from redis import Redis
 
+from relay.core.model import Delivery
 from relay.storage.records import (
     DELIVERIES,
     HELD,
     METRICS,
     PREFIX,
-    DeliveryRecord,
     _text,
     delivery_key,
+    delivery_to_hash,
     event_deliveries_key,
     metric_field,
 )
@@ -53,10 +54,10 @@ class Digests:
         found = self.redis.get(open_digest_key(key))
         return _text(found) if found is not None else None
 
-    def gather(self, key: str, item: DeliveryRecord, new: DeliveryRecord, window: float, max_items: int) -> Gathered:
+    def gather(self, key: str, item: Delivery, new: Delivery, window: float, max_items: int) -> Gathered:
         """Join `item` to the open digest of `key`, or open `new` (stored as given) when none is; an item
         gathered before stays in the digest it joined then."""
-        fields = new.to_hash()
+        fields = delivery_to_hash(new)
         metric = metric_field("relay_deliveries_total", state=new.state, channel=new.channel, kind=new.kind)
         keys = [
             open_digest_key(key),

@@ -19,13 +19,12 @@ from redis.commands.core import AsyncScript, Script
 from redis.exceptions import RedisError
 from rq import Callback, Queue, Retry
 
-from relay.core.model import State
+from relay.core.model import Delivery, State
 from relay.storage.planning import PENDING, PENDING_TTL, UNPLANNED, Planning
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
     EVENTS,
     METRICS,
-    DeliveryRecord,
     StateChange,
     Store,
     dedup_key,
@@ -227,7 +226,7 @@ class Intake:
             on_failure=DELIVERY_GIVEN_UP,
         )
 
-    def release(self, records: list[DeliveryRecord], dry_run: bool = False) -> int:
+    def release(self, records: list[Delivery], dry_run: bool = False) -> int:
         """Send held deliveries now: each queued again under its send lock (so a wake-up sending it at this
         moment is never undone), and its job enqueued; the scheduled wake-up, when it comes, finds it sent.
         Returns how many go out now, as `carried` lists them (a digest counts once, its items with it)."""
@@ -239,21 +238,21 @@ class Intake:
             taken, current = self.store.lock_and_read(record.id, RELEASE_LOCK_TTL)
             if not taken:
                 continue  # a worker has it in hand this moment: it is going out
-            if current is None or current.state != State.HELD.value:
+            if current is None or current.state is not State.HELD:
                 self.store.unlock(record.id)
                 continue
-            current.state = State.QUEUED.value
+            current.state = State.QUEUED
             # A digest, queued, goes out as it is; a delivery still to gather is marked, so that it gathers
             # apart from what its route holds (`relay.core.digest.gather_key`) and no quiet hours hold it.
             current.released = current.released or not current.items
-            self.store.update(current, State.HELD.value)  # lets go of the lock
+            self.store.update(current, State.HELD)  # lets go of the lock
             released.append(current.id)
         if released:
             self.redis.hincrby(METRICS, metric_field("relay_releases_total"), len(released))
             self.enqueue_deliveries(released)
         return len(released)
 
-    def carried(self, records: list[DeliveryRecord], state: State) -> list[DeliveryRecord]:
+    def carried(self, records: list[Delivery], state: State) -> list[Delivery]:
         """The deliveries that are sent for `records`, those in `state`: a delivery gathered into a digest goes
         out with its digest, never on its own, so it stands for its digest here (once, however many of its
         items were chosen). What a replay (failed) or a release (held) sends, lists and counts."""
@@ -261,9 +260,9 @@ class Intake:
         found = {d.id: d for d in self.store.deliveries(wanted) if d is not None}
         out = {r.id: r for r in records if not r.digest}
         out.update((i, found[i]) for i in wanted if i in found and i not in out)
-        return [r for r in out.values() if r.state == state.value]
+        return [r for r in out.values() if r.state is state]
 
-    def replay(self, records: list[DeliveryRecord], attempts: int, dry_run: bool = False) -> int:
+    def replay(self, records: list[Delivery], attempts: int, dry_run: bool = False) -> int:
         """Requeue failed deliveries with a fresh retry budget; delivered ones are never touched. Returns how
         many go out again, as `carried` lists them."""
         chosen = self.carried(records, State.FAILED)
@@ -271,7 +270,7 @@ class Intake:
             return len(chosen)
         for record in chosen:
             previous = record.state
-            record.state = State.QUEUED.value
+            record.state = State.QUEUED
             record.maxAttempts = record.attempts + attempts
             record.lastError = (record.lastError or "") and f"replayed after: {record.lastError}"
             # A digest's items go back with it (out of the failed list), to be sent in it again.
@@ -282,8 +281,8 @@ class Intake:
         return len(chosen)
 
 
-def _requeued(item: DeliveryRecord, previous: str) -> StateChange:
-    item.state = State.QUEUED.value
+def _requeued(item: Delivery, previous: State) -> StateChange:
+    item.state = State.QUEUED
     return StateChange(item, previous)
 
 

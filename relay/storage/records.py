@@ -3,16 +3,15 @@ names of the counters. Plain data: the Redis commands are in `relay.storage.stor
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
 from relay.core.digest import DIGEST_TEMPLATE
-from relay.core.model import State, kind_name
+from relay.core.model import Delivery, State, kind_name
 from relay.core.rendering import AUTO, FORMATS
 
 PREFIX = "relay:"
@@ -41,10 +40,6 @@ def now() -> float:
     return time.time()
 
 
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(ts * 1000) % 1000:03d}Z"
-
-
 def event_key(event_id: str) -> str:
     return f"{PREFIX}event:{event_id}"
 
@@ -65,12 +60,6 @@ def lock_key(delivery_id: str) -> str:
     return f"{PREFIX}lock:{delivery_id}"
 
 
-def delivery_id(event_id: str, message_index: int, channel: str, recipient_index: int | None) -> str:
-    """Stable: planning the same event twice yields the same ids, so nothing is created twice."""
-    raw = f"{event_id}\x00{message_index}\x00{channel}\x00{'' if recipient_index is None else recipient_index}"
-    return "d" + hashlib.sha256(raw.encode()).hexdigest()[:24]
-
-
 def _label_value(value: str) -> str:
     # Values come from payloads (kinds): keep them short and free of the field's separators.
     clean = "".join(c if c not in "|,=\n" else "_" for c in value)
@@ -89,142 +78,88 @@ def _field(name: str, labels: tuple[tuple[str, str], ...]) -> str:
     return name + "|" + ",".join(f"{k}={_label_value(v)}" for k, v in labels)
 
 
-@dataclass
-class DeliveryRecord:
-    id: str
-    eventId: str
-    kind: str
-    messageIndex: int
-    recipientType: str | None
-    recipient: str | None
-    address: str | None
-    channel: str
-    # The route's template choice (`auto`, a name, or `platform`): every attempt renders with it.
-    template: str
-    state: str
-    attempts: int
-    maxAttempts: int
-    lastError: str | None
-    createdAt: float
-    updatedAt: float
-    fallback: list[str]
-    attemptTimes: list[float]
-    fallbackFor: str | None = None
-    recipientIndex: int | None = None
-    members: list[str] = field(default_factory=list)  # an expanded group's member deliveries
-    # The route that planned it (a name, `routes[i]` or `default`); None in records made before routes had one.
-    route: str | None = None
-    # A held delivery: when (epoch seconds) its route's time intervals let it go out.
-    notBefore: float | None = None
-    # A digest: the deliveries it carries, in the order they joined it. Written only by the gathering script
-    # (relay.storage.scripts.GATHER), never by `to_hash`, so that no stored state can undo an item's joining.
-    items: list[str] = field(default_factory=list)
-    # A delivery gathered into a digest: the digest's id. The digest sends it; it follows the digest's state.
-    digest: str | None = None
-    # The template file the last render used (or `platform`): shown, never fed back into the choice.
-    templateUsed: str | None = None
-    # Released by an operator (`relay release`): it goes out now, held by nothing (quiet hours, a digest's).
-    released: bool = False
-    # This worker holds the record's send lock: the update that stores the outcome releases it.
-    held_lock: bool = field(default=False, init=False, compare=False, repr=False)
-    # This worker leases the record (it will send it): the update that stores the outcome lets go.
-    held_lease: bool = field(default=False, init=False, compare=False, repr=False)
+class UnknownState(ValueError):
+    """A stored delivery whose state this relay does not know (written by a newer relay, or by hand)."""
 
-    @classmethod
-    def from_hash(cls, data: dict[str, str]) -> DeliveryRecord:
-        template, used = data.get("template", "auto"), data.get("templateUsed") or None
-        if "templateUsed" not in data and template.endswith(".j2"):
-            template, used = legacy_choice(template, data.get("kind", "")), template
-        return cls(
-            id=data["id"],
-            eventId=data["eventId"],
-            kind=data.get("kind", ""),
-            messageIndex=int(data.get("messageIndex", 0)),
-            recipientType=data.get("recipientType") or None,
-            recipient=data.get("recipient") or None,
-            address=data.get("address") or None,
-            channel=data.get("channel", ""),
-            template=template,
-            state=data.get("state", State.QUEUED.value),
-            attempts=int(data.get("attempts", 0)),
-            maxAttempts=int(data.get("maxAttempts", 1)),
-            lastError=data.get("lastError") or None,
-            createdAt=float(data.get("createdAt", 0)),
-            updatedAt=float(data.get("updatedAt", 0)),
-            fallback=json.loads(data.get("fallback", "[]")),
-            attemptTimes=json.loads(data.get("attemptTimes", "[]")),
-            fallbackFor=data.get("fallbackFor") or None,
-            recipientIndex=int(data["recipientIndex"]) if data.get("recipientIndex") else None,
-            members=json.loads(data.get("members") or "[]"),
-            route=data.get("route") or None,
-            notBefore=float(data["notBefore"]) if data.get("notBefore") else None,
-            items=json.loads(data.get("items") or "[]"),
-            digest=data.get("digest") or None,
-            templateUsed=used,
-            released=data.get("released") == "1",
-        )
+    def __init__(self, delivery_id: str, value: str) -> None:
+        super().__init__(f"delivery {delivery_id} has a state this relay does not know: {value!r}")
+        self.delivery_id, self.value = delivery_id, value
 
-    def to_hash(self) -> dict[str, str]:
-        return {
-            "id": self.id,
-            "eventId": self.eventId,
-            "kind": self.kind,
-            "messageIndex": str(self.messageIndex),
-            "recipientType": self.recipientType or "",
-            "recipient": self.recipient or "",
-            "address": self.address or "",
-            "channel": self.channel,
-            "template": self.template,
-            "templateUsed": self.templateUsed or "",
-            "state": self.state,
-            "attempts": str(self.attempts),
-            "maxAttempts": str(self.maxAttempts),
-            "lastError": self.lastError or "",
-            "createdAt": repr(self.createdAt),
-            "updatedAt": repr(self.updatedAt),
-            "fallback": json.dumps(self.fallback),
-            "attemptTimes": json.dumps(self.attemptTimes),
-            "fallbackFor": self.fallbackFor or "",
-            "recipientIndex": "" if self.recipientIndex is None else str(self.recipientIndex),
-            "members": json.dumps(self.members) if self.members else "",
-            "route": self.route or "",
-            "notBefore": "" if self.notBefore is None else repr(self.notBefore),
-            **({"released": "1"} if self.released else {}),  # never unset, likewise
-            # Set once by the gathering script and never unset: a copy read before it was set stores nothing.
-            **({"digest": self.digest} if self.digest else {}),
-        }
 
-    def public(self, with_event: bool = False) -> dict[str, Any]:
-        """The delivery as the API shows it (SPEC's shape, plus a few extra fields)."""
-        out: dict[str, Any] = {
-            "id": self.id,
-            "recipientType": self.recipientType,
-            "recipient": self.recipient,
-            "channel": self.channel,
-            "route": self.route,
-            "state": self.state,
-            "attempts": self.attempts,
-            "lastError": self.lastError,
-            "createdAt": iso(self.createdAt),
-            "updatedAt": iso(self.updatedAt),
-            "address": self.address,
-            "template": self.templateUsed or self.template,  # the template used, once it has been rendered
-            "attemptTimes": [iso(t) for t in self.attemptTimes],
-        }
-        if self.fallbackFor:
-            out["fallbackFor"] = self.fallbackFor
-        if self.members:
-            out["members"] = self.members
-        if self.notBefore is not None:
-            out["notBefore"] = iso(self.notBefore)
-        if self.items:
-            out["items"] = self.items
-        if self.digest:
-            out["digest"] = self.digest
-        if with_event:
-            out["eventId"] = self.eventId
-            out["kind"] = self.kind
-        return out
+def state_of(data: dict[str, str]) -> State:
+    """The stored state (`queued` when none is stored); UnknownState for a value that is none of them."""
+    value = data.get("state", State.QUEUED)
+    try:
+        return State(value)
+    except ValueError:
+        raise UnknownState(data.get("id", "?"), value) from None
+
+
+def delivery_from_hash(data: dict[str, str]) -> Delivery:
+    """A delivery as its hash holds it; UnknownState when its state is none this relay knows."""
+    template, used = data.get("template", "auto"), data.get("templateUsed") or None
+    if "templateUsed" not in data and template.endswith(".j2"):
+        template, used = legacy_choice(template, data.get("kind", "")), template
+    return Delivery(
+        id=data["id"],
+        eventId=data["eventId"],
+        kind=data.get("kind", ""),
+        messageIndex=int(data.get("messageIndex", 0)),
+        recipientType=data.get("recipientType") or None,
+        recipient=data.get("recipient") or None,
+        address=data.get("address") or None,
+        channel=data.get("channel", ""),
+        template=template,
+        state=state_of(data),
+        attempts=int(data.get("attempts", 0)),
+        maxAttempts=int(data.get("maxAttempts", 1)),
+        lastError=data.get("lastError") or None,
+        createdAt=float(data.get("createdAt", 0)),
+        updatedAt=float(data.get("updatedAt", 0)),
+        fallback=json.loads(data.get("fallback", "[]")),
+        attemptTimes=json.loads(data.get("attemptTimes", "[]")),
+        fallbackFor=data.get("fallbackFor") or None,
+        recipientIndex=int(data["recipientIndex"]) if data.get("recipientIndex") else None,
+        members=json.loads(data.get("members") or "[]"),
+        route=data.get("route") or None,
+        notBefore=float(data["notBefore"]) if data.get("notBefore") else None,
+        items=json.loads(data.get("items") or "[]"),
+        digest=data.get("digest") or None,
+        templateUsed=used,
+        released=data.get("released") == "1",
+    )
+
+
+def delivery_to_hash(d: Delivery) -> dict[str, str]:
+    """The delivery's hash, as the scripts store it (`items` aside: only the gathering script writes it)."""
+    return {
+        "id": d.id,
+        "eventId": d.eventId,
+        "kind": d.kind,
+        "messageIndex": str(d.messageIndex),
+        "recipientType": d.recipientType or "",
+        "recipient": d.recipient or "",
+        "address": d.address or "",
+        "channel": d.channel,
+        "template": d.template,
+        "templateUsed": d.templateUsed or "",
+        "state": d.state.value,
+        "attempts": str(d.attempts),
+        "maxAttempts": str(d.maxAttempts),
+        "lastError": d.lastError or "",
+        "createdAt": repr(d.createdAt),
+        "updatedAt": repr(d.updatedAt),
+        "fallback": json.dumps(d.fallback),
+        "attemptTimes": json.dumps(d.attemptTimes),
+        "fallbackFor": d.fallbackFor or "",
+        "recipientIndex": "" if d.recipientIndex is None else str(d.recipientIndex),
+        "members": json.dumps(d.members) if d.members else "",
+        "route": d.route or "",
+        "notBefore": "" if d.notBefore is None else repr(d.notBefore),
+        **({"released": "1"} if d.released else {}),  # never unset, likewise
+        # Set once by the gathering script and never unset: a copy read before it was set stores nothing.
+        **({"digest": d.digest} if d.digest else {}),
+    }
 
 
 def legacy_choice(used: str, kind: str) -> str:

@@ -6,13 +6,14 @@ send lock and lease, and the counters, so that what /metrics and the events API 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis import Redis
 
-from relay.core.model import State
+from relay.core.model import Delivery, State, delivery_id, iso
 from relay.storage.digests import Digests
 from relay.storage.leases import LEASES, Leases
 from relay.storage.records import (
@@ -27,17 +28,17 @@ from relay.storage.records import (
     SCAN_LIMIT,
     SEND_LATENCY,
     WORKERS,
-    DeliveryRecord,
     EventRecord,
+    UnknownState,
     _text,
     dedup_key,
-    delivery_id,
+    delivery_from_hash,
     delivery_key,
+    delivery_to_hash,
     event_deliveries_key,
     event_from_hash,
     event_key,
     hash_pairs,
-    iso,
     lock_key,
     metric_field,
     now,
@@ -45,7 +46,7 @@ from relay.storage.records import (
 )
 from relay.storage.scripts import CREATE, LOCK_AND_READ, RESERVE_SLOT, UPDATE
 
-# Names other modules read from here; they live in `relay.storage.records`.
+# Names other modules read from here; they live in `relay.storage.records` (and the core's model).
 __all__ = [
     "DELIVERIES",
     "EVENTS",
@@ -57,7 +58,6 @@ __all__ = [
     "PREFIX",
     "SEND_LATENCY",
     "WORKERS",
-    "DeliveryRecord",
     "EventRecord",
     "StateChange",
     "Store",
@@ -76,19 +76,34 @@ __all__ = [
 ]
 
 
-def _held_op(record: DeliveryRecord, previous_state: str | None) -> str:
+log = logging.getLogger("relay.storage")
+
+
+def _held_op(record: Delivery, previous_state: State | None) -> str:
     """What a stored state does to the held index: add (at notBefore), remove, or nothing (-)."""
-    if record.state == State.HELD.value:
+    if record.state is State.HELD:
         return repr(record.notBefore if record.notBefore is not None else now())
-    return "rem" if previous_state == State.HELD.value else "-"
+    return "rem" if previous_state is State.HELD else "-"
+
+
+def _read(data: Any) -> Delivery | None:
+    """The record in a hash as redis-py returns it; None for none, and for one in a state this relay does
+    not know (a newer relay's): such a record is listed by nobody and left as it is, never overwritten."""
+    if not data:
+        return None
+    try:
+        return delivery_from_hash({_text(k): _text(v) for k, v in data.items()})
+    except UnknownState as exc:
+        log.warning("delivery left alone: %s", exc, extra={"deliveryId": exc.delivery_id})
+        return None
 
 
 @dataclass
 class StateChange:
     """A delivery's new state, to be stored (`Store.update_many`)."""
 
-    record: DeliveryRecord
-    previous_state: str
+    record: Delivery
+    previous_state: State
     latency_from: float | None = None
     send_seconds: float | None = None
     labels: dict[str, str] = field(default_factory=dict)
@@ -129,8 +144,8 @@ class Store:
     # -- deliveries -----------------------------------------------------------------------------
 
     def create_deliveries(
-        self, event_id: str, records: list[DeliveryRecord], take: tuple[int, set[str]] | None = None
-    ) -> list[DeliveryRecord]:
+        self, event_id: str, records: list[Delivery], take: tuple[int, set[str]] | None = None
+    ) -> list[Delivery]:
         """Store records that do not exist yet; return the stored state of every record.
 
         `take`: (lock ttl, ids): this worker leases those records (`relay.storage.leases`) and takes the
@@ -143,10 +158,10 @@ class Store:
         args: list[Any] = [self.retention, self.owner, ttl]
         for record in records:
             keys += [delivery_key(record.id), lock_key(record.id)]
-            fields = record.to_hash()
+            fields = delivery_to_hash(record)
             labels = {"state": record.state, "channel": record.channel, "kind": record.kind}
             metric = metric_field("relay_deliveries_total", **labels)
-            failed = int(record.state == State.FAILED.value)
+            failed = int(record.state is State.FAILED)
             args += [record.id, repr(record.createdAt), failed, int(record.id in to_take), metric]
             args += [_held_op(record, None), len(fields)]
             for pair in fields.items():
@@ -158,7 +173,7 @@ class Store:
         if all(outcome):
             return records  # all new: they are stored exactly as given
         existing = iter(self.deliveries([r.id for r, made in zip(records, outcome, strict=True) if not made]))
-        stored: list[DeliveryRecord] = []
+        stored: list[Delivery] = []
         for record, made in zip(records, outcome, strict=True):
             current = record if made else next(existing)
             if current is not None:  # an existing record may have expired since
@@ -166,28 +181,22 @@ class Store:
                 stored.append(current)
         return stored
 
-    def delivery(self, delivery_id_: str) -> DeliveryRecord | None:
-        data = self.redis.hgetall(delivery_key(delivery_id_))
-        if not data:
-            return None
-        return DeliveryRecord.from_hash({_text(k): _text(v) for k, v in data.items()})
+    def delivery(self, delivery_id_: str) -> Delivery | None:
+        return _read(self.redis.hgetall(delivery_key(delivery_id_)))
 
-    def deliveries(self, ids: Iterable[str]) -> list[DeliveryRecord | None]:
+    def deliveries(self, ids: Iterable[str]) -> list[Delivery | None]:
         ids = list(ids)
         if not ids:  # a record that is no digest asks for its items: no round trip
             return []
         pipe = self.redis.pipeline(transaction=False)
         for i in ids:
             pipe.hgetall(delivery_key(i))
-        out: list[DeliveryRecord | None] = []
-        for data in pipe.execute():
-            out.append(DeliveryRecord.from_hash({_text(k): _text(v) for k, v in data.items()}) if data else None)
-        return out
+        return [_read(data) for data in pipe.execute()]
 
     def update(
         self,
-        record: DeliveryRecord,
-        previous_state: str,
+        record: Delivery,
+        previous_state: State,
         latency_from: float | None = None,
         send_seconds: float | None = None,
         **metric_labels: str,
@@ -204,9 +213,9 @@ class Store:
             record, previous_state = outcome.record, outcome.previous_state
             record.updatedAt = now()
             failed = "-"
-            if record.state == State.FAILED.value:
+            if record.state is State.FAILED:
                 failed = "add"
-            elif previous_state == State.FAILED.value:
+            elif previous_state is State.FAILED:
                 failed = "rem"
             ints: list[tuple[str, int]] = []
             floats: list[tuple[str, float]] = []
@@ -217,7 +226,7 @@ class Store:
                 self._observe(ints, floats, LATENCY, max(0.0, record.updatedAt - outcome.latency_from))
             if outcome.send_seconds is not None:
                 self._observe(ints, floats, SEND_LATENCY, outcome.send_seconds, channel=record.channel)
-            fields = record.to_hash()
+            fields = delivery_to_hash(record)
             keys += [delivery_key(record.id), lock_key(record.id)]
             args += [record.id, repr(record.updatedAt), failed, int(record.held_lock), int(record.held_lease)]
             args += [_held_op(record, previous_state), len(fields)]
@@ -237,7 +246,7 @@ class Store:
         """Book the channel's next send slot (at most `rate` a second); seconds until it comes."""
         return float(self._reserve(keys=[f"{PREFIX}rate:{channel}"], args=[1.0 / rate]))
 
-    def lock_and_read(self, delivery_id_: str, ttl: int) -> tuple[bool, DeliveryRecord | None]:
+    def lock_and_read(self, delivery_id_: str, ttl: int) -> tuple[bool, Delivery | None]:
         """Take the delivery's send lock and read its record as it is now; the record, when the lock
         was taken, holds the lock (see `update`)."""
         taken, *rest = self._lock_and_read(
@@ -245,10 +254,9 @@ class Store:
         )
         if not taken:
             return False, None
-        flat = rest[0] if rest else []
-        if not flat:
+        record = _read(hash_pairs(rest[0] if rest else []))
+        if record is None:
             return True, None
-        record = DeliveryRecord.from_hash({_text(k): _text(v) for k, v in hash_pairs(flat).items()})
         record.held_lock = True
         return True, record
 
@@ -259,7 +267,7 @@ class Store:
     def unlock(self, delivery_id_: str) -> None:
         self.redis.delete(lock_key(delivery_id_))
 
-    def iter_recent(self, since: float | None = None, index: str = DELIVERIES) -> Iterator[DeliveryRecord]:
+    def iter_recent(self, since: float | None = None, index: str = DELIVERIES) -> Iterator[Delivery]:
         """Deliveries newest first, read in pages, at most SCAN_LIMIT index entries."""
         low: float | str = since if since is not None else "-inf"
         offset, page = 0, 200

@@ -13,9 +13,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from relay.admin.ui_view import anchor
+from relay.core.model import Delivery
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
-from relay.storage.store import DeliveryRecord, iso
+from relay.storage.store import iso
 from tests.conftest import ADMIN_TOKEN, post, run_scheduled, run_worker, sample_notification
 from tests.platform_fake import ACCESS_TOKEN, FakePlatform
 from tests.servers import SmtpSink
@@ -47,7 +48,7 @@ def section(html: str, name: str) -> str:
     return html.split(f'<section id="{name}"', 1)[1].split("</section>", 1)[0]
 
 
-def records(rt: Runtime, event_id: str) -> list[DeliveryRecord]:
+def records(rt: Runtime, event_id: str) -> list[Delivery]:
     return [r for r in rt.store.deliveries(rt.store.event_delivery_ids(event_id)) if r is not None]
 
 
@@ -84,7 +85,7 @@ def held_client(held_rt: Runtime) -> Iterator[TestClient]:
 
 
 @pytest.fixture
-def held(held_rt: Runtime, held_client: TestClient) -> tuple[str, DeliveryRecord]:
+def held(held_rt: Runtime, held_client: TestClient) -> tuple[str, Delivery]:
     """A notification whose requester's e-mail is held (the other two delivered): its eventId and that record."""
     payload = sample_notification()
     assert post(held_client, payload).status_code == 202
@@ -95,7 +96,7 @@ def held(held_rt: Runtime, held_client: TestClient) -> tuple[str, DeliveryRecord
     return event_id, email
 
 
-def test_held_deliveries_have_a_badge_of_their_own(held_client: TestClient, held: tuple[str, DeliveryRecord]) -> None:
+def test_held_deliveries_have_a_badge_of_their_own(held_client: TestClient, held: tuple[str, Delivery]) -> None:
     html = held_client.get("/ui").text
     assert '<span class="badge state-held">held</span>' in section(html, "events")
     assert re.search(r"\.state-held \{ color: var\(--held\); background: var\(--held-bg\); \}", html)
@@ -131,7 +132,7 @@ def test_an_expanded_group_has_a_badge_of_its_own(make_runtime: Callable[..., Ru
 
 
 def test_the_held_section_says_when_each_goes_out_with_a_release_button(
-    held_rt: Runtime, held_client: TestClient, held: tuple[str, DeliveryRecord]
+    held_rt: Runtime, held_client: TestClient, held: tuple[str, Delivery]
 ) -> None:
     event_id, email = held
     html = held_client.get("/ui").text
@@ -151,7 +152,7 @@ def test_the_held_section_says_when_each_goes_out_with_a_release_button(
 
 
 def test_release_asks_first_then_sends_it_now_through_the_api_s_release(
-    held_rt: Runtime, held_client: TestClient, held: tuple[str, DeliveryRecord], smtp: SmtpSink
+    held_rt: Runtime, held_client: TestClient, held: tuple[str, Delivery], smtp: SmtpSink
 ) -> None:
     event_id, email = held
     confirm = held_client.get(f"/ui/release?id={email.id}")
@@ -188,7 +189,7 @@ def test_release_asks_first_then_sends_it_now_through_the_api_s_release(
 
 
 def test_release_of_a_notification_from_its_own_view(
-    held_rt: Runtime, held_client: TestClient, held: tuple[str, DeliveryRecord]
+    held_rt: Runtime, held_client: TestClient, held: tuple[str, Delivery]
 ) -> None:
     event_id, email = held
     view = held_client.get(f"/ui?event={event_id}").text
@@ -214,7 +215,7 @@ def test_release_of_a_notification_from_its_own_view(
 def test_release_refuses_cross_site_requests(
     held_rt: Runtime,
     held_client: TestClient,
-    held: tuple[str, DeliveryRecord],
+    held: tuple[str, Delivery],
     form: dict[str, str],
     headers: dict[str, str],
 ) -> None:
@@ -226,7 +227,7 @@ def test_release_refuses_cross_site_requests(
     assert state_of(held_rt, email.id) == "held"
 
 
-def test_release_needs_an_admin(held_rt: Runtime, held: tuple[str, DeliveryRecord]) -> None:
+def test_release_needs_an_admin(held_rt: Runtime, held: tuple[str, Delivery]) -> None:
     _, email = held
     with TestClient(create_app(held_rt)) as stranger:
         assert stranger.get(f"/ui/release?id={email.id}", follow_redirects=False).headers["location"] == "/ui/login"

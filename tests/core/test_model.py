@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from typing import Any
 
 import pytest
@@ -11,9 +12,10 @@ from pydantic import ValidationError
 
 from relay.core.model import (
     MAX_EVENT_ID_LENGTH,
+    Delivery,
     Notification,
-    PlannedDelivery,
     State,
+    iso,
     kind_name,
     recipient_type_name,
 )
@@ -238,22 +240,31 @@ def test_state_set_is_the_contract() -> None:
     assert {s.value for s in State} == {"queued", "retrying", "delivered", "failed", "skipped", "expanded", "held"}
 
 
-def test_planned_delivery_defaults_and_immutability() -> None:
-    d = PlannedDelivery(message_index=1, recipient_type="recipient-type:x", channel="slack", template="auto")
-    assert (d.recipient, d.recipient_ref, d.address, d.recipient_index, d.skip_reason, d.fallback) == (
-        None,
-        None,
-        None,
-        None,
-        None,
-        (),
-    )
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        d.channel = "other"  # type: ignore[misc]
-    assert dataclasses.replace(d, address="a@b.com") == PlannedDelivery(
-        1, "recipient-type:x", "slack", "auto", address="a@b.com"
-    )
+def planned(**fields: Any) -> Delivery:
+    return Delivery("d1", "e1", "notification:k", 1, "slack", "auto", 3, 10.0, 10.0, "recipient-type:x", **fields)
+
+
+def test_a_planned_delivery_defaults_and_copies() -> None:
+    d = planned()
+    assert (d.recipient, d.address, d.recipientIndex, d.lastError, d.fallback) == (None, None, None, None, [])
+    assert (d.state, d.attempts, d.attemptTimes, d.notBefore, d.templateUsed) == (State.QUEUED, 0, [], None, None)
+    assert dataclasses.replace(d, address="a@b.com") == planned(address="a@b.com")
     assert d != dataclasses.replace(d, address="a@b.com")
+    # Updated in place as it is tried: no two deliveries share a list.
+    assert d.attemptTimes is not planned().attemptTimes and d.fallback is not planned().fallback
+
+
+def test_a_delivery_without_an_address_is_looked_up_unless_skipped() -> None:
+    assert planned(recipientIndex=0).lookup
+    assert not planned(recipientIndex=0, address="a@b.com").lookup
+    assert not planned(recipientIndex=0, state=State.SKIPPED).lookup
+    assert not planned().lookup  # an audience: nobody to look up
+
+
+def test_the_api_shows_a_state_as_its_value() -> None:
+    shown = planned(state=State.HELD, notBefore=0.5).public(with_event=True)
+    assert json.loads(json.dumps(shown))["state"] == "held"
+    assert (shown["notBefore"], shown["createdAt"], shown["eventId"]) == ("1970-01-01T00:00:00.500Z", iso(10.0), "e1")
 
 
 def test_the_command_lines_state_choices_are_the_model_states() -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from relay.core.model import Notification, PlannedDelivery
+from relay.core.model import Delivery, Notification
 from relay.core.rendering import PLATFORM, Renderer, candidates
 
 # A kind relay ships no templates for, so that only the test's own templates are in play.
@@ -51,8 +52,8 @@ def notification(
     )
 
 
-def delivery(rtype: str | None = OWNER, template: str = "auto", **fields: Any) -> PlannedDelivery:
-    return PlannedDelivery(message_index=0, recipient_type=rtype, channel="chan", template=template, **fields)
+def delivery(rtype: str | None = OWNER, template: str = "auto", **fields: Any) -> Delivery:
+    return Delivery("d1", "evt-42", KIND, 0, "chan", template, 3, 0.0, 0.0, recipientType=rtype, **fields)
 
 
 @pytest.fixture
@@ -519,12 +520,13 @@ def test_context(tdir: Path, expression: str, expected: str) -> None:
 )
 def test_recipient_context(tdir: Path, rcpt: dict[str, Any], address: str, expression: str, expected: str) -> None:
     write(tdir, f"{KNAME}/default.txt.j2", expression)
-    d = delivery(recipient=rcpt, address=address, recipient_index=0)
-    out = Renderer(tdir).render(notification(recipients=[rcpt]), d, "txt")
+    d = delivery(address=address, recipientIndex=0)
+    n = notification(recipients=[copy.deepcopy(rcpt)])
+    out = Renderer(tdir).render(n, d, "txt")
     assert out.error is None
     assert out.body == expected
-    # The planned delivery's recipient is not modified by rendering.
-    assert d.recipient == rcpt
+    # The payload's recipient is not modified by rendering.
+    assert n.messages[0].recipients[0] == rcpt
 
 
 # --- platform text --------------------------------------------------------------------------------

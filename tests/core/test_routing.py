@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from relay.config import Config, RouteConfig
-from relay.core.model import Notification, PlannedDelivery
+from relay.core.model import Delivery, Notification, State
+from relay.core.rendering import recipient_of
 from relay.core.routing import plan_notification, route_matches, route_message
 
 KIND = "notification:access-control-request-failed"
@@ -68,8 +69,11 @@ def notification(*messages: dict[str, Any], kind: str = KIND) -> Notification:
     )
 
 
-def plan(cfg: Config, *messages: dict[str, Any], kind: str = KIND) -> list[PlannedDelivery]:
-    return plan_notification(cfg, notification(*messages, kind=kind))
+AT = 1_763_630_045.0  # when the notification is planned
+
+
+def plan(cfg: Config, *messages: dict[str, Any], kind: str = KIND) -> list[Delivery]:
+    return plan_notification(cfg, notification(*messages, kind=kind), "evt-1", AT)
 
 
 def msg_model(legacy: Any = OWNER, v2: Any = "same") -> Any:
@@ -267,7 +271,7 @@ def test_same_channel_twice_in_one_route_is_planned_once() -> None:
 def test_same_channel_in_different_messages_is_planned_per_message() -> None:
     cfg = config(route(channels=["slack"]))
     deliveries = plan(cfg, message(OWNER), message(REQUESTER), message(MANAGER))
-    assert [(d.message_index, d.channel) for d in deliveries] == [(0, "slack"), (1, "slack"), (2, "slack")]
+    assert [(d.messageIndex, d.channel) for d in deliveries] == [(0, "slack"), (1, "slack"), (2, "slack")]
 
 
 @pytest.mark.parametrize("count", [0, 1, 2, 5])
@@ -279,8 +283,8 @@ def test_non_per_recipient_channel_is_the_audience(count: int) -> None:
     for d in deliveries:
         assert d.recipient is None
         assert d.address is None
-        assert d.recipient_index is None
-        assert d.skip_reason is None
+        assert d.recipientIndex is None
+        assert d.lastError is None
 
 
 def test_zero_recipients_per_recipient_channel_plans_nothing() -> None:
@@ -304,12 +308,13 @@ def test_zero_recipients_per_recipient_channel_plans_nothing() -> None:
 )
 def test_per_recipient_reads_every_email_shape(rcpt: dict[str, Any], address: str) -> None:
     cfg = config(route(channels=["email"]))
-    [d] = plan(cfg, message(recipients=[rcpt]))
+    n = notification(message(recipients=[rcpt]))
+    [d] = plan_notification(cfg, n, "evt-1", AT)
     assert d.channel == "email"
     assert d.address == address
-    assert d.skip_reason is None
-    assert d.recipient == rcpt
-    assert d.recipient_index == 0
+    assert d.lastError is None
+    assert recipient_of(n, d) == rcpt
+    assert d.recipientIndex == 0
 
 
 @pytest.mark.parametrize(
@@ -335,24 +340,26 @@ def test_per_recipient_reads_every_email_shape(rcpt: dict[str, Any], address: st
 )
 def test_recipient_without_usable_address_is_skipped_with_reason(rcpt: dict[str, Any], reason_part: str) -> None:
     cfg = config(route(channels=["email", "slack"]))
-    deliveries = plan(cfg, message(recipients=[rcpt]))
+    n = notification(message(recipients=[rcpt]))
+    deliveries = plan_notification(cfg, n, "evt-1", AT)
     assert [d.channel for d in deliveries] == ["email", "slack"]
     skipped, audience = deliveries
-    assert skipped.skip_reason is not None
-    assert reason_part in skipped.skip_reason
+    assert skipped.lastError is not None
+    assert skipped.state is State.SKIPPED
+    assert reason_part in skipped.lastError
     assert skipped.address is None
-    assert skipped.recipient == rcpt
-    assert skipped.recipient_index == 0
+    assert recipient_of(n, skipped) == rcpt
+    assert skipped.recipientIndex == 0
     # The rest of the notification still goes out.
-    assert audience.skip_reason is None
+    assert audience.lastError is None
 
 
 def test_long_invalid_address_is_shortened_in_the_reason() -> None:
     cfg = config(route(channels=["email"]))
     [d] = plan(cfg, message(recipients=[recipient("x" * 300)]))
-    assert d.skip_reason is not None
-    assert len(d.skip_reason) < 150
-    assert "..." in d.skip_reason
+    assert d.lastError is not None
+    assert len(d.lastError) < 150
+    assert "..." in d.lastError
 
 
 @pytest.mark.parametrize(
@@ -367,9 +374,9 @@ def test_long_invalid_address_is_shortened_in_the_reason() -> None:
 def test_null_user_ref_with_valid_email_is_deliverable(rcpt: dict[str, Any], ref: str | None) -> None:
     cfg = config(route(channels=["email"]))
     [d] = plan(cfg, message(recipients=[rcpt]))
-    assert d.skip_reason is None
+    assert d.lastError is None
     assert d.address is not None
-    assert d.recipient_ref == ref
+    assert d.recipient == (ref or d.address)  # a recipient with no reference is recorded by its address
 
 
 @pytest.mark.parametrize(
@@ -385,13 +392,13 @@ def test_duplicate_addresses_in_one_message_get_one_delivery(emails: list[str], 
     cfg = config(route(channels=["email"]))
     deliveries = plan(cfg, message(recipients=[recipient(e) for e in emails]))
     assert [d.address for d in deliveries] == expected
-    assert all(d.skip_reason is None for d in deliveries)
+    assert all(d.lastError is None for d in deliveries)
 
 
 def test_same_address_in_two_messages_is_planned_in_each() -> None:
     cfg = config(route(channels=["email"]))
     deliveries = plan(cfg, message(recipients=[recipient("a@x.com")]), message(recipients=[recipient("a@x.com")]))
-    assert [(d.message_index, d.address) for d in deliveries] == [(0, "a@x.com"), (1, "a@x.com")]
+    assert [(d.messageIndex, d.address) for d in deliveries] == [(0, "a@x.com"), (1, "a@x.com")]
 
 
 def test_same_address_on_two_per_recipient_channels_is_planned_on_each() -> None:
@@ -403,8 +410,8 @@ def test_same_address_on_two_per_recipient_channels_is_planned_on_each() -> None
 def test_every_skipped_recipient_is_recorded() -> None:
     cfg = config(route(channels=["email"]))
     deliveries = plan(cfg, message(recipients=[recipient(None), recipient(None), recipient("bad")]))
-    assert [d.recipient_index for d in deliveries] == [0, 1, 2]
-    assert all(d.skip_reason for d in deliveries)
+    assert [d.recipientIndex for d in deliveries] == [0, 1, 2]
+    assert all(d.lastError for d in deliveries)
 
 
 def test_mixed_recipients_keep_payload_order_and_indexes() -> None:
@@ -418,7 +425,7 @@ def test_mixed_recipients_keep_payload_order_and_indexes() -> None:
         recipient("three@x.com", ref=None, shape="profile"),
     ]
     deliveries = plan(cfg, message(recipients=rcpts))
-    assert [(d.recipient_index, d.address, d.skip_reason is None) for d in deliveries] == [
+    assert [(d.recipientIndex, d.address, d.lastError is None) for d in deliveries] == [
         (0, "one@x.com", True),
         (1, None, False),
         (2, "two@x.com", True),
@@ -432,10 +439,10 @@ def test_planned_delivery_carries_route_settings() -> None:
         route(recipient_types=["system-owner"], channels=["slack"], template="custom/owner", fallback=["hook"])
     )
     [d] = plan(cfg, message(OWNER, MANAGER))
-    assert d.message_index == 0
-    assert d.recipient_type == OWNER
+    assert d.messageIndex == 0
+    assert d.recipientType == OWNER
     assert d.template == "custom/owner"
-    assert d.fallback == ("hook",)
+    assert d.fallback == ["hook"]
 
 
 def test_default_route_settings_are_used() -> None:
@@ -448,8 +455,8 @@ def test_default_route_settings_are_used() -> None:
     )
     deliveries = plan(cfg, message(OWNER, recipients=[recipient("a@x.com")]))
     assert [(d.channel, d.template, d.fallback, d.address) for d in deliveries] == [
-        ("hook", "platform", ("teams",), None),
-        ("email", "platform", ("teams",), "a@x.com"),
+        ("hook", "platform", ["teams"], None),
+        ("email", "platform", ["teams"], "a@x.com"),
     ]
 
 
@@ -492,7 +499,7 @@ def test_platform_sample_shape() -> None:
         ),
     )
     summary = [
-        (d.message_index, d.recipient_type, d.channel, d.address, d.recipient_ref, d.skip_reason is not None)
+        (d.messageIndex, d.recipientType, d.channel, d.address, d.recipient, d.lastError is not None)
         for d in deliveries
     ]
     assert summary == [

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 
 from relay.config import Config, ConfigError, load_config
-from relay.core.model import Notification, PlannedDelivery
+from relay.core.model import Delivery, Notification, delivery_id
 from relay.core.routing import plan_notification
 
 KIND = "notification:access-control-request-failed"
 OWNER = "recipient-type:system-owner"
 MANAGER = "recipient-type:project-data-access-manager"
+AT = 1_763_630_045.0  # when the notification is planned
 CHANNELS = {
     "oncall": {"url": "json://oncall.example.com/in"},
     "finance": {"url": "json://finance.example.com/in"},
@@ -46,7 +47,7 @@ def notification(environment: Any = "production", domain: Any = "finance", v2: s
 
 
 def sent(cfg: Config, n: Notification) -> list[tuple[str, str | None]]:
-    return [(d.channel, d.route) for d in plan_notification(cfg, n)]
+    return [(d.channel, d.route) for d in plan_notification(cfg, n, n.event_id, AT)]
 
 
 SPEC_ROUTES = (
@@ -118,16 +119,20 @@ def test_a_v2_type_routed_only_by_a_route_whose_matchers_fail_falls_back_to_the_
         {"recipient_types": [MANAGER], "matchers": [PRODUCTION], "channels": ["managers"]},
         {"recipient_types": [OWNER], "channels": ["owners"]},
     )
-    production = plan_notification(cfg, notification("production", v2=MANAGER))
-    assert [(d.channel, d.recipient_type) for d in production] == [("managers", MANAGER)]
-    staging = plan_notification(cfg, notification("staging", v2=MANAGER))
-    assert [(d.channel, d.recipient_type) for d in staging] == [("owners", OWNER)]
+    production = plan_notification(cfg, notification("production", v2=MANAGER), "e", AT)
+    assert [(d.channel, d.recipientType) for d in production] == [("managers", MANAGER)]
+    staging = plan_notification(cfg, notification("staging", v2=MANAGER), "e", AT)
+    assert [(d.channel, d.recipientType) for d in staging] == [("owners", OWNER)]
 
 
 def test_payload_values_never_reach_a_target() -> None:
     cfg = config({"matchers": ['body.requestedResource.environment=~".+"'], "channels": ["oncall"]})
-    planned = plan_notification(cfg, notification(environment="json://evil.example.com/steal", domain="audit"))
-    assert planned == [PlannedDelivery(0, OWNER, "oncall", "auto", route="routes[0]")]
+    n = notification(environment="json://evil.example.com/steal", domain="audit")
+    planned = plan_notification(cfg, n, "e", AT)
+    ident = delivery_id("e", 0, "oncall", None)
+    assert planned == [
+        Delivery(ident, "e", n.kind, 0, "oncall", "auto", cfg.retry.attempts, AT, AT, OWNER, route="routes[0]")
+    ]
 
 
 def test_routes_without_matchers_plan_as_before() -> None:

@@ -86,7 +86,7 @@ def _plan(platform_url: str | None, recipients: list[dict[str, Any]]) -> list[An
             "messages": [{"recipientType": "recipient-type:x", "recipients": recipients, "title": "t", "message": "m"}],
         }
     )
-    return plan_notification(config, notification)
+    return plan_notification(config, notification, "e", 0.0)
 
 
 def test_without_platform_a_missing_email_is_skipped_with_it_a_lookup_is_planned() -> None:
@@ -96,9 +96,9 @@ def test_without_platform_a_missing_email_is_skipped_with_it_a_lookup_is_planned
         {"userRef": "user:default/c", "spec.email": "c@example.com"},
     ]
     without = _plan(None, recipients)
-    assert [(p.skip_reason is not None, p.lookup) for p in without] == [(True, False), (True, False), (False, False)]
+    assert [(p.lastError is not None, p.lookup) for p in without] == [(True, False), (True, False), (False, False)]
     with_platform = _plan("https://platform.example.com", recipients)
-    assert [(p.skip_reason is not None, p.lookup, p.recipient_ref) for p in with_platform] == [
+    assert [(p.lastError is not None, p.lookup, p.recipient) for p in with_platform] == [
         (False, True, "user:default/a"),
         (True, False, None),
         (False, False, "user:default/c"),

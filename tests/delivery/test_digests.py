@@ -21,9 +21,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from relay.core.digest import CATCH_UP_SECONDS, RELEASED_SECONDS
+from relay.core.model import Delivery
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
-from relay.storage.store import DeliveryRecord
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink, wait_for
 
@@ -55,16 +55,16 @@ def _accept(rt: Runtime, *payloads: dict[str, Any]) -> list[str]:
     return [str(p["metadata"]["eventId"]) for p in payloads]
 
 
-def _deliveries(rt: Runtime, event_id: str, channel: str = "owners-hook") -> list[DeliveryRecord]:
+def _deliveries(rt: Runtime, event_id: str, channel: str = "owners-hook") -> list[Delivery]:
     return [r for r in rt.store.deliveries(rt.store.event_delivery_ids(event_id)) if r and r.channel == channel]
 
 
-def _item(rt: Runtime, event_id: str, channel: str = "owners-hook") -> DeliveryRecord:
+def _item(rt: Runtime, event_id: str, channel: str = "owners-hook") -> Delivery:
     [item] = [r for r in _deliveries(rt, event_id, channel) if not r.items]
     return item
 
 
-def _digest(rt: Runtime, ident: str) -> DeliveryRecord:
+def _digest(rt: Runtime, ident: str) -> Delivery:
     record = rt.store.delivery(ident)
     assert record is not None
     return record

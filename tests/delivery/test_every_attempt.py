@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from relay.core.model import Delivery
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
-from relay.storage.store import DeliveryRecord
+from relay.storage.records import delivery_from_hash
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink
 
@@ -89,7 +90,7 @@ def _fallbacks(rt: Runtime) -> int:
     )
 
 
-def _records(rt: Runtime, event_id: str) -> list[DeliveryRecord]:
+def _records(rt: Runtime, event_id: str) -> list[Delivery]:
     return [r for r in rt.store.deliveries(rt.store.event_delivery_ids(event_id)) if r is not None]
 
 
@@ -218,6 +219,6 @@ def test_a_record_stored_by_an_earlier_relay_renders_with_its_choice() -> None:
     }
     for used, choice in cases.items():
         data = {"id": "d1", "eventId": "e1", "kind": "notification:access-control-request-failed", "template": used}
-        record = DeliveryRecord.from_hash(data)
+        record = delivery_from_hash(data)
         assert record.template == choice, used
         assert record.public()["template"] == used

@@ -13,7 +13,7 @@ import pytest
 
 from relay.admin.checks import check_templates
 from relay.config import Config
-from relay.core.model import Notification, PlannedDelivery
+from relay.core.model import Delivery, Notification
 from relay.core.rendering import BUILTIN_DIR, Rendered, Renderer
 from tests.conftest import sample_notification
 
@@ -24,17 +24,8 @@ PLATFORM_URL = "https://platform.example.com"
 MESSAGES = {0: "system-owner", 1: "access-control-requester", 2: "project-data-access-manager"}
 
 
-def delivery(index: int, rtype: str, template: str = "auto") -> PlannedDelivery:
-    return PlannedDelivery(
-        message_index=index,
-        recipient_type=rtype,
-        channel="test",
-        template=template,
-        recipient=None,
-        recipient_ref=None,
-        address=None,
-        recipient_index=None,
-    )
+def delivery(index: int, rtype: str, template: str = "auto") -> Delivery:
+    return Delivery("d1", "e1", f"notification:{KIND}", index, "test", template, 3, 0.0, 0.0, rtype)
 
 
 def render(

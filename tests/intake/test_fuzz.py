@@ -195,7 +195,7 @@ def check(answer: Any, rt: Runtime) -> None:
     stored = rt.store.event(body["eventId"])
     assert stored is not None, "a 202 whose notification is not in Redis"
     # What a worker does first: read it back and plan its deliveries.
-    plan_notification(rt.config, Notification.model_validate_json(stored.payload))
+    plan_notification(rt.config, Notification.model_validate_json(stored.payload), stored.eventId, stored.receivedAt)
 
 
 def send(client: TestClient, raw: bytes, headers: dict[str, str] | None = None, kind: str = "application/json") -> Any:
