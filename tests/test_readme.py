@@ -13,7 +13,7 @@ TEST = " && ".join(
     [
         "python3 -m venv .venv",
         ".venv/bin/pip install -q -e '.[test]'",
-        ".venv/bin/python -m pytest -q -p no:cacheprovider",
+        ".venv/bin/python -m pytest -q -p no:cacheprovider -n 4",
     ]
 )
 

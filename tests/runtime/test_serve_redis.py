@@ -95,6 +95,8 @@ def _start(tmp_path: Path, sink: HttpSink, name: str = "relay") -> Served:
         "routes": [{"channels": ["hook"]}],
         "retry": {"attempts": 6, "backoff": ["1s"]},
         "logging": {"format": "json"},
+        # A worker that quit on the lost connection has its deliveries taken over this soon (45 s by default).
+        "dead_worker_after": "6s",
     }
     path = tmp_path / "config.yaml"
     path.write_text(json.dumps(config))
