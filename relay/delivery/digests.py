@@ -40,7 +40,7 @@ def gather(rt: Context, record: Delivery, previous: State, digest: DigestConfig,
     """Join the delivery to its route's open digest for this channel (and address), or open one."""
     key = gather_key(record.route or "", record.channel, record.address, record.released)
     window = window_for(digest, was_held=record.notBefore is not None, released=record.released)
-    at = now()
+    at = rt.clock()  # the clock quiet hours are asked by, so a held delivery's catch-up window follows it
     new = _new_digest(rt, record, key, at, at + window)
     scheduled = False
     if rt.store.digests.open(key) is None:
