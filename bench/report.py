@@ -39,7 +39,8 @@ def checks(res: dict[str, Any]) -> dict[str, tuple[str, bool]]:
     p50_floor = paired(res, "p2_light_p50_ms", "p2_floor_light_p50_ms")
     cap = paired(res, "p2_capacity", "p2_peer_capacity")
     p3, p4 = paired(res, "p3_relay", "p3_peer"), paired(res, "p4_relay", "p4_peer")
-    rss = res["p5"]["rss_relay_mb"]
+    # PSS: RQ's scheduler is forked from a worker, and RSS would count the pages they share twice.
+    rss = res["p5"].get("pss_relay_mb", res["p5"]["rss_relay_mb"])
     return {
         "P1": (f"ingest {_x(p1_peer)} the peer's (>= 1.0 x)", p1_peer >= 1.0),
         "P2 p50": (
@@ -52,7 +53,7 @@ def checks(res: dict[str, Any]) -> dict[str, tuple[str, bool]]:
         ),
         "P3": (f"slow sink {_x(p3, 1)} the peer (>= 5 x)", p3 >= 5.0),
         "P4": (f"instant sink {_x(p4)} the peer (>= 1.0 x)", p4 >= 1.0),
-        "P5": (f"{rss:.0f} MB after {res['p5']['count']:,} notifications (<= 300 MB)", rss <= 300),
+        "P5": (f"{rss:.0f} MB (PSS) after {res['p5']['count']:,} notifications (<= 300 MB)", rss <= 300),
     }
 
 
@@ -82,8 +83,8 @@ def render(res: dict[str, Any]) -> str:
         ("P4 instant sink (deliveries/s)", _rate(m["p4_relay"]), _rate(m["p4_peer"]),
          _x(paired(res, "p4_relay", "p4_peer")), ">= 1.0 x", held["P4"], f"Flask {m['p4_flask']:,.0f}",
          _x(paired(res, "p4_relay", "p4_flask"))),
-        (f"P5 RSS after {p5['count']:,} notifications", f"{p5['rss_relay_mb']:.0f} MB", "", "", "<= 300 MB",
-         held["P5"], f"+ Redis {p5['rss_redis_mb']:.0f} MB", ""),
+        (f"P5 memory (PSS) after {p5['count']:,} notifications", f"{p5.get('pss_relay_mb', 0):.0f} MB", "", "",
+         "<= 300 MB", held["P5"], f"RSS {p5['rss_relay_mb']:.0f} MB + Redis {p5['rss_redis_mb']:.0f} MB", ""),
     ]  # fmt: skip
     head = ("figure", "relay", "durable peer", "relay/peer", "limit (issue 26)", "held", "reference", "relay/ref")
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]

@@ -154,8 +154,9 @@ def _is_redis(cmd: str) -> bool:
     return "redis-server" in cmd or cmd.startswith(("redis-aof-rewrite", "redis-rdb-bgsave"))
 
 
-def rss_tree(pid: int) -> dict[int, tuple[str, int]]:
-    """pid -> (command, RSS bytes) for pid and every descendant."""
+def rss_tree(pid: int) -> dict[int, tuple[str, int, int]]:
+    """pid -> (command, RSS bytes, PSS bytes) for pid and every descendant. PSS shares each page among the
+    processes that map it: a forked child (RQ's scheduler) is not counted again for its parent's pages."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -164,17 +165,19 @@ def rss_tree(pid: int) -> dict[int, tuple[str, int]]:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(entry.name))
-    out: dict[int, tuple[str, int]] = {}
+    out: dict[int, tuple[str, int, int]] = {}
     todo = [pid]
     while todo:
         p = todo.pop()
         try:
             status = Path(f"/proc/{p}/status").read_text()
             cmd = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            rollup = Path(f"/proc/{p}/smaps_rollup").read_text()
         except OSError:
             continue
         rss = next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS:")), 0)
-        out[p] = (cmd.strip(), rss)
+        pss = next((int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Pss:")), rss)
+        out[p] = (cmd.strip(), rss, pss)
         todo.extend(children.get(p, []))
     return out
 
@@ -757,7 +760,7 @@ def main() -> int:
 
         print(f"P5 memory: {p5_count} notifications ...", flush=True)
         with relay_serve(procs, tmp / "p5", sink) as (port, proc):
-            before = sum(rss for _, rss in rss_tree(proc.pid).values())
+            before = sum(rss for _, rss, _ in rss_tree(proc.pid).values())
             done = 0
             sink.reset()
             start = time.time()
@@ -769,11 +772,13 @@ def main() -> int:
             elapsed = time.time() - start
             tree = rss_tree(proc.pid)
             # Redis's own forks (an append-only file rewrite, "redis-aof-rewrite ...") are Redis, not relay.
-            python = sum(rss for cmd, rss in tree.values() if not _is_redis(cmd))
-            redis_rss = sum(rss for cmd, rss in tree.values() if _is_redis(cmd))
+            python = sum(rss for cmd, rss, _ in tree.values() if not _is_redis(cmd))
+            python_pss = sum(pss for cmd, _, pss in tree.values() if not _is_redis(cmd))
+            redis_rss = sum(rss for cmd, rss, _ in tree.values() if _is_redis(cmd))
             results["p5"] = {
                 "count": p5_count,
                 "rss_relay_mb": python / 2**20,
+                "pss_relay_mb": python_pss / 2**20,
                 "rss_redis_mb": redis_rss / 2**20,
                 "rss_start_mb": before / 2**20,
                 "processes": len(tree),
