@@ -16,18 +16,13 @@ from relay.admin.ui_session import COOKIE, SESSION_SECONDS, csrf_token, new_sess
 from relay.admin.ui_view import anchor
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build
+from tests.admin.forms import CROSS_SITE, csrf_of
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, base_config, post, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink, free_port
 
 
 def login(client: TestClient, token: str = ADMIN_TOKEN) -> Any:
     return client.post("/ui/login", data={"token": token}, follow_redirects=False)
-
-
-def csrf_of(html: str) -> str:
-    found = re.search(r'name="csrf" value="([0-9a-f]{64})"', html)
-    assert found, "no CSRF token in the page"
-    return found.group(1)
 
 
 def state_of(rt: Runtime, delivery_id: str) -> str:
@@ -199,16 +194,7 @@ def test_replay_of_an_event_requeues_all_its_failed_deliveries_only(
     assert len(sink.at("/owners")) == len(sink.at("/managers")) == 1
 
 
-@pytest.mark.parametrize(
-    ("form", "headers"),
-    [
-        ({}, {}),  # no CSRF token
-        ({"csrf": "0" * 64}, {}),  # a wrong one
-        ({"csrf": "CSRF"}, {"Origin": "http://evil.example"}),  # the right one, from another site
-        ({"csrf": "CSRF"}, {"Origin": "null"}),
-        ({"csrf": "CSRF"}, {"Referer": "http://evil.example/page"}),
-    ],
-)
+@CROSS_SITE
 def test_replay_refuses_cross_site_requests(
     rt: Runtime,
     logged_in: TestClient,

@@ -17,6 +17,7 @@ from relay.core.model import Delivery
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.storage.store import iso
+from tests.admin.forms import CROSS_SITE, csrf_of
 from tests.conftest import ADMIN_TOKEN, post, run_scheduled, run_worker, sample_notification
 from tests.platform_fake import ACCESS_TOKEN, FakePlatform
 from tests.servers import SmtpSink
@@ -29,12 +30,6 @@ OWNERS = "recipient-type:system-owner"
 def login(client: TestClient) -> TestClient:
     assert client.post("/ui/login", data={"token": ADMIN_TOKEN}, follow_redirects=False).status_code == 303
     return client
-
-
-def csrf_of(html: str) -> str:
-    found = re.search(r'name="csrf" value="([0-9a-f]{64})"', html)
-    assert found, "no CSRF token in the page"
-    return found.group(1)
 
 
 def row(html: str, delivery_id: str) -> str:
@@ -202,16 +197,7 @@ def test_release_of_a_notification_from_its_own_view(
     assert state_of(held_rt, email.id) == "queued"
 
 
-@pytest.mark.parametrize(
-    ("form", "headers"),
-    [
-        ({}, {}),  # no CSRF token
-        ({"csrf": "0" * 64}, {}),  # a wrong one
-        ({"csrf": "CSRF"}, {"Origin": "http://evil.example"}),  # the right one, from another site
-        ({"csrf": "CSRF"}, {"Origin": "null"}),
-        ({"csrf": "CSRF"}, {"Referer": "http://evil.example/page"}),
-    ],
-)
+@CROSS_SITE
 def test_release_refuses_cross_site_requests(
     held_rt: Runtime,
     held_client: TestClient,
