@@ -107,7 +107,7 @@ class Intake:
             answer = self._script(*self._accept_call(event_id, kind, payload))
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
-        acceptance = self._acceptance(answer, event_id)
+        acceptance = _acceptance(answer)
         if acceptance.planning_job is not None:
             self.queue_planning(acceptance.planning_job, event_id)
         return acceptance.status
@@ -123,7 +123,7 @@ class Intake:
             answer = await script(*self._accept_call(event_id, kind, payload))
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
-        return self._acceptance(answer, event_id)
+        return _acceptance(answer)
 
     def _accept_call(self, event_id: str, kind: str, payload: str) -> tuple[list[str], list[Any]]:
         """The keys and arguments of the accept script for one notification."""
@@ -141,12 +141,6 @@ class Intake:
             PENDING_TTL,
         ]
         return keys, args
-
-    @staticmethod
-    def _acceptance(answer: Any, event_id: str) -> Acceptance:
-        if not answer:
-            return Acceptance("duplicate")
-        return Acceptance("accepted", planning_job_id(event_id) if int(answer) == 2 else None)
 
     def queue_planning(self, ident: str, event_id: str = "") -> bool:
         """Enqueue the planning job `ident` through RQ (its pending flag is set by the caller); whether it was.
@@ -279,6 +273,15 @@ class Intake:
         self.redis.hincrby(METRICS, metric_field("relay_replays_total"), len(chosen))
         self.enqueue_deliveries([r.id for r in chosen])
         return len(chosen)
+
+
+def _acceptance(answer: Any) -> Acceptance:
+    """The accept script's answer: 0 duplicate, 1 accepted, or the id of the planning job to enqueue."""
+    if answer == 0:
+        return Acceptance("duplicate")
+    if answer == 1:
+        return Acceptance("accepted")
+    return Acceptance("accepted", answer.decode() if isinstance(answer, bytes) else str(answer))
 
 
 def _requeued(item: Delivery, previous: State) -> StateChange:

@@ -147,14 +147,14 @@ return redis.call('HGET', KEYS[2], 'items') or '[]'
 # unplanned events (`relay.storage.planning`), in one atomic script: it runs whole or not at all on the
 # server, and the append-only file records its writes together, so a 202 means durable and nothing is ever
 # half-accepted. The only command that can refuse is the first one (SET NX), before anything is written.
-# When no planning job is pending, the script sets the pending flag to a new job's id and says so (2): the
+# When no planning job is pending, the script sets the pending flag to a new job's id and returns it: the
 # caller then enqueues that job through RQ's own `Queue.enqueue_call`. Were that enqueue lost (the caller
 # died between the two), the event still waits among the unplanned ones, and the heartbeat's sweep queues a
 # job for it once the flag has expired.
 # KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 unplanned events, 6 pending planning job flag
 # ARGV: 1 dedup ttl, 2 eventId, 3 kind, 4 receivedAt, 5 payload, 6 retention, 7 received counter field,
 #       8 duplicate counter field, 9 the planning job's id, 10 the flag's lifetime (s)
-# Returns 0 (duplicate), 1 (accepted, a planning job pending) or 2 (accepted: enqueue the job ARGV[9]).
+# Returns 0 (duplicate), 1 (accepted, a planning job pending) or the job id ARGV[9] (accepted: enqueue it).
 ACCEPT = """
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
   redis.call('HINCRBY', KEYS[4], ARGV[8], 1)
@@ -166,7 +166,7 @@ redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
 redis.call('HINCRBY', KEYS[4], ARGV[7], 1)
 redis.call('ZADD', KEYS[5], ARGV[4], ARGV[2])
 if redis.call('SET', KEYS[6], ARGV[9], 'NX', 'EX', ARGV[10]) then
-  return 2
+  return ARGV[9]
 end
 return 1
 """
