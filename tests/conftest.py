@@ -156,11 +156,18 @@ def run_worker(rt: Runtime) -> None:
 
 
 def run_scheduled(rt: Runtime, due_only: bool = False) -> int:
-    """Move scheduled jobs (retries) into the queue now (all, or only those due), as RQ's scheduler does."""
+    """Move scheduled wake-ups (retries, held deliveries) into the queue now (all, or only those due), as RQ's
+    scheduler does; all: the deliveries they are for are made due now too, as if their time had come."""
     import time
 
     from rq.registry import ScheduledJobRegistry
 
+    from relay.storage.leases import READY
+
+    if not due_only:
+        waiting = rt.redis.zrange(READY, 0, -1)
+        if waiting:
+            rt.redis.zadd(READY, dict.fromkeys(waiting, time.time()), xx=True)
     queue = Queue(QUEUE_NAME, connection=rt.redis)
     registry = ScheduledJobRegistry(queue=queue)
     ids = registry.get_jobs_to_schedule(int(time.time())) if due_only else registry.get_job_ids()

@@ -9,11 +9,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from redis import Redis
-from rq import Queue
 
-from relay.storage.planning import CLAIMS, PENDING, UNPLANNED
-from relay.storage.queue import QUEUE_NAME
-from relay.storage.store import FAILED, HELD, Store
+from relay.storage.leases import EVENT, LEASES, READY, UNPLANNED
+from relay.storage.store import FAILED, HELD, Store, now
 
 # A worker that sent no heartbeat for this long is not counted as alive (/readyz, /metrics, the page).
 WORKER_SEEN_WITHIN = 30.0
@@ -53,22 +51,22 @@ class Counters:
 class CounterReader:
     def __init__(self, redis: Redis, store: Store) -> None:
         self.redis, self.store = redis, store
-        # RQ's own name for the queue's list of waiting job ids.
-        self.queue_key = Queue(QUEUE_NAME, connection=redis).key
 
     def read(self) -> Counters:
         """Raises RedisError when Redis does not answer."""
         series = self.store.counters()
+        at = repr(now())
         pipe = self.redis.pipeline(transaction=False)
-        pipe.llen(self.queue_key)
+        pipe.zcount(UNPLANNED, "-inf", at)
+        pipe.zcount(READY, "-inf", at)
         pipe.zcard(FAILED)
         pipe.zcard(HELD)
         pipe.zcard(UNPLANNED)
-        pipe.hlen(CLAIMS)
-        pipe.exists(PENDING)
-        depth, failed, held, waiting, claimed, pending = pipe.execute()
+        pipe.hkeys(LEASES)
+        due_events, due_deliveries, failed, held, waiting, leased = pipe.execute()
         workers = len(self.store.workers_seen(WORKER_SEEN_WITHIN))
-        # The queue's depth counts the notifications waiting to be planned rather than the planning job queued
-        # for them: one job plans many under load, so the RQ list alone would hide a backlog from the autoscaler.
-        depth = max(0, int(depth) - int(pending)) + int(waiting)
-        return Counters(series, depth, int(failed), workers, int(held), int(waiting) + int(claimed))
+        planning = sum(1 for unit in leased if unit.startswith(EVENT.encode()))
+        # The queue's depth is the work due and not taken yet (`relay.storage.leases`), notifications to plan
+        # and deliveries to send alike: what an autoscaler should see grow under a backlog.
+        depth = int(due_events) + int(due_deliveries)
+        return Counters(series, depth, int(failed), workers, int(held), int(waiting) + planning)

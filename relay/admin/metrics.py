@@ -32,7 +32,7 @@ HELP = {
     "relay_send_duration_seconds": ("histogram", "One send through Apprise (any outcome), by channel."),
     "relay_queue_depth": (
         "gauge",
-        "Delivery jobs waiting in the relay queue, and notifications waiting to be planned.",
+        "Work due and not yet taken by a worker: notifications to plan and deliveries due now.",
     ),
     "relay_deliveries_failed_kept": ("gauge", "Failed deliveries kept for inspection and replay."),
     "relay_deliveries_held": ("gauge", "Deliveries held by quiet hours or in a digest right now (state held)."),

@@ -228,8 +228,6 @@ class Delivery:
     templateUsed: str | None = None
     # Released by an operator (`relay release`): it goes out now, held by nothing (quiet hours, a digest's).
     released: bool = False
-    # This worker holds the delivery's send lock: the update that stores the outcome releases it.
-    held_lock: bool = field(default=False, init=False, compare=False, repr=False)
     # This worker leases the delivery (it will send it): the update that stores the outcome lets go.
     held_lease: bool = field(default=False, init=False, compare=False, repr=False)
 

@@ -1,4 +1,4 @@
-"""One try of one leased delivery, as a short pipeline: claim, hold, throttle, address, gather, render, send,
+"""One try of one leased delivery, as a short pipeline: read, hold, throttle, address, gather, render, send,
 decide, record.
 
 Runs in a sender thread (`relay.delivery.sender`). Every decision is a pure function of the core
@@ -6,7 +6,7 @@ Runs in a sender thread (`relay.delivery.sender`). Every decision is a pure func
 `relay.core.quiet.held_until`, `relay.core.digest`); this module only reads and writes what they decide
 (storing an outcome: `relay.delivery.recording`; digests: `relay.delivery.digests`). Order matters for
 at-least-once: anything a new state depends on (a retry's scheduled job, a fallback's or a group member's
-deliveries) is queued before the state is stored, and storing the state is what lets go of the lease.
+deliveries) is made due before the state is stored, and storing the state is what lets go of the lease.
 """
 
 from __future__ import annotations
@@ -27,65 +27,56 @@ from relay.delivery.channels import AddressError, address_url, channel_format, s
 from relay.delivery.compose import compose
 from relay.delivery.context import Context
 from relay.delivery.recording import decide, derived, queue_new, store
+from relay.storage.leases import delivery_unit
 from relay.storage.store import iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
-LOCK_MARGIN = 30
 SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
 MAX_SLOT_SLEEP = 1.5
 
-__all__ = ["lock_ttl", "run"]
-
-
-def lock_ttl(rt: Context) -> int:
-    return int(rt.config.send_timeout) + LOCK_MARGIN
+__all__ = ["run"]
 
 
 def run(rt: Context, record: Delivery | str, notification: Notification | None, slot_at: float | None) -> str:
-    """Try a leased delivery once (a record fresh from planning, or the id of one); returns its state."""
-    current = _claim(rt, record)
+    """Try a delivery this worker leased once (a record fresh from planning, or the id of one); returns its
+    state."""
+    current = _read(rt, record)
     if current is None:
-        return "locked"
-    try:
-        if current.state not in OPEN:
-            return current.state
-        if current.digest:  # gathered: its digest sends it (a wake-up of its own from before finds this)
-            return current.state
-        if current.state is State.HELD and not current.released and _held_again(rt, current):
-            return current.state
-        if _throttled(rt, current, slot_at):
-            return "throttled"
-        return _attempt(rt, current, notification)
-    finally:
-        # An attempt that stored an outcome let go of the lock and lease with it; anything else does here.
-        _let_go(rt, current)
+        return "expired"
+    # An attempt that stored an outcome let go of the lease with it; any other end does here. One that raised
+    # keeps it: the caller counts the loss (`relay.delivery.jobs`).
+    state = _steps(rt, current, notification, slot_at)
+    _let_go(rt, current)
+    return state
 
 
-def _claim(rt: Context, record: Delivery | str) -> Delivery | None:
-    """The record as it is now, with its send lock held; None when another worker holds the lock (then it
-    is looked at again when that lock ends, and this worker's lease is let go)."""
-    if isinstance(record, Delivery) and record.held_lock:
-        return record  # created and locked by the planning job a moment ago
-    ident = record.id if isinstance(record, Delivery) else record
-    taken, current = rt.store.lock_and_read(ident, lock_ttl(rt))
-    if not taken:
-        rt.intake.retry_later(ident, lock_ttl(rt), int(now()))
-        rt.store.leases.release([ident], rt.store.owner)
-        return None
-    if current is None:  # expired meanwhile
-        rt.store.unlock(ident)
-        rt.store.leases.release([ident], rt.store.owner)
+def _steps(rt: Context, current: Delivery, notification: Notification | None, slot_at: float | None) -> str:
+    if current.state not in OPEN:
+        return current.state
+    if current.digest:  # gathered: its digest sends it (a wake-up of its own from before finds this)
+        return current.state
+    if current.state is State.HELD and not current.released and _held_again(rt, current):
+        return current.state
+    if _throttled(rt, current, slot_at):
+        return "throttled"
+    return _attempt(rt, current, notification)
+
+
+def _read(rt: Context, record: Delivery | str) -> Delivery | None:
+    """The record as it is now (one fresh from planning is); None when it expired (its lease let go)."""
+    if isinstance(record, Delivery):
+        return record
+    current = rt.store.delivery(record)
+    if current is None:
+        rt.store.leases.release([delivery_unit(record)], rt.store.owner)
         return None
     current.held_lease = True
     return current
 
 
 def _let_go(rt: Context, record: Delivery) -> None:
-    if record.held_lock:
-        rt.store.unlock(record.id)
-        record.held_lock = False
     if record.held_lease:
-        rt.store.leases.release([record.id], rt.store.owner)
+        rt.store.leases.release([delivery_unit(record.id)], rt.store.owner)
         record.held_lease = False
 
 
@@ -96,7 +87,7 @@ def _held_again(rt: Context, record: Delivery) -> bool:
     if until is None:
         return False
     record.notBefore = until.timestamp()
-    rt.intake.deliver_at(record.id, record.notBefore, again=True)  # scheduled before the state is stored
+    rt.intake.deliver_at(record.id, record.notBefore)  # due then before the state is stored
     rt.store.update(record, record.state)
     log.info(
         "delivery still held by quiet hours, until %s",
@@ -112,7 +103,7 @@ def _throttled(rt: Context, record: Delivery, slot_at: float | None) -> bool:
     if channel is not None and channel.rate and slot_at is None:
         wait = rt.store.reserve_slot(record.channel, channel.rate)
         if wait > SLOT_SLACK:
-            rt.intake.retry_later(record.id, wait, int(now() * 1000), slot_at=now() + wait)
+            rt.intake.retry_later(record.id, wait, slot_at=now() + wait)
             return True
     if slot_at is not None and 0 < slot_at - now() <= MAX_SLOT_SLEEP:
         # RQ schedules in whole seconds, so the job may run up to a second before its slot.

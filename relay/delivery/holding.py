@@ -1,9 +1,10 @@
 """After a config reload, held deliveries are asked again under the new time intervals (relay.core.quiet).
 
-A held delivery waits as an RQ scheduled job at its `notBefore`; that job asks the intervals again when it
-runs, so a reload that holds a delivery longer needs nothing more. One that lets it go sooner (an interval
-widened, or removed from the route) would wait for the old time: here it gets a wake-up at the new one,
-and its record the new `notBefore`, under its send lock (a send in hand is never undone).
+A held delivery is due at its `notBefore` (`relay.storage.leases`), with an RQ scheduled wake-up then; the
+worker that takes it asks the intervals again, so a reload that holds a delivery longer needs nothing more.
+One that lets it go sooner (an interval widened, or removed from the route) would wait for the old time:
+here it is due at the new one, and its record gets the new `notBefore`, under a lease (a send a worker has
+in hand is never undone).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datetime import UTC, datetime
 from relay.core.model import State
 from relay.core.quiet import held_until
 from relay.delivery.context import Context
-from relay.storage.queue import RELEASE_LOCK_TTL
+from relay.storage.leases import delivery_unit
 
 log = logging.getLogger("relay.delivery.holding")
 # The workers follow a reload within their heartbeat (5 s): a wake-up moved earlier comes after they have,
@@ -38,17 +39,17 @@ def replan_held(rt: Context) -> int:
         new = max(until.timestamp() if until is not None else now, now + SETTLE_SECONDS)
         if abs(new - record.notBefore) < 1:
             continue
-        taken, current = rt.store.lock_and_read(record.id, RELEASE_LOCK_TTL)
-        if not taken:
+        taken, current = rt.store.take_and_read(record.id)
+        if not taken or current is None:
             continue  # a worker has it in hand this moment
-        if current is None or current.state is not State.HELD or current.notBefore is None:
-            rt.store.unlock(record.id)
+        if current.state is not State.HELD or current.notBefore is None:
+            rt.store.leases.release([delivery_unit(current.id)], rt.store.owner)
             continue
         if new < current.notBefore:
-            rt.intake.deliver_at(current.id, new, again=True)  # scheduled before the state is stored
+            rt.intake.deliver_at(current.id, new)  # due then before the state is stored
             sooner += 1
         current.notBefore = new
-        rt.store.update(current, State.HELD)  # lets go of the lock
+        rt.store.update(current, State.HELD)  # lets go of the lease
     if sooner:
         log.info("config reloaded: %d held deliveries go out sooner", sooner)
     return sooner

@@ -1,11 +1,13 @@
-"""The RQ jobs: plan notifications into deliveries, and hand a delivery to this worker's senders.
+"""The RQ job: wake a worker to take the work that is due, plan notifications into deliveries, and hand
+deliveries to this worker's senders.
 
-The path of one notification: a planning job (`plan_batch`) claims it among those waiting
-(`relay.storage.planning`); `plan_event` reads the event, plans its deliveries (`relay.core.routing`),
-stores them with a lease on those this worker will send, and hands them to the senders
-(`relay.delivery.sender`), which try each once (`relay.delivery.attempt`). A retry, a rate-limit slot or a
-delivery beyond the first few of a notification comes back as a `deliver_job`. Jobs end fast; the sending
-happens beside them, covered by the leases.
+The path of one notification: its arrival queues a wake-up (`work`), which takes it among the due work with
+a lease (`relay.storage.leases`); `plan_event` reads the event, plans its deliveries (`relay.core.routing`)
+and stores them, leasing the first few to this worker (the rest, and held ones, wait among the due
+deliveries), in one round trip that also lets go of the notification's lease; the senders
+(`relay.delivery.sender`) try each once (`relay.delivery.attempt`). A retry, a rate-limit slot, a held
+delivery or a digest is a delivery due later, with a wake-up scheduled through RQ for then. Jobs end fast;
+the sending happens beside them, covered by the leases.
 """
 
 from __future__ import annotations
@@ -28,83 +30,106 @@ from relay.core.states import OPEN, SENDABLE, State
 from relay.delivery import attempt
 from relay.delivery.context import Context, bound
 from relay.delivery.recording import follow
-from relay.storage.leases import MAX_LOSSES
-from relay.storage.planning import UNPLANNED
+from relay.storage.leases import DELIVERY, EVENT, UNPLANNED, Claimed, delivery_unit, event_unit, split_unit
 from relay.storage.store import StateChange, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
-# A planning job hands this many of its deliveries to its own worker's senders; the rest become jobs, so
-# that a notification to many recipients is spread over the workers.
+# A planning hands this many of a notification's deliveries to its own worker's senders; the rest wait
+# among the due deliveries, so that a notification to many recipients is spread over the workers.
 INLINE_MAX = 8
 PRUNE_SHARE = 0.01  # plannings that also drop expired index entries
-# A planning job claims up to this many notifications at a time (one while its senders are all busy), and
-# claims more while BATCH_SECONDS last: a batch small enough that the other worker takes a share of a
-# burst, and RQ's cost of a job (a dozen round trips and more) spread over a second's planning under load.
+# A wake-up takes up to this many units at a time (fewer while its senders have little room), and takes
+# more while WORK_SECONDS last: a batch small enough that the other workers take a share of a burst, and
+# RQ's cost of a job (a dozen round trips and more) spread over a second's work under load.
 BATCH = 10
-BATCH_SECONDS = 1.5
+WORK_SECONDS = 1.5
 
 
-def plan_batch(event_id: str = "") -> int:
-    """The planning job: plan the notifications waiting (`relay.storage.planning`), oldest first and a
-    batch at a time, for up to `BATCH_SECONDS`; returns how many were planned. `event_id`: the notification
-    whose arrival queued this job (empty for a job queued by a worker), for RQ's listings only.
+def work(event_id: str = "") -> int:
+    """The wake-up job: take due work (`relay.storage.leases`), oldest first and a batch at a time, for up to
+    `WORK_SECONDS`; returns how many units were taken. `event_id`: the notification whose arrival queued
+    this job (empty for other wake-ups), for RQ's listings only.
 
-    Its start clears the pending flag, so the next notification queues another job, which the other
-    workers take while this one plans. Events left when the time is up stay unplanned, with a job queued.
+    Its start clears the wake-up flag, so the next notification queues another job, which the other workers
+    take meanwhile. Work still due when the time is up stays due, with a wake-up queued.
     """
     rt = bound()
-    planning, owner = rt.intake.planning, rt.name
-    deadline = time.monotonic() + BATCH_SECONDS
-    claimed, left = planning.claim(owner, _batch(rt), start=True)
+    leases, owner = rt.store.leases, rt.name
+    deadline = time.monotonic() + WORK_SECONDS
+    claimed, left = leases.claim(owner, _batch(rt), now(), start=True)
     if left:
-        rt.intake.request_planning()  # more are waiting: another worker may take a share
-    planned = 0
-    try:
-        while claimed:
-            done: list[str] = []
-            for ident, _ in claimed:
-                if done and time.monotonic() > deadline:
-                    break
-                try:
-                    plan_event(rt, ident)
-                    planned += 1
-                except RedisError:
-                    raise
-                except Exception:  # a bug: the event goes back, a few times at most
-                    log.exception("planning failed unexpectedly", extra={"eventId": ident})
-                    _planning_failed(rt, ident)
-                done.append(ident)
-            rest = claimed[len(done) :]
-            if rest or time.monotonic() > deadline:  # time is up: the rest wait for the next job
-                planning.claim(owner, 0, done)
-                planning.give_back(owner, rest)
-                claimed = []
-                if rest or left:
-                    rt.intake.request_planning()
-                break
-            claimed, left = planning.claim(owner, _batch(rt), done)
-    finally:
-        if claimed:  # a planning that raised: what this job claimed and did not plan goes back
-            with contextlib.suppress(RedisError):
-                planning.give_back(owner, [c for c in claimed if c[0] in planning.in_hand()])
-    return planned
+        rt.intake.request_wake()  # more is due: another worker may take a share
+    taken = 0
+    while claimed:
+        for i, unit in enumerate(claimed):
+            if i and time.monotonic() > deadline:
+                leases.give_back(owner, [c.unit for c in claimed[i:]], now())  # due still, for the next job
+                rt.intake.request_wake(force=True)
+                return taken
+            taken += 1
+            _take(rt, unit)
+        if time.monotonic() > deadline:
+            if left:
+                rt.intake.request_wake()
+            break
+        claimed, left = leases.claim(owner, _batch(rt), now())
+    return taken
+
+
+# Earlier relays queued these jobs; one still queued at an upgrade runs as a wake-up.
+plan_batch = work
+
+
+def deliver_job(delivery_id_: str, slot_at: float | None = None) -> int:
+    """A job queued by an earlier relay for one delivery: it is made due, and this worker takes due work."""
+    bound().intake.schedule({delivery_id_: now()}, {delivery_id_: slot_at} if slot_at is not None else None)
+    return work()
 
 
 def _batch(rt: Context) -> int:
-    """How many notifications to claim: a batch while this worker's senders have threads free, else one
-    (a claimed notification waits for room here, where another worker may have room to plan it)."""
-    return BATCH if rt.sender.pending < rt.sender.threads else 1
+    """How many units to take: as many as this worker's senders have room for, up to BATCH, at least one."""
+    return max(1, min(BATCH, 2 * rt.sender.threads - rt.sender.pending))
 
 
-def _planning_failed(rt: Context, event_id: str) -> None:
-    _, dropped = rt.intake.planning.give_back(rt.name, [(event_id, now())], failed=True)
-    if dropped:
-        log.error("notification not planned: its planning failed on every try", extra={"eventId": event_id})
+def _take(rt: Context, unit: Claimed) -> None:
+    """Work on one unit this worker leased: plan a notification, or hand a delivery to the senders."""
+    if unit.kind == EVENT:
+        try:
+            plan_event(rt, unit.ident)
+        except RedisError:
+            raise
+        except Exception:  # a bug: the notification goes back, a few times at most
+            log.exception("planning failed unexpectedly", extra={"eventId": unit.ident})
+            lost(rt, [unit.unit])
+        finally:
+            rt.store.leases.handed_on([unit.unit])
+        return
+    rt.sender.wait_for_room()
+    rt.sender.submit(_task(rt, unit.ident, None, unit.slot), unit.ident)
+    rt.store.leases.handed_on([unit.unit])
+
+
+WORKER_DIED = "its send was lost on every try: its worker died holding it (see the workers' logs)"
+
+
+def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WORKER_DIED) -> int:
+    """Work on `units` (leased to `owner`, this worker by default) was lost: each goes back among the due work
+    with a loss counted, or is given up when lost too often (a delivery failed, saying `why`). Returns how
+    many went back."""
+    back, given_up = rt.store.leases.give_back(owner or rt.name, units, now(), failed=True)
+    for unit in given_up:
+        kind, ident = split_unit(unit)
+        if kind == DELIVERY:
+            give_up(rt, ident, why)
+        else:
+            log.error("notification not planned: its planning was lost on every try", extra={"eventId": ident})
+    if back:
+        rt.intake.request_wake(force=True)
+    return back
 
 
 def plan_job(event_id: str) -> int:
-    """Plan one notification (a job queued by an earlier relay, or planning again by hand); safe to run
-    again after a crash."""
+    """Plan one notification again by hand (it must still be stored); safe to run again after a crash."""
     rt = bound()
     planned = plan_event(rt, event_id)
     rt.redis.zrem(UNPLANNED, event_id)
@@ -112,30 +137,34 @@ def plan_job(event_id: str) -> int:
 
 
 def plan_event(rt: Context, event_id: str) -> int:
-    """Turn a stored notification into delivery records and sends; safe to run again after a crash."""
+    """Turn a stored notification into delivery records and sends; safe to run again after a crash. Lets go
+    of this worker's lease on the notification once its deliveries are stored."""
     event = rt.store.event(event_id)
     if event is None:
         log.warning("event expired before it was planned", extra={"eventId": event_id})
+        rt.store.leases.release([event_unit(event_id)], rt.name)
         return 0
     notification = Notification.model_validate_json(event.payload)
     records = plan_notification(rt.config, notification, event_id, now())
     _Holds(rt).apply(records)
     here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
     rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
-    stored = rt.store.create_deliveries(event_id, records, take=(attempt.lock_ttl(rt), here))
+    stored = rt.store.create_deliveries(event_id, records, take=here, planned=True)  # lets go of its lease
+    held_at: set[float] = set()
     for record in stored:
         ctx = {"eventId": event_id, "deliveryId": record.id, "channel": record.channel}
         if record.state is State.SKIPPED:
             log.info("delivery skipped: %s", record.lastError, extra=ctx)
         elif record.state is State.HELD and record.notBefore is not None:
-            # Also for a record found held (this job runs again after a crash): the same job id, scheduled once.
-            rt.intake.deliver_at(record.id, record.notBefore)
+            held_at.add(record.notBefore)
             log.info("delivery held by quiet hours until %s", iso(record.notBefore), extra=ctx)
-    mine = [r for r in stored if r.held_lease]
-    rt.intake.enqueue_deliveries([r.id for r in stored if r.state in SENDABLE and not r.held_lease])
+    for at in sorted(held_at):
+        rt.intake.wake_at(at)  # the deliveries are due then already (stored so above)
+    if any(r.state in SENDABLE and not r.held_lease for r in stored):
+        rt.intake.request_wake()
     in_hand = rt.sender.in_hand()  # planned again while this worker still sends them: not twice
-    for record in mine:
-        if record.id not in in_hand:
+    for record in stored:
+        if record.held_lease and record.id not in in_hand:
             rt.sender.submit(_task(rt, record, notification), record.id)
     if not records:
         log.info("no route for this notification", extra={"eventId": event_id, "kind": notification.kind})
@@ -144,31 +173,17 @@ def plan_event(rt: Context, event_id: str) -> int:
     return len(records)
 
 
-def deliver_job(delivery_id_: str, slot_at: float | None = None) -> str:
-    """Lease one delivery to this worker and hand it to the senders.
-
-    `slot_at`: the time of a rate-limit slot the delivery booked; it sends then, without booking again.
-    """
-    rt = bound()
-    rt.sender.wait_for_room()
-    rt.store.leases.take([delivery_id_], rt.store.owner)
-    rt.sender.submit(_task(rt, delivery_id_, None, slot_at), delivery_id_)
-    return "handed to the senders"
-
-
 def _task(rt: Context, record: Delivery | str, notification: Notification | None, slot_at: float | None = None) -> Any:
     def send() -> None:
+        ident = record.id if isinstance(record, Delivery) else record
         try:
             attempt.run(rt, record, notification, slot_at)
         except Exception as exc:
-            ident = record.id if isinstance(record, Delivery) else record
-            # A bug, or an outage of Redis: the delivery goes back to the queue, a few times at most.
+            # A bug, or an outage of Redis: the delivery goes back among the due ones, a few times at most.
             log.exception("send failed unexpectedly", extra={"deliveryId": ident})
-            if rt.store.leases.lost(ident) >= MAX_LOSSES:
-                give_up(rt, ident, f"the delivery crashed or timed out on every try ({type(exc).__name__})")
-            else:
-                rt.intake.enqueue_deliveries([ident])
-            rt.store.leases.release([ident], rt.store.owner)
+            why = f"the delivery crashed or timed out on every try ({type(exc).__name__})"
+            with contextlib.suppress(RedisError):  # else its lease stays: the sweep of this worker's own puts it back
+                lost(rt, [delivery_unit(ident)], why=why)
 
     return send
 
@@ -210,10 +225,7 @@ class _Holds:
 
 
 def delivery_job_failed(job: Job, connection: Redis, exc_type: type, exc: BaseException, tb: Any) -> None:
-    """RQ's failure callback: once a delivery job crashed or timed out with no RQ retry left, the
-    delivery is marked failed with the reason, so it shows up and can be replayed."""
-    if job.retries_left:
-        return
-    # The exception text may hold a URL; its type says enough (the worker's log has the rest).
-    why = f"the delivery job crashed or timed out on every try ({exc_type.__name__})"
-    give_up(bound(), str(job.args[0]) if job.args else "", why)
+    """RQ's failure callback of delivery jobs queued by an earlier relay: the delivery is made due again, and
+    relay's leases (not RQ) count its losses from now on."""
+    if job.args:
+        bound().intake.enqueue_deliveries([str(job.args[0])])

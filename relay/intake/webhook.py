@@ -213,7 +213,7 @@ class Intake(Protocol):
     """What the webhook asks of relay.storage.queue.Intake."""
 
     async def accept_async(self, client: AsyncRedis, event_id: str, kind: str, payload: str) -> Acceptance: ...
-    def queue_planning(self, ident: str, event_id: str = "") -> bool: ...
+    def queue_wake(self, ident: str, event_id: str = "") -> bool: ...
 
 
 class Counting(Protocol):
@@ -280,8 +280,8 @@ class Webhook:
             return unavailable()
         status = acceptance.status
         log.info("notification %s", status, extra={"eventId": notification.event_id, "kind": notification.kind})
-        # Durable already: the planning job (RQ's blocking enqueue, in a thread) follows the answer.
+        # Durable already: the wake-up job (RQ's blocking enqueue, in a thread) follows the answer.
         wake = None
-        if acceptance.planning_job is not None:
-            wake = BackgroundTask(self.intake.queue_planning, acceptance.planning_job, notification.event_id)
+        if acceptance.wake_job is not None:
+            wake = BackgroundTask(self.intake.queue_wake, acceptance.wake_job, notification.event_id)
         return JSONResponse({"eventId": notification.event_id, "status": status}, 202, background=wake)

@@ -12,10 +12,10 @@
   they have no scheduler of their own. The forked scheduler gets SIGTERM when its worker dies, even by
   SIGKILL (`relay.runtime.children`): it stops and lets go of its lock, and a live worker takes the lock
   at its next maintenance pass, within about `MAINTENANCE_INTERVAL` seconds.
-- The heartbeat thread beats for /readyz, picks up config reloads, and sweeps the leases of workers that
-  stopped beating, and its own leases that no sender holds (`relay.storage.leases`): their deliveries go
-  back to the queue. It does the same for the notifications claimed by planning jobs
-  (`relay.storage.planning`), and queues a planning job for notifications left waiting with none pending.
+- The heartbeat thread beats (the one sign of life relay's workers go by: /readyz, and the leases of
+  `relay.storage.leases`), picks up config reloads, and sweeps: the units leased to workers not seen beating
+  for `dead_worker_after`, and its own leases that nothing of this process holds, go back among the due
+  work; and it wakes a worker for work left due with no wake-up queued.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import os
 import signal
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from redis import Redis
@@ -33,7 +34,7 @@ from redis.exceptions import RedisError
 from rq import Queue, SimpleWorker
 
 from relay.config import DEAD_WORKER_AFTER, Config, ConfigError, load_config
-from relay.delivery.jobs import give_up
+from relay.delivery.jobs import lost
 from relay.runtime.bootstrap import (
     CONFIG_GENERATION,
     Runtime,
@@ -44,18 +45,18 @@ from relay.runtime.bootstrap import (
     reload_runtime,
 )
 from relay.runtime.children import forks_die_with_this_process
-from relay.storage.leases import MAX_LOSSES, orphaned
+from relay.storage.leases import delivery_unit, orphaned
 from relay.storage.queue import QUEUE_NAME
 
 log = logging.getLogger("relay.runtime.worker")
 MAINTENANCE_INTERVAL = 15  # seconds between RQ's maintenance passes
-WORKER_TTL = 30  # an RQ worker not heard of for this long is dead to `rq info`
+# RQ's own record of its workers (`rq info`); relay goes by its own heartbeat alone.
+WORKER_TTL = 30
 HEARTBEAT_SECONDS = 5.0
-# A worker not seen beating for `dead_worker_after` (config; this by default) is gone: its leases and claims
-# are swept.
+# A worker not seen beating for `dead_worker_after` (config; this by default) is gone: its leases are swept.
 ORPHAN_GRACE = DEAD_WORKER_AFTER
-# An unplanned notification this old with no planning job pending (its job lost) gets one at the next beat.
-STALE_PLANNING = 10.0
+# Work due this long with no wake-up queued (one lost) gets one at the next beat.
+STALE_SECONDS = 10.0
 DRAIN_SECONDS = 60.0  # at a stop, the longest wait for the senders to finish what they hold
 
 
@@ -81,87 +82,45 @@ def _rq_level() -> str:
     return "DEBUG" if log.getEffectiveLevel() <= logging.DEBUG else "WARNING"
 
 
-def sweep_leases(rt: Runtime, now: float, held: dict[str, str] | None = None) -> int:
-    """Queue again the deliveries leased to workers that stopped beating; returns how many. `held`: the
-    leases as just read, when the caller has them."""
-    held = rt.store.leases.held() if held is None else held
+@dataclass
+class Sweep:
+    """What one sweep remembers for the next: when it first saw each owner that never beat, and this
+    worker's own leases seen loose (held by nothing of this process) at the sweep before."""
+
+    first_seen: dict[str, float] = field(default_factory=dict)
+    suspects: set[str] = field(default_factory=set)
+
+
+def sweep(rt: Runtime, now: float, seen: Sweep | None = None) -> int:
+    """One sweep of the leases (`relay.storage.leases`): the units of workers not seen beating within
+    `dead_worker_after`, and this worker's own units that nothing of this process holds, seen so at two sweeps
+    in a row, go back among the due work (a loss counted against each); then a worker is woken for work left
+    due `STALE_SECONDS` with no wake-up queued. Returns how many units went back."""
+    seen = seen if seen is not None else Sweep()
+    held = rt.store.leases.held()
+    back = 0
     beats = rt.store.worker_beats()
-    swept = 0
-    for owner, ids in orphaned(held, beats, now, rt.config.dead_worker_after).items():
+    for owner, units in orphaned(held, beats, now, rt.config.dead_worker_after, seen.first_seen).items():
         if owner == rt.name:
             continue  # this process is alive, whatever its beat says
-        again = _queue_again(rt, owner, ids)
-        if again:
-            log.warning("worker %s is gone: %d of its deliveries queued again", owner, again)
-        swept += again
-    return swept
-
-
-def _queue_again(rt: Runtime, owner: str, ids: list[str]) -> int:
-    """Take `owner`'s leases and send locks on `ids` over and queue those deliveries again (failing any
-    whose send was lost MAX_LOSSES times); returns how many were taken over."""
-    losses = rt.store.leases.sweep(owner, ids)
-    again = [i for i, n in losses.items() if n < MAX_LOSSES]
-    rt.intake.enqueue_deliveries(again)
-    for ident in set(losses) - set(again):
-        give_up(rt, ident, f"its send was lost {losses[ident]} times: a worker died holding it (see the workers' logs)")
-    return len(losses)
-
-
-def sweep_own(rt: Runtime, suspects: set[str], held: dict[str, str] | None = None) -> set[str]:
-    """This worker's leases on deliveries its senders no longer hold (a send whose outcome could not be
-    stored, say, while Redis was away): seen so at two sweeps in a row, each is queued again. Returns the
-    ones seen so at this sweep, for the next."""
-    held = rt.store.leases.held() if held is None else held
-    mine = {i for i, owner in held.items() if owner == rt.name}
-    loose = mine - rt.sender.in_hand()
-    lost = sorted(loose & suspects)
-    if lost:
-        _queue_again(rt, rt.name, lost)  # its send locks too: no task of this worker holds them
-        log.warning("%d deliveries leased to this worker but not in hand were queued again", len(lost))
-    return loose - set(lost)
-
-
-def sweep_planning(rt: Runtime, now: float, suspects: set[str] | None = None) -> set[str]:
-    """The planning of notifications (`relay.storage.planning`): the claims of workers that stopped beating,
-    and this worker's own claims that no planning job of it holds, seen so at two sweeps in a row (`suspects`,
-    from the sweep before), go back among the unplanned events, with a planning job queued; events left
-    unplanned `STALE_PLANNING` seconds with no planning job pending get one. Returns this worker's claims
-    seen loose at this sweep, for the next."""
-    planning = rt.intake.planning
-    claims = planning.claims()
-    back = 0
-    for owner, ids in orphaned(claims, rt.store.worker_beats(), now, rt.config.dead_worker_after).items():
-        if owner == rt.name:
-            continue
-        n = _give_back(rt, owner, ids, now)
-        if n:
-            log.warning("worker %s is gone: %d notifications it was planning are planned again", owner, n)
+        n = lost(rt, units, owner)
+        log.warning("worker %s is gone: %d of the units it held are due again", owner, len(units))
         back += n
-    loose = {i for i, owner in claims.items() if owner == rt.name} - planning.in_hand()
-    lost = sorted(loose & (suspects or set()))
-    if lost:
-        back += _give_back(rt, rt.name, lost, now)
-        log.warning("%d notifications claimed by this worker but not in hand are planned again", len(lost))
-    if back:
-        rt.intake.request_planning(force=True)
-    else:
-        oldest = planning.oldest()
-        if oldest is not None and now - oldest > STALE_PLANNING and rt.intake.request_planning():
-            log.warning("notifications waiting %.0f s with no planning job: one queued", now - oldest)
-    return loose - set(lost)
-
-
-def _give_back(rt: Runtime, owner: str, ids: list[str], now: float) -> int:
-    back, dropped = rt.intake.planning.give_back(owner, [(i, now) for i in ids], failed=True)
-    for event_id in dropped:
-        log.error("notification not planned: its planner died with it on every try", extra={"eventId": event_id})
+    mine = {u for u, owner in held.items() if owner == rt.name}
+    loose = mine - rt.store.leases.in_hand() - {delivery_unit(i) for i in rt.sender.in_hand()}
+    again = sorted(loose & seen.suspects)
+    if again:
+        back += lost(rt, again)
+        log.warning("%d units leased to this worker but not in hand are due again", len(again))
+    seen.suspects = loose - set(again)
+    oldest = rt.store.leases.oldest_due(now)
+    if not back and oldest is not None and now - oldest > STALE_SECONDS and rt.intake.request_wake():
+        log.warning("work due for %.0f s with no wake-up queued: one queued", now - oldest)
     return back
 
 
 def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, generation: bytes | None) -> None:
-    suspects: set[str] = set()
-    claims: set[str] = set()
+    seen = Sweep()
     while not stop.is_set():
         try:
             rt.store.heartbeat(rt.name)
@@ -171,10 +130,7 @@ def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, gene
                 reload.clear()
                 generation = now_generation
                 _reload(rt)
-            held = rt.store.leases.held()  # read once for both sweeps: they look at disjoint owners
-            sweep_leases(rt, time.time(), held)
-            suspects = sweep_own(rt, suspects, held)
-            claims = sweep_planning(rt, time.time(), claims)
+            sweep(rt, time.time(), seen)
         except RedisError as exc:
             log.warning("heartbeat failed: %s", type(exc).__name__)
         if os.getppid() == 1 and os.environ.get("RELAY_SUPERVISED") == "1":

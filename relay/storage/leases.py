@@ -1,47 +1,147 @@
-"""Leases: which worker has taken a delivery to send it, so that a worker's death loses nothing.
+"""Who works on what: the one ownership mechanism of relay's workers.
 
-An RQ job hands its deliveries to the worker's senders and ends (`relay.delivery.sender`); from then on RQ
-no longer knows about them. Before the job ends, each delivery is leased to the worker (a field of one
-hash: delivery id -> worker name), and the update that stores the delivery's outcome removes the lease in
-the same script. A lease whose worker stopped beating (`relay:workers`) is orphaned: any live worker queues
-its delivery again as an RQ job and drops the lease. The send lock and the record's state make a second
-run of a delivery that did go out a no-op, so the worst a sweep can cause is a job that finds nothing to do.
+Every unit of work is a notification to plan (`e:<event id>`) or a delivery to send (`d:<delivery id>`).
+A unit waits in a due-time set (`UNPLANNED` for notifications, scored by arrival; `READY` for deliveries,
+scored by when they may go: now, a retry's time, a held delivery's `notBefore`, a digest's window end).
+A worker takes due units with a lease (`LEASES`: unit -> worker, in the same script that takes them out of
+the set), works on them, and the write that stores the outcome drops the lease (`relay.storage.store`).
+
+RQ jobs only wake workers up (`relay.delivery.jobs.work`): RQ never owns a unit. A wake-up lost (a worker
+killed while it held the job, an enqueue that failed) loses nothing, since the units still wait in their
+set; the heartbeat's sweep (`relay.runtime.worker`) wakes a worker for units left due too long.
+
+A worker is alive while it beats (`relay:workers`, every few seconds): that is the one liveness signal.
+One not seen beating for `dead_worker_after` seconds (45 by default) is dead, and the sweep puts the units
+it leased back in their set, counting a loss against each (`LOSSES`); a unit lost `MAX_LOSSES` times (one
+that kills its worker, or whose work raises) is given up: a notification is dropped (logged and counted),
+a delivery failed (replayable). A worker that stalls for less than that (a VM pause, a swap storm) keeps
+its leases and sends nothing twice; one that stalls longer may see its sends in flight made again by
+another worker (at-least-once).
 """
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from redis import Redis
 
-from relay.storage.records import lock_key
+from relay.storage.records import METRICS, PREFIX, _text
 
-LEASES = "relay:leases"  # hash delivery id -> worker name
-LOSSES = "relay:lease-losses"  # hash delivery id -> times its worker died holding it
+UNPLANNED = PREFIX + "unplanned"  # zset event id -> received (or given back) time: notifications to plan
+READY = PREFIX + "ready"  # zset delivery id -> when it may go: deliveries to send
+LEASES = PREFIX + "leases"  # hash unit -> worker: the units a worker has taken
+LOSSES = PREFIX + "lease-losses"  # hash unit -> times its work was lost (its worker died, or it raised)
+SLOTS = PREFIX + "slots"  # hash delivery id -> the rate-limit slot it booked (it sends then, not booking again)
+# Set (to the job's id) while a wake-up job is queued and not started: one queued at a time, however many
+# notifications arrive meanwhile; the job's start clears it.
+WAKE = PREFIX + "wake"
+WAKE_TTL = 30
 LOSS_TTL = 24 * 3600
-# A delivery whose send crashed (or whose worker died while sending it) this many times is failed, not tried
-# again: a payload that kills workers must not go round forever.
+# A unit whose work was lost this many times is given up: one that kills its worker must not go round forever.
 MAX_LOSSES = 3
+# A due unit found leased to another worker (it is working on it this moment) is looked at again this much later.
+RECHECK_SECONDS = 5.0
+GIVEN_UP = "relay_planning_given_up_total"  # the counter (in the metrics hash) of the notifications dropped
 
-# Drop the leases (and the send locks) still held by ARGV[1], a dead worker, and count, for each delivery,
-# the times a worker died holding it. KEYS: leases, counts, then each delivery's lock. ARGV: owner, ttl of
-# the counts, then the delivery ids.
-_SWEEP = """
-local out = {}
-for i = 3, #ARGV do
-  local id = ARGV[i]
-  if redis.call('HGET', KEYS[1], id) == ARGV[1] then
-    redis.call('HDEL', KEYS[1], id)
-    if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
-    out[#out + 1] = id
-    out[#out + 1] = redis.call('HINCRBY', KEYS[2], id, 1)
+EVENT, DELIVERY = "e:", "d:"
+
+
+def event_unit(event_id: str) -> str:
+    return EVENT + event_id
+
+
+def delivery_unit(delivery_id: str) -> str:
+    return DELIVERY + delivery_id
+
+
+def split_unit(unit: str) -> tuple[str, str]:
+    """(kind, id); a unit without a prefix is a delivery (leases written by an earlier relay)."""
+    if unit.startswith((EVENT, DELIVERY)):
+        return unit[:2], unit[2:]
+    return DELIVERY, unit
+
+
+# Take up to ARGV[3] due units (score <= ARGV[2]) for ARGV[1], oldest first across both sets, each out of its
+# set and leased in the same step; clear the wake-up flag when ARGV[4] is 1 (a job's start). A unit leased to
+# another worker goes back into its set at ARGV[5]; a unit lost before is taken alone, so that a loss counts
+# against it and not against a batch of others. KEYS: unplanned, ready, leases, losses, wake flag, slots.
+# Returns the units still due and the units taken, flat: unit, score, booked slot ('' for none).
+_CLAIM = """
+if ARGV[4] == '1' then redis.call('DEL', KEYS[5]) end
+local out, taken, looked = {}, 0, 0
+local want = tonumber(ARGV[3])
+while taken < want and looked < 4 * want + 8 do
+  looked = looked + 1
+  local e = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'WITHSCORES', 'LIMIT', 0, 1)
+  local d = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[2], 'WITHSCORES', 'LIMIT', 0, 1)
+  local set, member, score, unit
+  if #e > 0 and (#d == 0 or tonumber(e[2]) <= tonumber(d[2])) then
+    set, member, score, unit = KEYS[1], e[1], e[2], 'e:' .. e[1]
+  elseif #d > 0 then
+    set, member, score, unit = KEYS[2], d[1], d[2], 'd:' .. d[1]
+  else
+    break
+  end
+  redis.call('ZREM', set, member)
+  if redis.call('HEXISTS', KEYS[3], unit) == 1 then
+    redis.call('ZADD', set, ARGV[5], member)
+  else
+    local suspect = redis.call('HEXISTS', KEYS[4], unit) == 1
+    if suspect and taken > 0 then
+      redis.call('ZADD', set, score, member)
+      break
+    end
+    redis.call('HSET', KEYS[3], unit, ARGV[1])
+    local slot = ''
+    if set == KEYS[2] then
+      slot = redis.call('HGET', KEYS[6], member) or ''
+      if slot ~= '' then redis.call('HDEL', KEYS[6], member) end
+    end
+    out[#out + 1] = unit
+    out[#out + 1] = score
+    out[#out + 1] = slot
+    taken = taken + 1
+    if suspect then break end
   end
 end
-redis.call('EXPIRE', KEYS[2], ARGV[2])
-return out
+local left = redis.call('ZCOUNT', KEYS[1], '-inf', ARGV[2]) + redis.call('ZCOUNT', KEYS[2], '-inf', ARGV[2])
+return {left, out}
 """
 
+# Put the units ARGV[1] still leases back in their sets, due at ARGV[2]; when ARGV[3] is 1, count a loss
+# against each and give up those lost ARGV[4] times instead (a notification dropped is counted in the
+# metrics hash here). KEYS: unplanned, ready, leases, losses, metrics. ARGV: owner, due, count (1/0), max
+# losses, the losses' ttl, then the units. Returns how many went back and the units given up.
+_GIVE_BACK = """
+local back, given_up = 0, {}
+for i = 6, #ARGV do
+  local unit = ARGV[i]
+  if redis.call('HGET', KEYS[3], unit) == ARGV[1] then
+    redis.call('HDEL', KEYS[3], unit)
+    local losses = 0
+    if ARGV[3] == '1' then losses = redis.call('HINCRBY', KEYS[4], unit, 1) end
+    local kind, member = string.sub(unit, 1, 2), string.sub(unit, 3)
+    if kind ~= 'e:' and kind ~= 'd:' then kind, member = 'd:', unit end
+    if losses >= tonumber(ARGV[4]) then
+      given_up[#given_up + 1] = unit
+      if kind == 'e:' then redis.call('HINCRBY', KEYS[5], '@GIVEN_UP@', 1) end
+    else
+      local set = KEYS[2]
+      if kind == 'e:' then set = KEYS[1] end
+      redis.call('ZADD', set, 'NX', ARGV[2], member)
+      back = back + 1
+    end
+  end
+end
+if ARGV[3] == '1' then redis.call('EXPIRE', KEYS[4], ARGV[5]) end
+return {back, given_up}
+""".replace("@GIVEN_UP@", GIVEN_UP)
+
+# Drop the leases ARGV[1] holds on ARGV[2..]. KEYS: leases.
 _RELEASE = """
 for i = 2, #ARGV do
   if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[1] then redis.call('HDEL', KEYS[1], ARGV[i]) end
@@ -49,53 +149,131 @@ end
 return 1
 """
 
+# Lease a delivery to ARGV[1] when nobody holds it, and read its record, in one step: {1, fields} or {0}.
+# For what is not a worker's send (a release, a reload's re-plan): what a worker holds is left to it.
+# KEYS: leases, the record. ARGV: owner, unit.
+_TAKE_AND_READ = """
+if redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[1]) == 1 then
+  return {1, redis.call('HGETALL', KEYS[2])}
+end
+return {0}
+"""
 
-def orphaned(leases: Mapping[str, str], beats: Mapping[str, float], now: float, grace: float) -> dict[str, list[str]]:
-    """The leased delivery ids of each worker not seen beating within `grace` seconds of `now`."""
+
+@dataclass(frozen=True)
+class Claimed:
+    """A unit taken: what it is, when it was due, and the rate-limit slot a delivery booked (if any)."""
+
+    unit: str
+    due: float
+    slot: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return split_unit(self.unit)[0]
+
+    @property
+    def ident(self) -> str:
+        return split_unit(self.unit)[1]
+
+
+def orphaned(
+    leases: Mapping[str, str], beats: Mapping[str, float], now: float, grace: float, first_seen: dict[str, float]
+) -> dict[str, list[str]]:
+    """The leased units of each worker not seen beating within `grace` seconds of `now`. An owner that never
+    beat (a worker killed before its first beat, an API process releasing a delivery) is timed from when a
+    sweep first saw it (`first_seen`, kept by the caller from one sweep to the next)."""
     found: dict[str, list[str]] = defaultdict(list)
-    for delivery, owner in leases.items():
+    owners = set(leases.values())
+    for gone in set(first_seen) - owners:
+        del first_seen[gone]
+    for unit, owner in leases.items():
         last = beats.get(owner)
-        if last is None or now - last > grace:
-            found[owner].append(delivery)
+        if last is None:
+            last = first_seen.setdefault(owner, now)
+        if now - last > grace:
+            found[owner].append(unit)
     return dict(found)
 
 
 class Leases:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
-        self._sweep = redis.register_script(_SWEEP)
+        self._claim = redis.register_script(_CLAIM)
+        self._give_back = redis.register_script(_GIVE_BACK)
         self._release = redis.register_script(_RELEASE)
+        self._take_and_read = redis.register_script(_TAKE_AND_READ)
+        # The units this process has claimed and not yet handed on (to planning's end, or to the senders,
+        # which say what they hold themselves): the sweep of this worker's own leases leaves them alone.
+        self._lock = threading.Lock()
+        self._in_hand: set[str] = set()
 
-    def take(self, ids: Iterable[str], owner: str) -> None:
-        mapping = dict.fromkeys(ids, owner)
-        if mapping:
-            self.redis.hset(LEASES, mapping=mapping)  # type: ignore[arg-type]
+    def claim(self, owner: str, count: int, now: float, start: bool = False) -> tuple[list[Claimed], int]:
+        """Take up to `count` due units for `owner` (`start`: and clear the wake-up flag); the units taken
+        and how many are still due."""
+        left, flat = self._claim(
+            keys=[UNPLANNED, READY, LEASES, LOSSES, WAKE, SLOTS],
+            args=[owner, repr(now), count, int(start), repr(now + RECHECK_SECONDS)],
+        )
+        claimed = [
+            Claimed(_text(u), float(d), float(_text(s)) if _text(s) else None)
+            for u, d, s in zip(flat[::3], flat[1::3], flat[2::3], strict=True)
+        ]
+        with self._lock:
+            self._in_hand.update(c.unit for c in claimed)
+        return claimed, int(left)
 
-    def release(self, ids: Iterable[str], owner: str) -> None:
-        """Drop the leases `owner` still holds on `ids` (one another worker took over stays)."""
-        ids = list(ids)
-        if ids:
-            self._release(keys=[LEASES], args=[owner, *ids])
+    def handed_on(self, units: Iterable[str]) -> None:
+        """These claimed units are no longer this process's to watch (planned, or held by the senders)."""
+        with self._lock:
+            self._in_hand.difference_update(units)
 
-    def lost(self, ident: str) -> int:
-        """Count one more crash of a send of `ident`; the count so far."""
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hincrby(LOSSES, ident, 1)
-        pipe.expire(LOSSES, LOSS_TTL)
-        return int(pipe.execute()[0])
+    def in_hand(self) -> set[str]:
+        with self._lock:
+            return set(self._in_hand)
+
+    def give_back(self, owner: str, units: Iterable[str], now: float, failed: bool = False) -> tuple[int, list[str]]:
+        """Put `owner`'s leased `units` back among the due ones; `failed`: count a loss against each and give
+        up those lost MAX_LOSSES times. How many went back, and the units given up (the caller fails those
+        deliveries; the notifications are dropped and counted here)."""
+        units = list(units)
+        self.handed_on(units)
+        if not units:
+            return 0, []
+        args: list[Any] = [owner, repr(now), int(failed), MAX_LOSSES, LOSS_TTL, *units]
+        back, given_up = self._give_back(keys=[UNPLANNED, READY, LEASES, LOSSES, METRICS], args=args)
+        return int(back), [_text(u) for u in given_up]
+
+    def release(self, units: Iterable[str], owner: str) -> None:
+        """Drop the leases `owner` still holds on `units` (one another worker took over stays)."""
+        units = list(units)
+        self.handed_on(units)
+        if units:
+            self._release(keys=[LEASES], args=[owner, *units])
+
+    def take_and_read(self, delivery_id: str, owner: str, record_key: str) -> tuple[bool, list[Any]]:
+        """Lease a delivery nobody holds and read its record's fields (flat), in one step."""
+        taken, *rest = self._take_and_read(keys=[LEASES, record_key], args=[owner, delivery_unit(delivery_id)])
+        return bool(taken), (rest[0] if rest else [])
+
+    def schedule(self, at: Mapping[str, float], slots: Mapping[str, float] | None = None) -> None:
+        """Deliveries due at these times (delivery id -> epoch seconds), with the rate-limit slots they booked."""
+        if not at:
+            return
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.zadd(READY, dict(at))
+        if slots:
+            pipe.hset(SLOTS, mapping={k: repr(v) for k, v in slots.items()})
+        pipe.execute()
 
     def held(self) -> dict[str, str]:
+        """Every lease: unit -> worker."""
         return {_text(k): _text(v) for k, v in self.redis.hgetall(LEASES).items()}
 
-    def sweep(self, owner: str, ids: list[str]) -> dict[str, int]:
-        """Take over a dead `owner`'s leases on `ids`: each dropped (by this caller alone) with the send lock
-        the owner held, and the times a worker has now died holding it."""
-        if not ids:
-            return {}
-        keys = [LEASES, LOSSES, *(lock_key(i) for i in ids)]
-        flat = self._sweep(keys=keys, args=[owner, LOSS_TTL, *ids])
-        return {_text(k): int(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    def oldest_due(self, now: float) -> float | None:
+        """When the longest-waiting due unit came due, if any is due."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrangebyscore(UNPLANNED, "-inf", repr(now), start=0, num=1, withscores=True)
+        pipe.zrangebyscore(READY, "-inf", repr(now), start=0, num=1, withscores=True)
+        found = [float(first[0][1]) for first in pipe.execute() if first]
+        return min(found) if found else None

@@ -1,5 +1,10 @@
-"""RQ adapter: the intake (dedup, event and its place among the unplanned in one round trip; the planning job
-through RQ's enqueue), delivery jobs, retries, replay."""
+"""RQ adapter: the intake (dedup, event and its place among the notifications to plan, in one round trip),
+the deliveries made due (now, after a retry's wait, at a held delivery's time), the wake-up jobs that RQ runs
+for them, replay and release.
+
+RQ carries wake-ups only (`relay.storage.leases` says who owns what): a wake-up job takes due work, and one
+scheduled with RQ's `enqueue_at` comes when a retry or a held delivery is due.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import hashlib
 import logging
 import math
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -17,10 +23,10 @@ from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 from redis.commands.core import AsyncScript, Script
 from redis.exceptions import RedisError
-from rq import Callback, Queue, Retry
+from rq import Queue
 
 from relay.core.model import Delivery, State
-from relay.storage.planning import PENDING, PENDING_TTL, UNPLANNED, Planning
+from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL, Leases, delivery_unit
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
     EVENTS,
@@ -34,23 +40,14 @@ from relay.storage.store import (
 )
 
 QUEUE_NAME = "relay"
-# A planning job plans every notification waiting, in batches (`relay.storage.planning`).
-PLAN_JOB = "relay.delivery.jobs.plan_batch"
-DELIVER_JOB = "relay.delivery.jobs.deliver_job"
-# RQ-level retries only cover a crashed or killed worker; send failures are retried by relay itself.
-# No interval: a job found abandoned goes straight back to the queue, with no wait on a scheduler.
-CRASH_RETRY = Retry(max=3)
-# When those retries are used up too, the delivery is marked failed (replayable), never left queued.
-DELIVERY_GIVEN_UP = Callback("relay.delivery.jobs.delivery_job_failed")
-# RQ declares a job abandoned once its timeout plus 60 s have passed since its start, and looks every
-# maintenance interval (15 s, `relay.runtime.worker`): jobs only plan and hand over (the sending happens
-# beside them, under leases), so a short timeout lets a job whose worker was killed run again in ~95 s.
-JOB_TIMEOUT = 20
+# The one job relay queues: wake a worker to take the work that is due (`relay.delivery.jobs.work`).
+WORK_JOB = "relay.delivery.jobs.work"
+# A wake-up takes and hands over due work for up to a couple of seconds; the sending happens beside it.
+JOB_TIMEOUT = 60
 # A finished job's hash is kept this long (RQ's result_ttl): with 0, RQ deletes the job at once, which
 # costs about a dozen more round trips per job (a look through every registry and execution) than
 # letting the hash expire.
 RESULT_TTL = 10
-RELEASE_LOCK_TTL = 30  # seconds: a release holds a delivery's send lock only while it stores the new state
 log = logging.getLogger("relay.intake")
 
 
@@ -58,23 +55,23 @@ class QueueUnavailable(Exception):
     """Redis could not be reached or did not confirm the write; nothing was accepted."""
 
 
-def job_id(prefix: str, ident: str, attempt: int | None = None) -> str:
-    # RQ ids allow letters, digits, '_' and '-': ours are hashes, so they always fit.
-    return f"relay-{prefix}-{ident}" + (f"-{attempt}" if attempt is not None else "")
+def job_id(prefix: str, ident: str) -> str:
+    # RQ ids allow letters, digits, '_' and '-': ours are hashes and numbers, so they always fit.
+    return f"relay-{prefix}-{ident}"
 
 
-def planning_job_id(event_id: str) -> str:
-    """The planning job a notification's arrival queues, when none is pending: stable for its event."""
+def wake_job_id(event_id: str) -> str:
+    """The wake-up a notification's arrival queues, when none is queued: stable for its event."""
     return job_id("plan", _hash(event_id))
 
 
 @dataclass(frozen=True)
 class Acceptance:
-    """What the accept script answered: `accepted` or `duplicate`, and the planning job to enqueue now
-    (its pending flag already set by the script), when none was pending."""
+    """What the accept script answered: `accepted` or `duplicate`, and the wake-up job to enqueue now (its
+    flag already set by the script), when none was queued."""
 
     status: str
-    planning_job: str | None = None
+    wake_job: str | None = None
 
 
 @dataclass
@@ -84,7 +81,6 @@ class Intake:
     queue: Queue
     dedup_ttl: float
     job_timeout: int
-    planning: Planning = field(init=False, repr=False)
     # redis-py's own script objects: EVALSHA, and the script loaded again when a restarted Redis forgot it.
     _script: Script = field(init=False, repr=False)
     _async_scripts: WeakKeyDictionary[AsyncRedis, AsyncScript] = field(
@@ -92,30 +88,33 @@ class Intake:
     )
 
     def __post_init__(self) -> None:
-        self.planning = Planning(self.redis)
         self._script = self.redis.register_script(ACCEPT)
 
     @classmethod
     def create(cls, redis: Redis, store: Store, dedup_ttl: float) -> Intake:
         return cls(redis, store, Queue(QUEUE_NAME, connection=redis), dedup_ttl, JOB_TIMEOUT)
 
+    @property
+    def leases(self) -> Leases:
+        return self.store.leases
+
     def accept(self, event_id: str, kind: str, payload: str) -> str:
-        """'accepted' once the event is in Redis among the unplanned ones (atomically, one round trip), with a
-        planning job queued unless one is pending; else 'duplicate'. Raises QueueUnavailable on any Redis
-        error of the accept itself: nothing was accepted then."""
+        """'accepted' once the event is in Redis among the notifications to plan (atomically, one round trip),
+        with a wake-up queued unless one is; else 'duplicate'. Raises QueueUnavailable on any Redis error of
+        the accept itself: nothing was accepted then."""
         try:
             answer = self._script(*self._accept_call(event_id, kind, payload))
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
         acceptance = _acceptance(answer)
-        if acceptance.planning_job is not None:
-            self.queue_planning(acceptance.planning_job, event_id)
+        if acceptance.wake_job is not None:
+            self.queue_wake(acceptance.wake_job, event_id)
         return acceptance.status
 
     async def accept_async(self, client: AsyncRedis, event_id: str, kind: str, payload: str) -> Acceptance:
-        """`accept` on an asyncio connection, with no thread hop: the same script, one round trip. The planning
-        job it may ask for is the caller's to enqueue (`queue_planning`), after the answer is sent: RQ's
-        enqueue is blocking, and the notification is durable without it."""
+        """`accept` on an asyncio connection, with no thread hop: the same script, one round trip. The wake-up
+        it may ask for is the caller's to enqueue (`queue_wake`), after the answer is sent: RQ's enqueue is
+        blocking, and the notification is durable without it."""
         script = self._async_scripts.get(client)
         if script is None:
             script = self._async_scripts[client] = client.register_script(ACCEPT)
@@ -127,7 +126,7 @@ class Intake:
 
     def _accept_call(self, event_id: str, kind: str, payload: str) -> tuple[list[str], list[Any]]:
         """The keys and arguments of the accept script for one notification."""
-        keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, PENDING]
+        keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, WAKE]
         args: list[Any] = [
             max(1, int(self.dedup_ttl)),
             event_id,
@@ -137,109 +136,100 @@ class Intake:
             self.store.retention,
             _received_field(kind),
             _DUPLICATE_FIELD,
-            planning_job_id(event_id),
-            PENDING_TTL,
+            wake_job_id(event_id),
+            WAKE_TTL,
         ]
         return keys, args
 
-    def queue_planning(self, ident: str, event_id: str = "") -> bool:
-        """Enqueue the planning job `ident` through RQ (its pending flag is set by the caller); whether it was.
-        A job lost here (Redis gone this moment) is made again by the heartbeat's sweep: the events it was for
-        wait among the unplanned ones."""
+    def queue_wake(self, ident: str, event_id: str = "") -> bool:
+        """Enqueue the wake-up job `ident` through RQ (its flag is set by the caller); whether it was. One lost
+        here (Redis gone this moment) is made again by the heartbeat's sweep: the work waits in Redis."""
         try:
             self.queue.enqueue_call(
-                PLAN_JOB,
+                WORK_JOB,
                 args=(event_id,),
                 job_id=ident,
                 result_ttl=RESULT_TTL,
                 failure_ttl=self.store.retention,
                 timeout=self.job_timeout,
-                retry=CRASH_RETRY,
             )
         except RedisError as exc:
-            log.warning("planning job not queued (%s): the workers' sweep queues one", type(exc).__name__)
+            log.warning("wake-up job not queued (%s): the workers' sweep queues one", type(exc).__name__)
             return False
         return True
 
-    def request_planning(self, force: bool = False) -> bool:
-        """Queue a planning job unless one is pending, or even then when `force`; whether one was queued. For
-        events left unplanned: a planning job's batch cut short, the claims of a dead worker given back, events
-        whose job was lost."""
-        ident = job_id("plan", uuid.uuid4().hex)  # a job of its own, never one RQ may still hold
+    def request_wake(self, force: bool = False) -> bool:
+        """Queue a wake-up job unless one is queued, or even then when `force`; whether one was queued."""
+        ident = job_id("wake", uuid.uuid4().hex)  # a job of its own, never one RQ may still hold
         if force:
-            self.redis.set(PENDING, ident, ex=PENDING_TTL)
-        elif not self.redis.set(PENDING, ident, nx=True, ex=PENDING_TTL):
+            self.redis.set(WAKE, ident, ex=WAKE_TTL)
+        elif not self.redis.set(WAKE, ident, nx=True, ex=WAKE_TTL):
             return False
-        return self.queue_planning(ident)
+        return self.queue_wake(ident)
 
-    def enqueue_deliveries(self, ids: list[str]) -> None:
-        if not ids:
+    def wake_at(self, at: float) -> None:
+        """A wake-up at `at` (epoch seconds; no sooner) as an RQ scheduled job: one per second, however many
+        deliveries come due in it. Were it lost, the heartbeat's sweep wakes a worker for work left due."""
+        if at <= now():
+            self.request_wake()
             return
-        jobs = [
-            Queue.prepare_data(
-                DELIVER_JOB,
-                args=(i,),
-                job_id=job_id("deliver", i, int(now() * 1000)),
-                result_ttl=RESULT_TTL,
-                failure_ttl=self.store.retention,
-                timeout=self.job_timeout,
-                retry=CRASH_RETRY,
-                on_failure=DELIVERY_GIVEN_UP,
-            )
-            for i in ids
-        ]
-        self.queue.enqueue_many(jobs)
-
-    def retry_later(self, delivery_id: str, delay: float, attempt: int, slot_at: float | None = None) -> None:
-        """Run the delivery again after `delay` (no sooner); `slot_at`: the rate-limit slot it booked."""
-        self._schedule(delivery_id, now() + delay, slot_at, job_id("deliver", delivery_id, attempt), RESULT_TTL)
-
-    def deliver_at(self, delivery_id: str, at: float, again: bool = False) -> None:
-        """Run a held delivery at `at` (epoch seconds; no sooner) as an RQ scheduled job: no worker waits.
-
-        From planning, one wake-up per delivery and time (planning again after a crash schedules the same
-        job); `again`, from a wake-up that found it still held, a job of its own: reusing the id of the job
-        running now would lose the new one when RQ discards the finished one.
-        """
-        ident = job_id("held", delivery_id, math.ceil(at))
-        self._schedule(delivery_id, at, None, f"{ident}-{int(now() * 1000)}" if again else ident, 0)
-
-    def _schedule(self, delivery_id: str, at: float, slot_at: float | None, ident: str, result_ttl: int) -> None:
-        # RQ keeps a scheduled time in whole seconds, rounded down: the next whole second after the time
-        # due, so that a job never runs before the time asked for (a service's Retry-After, say).
+        second = math.ceil(at)
+        # RQ keeps a scheduled time in whole seconds, rounded down: the next whole second after the time due,
+        # so that a job never runs before the time asked for (a service's Retry-After, say).
         self.queue.enqueue_at(
-            datetime.fromtimestamp(math.ceil(at), UTC),
-            DELIVER_JOB,
-            delivery_id,
-            slot_at,
-            job_id=ident,
-            result_ttl=result_ttl,
+            datetime.fromtimestamp(second, UTC),
+            WORK_JOB,
+            job_id=job_id("wake-at", str(second)),
+            result_ttl=RESULT_TTL,
             failure_ttl=self.store.retention,
             job_timeout=self.job_timeout,
-            retry=CRASH_RETRY,
-            on_failure=DELIVERY_GIVEN_UP,
         )
 
+    def enqueue_deliveries(self, ids: list[str]) -> None:
+        """These deliveries are due now: among the due work, with a worker woken for them."""
+        if ids:
+            at = now()
+            self.schedule(dict.fromkeys(ids, at))
+
+    def schedule(self, due: Mapping[str, float], slots: Mapping[str, float] | None = None) -> None:
+        """Deliveries due at these times (id -> epoch seconds), and wake-ups for them."""
+        if not due:
+            return
+        self.leases.schedule(due, slots)
+        moment = now()
+        if any(t <= moment for t in due.values()):
+            self.request_wake()
+        for second in sorted({math.ceil(t) for t in due.values() if t > moment}):
+            self.wake_at(second)
+
+    def retry_later(self, delivery_id: str, delay: float, slot_at: float | None = None) -> None:
+        """Run the delivery again after `delay` (no sooner); `slot_at`: the rate-limit slot it booked."""
+        self.schedule({delivery_id: now() + delay}, {delivery_id: slot_at} if slot_at is not None else None)
+
+    def deliver_at(self, delivery_id: str, at: float) -> None:
+        """A held delivery (or a digest) due at `at` (epoch seconds; no sooner): no worker waits for it."""
+        self.schedule({delivery_id: at})
+
     def release(self, records: list[Delivery], dry_run: bool = False) -> int:
-        """Send held deliveries now: each queued again under its send lock (so a wake-up sending it at this
-        moment is never undone), and its job enqueued; the scheduled wake-up, when it comes, finds it sent.
+        """Send held deliveries now: each queued again under a lease (so that a worker sending it at this
+        moment is never undone) and made due; its old wake-up, when it comes, finds it sent.
         Returns how many go out now, as `carried` lists them (a digest counts once, its items with it)."""
         chosen = self.carried(records, State.HELD)
         if dry_run or not chosen:
             return len(chosen)
         released = []
         for record in chosen:
-            taken, current = self.store.lock_and_read(record.id, RELEASE_LOCK_TTL)
-            if not taken:
+            taken, current = self.store.take_and_read(record.id)
+            if not taken or current is None:
                 continue  # a worker has it in hand this moment: it is going out
-            if current is None or current.state is not State.HELD:
-                self.store.unlock(record.id)
+            if current.state is not State.HELD:
+                self.leases.release([delivery_unit(current.id)], self.store.owner)
                 continue
             current.state = State.QUEUED
             # A digest, queued, goes out as it is; a delivery still to gather is marked, so that it gathers
             # apart from what its route holds (`relay.core.digest.gather_key`) and no quiet hours hold it.
             current.released = current.released or not current.items
-            self.store.update(current, State.HELD)  # lets go of the lock
+            self.store.update(current, State.HELD)  # lets go of the lease
             released.append(current.id)
         if released:
             self.redis.hincrby(METRICS, metric_field("relay_releases_total"), len(released))
@@ -276,7 +266,7 @@ class Intake:
 
 
 def _acceptance(answer: Any) -> Acceptance:
-    """The accept script's answer: 0 duplicate, 1 accepted, or the id of the planning job to enqueue."""
+    """The accept script's answer: 0 duplicate, 1 accepted, or the id of the wake-up job to enqueue."""
     if answer == 0:
         return Acceptance("duplicate")
     if answer == 1:

@@ -56,10 +56,6 @@ def delivery_key(delivery_id: str) -> str:
     return f"{PREFIX}delivery:{delivery_id}"
 
 
-def lock_key(delivery_id: str) -> str:
-    return f"{PREFIX}lock:{delivery_id}"
-
-
 def _label_value(value: str) -> str:
     # Values come from payloads (kinds): keep them short and free of the field's separators.
     clean = "".join(c if c not in "|,=\n" else "_" for c in value)

@@ -13,22 +13,21 @@ return tostring(nxt - now)
 """
 
 # Store deliveries' new states atomically in one command: each record, the failed index, the release of
-# its send lock and of its lease (when this worker holds it) and the metrics.
-# KEYS: failed index, metrics, leases, held index, then per record its key and its lock's key. ARGV:
-# retention, lease owner, then per record: id, updatedAt, failed-index op (add/rem/-), release lock (1/0),
-# release lease (1/0), held-index op (its notBefore to add, rem, or -), n, n field/value pairs, the counts
-# of integer and of float increments, then those increments.
+# its lease (when this worker holds it), the held index and the metrics.
+# KEYS: failed index, metrics, leases, held index, then each record's key. ARGV: retention, lease owner, then
+# per record: id, updatedAt, failed-index op (add/rem/-), release lease (1/0), held-index op (its notBefore to
+# add, rem, or -), n, n field/value pairs, the counts of integer and of float increments, then those increments.
 UPDATE = """
 local i = 3
-for r = 1, (#KEYS - 4) / 2 do
-  local key, lock = KEYS[2 * r + 3], KEYS[2 * r + 4]
-  local id, updated, failed, unlock, unlease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-  local held = ARGV[i + 5]
-  local n = tonumber(ARGV[i + 6])
-  redis.call('HSET', key, unpack(ARGV, i + 7, i + 6 + 2 * n))
+for r = 5, #KEYS do
+  local key = KEYS[r]
+  local id, updated, failed, unlease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local held = ARGV[i + 4]
+  local n = tonumber(ARGV[i + 5])
+  redis.call('HSET', key, unpack(ARGV, i + 6, i + 5 + 2 * n))
   redis.call('EXPIRE', key, ARGV[1])
-  if unlock == '1' then redis.call('DEL', lock) end
-  if unlease == '1' and redis.call('HGET', KEYS[3], id) == ARGV[2] then redis.call('HDEL', KEYS[3], id) end
+  local unit = 'd:' .. id
+  if unlease == '1' and redis.call('HGET', KEYS[3], unit) == ARGV[2] then redis.call('HDEL', KEYS[3], unit) end
   if failed == 'add' then
     redis.call('ZADD', KEYS[1], updated, id)
   elseif failed == 'rem' then
@@ -39,7 +38,7 @@ for r = 1, (#KEYS - 4) / 2 do
   elseif held ~= '-' then
     redis.call('ZADD', KEYS[4], held, id)
   end
-  i = i + 7 + 2 * n
+  i = i + 6 + 2 * n
   local ints, floats = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   i = i + 2
   for _ = 1, ints do
@@ -54,46 +53,54 @@ end
 return 1
 """
 
-# Create delivery records that do not exist yet, atomically, and lease those the caller will send at once
-# (taking the send lock of the new ones): one round trip for a whole notification. Returns per record 0
-# (it existed: read it), 1 (created) or 2 (created, lock taken).
-# KEYS: event's delivery list, deliveries index, failed index, metrics, leases, held index, then per record
-# its key and its lock's key. ARGV: retention, owner, lock ttl, then per record: id, createdAt, failed
-# (1/0), take (1/0), its metric field, its notBefore when held (else -), n, n field/value pairs.
+# A notification's planning stored in one round trip: the delivery records that do not exist yet, a lease
+# on those the caller sends at once (unless another worker holds one), the others that are open put among
+# the due deliveries (`relay.storage.leases`: now, or a held one at its notBefore; one that exists keeps a
+# due time it has), and the lease on the notification dropped. Returns per record 0 (it existed: read it)
+# or 1 (created), plus 2 when the lease was taken.
+# KEYS: event's delivery list, deliveries index, failed index, metrics, leases, held index, due deliveries,
+# losses, then each record's key. ARGV: retention, owner, the notification's unit ('' for none), then per
+# record: id, createdAt, failed (1/0), take (1/0), its metric field, its notBefore when held (else -), when it
+# is due when not taken (else -), n, n field/value pairs.
 CREATE = """
 local out = {}
 local a = 4
-for r = 1, (#KEYS - 6) / 2 do
-  local key, lock = KEYS[5 + 2 * r], KEYS[6 + 2 * r]
+for r = 9, #KEYS do
+  local key = KEYS[r]
   local id, created, failed, take, metric = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local held = ARGV[a + 5]
-  local n = tonumber(ARGV[a + 6])
-  if take == '1' then redis.call('HSET', KEYS[5], id, ARGV[2]) end
-  if redis.call('EXISTS', key) == 1 then
-    out[r] = 0
-  else
-    redis.call('HSET', key, unpack(ARGV, a + 7, a + 6 + 2 * n))
+  local held, due = ARGV[a + 5], ARGV[a + 6]
+  local n = tonumber(ARGV[a + 7])
+  local made = 0
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('HSET', key, unpack(ARGV, a + 8, a + 7 + 2 * n))
     redis.call('EXPIRE', key, ARGV[1])
     redis.call('ZADD', KEYS[2], created, id)
     redis.call('RPUSH', KEYS[1], id)
     redis.call('HINCRBY', KEYS[4], metric, 1)
     if failed == '1' then redis.call('ZADD', KEYS[3], created, id) end
     if held ~= '-' then redis.call('ZADD', KEYS[6], held, id) end
-    out[r] = 1
-    if take == '1' and redis.call('SET', lock, ARGV[2], 'NX', 'EX', ARGV[3]) then out[r] = 2 end
+    made = 1
   end
-  a = a + 7 + 2 * n
+  local got = 0
+  if take == '1' then
+    local holder = redis.call('HGET', KEYS[5], 'd:' .. id)
+    if not holder or holder == ARGV[2] then
+      redis.call('HSET', KEYS[5], 'd:' .. id, ARGV[2])
+      got = 2
+    end
+  end
+  if got == 0 and due ~= '-' then
+    if made == 1 then redis.call('ZADD', KEYS[7], due, id) else redis.call('ZADD', KEYS[7], 'NX', due, id) end
+  end
+  out[#out + 1] = made + got
+  a = a + 8 + 2 * n
 end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
-return out
-"""
-
-# Take a delivery's send lock and read the record, in one round trip: {1, fields} or {0}.
-LOCK_AND_READ = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
-  return {1, redis.call('HGETALL', KEYS[2])}
+if ARGV[3] ~= '' and redis.call('HGET', KEYS[5], ARGV[3]) == ARGV[2] then
+  redis.call('HDEL', KEYS[5], ARGV[3])
+  redis.call('HDEL', KEYS[8], ARGV[3])
 end
-return {0}
+return out
 """
 
 # Gather a delivery into the open digest of its (route, channel, address), opening one when none is: the
@@ -143,18 +150,18 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return redis.call('HGET', KEYS[2], 'items') or '[]'
 """
 
-# One round trip per notification: dedup, the event record, its index and counter, and its entry among the
-# unplanned events (`relay.storage.planning`), in one atomic script: it runs whole or not at all on the
+# One round trip per notification: dedup, the event record, its index and counter, and its place among the
+# notifications to plan (`relay.storage.leases`), in one atomic script: it runs whole or not at all on the
 # server, and the append-only file records its writes together, so a 202 means durable and nothing is ever
 # half-accepted. The only command that can refuse is the first one (SET NX), before anything is written.
-# When no planning job is pending, the script sets the pending flag to a new job's id and returns it: the
+# When no wake-up job is queued, the script sets the wake-up flag to a new job's id and returns it: the
 # caller then enqueues that job through RQ's own `Queue.enqueue_call`. Were that enqueue lost (the caller
-# died between the two), the event still waits among the unplanned ones, and the heartbeat's sweep queues a
-# job for it once the flag has expired.
-# KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 unplanned events, 6 pending planning job flag
+# died between the two), the notification still waits among the unplanned ones, and the heartbeat's sweep
+# wakes a worker for it.
+# KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 unplanned events, 6 wake-up flag
 # ARGV: 1 dedup ttl, 2 eventId, 3 kind, 4 receivedAt, 5 payload, 6 retention, 7 received counter field,
-#       8 duplicate counter field, 9 the planning job's id, 10 the flag's lifetime (s)
-# Returns 0 (duplicate), 1 (accepted, a planning job pending) or the job id ARGV[9] (accepted: enqueue it).
+#       8 duplicate counter field, 9 the wake-up job's id, 10 the flag's lifetime (s)
+# Returns 0 (duplicate), 1 (accepted, a wake-up queued already) or the job id ARGV[9] (accepted: enqueue it).
 ACCEPT = """
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
   redis.call('HINCRBY', KEYS[4], ARGV[8], 1)

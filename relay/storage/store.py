@@ -1,7 +1,7 @@
-"""The records in Redis, read and written: events, deliveries, their send locks and leases, counters.
+"""The records in Redis, read and written: events, deliveries, their leases, counters.
 
 Each change of a delivery's state is one atomic script: the record, the failed index, the release of its
-send lock and lease, and the counters, so that what /metrics and the events API show always agree.
+lease, and the counters, so that what /metrics and the events API show always agree.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from redis import Redis
 
 from relay.core.model import Delivery, State, delivery_id, iso
 from relay.storage.digests import Digests
-from relay.storage.leases import LEASES, Leases
+from relay.storage.leases import LEASES, LOSSES, READY, Leases, delivery_unit, event_unit
 from relay.storage.records import (
     DELIVERIES,
     EVENTS,
@@ -39,12 +39,11 @@ from relay.storage.records import (
     event_from_hash,
     event_key,
     hash_pairs,
-    lock_key,
     metric_field,
     now,
     parse_since,
 )
-from relay.storage.scripts import CREATE, LOCK_AND_READ, RESERVE_SLOT, UPDATE
+from relay.storage.scripts import CREATE, RESERVE_SLOT, UPDATE
 
 # Names other modules read from here; they live in `relay.storage.records` (and the core's model).
 __all__ = [
@@ -69,7 +68,6 @@ __all__ = [
     "event_key",
     "hash_pairs",
     "iso",
-    "lock_key",
     "metric_field",
     "now",
     "parse_since",
@@ -84,6 +82,13 @@ def _held_op(record: Delivery, previous_state: State | None) -> str:
     if record.state is State.HELD:
         return repr(record.notBefore if record.notBefore is not None else now())
     return "rem" if previous_state is State.HELD else "-"
+
+
+def _due(record: Delivery, at: float) -> str:
+    """When an open record not sent at once is due among the deliveries to send (`-`: it is not open)."""
+    if record.state is State.HELD:
+        return repr(record.notBefore if record.notBefore is not None else at)
+    return repr(at) if record.state in (State.QUEUED, State.RETRYING) else "-"
 
 
 def _read(data: Any) -> Delivery | None:
@@ -113,12 +118,11 @@ class Store:
     def __init__(self, redis: Redis, retention: float, owner: str = "") -> None:
         self.redis = redis
         self.retention = int(retention)
-        # The worker this process is, as its leases and send locks name it.
+        # The worker this process is, as its leases name it.
         self.owner = owner
         self.leases = Leases(redis)
         self.digests = Digests(redis, self.retention)
         self._reserve = redis.register_script(RESERVE_SLOT)
-        self._lock_and_read = redis.register_script(LOCK_AND_READ)
         self._update = redis.register_script(UPDATE)
         self._create = redis.register_script(CREATE)
 
@@ -144,41 +148,40 @@ class Store:
     # -- deliveries -----------------------------------------------------------------------------
 
     def create_deliveries(
-        self, event_id: str, records: list[Delivery], take: tuple[int, set[str]] | None = None
+        self, event_id: str, records: list[Delivery], take: set[str] | None = None, planned: bool = False
     ) -> list[Delivery]:
-        """Store records that do not exist yet; return the stored state of every record.
-
-        `take`: (lock ttl, ids): this worker leases those records (`relay.storage.leases`) and takes the
-        send locks of the new ones, in the same round trip; the records returned hold them (see `update`).
-        """
-        if not records:
-            return []
-        ttl, to_take = take if take is not None else (1, set())
-        keys = [event_deliveries_key(event_id), DELIVERIES, FAILED, METRICS, LEASES, HELD]
-        args: list[Any] = [self.retention, self.owner, ttl]
+        """Store records that do not exist yet; return the stored state of every record. In the same round
+        trip (`relay.storage.leases`): this worker leases the records in `take` (unless another worker holds
+        one), the other open ones are put among the due deliveries, and `planned`: this worker's lease on the
+        notification is dropped. The records returned that this worker leased say so (`held_lease`)."""
+        to_take = take or set()
+        keys = [event_deliveries_key(event_id), DELIVERIES, FAILED, METRICS, LEASES, HELD, READY, LOSSES]
+        args: list[Any] = [self.retention, self.owner, event_unit(event_id) if planned else ""]
+        at = now()
         for record in records:
-            keys += [delivery_key(record.id), lock_key(record.id)]
+            keys.append(delivery_key(record.id))
             fields = delivery_to_hash(record)
             labels = {"state": record.state, "channel": record.channel, "kind": record.kind}
             metric = metric_field("relay_deliveries_total", **labels)
             failed = int(record.state is State.FAILED)
             args += [record.id, repr(record.createdAt), failed, int(record.id in to_take), metric]
-            args += [_held_op(record, None), len(fields)]
+            args += [_held_op(record, None), _due(record, at), len(fields)]
             for pair in fields.items():
                 args.extend(pair)
         outcome = [int(v) for v in self._create(keys=keys, args=args)]
         for record, made in zip(records, outcome, strict=True):
-            record.held_lock = made == 2
-            record.held_lease = record.id in to_take
-        if all(outcome):
+            record.held_lease = made >= 2
+        if all(made % 2 for made in outcome):
             return records  # all new: they are stored exactly as given
-        existing = iter(self.deliveries([r.id for r, made in zip(records, outcome, strict=True) if not made]))
+        existing = iter(self.deliveries([r.id for r, made in zip(records, outcome, strict=True) if not made % 2]))
         stored: list[Delivery] = []
         for record, made in zip(records, outcome, strict=True):
-            current = record if made else next(existing)
+            current = record if made % 2 else next(existing)
             if current is not None:  # an existing record may have expired since
                 current.held_lease = record.held_lease
                 stored.append(current)
+            elif record.held_lease:
+                self.leases.release([delivery_unit(record.id)], self.owner)
         return stored
 
     def delivery(self, delivery_id_: str) -> Delivery | None:
@@ -202,7 +205,7 @@ class Store:
         **metric_labels: str,
     ) -> None:
         """Store the record; with `latency_from` and `send_seconds`, count the end-to-end latency and the
-        duration of the send in the same round trip. A record that holds its send lock lets go of it."""
+        duration of the send in the same round trip. A record this worker leased lets go of its lease."""
         self.update_many([StateChange(record, previous_state, latency_from, send_seconds, metric_labels)])
 
     def update_many(self, outcomes: list[StateChange]) -> None:
@@ -227,8 +230,8 @@ class Store:
             if outcome.send_seconds is not None:
                 self._observe(ints, floats, SEND_LATENCY, outcome.send_seconds, channel=record.channel)
             fields = delivery_to_hash(record)
-            keys += [delivery_key(record.id), lock_key(record.id)]
-            args += [record.id, repr(record.updatedAt), failed, int(record.held_lock), int(record.held_lease)]
+            keys.append(delivery_key(record.id))
+            args += [record.id, repr(record.updatedAt), failed, int(record.held_lease)]
             args += [_held_op(record, previous_state), len(fields)]
             for pair in fields.items():
                 args.extend(pair)
@@ -240,32 +243,29 @@ class Store:
         if outcomes:
             self._update(keys=keys, args=args)
         for outcome in outcomes:
-            outcome.record.held_lock = outcome.record.held_lease = False
+            outcome.record.held_lease = False
 
     def reserve_slot(self, channel: str, rate: float) -> float:
         """Book the channel's next send slot (at most `rate` a second); seconds until it comes."""
         return float(self._reserve(keys=[f"{PREFIX}rate:{channel}"], args=[1.0 / rate]))
 
-    def lock_and_read(self, delivery_id_: str, ttl: int) -> tuple[bool, Delivery | None]:
-        """Take the delivery's send lock and read its record as it is now; the record, when the lock
-        was taken, holds the lock (see `update`)."""
-        taken, *rest = self._lock_and_read(
-            keys=[lock_key(delivery_id_), delivery_key(delivery_id_)], args=[self.owner, ttl]
-        )
+    def take_and_read(self, delivery_id_: str) -> tuple[bool, Delivery | None]:
+        """Lease the delivery to this process unless a worker holds it (a release, a reload's re-plan: what a
+        worker has in hand is left to it), and read its record as it is now. The record holds the lease (see
+        `update`); one that expired meanwhile is let go of here."""
+        taken, fields = self.leases.take_and_read(delivery_id_, self.owner, delivery_key(delivery_id_))
         if not taken:
             return False, None
-        record = _read(hash_pairs(rest[0] if rest else []))
+        record = _read(hash_pairs(fields))
         if record is None:
+            self.leases.release([delivery_unit(delivery_id_)], self.owner)
             return True, None
-        record.held_lock = True
+        record.held_lease = True
         return True, record
 
     def held_ids(self) -> list[str]:
         """The deliveries held by quiet hours now, soonest first."""
         return [_text(v) for v in self.redis.zrange(HELD, 0, -1)]
-
-    def unlock(self, delivery_id_: str) -> None:
-        self.redis.delete(lock_key(delivery_id_))
 
     def iter_recent(self, since: float | None = None, index: str = DELIVERIES) -> Iterator[Delivery]:
         """Deliveries newest first, read in pages, at most SCAN_LIMIT index entries."""

@@ -23,6 +23,7 @@ from relay.config import Config
 from relay.delivery.holding import SETTLE_SECONDS
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, install
+from relay.storage.leases import READY
 from relay.storage.queue import QUEUE_NAME
 from tests.conftest import ADMIN_TOKEN, admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink, wait_for
@@ -115,9 +116,9 @@ def test_held_at_planning_until_the_interval_opens(
     email = _email(quiet, event_id)
     assert email.state == "held"
     assert email.public()["notBefore"] == MONDAY_8
-    assert _scheduled(quiet) == {
-        f"relay-held-{email.id}-{int(email.notBefore)}": datetime(2026, 11, 30, 7, 0, tzinfo=UTC)
-    }
+    # Due at Monday 08:00 among the deliveries to send, with an RQ scheduled wake-up then.
+    assert quiet.redis.zscore(READY, email.id) == email.notBefore
+    assert _scheduled(quiet) == {f"relay-wake-at-{int(email.notBefore)}": datetime(2026, 11, 30, 7, 0, tzinfo=UTC)}
 
     with TestClient(create_app(quiet)) as client:
         listed = admin(client, "/api/v1/deliveries?state=held").json()

@@ -1,8 +1,9 @@
-"""Intake in one round trip: dedup, the event and its place among the unplanned, atomically; the planning job,
-when none is pending, through RQ's own enqueue."""
+"""Intake in one round trip: dedup, the event and its place among the unplanned, atomically; the wake-up job,
+when none is queued, through RQ's own enqueue."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -12,15 +13,14 @@ from rq.job import Job, JobStatus
 from starlette.testclient import TestClient
 
 from relay.runtime.bootstrap import Runtime
-from relay.storage.planning import PENDING, PENDING_TTL, UNPLANNED
+from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL
 from relay.storage.queue import (
-    CRASH_RETRY,
-    PLAN_JOB,
     QUEUE_NAME,
     RESULT_TTL,
+    WORK_JOB,
     QueueUnavailable,
     job_id,
-    planning_job_id,
+    wake_job_id,
 )
 from relay.storage.store import EVENTS, METRICS, dedup_key, event_key, metric_field
 from tests.conftest import post, run_worker, sample_notification
@@ -39,7 +39,7 @@ def _accept(rt: Runtime, payload: dict[str, Any] | None = None) -> tuple[str, st
     "event_id",
     ["6f1c2a9e-3b7d-4c51-9a0e-2d8f5b7c1e44", 'it\'s "quoted" \\ and ünïcode ✓', "x" * 300],
 )
-def test_the_planning_job_is_rqs_own(rt: Runtime, redis: Redis, event_id: str) -> None:
+def test_the_wake_up_job_is_rqs_own(rt: Runtime, redis: Redis, event_id: str) -> None:
     """relay writes no key of RQ's: the job is enqueued by RQ's `enqueue_call` and read back by RQ."""
     import json
 
@@ -47,11 +47,12 @@ def test_the_planning_job_is_rqs_own(rt: Runtime, redis: Redis, event_id: str) -
     payload["metadata"]["eventId"] = event_id
     assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "accepted"
     queue = Queue(QUEUE_NAME, connection=redis)
-    assert queue.job_ids == [planning_job_id(event_id)]
-    job = Job.fetch(planning_job_id(event_id), connection=redis)
-    assert (job.func_name, job.args, job.kwargs) == (PLAN_JOB, (event_id,), {})
+    assert queue.job_ids == [wake_job_id(event_id)]
+    job = Job.fetch(wake_job_id(event_id), connection=redis)
+    assert (job.func_name, job.args, job.kwargs) == (WORK_JOB, (event_id,), {})
     assert (job.result_ttl, job.failure_ttl, job.timeout) == (RESULT_TTL, rt.store.retention, rt.intake.job_timeout)
-    assert job.retries_left == CRASH_RETRY.max
+    # RQ owns nothing: a wake-up lost or abandoned loses no work (`relay.storage.leases`), so RQ retries none.
+    assert job.retries_left is None
 
 
 def test_accepted_notification_is_seen_by_rq_and_run_by_a_real_worker(
@@ -65,10 +66,10 @@ def test_accepted_notification_is_seen_by_rq_and_run_by_a_real_worker(
     assert [q.name for q in Queue.all(connection=redis)] == [QUEUE_NAME]
     job = queue.fetch_job(queue.job_ids[0])
     assert job is not None
-    assert job.id == planning_job_id(event_id) and job.id.startswith(job_id("plan", ""))
+    assert job.id == wake_job_id(event_id) and job.id.startswith(job_id("plan", ""))
     assert job.get_status() == JobStatus.QUEUED
-    assert job.func_name == PLAN_JOB and job.args == (event_id,)
-    assert job.retries_left == 3 and job.timeout == rt.intake.job_timeout
+    assert job.func_name == WORK_JOB and job.args == (event_id,)
+    assert job.retries_left is None and job.timeout == rt.intake.job_timeout
 
     # The event, its index entry and its counter went in with the job.
     assert redis.hget(event_key(event_id), "kind") == b"notification:access-control-request-failed"
@@ -87,21 +88,21 @@ def test_accepted_notification_is_seen_by_rq_and_run_by_a_real_worker(
     assert deliveries and all(d is not None and d.state in {"delivered", "skipped"} for d in deliveries)
 
 
-def test_a_planning_job_is_written_only_when_none_is_pending(rt: Runtime, redis: Redis) -> None:
+def test_a_wake_up_job_is_written_only_when_none_is_queued(rt: Runtime, redis: Redis) -> None:
     queue = Queue(QUEUE_NAME, connection=redis)
     first, _ = _accept(rt)
     # The flag names the job written with it, and lives a short while (a job lost is seen by the sweep).
-    assert redis.get(PENDING) == planning_job_id(first).encode()
-    assert 0 < redis.ttl(PENDING) <= PENDING_TTL
+    assert redis.get(WAKE) == wake_job_id(first).encode()
+    assert 0 < redis.ttl(WAKE) <= WAKE_TTL
     later = [_accept(rt)[0] for _ in range(4)]
-    assert queue.job_ids == [planning_job_id(first)]
+    assert queue.job_ids == [wake_job_id(first)]
     # Every event waits among the unplanned, at the time it was received, oldest first.
     assert [v.decode() for v in redis.zrange(UNPLANNED, 0, -1)] == [first, *later]
     assert redis.zscore(UNPLANNED, first) == float(redis.hget(event_key(first), "receivedAt") or 0)
-    # A planning job starts (clears the flag): the next notification writes a job of its own.
-    rt.intake.planning.claim(rt.name, 2, start=True)
+    # A wake-up starts (clears the flag): the next notification writes a job of its own.
+    rt.store.leases.claim(rt.name, 2, time.time(), start=True)
     nxt, _ = _accept(rt)
-    assert queue.job_ids == [planning_job_id(first), planning_job_id(nxt)]
+    assert queue.job_ids == [wake_job_id(first), wake_job_id(nxt)]
     assert redis.zcard(UNPLANNED) == 4
 
 
@@ -151,31 +152,31 @@ def test_async_intake_loads_the_script_again_after_a_redis_restart(rt: Runtime, 
             await client.aclose()
 
     answers = asyncio.run(run())
-    # The first asks for a planning job (none was pending); the second finds it pending.
+    # The first asks for a wake-up (none was queued); the second finds one queued.
     assert answers == [
-        Acceptance("accepted", planning_job_id("async-1")),
+        Acceptance("accepted", wake_job_id("async-1")),
         Acceptance("accepted"),
         Acceptance("duplicate"),
     ]
     assert redis.zcard(UNPLANNED) == 2
     assert Queue(QUEUE_NAME, connection=redis).count == 0  # the caller enqueues it, after answering
-    assert rt.intake.queue_planning(planning_job_id("async-1"), "async-1")
-    assert Queue(QUEUE_NAME, connection=redis).job_ids == [planning_job_id("async-1")]
+    assert rt.intake.queue_wake(wake_job_id("async-1"), "async-1")
+    assert Queue(QUEUE_NAME, connection=redis).job_ids == [wake_job_id("async-1")]
 
 
-def test_the_webhook_queues_the_planning_job_after_its_answer(client: TestClient, redis: Redis) -> None:
+def test_the_webhook_queues_the_wake_up_after_its_answer(client: TestClient, redis: Redis) -> None:
     first, second = sample_notification(), sample_notification()
     assert post(client, first).status_code == 202
     assert post(client, second).status_code == 202
     queue = Queue(QUEUE_NAME, connection=redis)
-    assert queue.job_ids == [planning_job_id(first["metadata"]["eventId"])]
+    assert queue.job_ids == [wake_job_id(first["metadata"]["eventId"])]
     assert redis.zcard(UNPLANNED) == 2
 
 
-def test_a_planning_job_that_could_not_be_queued_is_made_by_the_sweep(rt: Runtime, redis: Redis) -> None:
+def test_a_wake_up_that_could_not_be_queued_is_made_by_the_sweep(rt: Runtime, redis: Redis) -> None:
     """Redis gone between the accept and RQ's enqueue: the notification is durable and waits among the
-    unplanned; once the flag has expired, the workers' sweep queues a planning job for it."""
-    from relay.runtime.worker import sweep_planning
+    unplanned; once the flag has expired, the workers' sweep queues a wake-up for it."""
+    from relay.runtime.worker import sweep
 
     payload = sample_notification()
     dead = Queue(QUEUE_NAME, connection=Redis(unix_socket_path="/nonexistent/redis.sock"))
@@ -183,8 +184,8 @@ def test_a_planning_job_that_could_not_be_queued_is_made_by_the_sweep(rt: Runtim
     event_id, status = _accept(rt, payload)
     rt.intake.queue = live
     assert status == "accepted" and live.count == 0 and redis.zscore(UNPLANNED, event_id) is not None
-    redis.delete(PENDING)  # the flag's lifetime ended
-    sweep_planning(rt, float(redis.zscore(UNPLANNED, event_id) or 0) + 60)
+    redis.delete(WAKE)  # the flag's lifetime ended
+    sweep(rt, float(redis.zscore(UNPLANNED, event_id) or 0) + 60)
     assert len(live.job_ids) == 1
 
 

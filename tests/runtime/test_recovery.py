@@ -23,6 +23,7 @@ from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build, install
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.worker import MAINTENANCE_INTERVAL
+from relay.storage.leases import LEASES
 from tests.conftest import base_config, post, sample_notification, worker_config_file
 from tests.processes import children
 from tests.servers import HttpSink, SmtpSink, wait_for
@@ -160,9 +161,12 @@ def test_killing_every_worker_during_intake_loses_nothing_and_sends_each_once(
 def test_killing_a_worker_in_the_middle_of_a_planning_batch_plans_and_sends_each_once(
     redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
 ) -> None:
-    """The notifications a planning job had claimed when its worker was killed are planned by another
-    worker once it sees the dead one stop beating (`dead_worker_after`), well before RQ finds the job abandoned."""
-    from relay.storage.planning import CLAIMS, UNPLANNED
+    """The notifications a wake-up had taken when its worker was killed are planned by another worker once it
+    sees the dead one stop beating (`dead_worker_after`), well before RQ finds the job abandoned."""
+    from relay.storage.leases import UNPLANNED
+
+    def claimed() -> int:
+        return sum(1 for unit in redis.hkeys(LEASES) if unit.startswith(b"e:"))
 
     settings = {**SETTINGS, "channels": {"flaky": {"url": sink.url("/flaky")}}, "worker_threads": 1}
     rt = install(build(base_config(sink, smtp, tmp_path, redis_server.url, **settings), redis))
@@ -171,12 +175,12 @@ def test_killing_a_worker_in_the_middle_of_a_planning_batch_plans_and_sends_each
     events = _post(rt, 30)
     first = _start(path)
     try:
-        wait_for(lambda: redis.hlen(CLAIMS) > 0 and len(sink.started) >= 2, timeout=30, interval=0.02)
+        wait_for(lambda: claimed() > 0 and len(sink.started) >= 2, timeout=30, interval=0.02)
         killed, in_flight = _kill(sink, [first])
-        claimed = redis.hlen(CLAIMS)
+        held = claimed()
     finally:
         first.wait(10)
-    assert claimed > 0 and redis.zcard(UNPLANNED) > 0
+    assert held > 0 and redis.zcard(UNPLANNED) > 0
     sink.delays.clear()
     second = _start(path)
     try:
@@ -184,9 +188,9 @@ def test_killing_a_worker_in_the_middle_of_a_planning_batch_plans_and_sends_each
         took = time.monotonic() - killed
     finally:
         _stop([second])
-    print(f"{claimed} notifications claimed by the killed worker; all delivered {took:.0f} s after the kill")
+    print(f"{held} notifications taken by the killed worker; all delivered {took:.0f} s after the kill")
     assert took < DEAD_AFTER + 3 * (DEAD_AFTER / 4) + 10  # the sweep, not RQ's abandoned job (80 s)
-    assert redis.hlen(CLAIMS) == 0 and redis.zcard(UNPLANNED) == 0
+    assert redis.hlen(LEASES) == 0 and redis.zcard(UNPLANNED) == 0
     assert 30 <= len(sink.at("/flaky")) <= 30 + in_flight  # at-least-once: only a send in flight again
 
 

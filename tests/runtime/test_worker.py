@@ -20,8 +20,8 @@ from relay.core.model import State
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build, install
 from relay.runtime.embedded import EmbeddedRedis
-from relay.runtime.worker import MAINTENANCE_INTERVAL, MAX_LOSSES, ORPHAN_GRACE, sweep_leases
-from relay.storage.leases import LEASES, orphaned
+from relay.runtime.worker import MAINTENANCE_INTERVAL, ORPHAN_GRACE, Sweep, sweep
+from relay.storage.leases import LEASES, MAX_LOSSES, READY, orphaned, split_unit
 from relay.storage.queue import QUEUE_NAME
 from relay.storage.records import WORKERS
 from tests.conftest import base_config, post, run_worker, sample_notification, slow_channel, worker_config_file
@@ -145,11 +145,20 @@ def test_one_worker_forks_rqs_scheduler_and_when_it_is_killed_another_takes_over
 
 
 def test_orphaned_leases_are_those_of_workers_not_seen_within_the_grace() -> None:
-    leases = {"d1": "alive", "d2": "dead", "d3": "dead", "d4": "never-seen"}
+    leases = {"d:1": "alive", "d:2": "dead", "e:3": "dead", "d:4": "never-seen"}
     beats = {"alive": 100.0, "dead": 100.0 - ORPHAN_GRACE - 1}
-    found = orphaned(leases, beats, now=100.0 + 1, grace=ORPHAN_GRACE)
-    assert found == {"dead": ["d2", "d3"], "never-seen": ["d4"]}
-    assert orphaned(leases, {"alive": 100, "dead": 100, "never-seen": 100}, 100.0, ORPHAN_GRACE) == {}
+    first_seen: dict[str, float] = {}
+    found = orphaned(leases, beats, now=100.0 + 1, grace=ORPHAN_GRACE, first_seen=first_seen)
+    # An owner that never beat (killed before its first beat, or an API process's release) is timed from when
+    # a sweep first saw it: not dead at first sight.
+    assert found == {"dead": ["d:2", "e:3"]} and first_seen == {"never-seen": 101.0}
+    later = orphaned(
+        leases, beats | {"alive": 150.0}, now=101.0 + ORPHAN_GRACE + 1, grace=ORPHAN_GRACE, first_seen=first_seen
+    )
+    assert later == {"dead": ["d:2", "e:3"], "never-seen": ["d:4"]}
+    assert orphaned(leases, {"alive": 100, "dead": 100, "never-seen": 100}, 100.0, ORPHAN_GRACE, {}) == {}
+    orphaned({"d:1": "alive"}, beats, 100.0, ORPHAN_GRACE, first_seen)
+    assert first_seen == {}  # forgotten once it holds nothing
 
 
 def _leased_to_a_dead_worker(client: TestClient, rt: Runtime, redis: Redis) -> list[str]:
@@ -171,7 +180,7 @@ def _leased_to_a_dead_worker(client: TestClient, rt: Runtime, redis: Redis) -> l
         rt.store.owner = "relay-this-test"
     assert sent
     redis.zadd(WORKERS, {"relay-dead-worker": time.time() - ORPHAN_GRACE - 5})
-    return [i for i, owner in rt.store.leases.held().items() if owner == "relay-dead-worker"]
+    return [split_unit(u)[1] for u, owner in rt.store.leases.held().items() if owner == "relay-dead-worker"]
 
 
 def test_deliveries_of_a_dead_worker_are_queued_again_and_delivered_once(
@@ -179,14 +188,14 @@ def test_deliveries_of_a_dead_worker_are_queued_again_and_delivered_once(
 ) -> None:
     leased = _leased_to_a_dead_worker(client, rt, redis)
     assert leased and not sink.hits
-    assert sweep_leases(rt, time.time()) == len(leased)
-    assert redis.hlen(LEASES) == 0
+    assert sweep(rt, time.time()) == len(leased)
+    assert redis.hlen(LEASES) == 0 and redis.zcard(READY) == len(leased)
     run_worker(rt)
     records = [r for r in rt.store.deliveries(leased) if r is not None]
     assert [r.state for r in records] == [State.DELIVERED.value] * len(leased)
     hooks = [r for r in records if r.channel.endswith("-hook")]
     assert len(sink.hits) == len(hooks) > 0
-    assert sweep_leases(rt, time.time()) == 0  # nothing left to take over, nothing sent twice
+    assert sweep(rt, time.time()) == 0  # nothing left to take over, nothing sent twice
     run_worker(rt)
     assert len(sink.hits) == len(hooks)
 
@@ -194,8 +203,8 @@ def test_deliveries_of_a_dead_worker_are_queued_again_and_delivered_once(
 def test_a_live_workers_leases_are_left_alone(client: TestClient, rt: Runtime, redis: Redis) -> None:
     leased = _leased_to_a_dead_worker(client, rt, redis)
     redis.zadd(WORKERS, {"relay-dead-worker": time.time()})  # it beats after all
-    assert sweep_leases(rt, time.time()) == 0
-    assert set(leased) <= set(rt.store.leases.held())
+    assert sweep(rt, time.time()) == 0
+    assert {f"d:{i}" for i in leased} <= set(rt.store.leases.held())
 
 
 def test_a_delivery_whose_worker_keeps_dying_is_failed_not_sent_again(
@@ -205,11 +214,12 @@ def test_a_delivery_whose_worker_keeps_dying_is_failed_not_sent_again(
 
     leased = _leased_to_a_dead_worker(client, rt, redis)
     for ident in leased:
-        redis.hset(LOSSES, ident, MAX_LOSSES - 1)
-    sweep_leases(rt, time.time())
+        redis.hset(LOSSES, f"d:{ident}", MAX_LOSSES - 1)
+    sweep(rt, time.time())
     for record in rt.store.deliveries(leased):
         assert record is not None and record.state == State.FAILED.value
-        assert record.lastError is not None and "lost 3 times" in record.lastError
+        assert record.lastError is not None and "its worker died holding it" in record.lastError
+    assert redis.zcard(READY) == 0  # not due again
 
 
 def test_a_lease_of_this_worker_with_no_send_in_hand_is_queued_again_at_the_second_look(
@@ -218,8 +228,6 @@ def test_a_lease_of_this_worker_with_no_send_in_hand_is_queued_again_at_the_seco
     """A send whose outcome could not be stored (Redis away a moment) leaves its lease behind, with no task
     in hand: the worker's own sweep queues it again, once seen so twice (a lease taken a moment before its
     task is handed over is never seen so twice)."""
-    from relay.runtime.worker import sweep_own
-
     payload = sample_notification(messages=[sample_notification()["messages"][0]])
     assert post(client, payload).status_code == 202
     Queue(QUEUE_NAME, connection=redis).empty()
@@ -233,12 +241,14 @@ def test_a_lease_of_this_worker_with_no_send_in_hand_is_queued_again_at_the_seco
         plan_job(payload["metadata"]["eventId"])
     finally:
         del rt.sender.submit
-    leased = [i for i, owner in rt.store.leases.held().items() if owner == rt.name]
+    leased = [split_unit(u)[1] for u, owner in rt.store.leases.held().items() if owner == rt.name]
     assert leased and lost
-    first = sweep_own(rt, set())
-    assert first == set(leased) and Queue(QUEUE_NAME, connection=redis).count == 0  # only suspected
-    assert sweep_own(rt, first) == set()
-    assert Queue(QUEUE_NAME, connection=redis).count == len(leased) and redis.hlen(LEASES) == 0
+    seen = Sweep()
+    assert sweep(rt, time.time(), seen) == 0
+    assert seen.suspects == {f"d:{i}" for i in leased} and redis.zcard(READY) == 0  # only suspected
+    assert sweep(rt, time.time(), seen) == len(leased) and seen.suspects == set()
+    assert Queue(QUEUE_NAME, connection=redis).count == 1 and redis.zcard(READY) == len(leased)
+    assert redis.hlen(LEASES) == 0
     run_worker(rt)
     assert [r.state for r in rt.store.deliveries(leased) if r] == ["delivered"] * len(leased)
 

@@ -1,5 +1,5 @@
-"""Planning in batches (`relay.storage.planning`): one RQ job plans many notifications under load, and no
-notification is lost or sent twice when a planning job's worker dies, its job is lost or its planning fails."""
+"""The one ownership mechanism (`relay.storage.leases`): one RQ wake-up takes many notifications under load,
+and no notification is lost or sent twice when its worker dies, its wake-up is lost or its planning fails."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from rq.registry import FinishedJobRegistry
 
 from relay.delivery.jobs import BATCH
 from relay.runtime.bootstrap import Runtime
-from relay.runtime.worker import ORPHAN_GRACE, STALE_PLANNING, sweep_planning
-from relay.storage.planning import CLAIMS, FAILURES, MAX_FAILURES, PENDING, UNPLANNED, Planning
-from relay.storage.queue import QUEUE_NAME, planning_job_id
+from relay.runtime.worker import ORPHAN_GRACE, STALE_SECONDS, Sweep, sweep
+from relay.storage.leases import LEASES, LOSSES, MAX_LOSSES, UNPLANNED, WAKE, Leases, event_unit
+from relay.storage.queue import QUEUE_NAME, wake_job_id
 from relay.storage.records import WORKERS
 from tests.conftest import run_worker, sample_notification
 from tests.servers import HttpSink
@@ -50,16 +50,21 @@ def _states(rt: Runtime, events: list[str]) -> list[str]:
     return states
 
 
-def _planning_jobs(redis: Redis) -> list[str]:
-    """The planning jobs run (RQ keeps a finished job RESULT_TTL seconds in its registry)."""
+def _wake_ups(redis: Redis) -> list[str]:
+    """The wake-up jobs run (RQ keeps a finished job RESULT_TTL seconds in its registry)."""
     registry = FinishedJobRegistry(queue=Queue(QUEUE_NAME, connection=redis))
-    return [i for i in registry.get_job_ids() if i.startswith("relay-plan-")]
+    return [i for i in registry.get_job_ids() if i.startswith(("relay-plan-", "relay-wake-"))]
+
+
+def _claims(redis: Redis) -> list[str]:
+    """The notifications leased to a worker (planning them)."""
+    return [u.decode() for u in redis.hkeys(LEASES) if u.startswith(b"e:")]
 
 
 def _all_sent_once(rt: Runtime, sink: HttpSink, events: list[str]) -> None:
     assert _states(rt, events) == ["delivered"] * len(events)
     assert len(sink.at("/hook")) == len(events)
-    assert rt.redis.zcard(UNPLANNED) == 0 and rt.redis.hlen(CLAIMS) == 0
+    assert rt.redis.zcard(UNPLANNED) == 0 and rt.redis.hlen(LEASES) == 0
 
 
 def _gauge(rt: Runtime, name: str) -> float:
@@ -82,7 +87,7 @@ def test_notifications_accepted_while_no_worker_runs_are_planned_by_few_jobs_and
     assert _gauge(hook, "relay_notifications_unplanned") == 60  # the backlog the RQ queue no longer shows
     run_worker(hook)
     assert _gauge(hook, "relay_notifications_unplanned") == 0
-    jobs = _planning_jobs(redis)
+    jobs = _wake_ups(redis)
     assert 1 <= len(jobs) <= 60 // BATCH  # far fewer RQ jobs than notifications
     _all_sent_once(hook, sink, events)
     ids = [i for e in events for i in hook.store.event_delivery_ids(e)]
@@ -92,10 +97,10 @@ def test_notifications_accepted_while_no_worker_runs_are_planned_by_few_jobs_and
 def test_a_notification_at_light_load_gets_its_own_job_at_once(hook: Runtime, redis: Redis, sink: HttpSink) -> None:
     for _ in range(3):
         (event_id,) = _accept(hook)
-        assert Queue(QUEUE_NAME, connection=redis).job_ids == [planning_job_id(event_id)]
+        assert Queue(QUEUE_NAME, connection=redis).job_ids == [wake_job_id(event_id)]
         run_worker(hook)
-        assert not redis.exists(PENDING)  # the job cleared it: the next notification writes its own
-    assert len(_planning_jobs(redis)) == 3
+        assert not redis.exists(WAKE)  # the job cleared it: the next notification writes its own
+    assert len(_wake_ups(redis)) == 3
     assert len(sink.at("/hook")) == 3
 
 
@@ -112,22 +117,22 @@ def test_a_duplicate_is_answered_duplicate_and_planned_once(hook: Runtime, redis
     _all_sent_once(hook, sink, [event_id])
 
 
-def test_events_whose_planning_job_was_lost_are_planned_once_the_flag_expires(
+def test_events_whose_wake_up_was_lost_are_planned_once_the_flag_expires(
     hook: Runtime, redis: Redis, sink: HttpSink
 ) -> None:
     events = _accept(hook, 5)
     queue = Queue(QUEUE_NAME, connection=redis)
     queue.empty()  # the job lost
-    later = time.time() + STALE_PLANNING + 1
-    # While the flag lives, a planning job is pending as far as anyone knows: the sweep leaves it be.
-    assert sweep_planning(hook, later) == set()
+    later = time.time() + STALE_SECONDS + 1
+    # While the flag lives, a wake-up is queued as far as anyone knows: the sweep leaves it be.
+    assert sweep(hook, later) == 0
     assert queue.count == 0
-    redis.delete(PENDING)  # the flag expired
-    sweep_planning(hook, time.time())
+    redis.delete(WAKE)  # the flag expired
+    sweep(hook, time.time())
     assert queue.count == 0  # they have not waited long yet
-    sweep_planning(hook, later)
-    assert queue.count == 1 and redis.exists(PENDING)
-    sweep_planning(hook, later)
+    sweep(hook, later)
+    assert queue.count == 1 and redis.exists(WAKE)
+    sweep(hook, later)
     assert queue.count == 1  # one job is enough
     run_worker(hook)
     _all_sent_once(hook, sink, events)
@@ -139,16 +144,16 @@ def test_the_claims_of_a_dead_worker_are_planned_again_and_sent_once(
     events = _accept(hook, BATCH + 2)
     queue = Queue(QUEUE_NAME, connection=redis)
     queue.empty()  # the dead worker took the job and started it: a batch claimed, then it died
-    claimed, left = Planning(redis).claim(DEAD, BATCH, start=True)
-    assert len(claimed) == BATCH and left == 2 and not redis.exists(PENDING)
+    claimed, left = Leases(redis).claim(DEAD, BATCH, time.time(), start=True)
+    assert len(claimed) == BATCH and left == 2 and not redis.exists(WAKE)
     redis.zadd(WORKERS, {DEAD: time.time()})
-    assert sweep_planning(hook, time.time()) == set()  # it beats: its claims are left alone
-    assert redis.hlen(CLAIMS) == BATCH and queue.count == 0
+    assert sweep(hook, time.time()) == 0  # it beats: its leases are left alone
+    assert len(_claims(redis)) == BATCH and queue.count == 0
     redis.zadd(WORKERS, {DEAD: time.time() - ORPHAN_GRACE - 5})
-    sweep_planning(hook, time.time())
-    assert redis.hlen(CLAIMS) == 0 and redis.zcard(UNPLANNED) == BATCH + 2
+    assert sweep(hook, time.time()) == BATCH
+    assert _claims(redis) == [] and redis.zcard(UNPLANNED) == BATCH + 2
     assert queue.count == 1  # queued at once, whatever the flag says
-    assert {int(v) for v in redis.hgetall(FAILURES).values()} == {1}  # each counted once
+    assert {int(v) for v in redis.hgetall(LOSSES).values()} == {1}  # each counted once
     run_worker(hook)
     _all_sent_once(hook, sink, events)
 
@@ -156,37 +161,39 @@ def test_the_claims_of_a_dead_worker_are_planned_again_and_sent_once(
 def test_an_event_planned_before_its_worker_died_is_planned_again_and_sent_once(
     hook: Runtime, redis: Redis, sink: HttpSink
 ) -> None:
-    """A worker that planned an event (its records stored and sent) and died before it dropped its claim."""
+    """A worker that planned an event (its records stored and sent) and died before it dropped its lease."""
     (event_id,) = _accept(hook)
     run_worker(hook)
-    redis.hset(CLAIMS, event_id, DEAD)  # the claim it did not drop
+    redis.hset(LEASES, event_unit(event_id), DEAD)  # the lease it did not drop
     redis.zadd(WORKERS, {DEAD: time.time() - ORPHAN_GRACE - 5})
-    sweep_planning(hook, time.time())
+    assert sweep(hook, time.time()) == 1
     run_worker(hook)
     _all_sent_once(hook, sink, [event_id])
 
 
-def test_claims_of_this_worker_with_no_planning_in_hand_go_back_at_the_second_look(
+def test_leases_of_this_worker_with_no_work_in_hand_go_back_at_the_second_look(
     hook: Runtime, redis: Redis, sink: HttpSink
 ) -> None:
-    """A planning job that could not give back its claims (Redis away a moment) leaves them behind."""
+    """A wake-up that could not give back its leases (Redis away a moment) leaves them behind."""
     events = _accept(hook, 3)
     Queue(QUEUE_NAME, connection=redis).empty()
-    Planning(redis).claim(hook.name, 3, start=True)  # not this process's planning: nothing in hand
-    first = sweep_planning(hook, time.time())
-    assert first == set(events) and redis.hlen(CLAIMS) == 3  # only suspected
-    assert sweep_planning(hook, time.time(), first) == set()
-    assert redis.hlen(CLAIMS) == 0 and Queue(QUEUE_NAME, connection=redis).count == 1
+    Leases(redis).claim(hook.name, 3, time.time(), start=True)  # not this process's claim: nothing in hand
+    seen = Sweep()
+    assert sweep(hook, time.time(), seen) == 0
+    assert seen.suspects == {event_unit(e) for e in events} and len(_claims(redis)) == 3  # only suspected
+    assert sweep(hook, time.time(), seen) == 3
+    assert seen.suspects == set()
+    assert _claims(redis) == [] and Queue(QUEUE_NAME, connection=redis).count == 1
     run_worker(hook)
     _all_sent_once(hook, sink, events)
 
 
-def test_a_claim_in_hand_is_never_given_back(hook: Runtime, redis: Redis) -> None:
+def test_a_lease_in_hand_is_never_given_back(hook: Runtime, redis: Redis) -> None:
     _accept(hook, 2)
-    claimed, _ = hook.intake.planning.claim(hook.name, 2)
-    suspects = sweep_planning(hook, time.time())
-    assert suspects == set() and sweep_planning(hook, time.time(), {i for i, _ in claimed}) == set()
-    assert redis.hlen(CLAIMS) == 2
+    claimed, _ = hook.store.leases.claim(hook.name, 2, time.time())
+    seen = Sweep(suspects={c.unit for c in claimed})
+    assert sweep(hook, time.time(), seen) == 0 and seen.suspects == set()
+    assert len(_claims(redis)) == 2
 
 
 def test_an_event_whose_planning_fails_is_given_up_after_a_few_tries_and_the_others_are_planned(
@@ -197,8 +204,8 @@ def test_an_event_whose_planning_fails_is_given_up_after_a_few_tries_and_the_oth
     good += _accept(hook, 3)
     run_worker(hook)
     _all_sent_once(hook, sink, good)
-    assert redis.hget(FAILURES, "not-json") == str(MAX_FAILURES).encode()
-    assert "its planning failed on every try" in caplog.text
+    assert redis.hget(LOSSES, event_unit("not-json")) == str(MAX_LOSSES).encode()
+    assert "its planning was lost on every try" in caplog.text
     assert _gauge(hook, "relay_planning_given_up_total") == 1
 
 
@@ -207,10 +214,10 @@ def test_a_batch_cut_short_by_its_time_leaves_the_rest_to_the_next_job(
 ) -> None:
     from relay.delivery import jobs
 
-    monkeypatch.setattr(jobs, "BATCH_SECONDS", 0.0)  # every job plans one notification, then stops
+    monkeypatch.setattr(jobs, "WORK_SECONDS", 0.0)  # every job plans one notification, then stops
     events = _accept(hook, 4)
     run_worker(hook)
-    assert len(_planning_jobs(redis)) == 4
+    assert len(_wake_ups(redis)) == 4
     _all_sent_once(hook, sink, events)
 
 
@@ -218,9 +225,49 @@ def test_an_event_that_failed_before_is_claimed_alone(hook: Runtime, redis: Redi
     """A notification that may have killed its planner is planned apart from others: a next failure then
     counts against it alone."""
     events = _accept(hook, 4)
-    redis.hset(FAILURES, events[1], 1)
-    planning = hook.intake.planning
-    assert [i for i, _ in planning.claim("w", BATCH)[0]] == events[:1]
-    assert [i for i, _ in planning.claim("w", BATCH)[0]] == [events[1]]
-    assert [i for i, _ in planning.claim("w", BATCH, [events[1]])[0]] == events[2:]
-    assert not redis.hexists(FAILURES, events[1])  # planned: no longer suspect
+    redis.hset(LOSSES, event_unit(events[1]), 1)
+    leases = hook.store.leases
+    assert [c.ident for c in leases.claim(hook.name, BATCH, time.time())[0]] == events[:1]
+    assert [c.ident for c in leases.claim(hook.name, BATCH, time.time())[0]] == [events[1]]
+    hook.store.create_deliveries(events[1], [], planned=True)  # planned: its lease and its losses dropped
+    assert not redis.hexists(LOSSES, event_unit(events[1])) and not redis.hexists(LEASES, event_unit(events[1]))
+    assert [c.ident for c in leases.claim(hook.name, BATCH, time.time())[0]] == events[2:]
+
+
+def test_a_due_delivery_leased_to_another_worker_is_looked_at_again_later_not_dropped(
+    hook: Runtime, redis: Redis
+) -> None:
+    """Made due while another worker holds it (a replay racing a send, say): the holder reads its state under
+    the lease; the due entry waits RECHECK_SECONDS and is taken once the lease is gone."""
+    from relay.storage.leases import READY, RECHECK_SECONDS, delivery_unit
+
+    redis.hset(LEASES, delivery_unit("d-1"), "other-worker")
+    hook.store.leases.schedule({"d-1": 100.0})
+    now = time.time()
+    claimed, left = hook.store.leases.claim(hook.name, BATCH, now)
+    assert claimed == [] and left == 0
+    assert redis.zscore(READY, "d-1") == pytest.approx(now + RECHECK_SECONDS)
+    redis.hdel(LEASES, delivery_unit("d-1"))
+    assert [c.unit for c in hook.store.leases.claim(hook.name, BATCH, now + RECHECK_SECONDS)[0]] == ["d:d-1"]
+    assert redis.hget(LEASES, delivery_unit("d-1")) == hook.name.encode()
+
+
+def test_a_booked_rate_limit_slot_comes_back_with_the_delivery_once(hook: Runtime, redis: Redis) -> None:
+    from relay.storage.leases import READY, SLOTS
+
+    at = time.time() + 30
+    hook.intake.retry_later("d-2", 30, slot_at=at)
+    assert redis.zscore(READY, "d-2") == pytest.approx(at, abs=0.5)
+    assert hook.store.leases.claim(hook.name, BATCH, time.time())[0] == []  # not due yet
+    (got,) = hook.store.leases.claim(hook.name, BATCH, at + 1)[0]
+    assert (got.kind, got.ident, got.slot) == ("d:", "d-2", pytest.approx(at))
+    assert not redis.hexists(SLOTS, "d-2")  # taken with it: a later try books a slot of its own
+
+
+def test_due_work_comes_out_oldest_first_across_notifications_and_deliveries(hook: Runtime, redis: Redis) -> None:
+    from relay.storage.leases import UNPLANNED
+
+    redis.zadd(UNPLANNED, {"ev-old": 10.0, "ev-new": 30.0})
+    hook.store.leases.schedule({"del-mid": 20.0, "del-later": 1e12})
+    claimed, left = hook.store.leases.claim(hook.name, BATCH, 100.0)
+    assert [c.unit for c in claimed] == ["e:ev-old", "d:del-mid", "e:ev-new"] and left == 0
