@@ -30,7 +30,7 @@ from relay.core.states import OPEN, SENDABLE, State
 from relay.delivery import attempt
 from relay.delivery.context import Context, bound
 from relay.delivery.recording import follow
-from relay.storage.leases import DELIVERY, EVENT, UNPLANNED, Claimed, delivery_unit, event_unit, split_unit
+from relay.storage.leases import DELIVERY, EVENT, UNPLANNED, Claimed, delivery_unit, split_unit
 from relay.storage.store import StateChange, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
@@ -56,10 +56,21 @@ def work(event_id: str = "") -> int:
     rt = bound()
     leases, owner = rt.store.leases, rt.name
     deadline = time.monotonic() + WORK_SECONDS
+    taken = 0
+    if event_id and rt.redis.zscore(UNPLANNED, event_id) is not None:
+        # The notification whose arrival queued this job, planned before anything else: at light load it goes
+        # out one write sooner (no lease on it first: a worker killed meanwhile leaves it to plan, and a second
+        # planning stores and sends nothing twice). Its failure is counted when a lease holder plans it again.
+        try:
+            plan_event(rt, event_id, leased=False)
+            taken += 1
+        except RedisError:
+            raise
+        except Exception:
+            log.exception("planning failed unexpectedly", extra={"eventId": event_id})
     claimed, left = leases.claim(owner, _batch(rt), now(), start=True)
     if left:
         rt.intake.request_wake()  # more is due: another worker may take a share
-    taken = 0
     while claimed:
         for i, unit in enumerate(claimed):
             if i and time.monotonic() > deadline:
@@ -130,26 +141,24 @@ def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WOR
 
 def plan_job(event_id: str) -> int:
     """Plan one notification again by hand (it must still be stored); safe to run again after a crash."""
-    rt = bound()
-    planned = plan_event(rt, event_id)
-    rt.redis.zrem(UNPLANNED, event_id)
-    return planned
+    return plan_event(bound(), event_id, leased=False)
 
 
-def plan_event(rt: Context, event_id: str) -> int:
-    """Turn a stored notification into delivery records and sends; safe to run again after a crash. Lets go
-    of this worker's lease on the notification once its deliveries are stored."""
+def plan_event(rt: Context, event_id: str, leased: bool = True) -> int:
+    """Turn a stored notification into delivery records and sends; safe to run again after a crash. Once its
+    deliveries are stored, the notification is done with: this worker's lease on it dropped (`leased`), or
+    it is taken out of the notifications to plan."""
     event = rt.store.event(event_id)
     if event is None:
         log.warning("event expired before it was planned", extra={"eventId": event_id})
-        rt.store.leases.release([event_unit(event_id)], rt.name)
+        rt.store.create_deliveries(event_id, [], planned="leased" if leased else "unleased")
         return 0
     notification = Notification.model_validate_json(event.payload)
     records = plan_notification(rt.config, notification, event_id, now())
     _Holds(rt).apply(records)
     here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
     rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
-    stored = rt.store.create_deliveries(event_id, records, take=here, planned=True)  # lets go of its lease
+    stored = rt.store.create_deliveries(event_id, records, take=here, planned="leased" if leased else "unleased")
     held_at: set[float] = set()
     for record in stored:
         ctx = {"eventId": event_id, "deliveryId": record.id, "channel": record.channel}

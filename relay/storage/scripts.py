@@ -56,16 +56,18 @@ return 1
 # A notification's planning stored in one round trip: the delivery records that do not exist yet, a lease
 # on those the caller sends at once (unless another worker holds one), the others that are open put among
 # the due deliveries (`relay.storage.leases`: now, or a held one at its notBefore; one that exists keeps a
-# due time it has), and the lease on the notification dropped. Returns per record 0 (it existed: read it)
-# or 1 (created), plus 2 when the lease was taken.
+# due time it has), and the notification done with: the caller's lease on it dropped, or, planned by the
+# wake-up its arrival queued (no lease taken first), taken out of the notifications to plan. Returns per
+# record 0 (it existed: read it) or 1 (created), plus 2 when the lease was taken.
 # KEYS: event's delivery list, deliveries index, failed index, metrics, leases, held index, due deliveries,
-# losses, then each record's key. ARGV: retention, owner, the notification's unit ('' for none), then per
-# record: id, createdAt, failed (1/0), take (1/0), its metric field, its notBefore when held (else -), when it
-# is due when not taken (else -), n, n field/value pairs.
+# losses, notifications to plan, then each record's key. ARGV: retention, owner, the notification's unit ('' for
+# none), its id to take out of the notifications to plan ('' for none), then per record: id, createdAt, failed
+# (1/0), take (1/0), its metric field, its notBefore when held (else -), when it is due when not taken (else
+# -), n, n field/value pairs.
 CREATE = """
 local out = {}
-local a = 4
-for r = 9, #KEYS do
+local a = 5
+for r = 10, #KEYS do
   local key = KEYS[r]
   local id, created, failed, take, metric = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   local held, due = ARGV[a + 5], ARGV[a + 6]
@@ -100,6 +102,7 @@ if ARGV[3] ~= '' and redis.call('HGET', KEYS[5], ARGV[3]) == ARGV[2] then
   redis.call('HDEL', KEYS[5], ARGV[3])
   redis.call('HDEL', KEYS[8], ARGV[3])
 end
+if ARGV[4] ~= '' then redis.call('ZREM', KEYS[9], ARGV[4]) end
 return out
 """
 

@@ -15,7 +15,7 @@ from redis import Redis
 
 from relay.core.model import Delivery, State, delivery_id, iso
 from relay.storage.digests import Digests
-from relay.storage.leases import LEASES, LOSSES, READY, Leases, delivery_unit, event_unit
+from relay.storage.leases import LEASES, LOSSES, READY, UNPLANNED, Leases, delivery_unit, event_unit
 from relay.storage.records import (
     DELIVERIES,
     EVENTS,
@@ -148,15 +148,21 @@ class Store:
     # -- deliveries -----------------------------------------------------------------------------
 
     def create_deliveries(
-        self, event_id: str, records: list[Delivery], take: set[str] | None = None, planned: bool = False
+        self, event_id: str, records: list[Delivery], take: set[str] | None = None, planned: str = ""
     ) -> list[Delivery]:
         """Store records that do not exist yet; return the stored state of every record. In the same round
         trip (`relay.storage.leases`): this worker leases the records in `take` (unless another worker holds
-        one), the other open ones are put among the due deliveries, and `planned`: this worker's lease on the
-        notification is dropped. The records returned that this worker leased say so (`held_lease`)."""
+        one), the other open ones are put among the due deliveries, and the notification is done with
+        (`planned`: `leased`, this worker's lease on it dropped; `unleased`, taken out of the notifications to
+        plan). The records returned that this worker leased say so (`held_lease`)."""
         to_take = take or set()
-        keys = [event_deliveries_key(event_id), DELIVERIES, FAILED, METRICS, LEASES, HELD, READY, LOSSES]
-        args: list[Any] = [self.retention, self.owner, event_unit(event_id) if planned else ""]
+        keys = [event_deliveries_key(event_id), DELIVERIES, FAILED, METRICS, LEASES, HELD, READY, LOSSES, UNPLANNED]
+        args: list[Any] = [
+            self.retention,
+            self.owner,
+            event_unit(event_id) if planned == "leased" else "",
+            event_id if planned == "unleased" else "",
+        ]
         at = now()
         for record in records:
             keys.append(delivery_key(record.id))
