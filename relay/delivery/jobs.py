@@ -48,7 +48,7 @@ WORK_SECONDS = 1.5
 def work(event_id: str = "") -> int:
     """The wake-up job: take due work (`relay.storage.leases`), oldest first and a batch at a time, for up to
     `WORK_SECONDS`; returns how many units were taken. `event_id`: the notification whose arrival queued
-    this job (empty for other wake-ups), for RQ's listings only.
+    this job (empty for other wake-ups), planned first when it is still waiting.
 
     Its start clears the wake-up flag, so the next notification queues another job, which the other workers
     take meanwhile. Work still due when the time is up stays due, with a wake-up queued.
