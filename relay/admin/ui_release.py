@@ -40,9 +40,9 @@ class ReleasePage:
         )
     )
     async def confirm(self, request: Request) -> Response:
-        viewing = self.page.viewing_session(request)
-        if viewing is None:
-            return RedirectResponse("/ui/login", 303)
+        viewing = await self.page.viewing_session(request)
+        if isinstance(viewing, Response):
+            return viewing
         session, fresh = viewing
         delivery_id, event_id = target_of(request.query_params)
         if (delivery_id is None) == (event_id is None):
