@@ -62,6 +62,10 @@ def html_answer(description: str) -> Answer:
     return Answer(description, _PAGE, HTML)
 
 
+# Admin tokens sent in a header to a page count with the admin API's refusals (relay/web/throttle.py).
+THROTTLED = html_answer("Too many wrong admin tokens from this address: wait Retry-After seconds")
+
+
 def _count(value: str) -> str | None:
     """A count from the query (replayed=, released=): digits only, so nothing else is ever echoed."""
     return value if value.isdigit() and len(value) <= 6 else None
@@ -139,6 +143,7 @@ class AdminPage:
                 200: html_answer("The page"),
                 303: Answer("Not logged in: to /ui/login"),
                 400: html_answer("Invalid query"),
+                429: THROTTLED,
                 503: html_answer("Redis is unavailable"),
             },
         )
@@ -197,7 +202,7 @@ class AdminPage:
                 303: Answer("Logged in: to /ui"),
                 401: html_answer("Not an admin token"),
                 403: html_answer("Not from this page"),
-                429: html_answer("Too many wrong tokens from this address: wait Retry-After seconds"),
+                429: THROTTLED,
             },
             form=True,
         )
@@ -262,6 +267,7 @@ class AdminPage:
                 400: html_answer("Not one target"),
                 401: html_answer("Not logged in"),
                 403: html_answer("Not from this page"),
+                429: THROTTLED,
                 503: html_answer("Redis is unavailable"),
             },
             form=True,
