@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from relay.config import Config, ConfigError, load_config
-from relay.config.server import is_loopback
 from relay.config.source import EXAMPLE_CONFIG, default_config_path
 from relay.config.urls import masked_url
 from relay.runtime.logs import setup_logging
@@ -45,23 +44,9 @@ def log(config: Config) -> None:
 
 
 def refuse_open_bind(config: Config) -> None:
-    """Beyond loopback, anyone who reaches the port may try: the webhook must take credentials, and no
-    credential may be guessable (short, or the example's placeholder)."""
-    host = config.server.host
-    if is_loopback(host):
-        return
-    if not config.server.auth.enabled and not config.server.allow_unauthenticated:
-        raise ConfigError(
-            f"server.host is {host!r} but no webhook auth is configured: anyone could post notifications. "
-            "Configure server.auth.tokens or server.auth.basic, or set server.allow_unauthenticated: true."
-        )
-    weak = config.server.weak_credentials()
-    if weak:
-        raise ConfigError(
-            f"server.host is {host!r}, reachable by others, and a credential could be guessed: {'; '.join(weak)}. "
-            "Put a strong one there: `relay token` prints one (with the example config: "
-            "RELAY_WEBHOOK_TOKEN=$(relay token) RELAY_ADMIN_TOKEN=$(relay token)); or listen on 127.0.0.1 only."
-        )
+    problem = config.server.exposure_problem()
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def shown_redis_url(url: str) -> str:

@@ -3,10 +3,11 @@ and the bounds on what one call may carry. Read through relay.config."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from relay.config.durations import parse_duration
 
@@ -95,6 +96,26 @@ class AuthFailures(_Model):
     window: Seconds = Field(default=60.0, ge=1)
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _proxy(value: str) -> str:
+    try:
+        ipaddress.ip_network(value.strip(), strict=False)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IP address or a CIDR network (10.0.0.0/8)") from None
+    return value.strip()
+
+
+Proxy = Annotated[str, AfterValidator(_proxy)]
+
+
+@functools.lru_cache(maxsize=16)
+def _networks(proxies: tuple[str, ...]) -> tuple[Network, ...]:
+    # Asked at every call that takes a credential: parsed once per list.
+    return tuple(ipaddress.ip_network(p, strict=False) for p in proxies)
+
+
 # A token an operator may ship by mistake: too short to resist guessing, or the example's placeholder.
 MIN_TOKEN_LENGTH = 24
 PLACEHOLDER = "change-me"
@@ -126,20 +147,10 @@ class ServerConfig(_Model):
     auth_failures: AuthFailures = Field(default_factory=AuthFailures)
     # Proxies (IP addresses or CIDR networks) whose X-Forwarded-For names the client; from any other peer
     # the header is ignored, so that a client cannot name itself someone else.
-    trusted_proxies: list[str] = Field(default_factory=list)
+    trusted_proxies: list[Proxy] = Field(default_factory=list)
 
-    @field_validator("trusted_proxies")
-    @classmethod
-    def _networks(cls, proxies: list[str]) -> list[str]:
-        for i, proxy in enumerate(proxies):
-            try:
-                ipaddress.ip_network(proxy.strip(), strict=False)
-            except ValueError:
-                raise ValueError(f"[{i}] {proxy!r} is not an IP address or a CIDR network (10.0.0.0/8)") from None
-        return [p.strip() for p in proxies]
-
-    def trusted_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
-        return [ipaddress.ip_network(p, strict=False) for p in self.trusted_proxies]
+    def trusted_networks(self) -> tuple[Network, ...]:
+        return _networks(tuple(self.trusted_proxies))
 
     @model_validator(mode="after")
     def _path_is_absolute(self) -> ServerConfig:
@@ -157,6 +168,26 @@ class ServerConfig(_Model):
         if self.auth.basic is not None:
             found.append(("server.auth.basic.password", self.auth.basic.password))
         return [f"{key} {why}" for key, value in found if (why := _weakness(value)) is not None]
+
+    def exposure_problem(self) -> str | None:
+        """Why this server may not listen where it is told to, if it may not: beyond loopback, anyone who
+        reaches the port may try, so the webhook must take credentials and none may be guessable."""
+        host = self.host
+        if is_loopback(host):
+            return None
+        if not self.auth.enabled and not self.allow_unauthenticated:
+            return (
+                f"server.host is {host!r} but no webhook auth is configured: anyone could post notifications. "
+                "Configure server.auth.tokens or server.auth.basic, or set server.allow_unauthenticated: true."
+            )
+        weak = self.weak_credentials()
+        if weak:
+            return (
+                f"server.host is {host!r}, reachable by others, and a credential could be guessed: {'; '.join(weak)}. "
+                "Put a strong one there: `relay token` prints one (with the example config: "
+                "RELAY_WEBHOOK_TOKEN=$(relay token) RELAY_ADMIN_TOKEN=$(relay token)); or listen on 127.0.0.1 only."
+            )
+        return None
 
     def secrets(self) -> list[str]:
         """Every credential of the server section: webhook tokens, Basic password, HMAC secrets, admin tokens."""

@@ -45,6 +45,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from relay.config import ServerConfig
+from relay.config.server import Network
 from relay.storage.records import METRICS, metric_field
 from relay.web.errors import error_response
 
@@ -84,8 +85,6 @@ redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
 return redis.call('ZCARD', KEYS[1])
 """
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     """An address as X-Forwarded-For may carry it: bare, `[v6]:port` or `v4:port`."""
@@ -100,12 +99,12 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
-def _trusted(address: str, networks: list[Network]) -> bool:
+def _trusted(address: str, networks: tuple[Network, ...]) -> bool:
     ip = _ip(address)
     return ip is not None and any(ip in net for net in networks)
 
 
-def client_address(request: Request, trusted: list[Network]) -> str:
+def client_address(request: Request, trusted: tuple[Network, ...]) -> str:
     """The address of the client behind `request` (see the module's docstring)."""
     address = request.client.host if request.client else ""
     if not trusted or not _trusted(address, trusted):

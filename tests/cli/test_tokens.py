@@ -11,10 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis import Redis
+from starlette.testclient import TestClient
 
 from relay.cli import main
 from relay.cli.common import refuse_open_bind
-from relay.config import Config
+from relay.config import Config, load_config
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import build, install, reload_runtime
+from relay.runtime.embedded import EmbeddedRedis
 from tests.servers import free_port
 
 RELAY = str(Path(sys.executable).parent / "relay")
@@ -96,3 +101,26 @@ def test_loopback_and_strong_tokens_start() -> None:
     refuse_open_bind(Config.model_validate({"server": {"host": "0.0.0.0", "auth": {"tokens": [STRONG]}}}))
     example = Path(__file__).resolve().parents[2] / "config.example.yaml"
     assert "host: 127.0.0.1" in example.read_text()
+
+
+def test_a_reload_that_would_bring_a_weak_token_to_an_open_address_is_refused(
+    redis: Redis, redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """The address is kept across a reload, so the start's rule holds for the new tokens too."""
+    data: dict[str, Any] = {
+        "server": {"host": "0.0.0.0", "auth": {"tokens": [STRONG]}, "admin_tokens": [STRONG + "-admin"]},
+        "redis": {"url": redis_server.url},
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    rt = install(build(load_config(path), redis, config_file=path))
+    data["server"]["auth"] = {"tokens": ["change-me-webhook-token"]}
+    path.write_text(json.dumps(data))
+    with TestClient(create_app(rt)) as client:
+        refused = client.post("/api/v1/reload", headers={"Authorization": f"Bearer {STRONG}-admin"})
+    assert refused.status_code == 422
+    assert "server.auth.tokens[0] contains 'change-me'" in refused.json()["errors"][0]
+    assert rt.config.server.auth.tokens == [STRONG]  # the running config stays
+    # A worker never listens: its own reload takes the file as it is.
+    assert reload_runtime(rt) == []
+    assert rt.config.server.auth.tokens == ["change-me-webhook-token"]
