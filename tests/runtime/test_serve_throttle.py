@@ -26,11 +26,13 @@ LIMIT = 3
 WINDOW = 2.0
 
 
-def call(url: str, token: str, body: bytes | None = None, **headers: str) -> tuple[int, dict[str, str], bytes]:
+def call(
+    url: str, token: str, body: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
     request = urllib.request.Request(
         url,
         data=body,
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", **headers},
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", **(headers or {})},
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as answer:
@@ -87,7 +89,7 @@ def test_wrong_credentials_are_throttled_on_every_surface_of_relay_serve(base: s
     assert json.loads(body)["userMessage"] == "Too many failed attempts: wait before trying again."
     assert call(api, ADMIN)[0] == 429
     # uvicorn is told not to read X-Forwarded-For: a client cannot name itself someone else.
-    assert call(api, ADMIN, **{"X-Forwarded-For": "198.51.100.7"})[0] == 429
+    assert call(api, ADMIN, headers={"X-Forwarded-For": "198.51.100.7"})[0] == 429
 
     login = urllib.request.Request(base + "/ui/login", data=b"token=wrong", method="POST")
     for _ in range(LIMIT + 1):
