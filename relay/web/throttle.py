@@ -20,7 +20,7 @@ refusal:
 - The counts (a sliding window: the times of the refusals within `server.auth_failures.window`, at most
   `limit`) live in Redis under relay's own keys, so every API replica sees the same; each call is one
   script (`register_script`), atomic. Redis down: nothing is throttled (the credential check still
-  holds), and a warning is logged.
+  holds), and a warning is logged (once a minute).
 - The client is the TCP peer, or, when the peer is one of `server.trusted_proxies`, the right-most
   X-Forwarded-For address that is not (each trusted proxy appends the peer it saw). IPv6 clients are
   counted by their /64 (one host usually holds the whole /64).
@@ -36,6 +36,7 @@ import ipaddress
 import logging
 import math
 import os
+import time
 from collections.abc import Callable
 
 from redis.asyncio import Redis as AsyncRedis
@@ -60,6 +61,7 @@ UNSUBSCRIBE = "unsubscribe"
 FAILURES = "relay_auth_failures_total"
 THROTTLED = "relay_auth_throttled_total"
 KEY_PREFIX = "relay:auth-failures:"
+REDIS_DOWN_LOGGED_EVERY = 60.0  # seconds
 
 # KEYS: the client's refusals (zset of times), the metrics hash. ARGV: now, window, limit, the 429's counter.
 # Returns 0 (go ahead) or the seconds until enough refusals leave the window (as text: Lua numbers
@@ -158,6 +160,13 @@ class Guard:
         self.connect, self.server, self.clock = connect, server, clock
         # One client (and its scripts) per running loop: an asyncio connection belongs to its loop.
         self.clients: dict[asyncio.AbstractEventLoop, tuple[AsyncScript, AsyncScript]] = {}
+        self.quiet_until = 0.0  # Redis down: said once a minute, not at every call a client can make
+
+    def _redis_down(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now >= self.quiet_until:
+            self.quiet_until = now + REDIS_DOWN_LOGGED_EVERY
+            log.warning(message, *args)
 
     def _scripts(self) -> tuple[AsyncScript, AsyncScript]:
         loop = asyncio.get_running_loop()
@@ -182,7 +191,7 @@ class Guard:
                 args=[repr(self.clock()), repr(limits.window), limits.limit, metric_field(THROTTLED)],
             )
         except RedisError as exc:
-            log.warning("%s: refused credentials not looked up, nothing throttled: Redis %s", surface, exc)
+            self._redis_down("%s: refused credentials not looked up, nothing throttled: Redis %s", surface, exc)
             return None
         seconds = float(left)
         if seconds <= 0:
@@ -215,7 +224,9 @@ class Guard:
         try:
             count = int(await fail(keys=[KEY_PREFIX + f"{surface}:{client}", METRICS], args=args))
         except RedisError as exc:
-            log.warning("%s: refused credentials from %s (%s), not counted: Redis %s", surface, client, reason, exc)
+            self._redis_down(
+                "%s: refused credentials from %s (%s), not counted: Redis %s", surface, client, reason, exc
+            )
             return
         window = f"{limits.window:g} s"
         if count == 1:
