@@ -23,7 +23,7 @@ RELAY = str(Path(sys.executable).parent / "relay")
 TOKEN = "serve-webhook-token-0123456789"
 ADMIN = "serve-admin-token-0123456789"
 LIMIT = 3
-WINDOW = 2.0
+WINDOW = 5.0  # long enough for the calls below on a loaded machine; waited for once, at the end
 
 
 def call(
@@ -80,12 +80,12 @@ def test_wrong_credentials_are_throttled_on_every_surface_of_relay_serve(base: s
     webhook = base + "/webhook"
     api = base + "/api/v1/deliveries"
     payload = json.dumps(sample_notification()).encode()
-    started = time.monotonic()
     for _ in range(LIMIT):
         assert call(webhook, "wrong", payload)[0] == 401
         assert call(api, "wrong")[0] == 401
+    refused_by = time.monotonic()  # every refusal so far came before this
     status, headers, body = call(webhook, TOKEN, payload)
-    assert status == 429 and int(headers["retry-after"]) in (1, 2)
+    assert status == 429 and 1 <= int(headers["retry-after"]) <= WINDOW
     assert json.loads(body)["userMessage"] == "Too many failed attempts: wait before trying again."
     assert call(api, ADMIN)[0] == 429
     # uvicorn is told not to read X-Forwarded-For: a client cannot name itself someone else.
@@ -100,7 +100,7 @@ def test_wrong_credentials_are_throttled_on_every_surface_of_relay_serve(base: s
     assert last == 429
 
     # The window passes: the right credentials are let in again.
-    time.sleep(max(0.0, WINDOW - (time.monotonic() - started)) + 0.2)
+    time.sleep(max(0.0, refused_by + WINDOW - time.monotonic()) + 0.2)
     assert call(webhook, TOKEN, payload)[0] == 202
     assert call(api, ADMIN)[0] == 200
     metrics = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
