@@ -32,6 +32,7 @@ from relay.storage.store import Store, iso
 from relay.web.auth import admin_allowed
 from relay.web.errors import RETRY_AFTER, error_response, is_json, validation_response
 from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
+from relay.web.throttle import API, Guard
 
 log = logging.getLogger("relay.admin.api")
 IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
@@ -95,12 +96,17 @@ class Reloaded(TypedDict):
     notes: list[str]
 
 
-def admin_only(handler: Handler, config: Callable[[], Config]) -> Handler:
-    """`handler` behind the admin credentials; Redis failing under it answers 503."""
+def admin_only(handler: Handler, config: Callable[[], Config], guard: Guard) -> Handler:
+    """`handler` behind the admin credentials (a client that sent too many wrong ones is answered 429 before
+    they are looked at); Redis failing under it answers 503."""
 
     @functools.wraps(handler)  # keeps the handler's OpenAPI description
     async def guarded(request: Request) -> Response:
-        if not admin_allowed(config().server, request.headers):
+        server = config().server
+        if server.admin_tokens and (throttled := await guard.check(request, API)) is not None:
+            return throttled
+        if not admin_allowed(server, request.headers):
+            await guard.failed(request, API, "no valid admin token")
             return error_response(
                 401,
                 ["missing or invalid admin credentials"],
@@ -194,7 +200,7 @@ class AdminApi:
         Operation(
             "What happened to one notification",
             {200: Answer("The notification and its deliveries", Event)},
-            errors=(401, 404, 503),
+            errors=(401, 404, 429, 503),
             security=ADMIN_SECURITY,
         )
     )
@@ -215,7 +221,7 @@ class AdminApi:
         Operation(
             "Deliveries, newest first",
             {200: Answer("Deliveries, newest first, each with its eventId and kind", list[Delivery])},
-            errors=(401, 422, 503),
+            errors=(401, 422, 429, 503),
             query=DeliveryQuery,
             security=ADMIN_SECURITY,
         )
@@ -233,7 +239,7 @@ class AdminApi:
         Operation(
             "Requeue failed deliveries (never a delivered one)",
             {200: Answer("How many were requeued", Replayed)},
-            errors=(400, 401, 415, 422, 503),
+            errors=(400, 401, 415, 422, 429, 503),
             request=ReplayRequest,
             request_required=False,
             security=ADMIN_SECURITY,
@@ -252,7 +258,7 @@ class AdminApi:
         Operation(
             "Send held deliveries now (quiet hours), whatever their time intervals say",
             {200: Answer("How many were released", Released)},
-            errors=(400, 401, 415, 422, 503),
+            errors=(400, 401, 415, 422, 429, 503),
             request=ReleaseRequest,
             request_required=False,
             security=ADMIN_SECURITY,
@@ -270,7 +276,7 @@ class AdminApi:
         Operation(
             "Read the config file again (routes, channels, templates, tokens); workers follow",
             {200: Answer("Reloaded", Reloaded)},
-            errors=(401, 422, 503),
+            errors=(401, 422, 429, 503),
             security=ADMIN_SECURITY,
         )
     )

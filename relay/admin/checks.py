@@ -9,6 +9,7 @@ from typing import Any
 from jinja2 import Environment, TemplateNotFound, TemplateSyntaxError
 
 from relay.config import Config
+from relay.config.server import is_loopback
 from relay.config.time_intervals import HORIZON
 from relay.core.digest import human_duration
 from relay.core.quiet import held_until
@@ -146,5 +147,9 @@ def check_all(config: Config) -> tuple[list[str], list[str], list[str]]:
     warnings = []
     if not config.routes and not config.default.channels:
         warnings.append("no routes and no default channels: notifications are accepted but sent nowhere")
+    host = config.server.host
+    for weak in config.server.weak_credentials():
+        where = "fine on loopback only" if is_loopback(host) else f"`relay serve` and `relay api` refuse it on {host}"
+        warnings.append(f"{weak}: it could be guessed ({where}); `relay token` prints a strong one")
     i_warnings, i_notes = check_intervals(config)
     return problems + t_problems, warnings + i_warnings, notes + t_notes + i_notes

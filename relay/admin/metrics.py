@@ -46,8 +46,18 @@ HELP = {
         "counter",
         "Times `relay serve` started its embedded Redis again after it died (kept in that Redis).",
     ),
+    "relay_auth_failures_total": (
+        "counter",
+        "Refused credentials, by endpoint (webhook, api, ui, preferences, unsubscribe).",
+    ),
+    "relay_auth_throttled_total": (
+        "counter",
+        "Calls answered 429 because their client address sent too many refused credentials (server.auth_failures).",
+    ),
     "relay_up": ("gauge", "1 when Redis answered this scrape."),
 }
+# Unlabelled counters shown at 0 before their first increment, so that an alert on their increase sees the first.
+ZERO_FROM_THE_START = ("relay_auth_throttled_total",)
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the type prometheus-client answers generate_latest's text with
 _FAMILIES: dict[str, Callable[[str, str], Metric]] = {
     "counter": CounterMetricFamily,
@@ -108,6 +118,9 @@ class RelayCollector(Collector):
         except RedisError:
             counters = None
         samples = _samples(counters) if counters is not None else {}
+        if counters is not None:
+            for name in ZERO_FROM_THE_START:
+                samples.setdefault(name, [(name, (), 0.0)])
         gauges = {"relay_up": 1.0 if counters is not None else 0.0}
         if counters is not None:
             gauges |= {

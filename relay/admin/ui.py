@@ -35,8 +35,9 @@ from relay.admin.ui_session import (
 )
 from relay.admin.ui_view import PageData, anchor
 from relay.config import Config
-from relay.web.auth import admin_allowed
+from relay.web.auth import admin_allowed, admin_token_offered
 from relay.web.operation import ADMIN_SECURITY, FORM, HTML, Answer, Operation, documented
+from relay.web.throttle import API, UI, Guard
 
 log = logging.getLogger("relay.admin.ui")
 
@@ -61,6 +62,10 @@ def html_answer(description: str) -> Answer:
     return Answer(description, _PAGE, HTML)
 
 
+# Admin tokens sent in a header to a page count with the admin API's refusals (relay/web/throttle.py).
+THROTTLED = html_answer("Too many wrong admin tokens from this address: wait Retry-After seconds")
+
+
 def _count(value: str) -> str | None:
     """A count from the query (replayed=, released=): digits only, so nothing else is ever echoed."""
     return value if value.isdigit() and len(value) <= 6 else None
@@ -74,16 +79,36 @@ class AdminPage:
     """The page's handlers; the config is read at each request (a reload changes the tokens)."""
 
     def __init__(
-        self, data: PageData, intake: PageIntake, config: Callable[[], Config], clock: Callable[[], float]
+        self,
+        data: PageData,
+        intake: PageIntake,
+        config: Callable[[], Config],
+        clock: Callable[[], float],
+        guard: Guard,
     ) -> None:
-        self.data, self.intake, self.config, self.clock = data, intake, config, clock
+        self.data, self.intake, self.config, self.clock, self.guard = data, intake, config, clock, guard
 
     def tokens(self) -> list[str]:
         return self.config().server.admin_tokens
 
-    def header_auth(self, request: Request) -> bool:
-        """The admin API's own header credentials (for scripts); only when tokens are configured."""
-        return bool(self.tokens()) and admin_allowed(self.config().server, request.headers)
+    async def header_auth(self, request: Request) -> bool | Response:
+        """The admin API's own header credentials (for scripts); only when tokens are configured. They are
+        the API's: a wrong one counts on its surface, and a client over the limit there gets its 429."""
+        if not self.tokens() or not admin_token_offered(request.headers):
+            return False
+        if (throttled := await self.guard.check(request, API, page=self.throttled_page)) is not None:
+            return throttled
+        if admin_allowed(self.config().server, request.headers):
+            return True
+        await self.guard.failed(request, API, "no valid admin token (admin page)")
+        return False
+
+    def throttled_page(self, seconds: int) -> HTMLResponse:
+        return self.error(
+            429,
+            "Too many failed attempts",
+            f"Too many wrong admin tokens came from your address. Wait {seconds} seconds, then try again.",
+        )
 
     def session_of(self, request: Request) -> str | None:
         value = request.cookies.get(COOKIE)
@@ -92,16 +117,21 @@ class AdminPage:
     def error(self, status: int, title: str, message: str, headers: dict[str, str] | None = None) -> HTMLResponse:
         return error_page(self.clock(), status, title, message, headers)
 
-    def viewing_session(self, request: Request) -> tuple[str | None, str | None] | None:
+    async def viewing_session(self, request: Request) -> tuple[str | None, str | None] | Response:
         """Who sees a page: the session (None with the admin API's header) and a fresh one to set (open mode,
-        no cookie yet); None: log in first."""
+        no cookie yet); else the answer: to the login form, or a 429."""
         session = self.session_of(request)
-        if session is None and not self.header_auth(request):
-            if self.tokens():
-                return None
-            fresh = new_session(None, self.clock())
-            return fresh, fresh
-        return session, None
+        if session is not None:
+            return session, None
+        by_header = await self.header_auth(request)
+        if isinstance(by_header, Response):
+            return by_header
+        if by_header:
+            return None, None
+        if self.tokens():
+            return RedirectResponse("/ui/login", 303)
+        fresh = new_session(None, self.clock())
+        return fresh, fresh
 
     def redis_down(self, message: str) -> HTMLResponse:
         return self.error(503, "Redis is unavailable", message, headers={"Retry-After": "5"})
@@ -113,14 +143,15 @@ class AdminPage:
                 200: html_answer("The page"),
                 303: Answer("Not logged in: to /ui/login"),
                 400: html_answer("Invalid query"),
+                429: THROTTLED,
                 503: html_answer("Redis is unavailable"),
             },
         )
     )
     async def page(self, request: Request) -> Response:
-        viewing = self.viewing_session(request)
-        if viewing is None:
-            return RedirectResponse("/ui/login", 303)
+        viewing = await self.viewing_session(request)
+        if isinstance(viewing, Response):
+            return viewing
         session, fresh = viewing
         q = request.query_params
         try:
@@ -171,6 +202,7 @@ class AdminPage:
                 303: Answer("Logged in: to /ui"),
                 401: html_answer("Not an admin token"),
                 403: html_answer("Not from this page"),
+                429: THROTTLED,
             },
             form=True,
         )
@@ -180,11 +212,12 @@ class AdminPage:
             return self.error(403, "Forbidden", "The form was not sent from this relay's own page.")
         if not self.tokens():
             return RedirectResponse("/ui", 303)
+        if (throttled := await self.guard.check(request, UI, page=self.throttled_page)) is not None:
+            return throttled
         form = await read_form(request)
         token = matching_token(self.tokens(), (form or {}).get("token", ""))
         if token is None:
-            client = request.client.host if request.client else "?"
-            log.warning("admin page: failed login from %s", client)
+            await self.guard.failed(request, UI, "not an admin token")
             return render("login.html.j2", self.clock(), 401, error="That is not one of this relay's admin tokens.")
         response = RedirectResponse("/ui", 303)
         set_session(response, request, new_session(token, self.clock()))
@@ -209,7 +242,9 @@ class AdminPage:
     async def posted_form(self, request: Request, what: str) -> dict[str, str] | Response:
         """A button's form (replay, release), from an admin session with its CSRF token and this page's
         origin, or with the admin API's header; else the error page."""
-        by_header = self.header_auth(request)
+        by_header = await self.header_auth(request)
+        if isinstance(by_header, Response):
+            return by_header
         session = self.session_of(request)
         if not by_header and session is None:
             if self.tokens():
@@ -232,6 +267,7 @@ class AdminPage:
                 400: html_answer("Not one target"),
                 401: html_answer("Not logged in"),
                 403: html_answer("Not from this page"),
+                429: THROTTLED,
                 503: html_answer("Redis is unavailable"),
             },
             form=True,

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from relay.admin.ui import AdminPage, back_to, html_answer, page_operation, target_of
+from relay.admin.ui import THROTTLED, AdminPage, back_to, html_answer, page_operation, target_of
 from relay.admin.ui_render import render
 from relay.admin.ui_session import csrf_token, set_session
 from relay.web.operation import Answer, documented
@@ -35,14 +35,15 @@ class ReleasePage:
                 200: html_answer("The confirmation, with the Release button"),
                 303: Answer("Not logged in: to /ui/login"),
                 400: html_answer("Not one target"),
+                429: THROTTLED,
                 503: html_answer("Redis is unavailable"),
             },
         )
     )
     async def confirm(self, request: Request) -> Response:
-        viewing = self.page.viewing_session(request)
-        if viewing is None:
-            return RedirectResponse("/ui/login", 303)
+        viewing = await self.page.viewing_session(request)
+        if isinstance(viewing, Response):
+            return viewing
         session, fresh = viewing
         delivery_id, event_id = target_of(request.query_params)
         if (delivery_id is None) == (event_id is None):
@@ -76,6 +77,7 @@ class ReleasePage:
                 400: html_answer("Not one target"),
                 401: html_answer("Not logged in"),
                 403: html_answer("Not from this page"),
+                429: THROTTLED,
                 503: html_answer("Redis is unavailable"),
             },
             form=True,

@@ -44,13 +44,9 @@ def log(config: Config) -> None:
 
 
 def refuse_open_bind(config: Config) -> None:
-    host = config.server.host
-    loopback = host in {"127.0.0.1", "localhost", "::1"} or host.startswith("127.")
-    if not loopback and not config.server.auth.enabled and not config.server.allow_unauthenticated:
-        raise ConfigError(
-            f"server.host is {host!r} but no webhook auth is configured: anyone could post notifications. "
-            "Configure server.auth.tokens or server.auth.basic, or set server.allow_unauthenticated: true."
-        )
+    problem = config.server.exposure_problem()
+    if problem is not None:
+        raise ConfigError(problem)
 
 
 def shown_redis_url(url: str) -> str:

@@ -7,7 +7,7 @@ import sys
 
 from redis.exceptions import RedisError
 
-from relay.cli import check, inspect, probe, run, send
+from relay.cli import check, inspect, probe, run, send, token
 from relay.config import ConfigError
 
 
@@ -25,6 +25,7 @@ def parser() -> argparse.ArgumentParser:
     probe.add_commands(command)
     send.add_commands(command, sub)
     inspect.add_commands(command)
+    token.add_commands(command)
     return p
 
 

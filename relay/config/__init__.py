@@ -27,6 +27,7 @@ from relay.config.matchers import Matcher, MatcherError, parse_line
 from relay.config.messages import validation_problems
 from relay.config.server import MAX_JSON_DEPTH as MAX_JSON_DEPTH
 from relay.config.server import MIN_HMAC_SECRET as MIN_HMAC_SECRET
+from relay.config.server import AuthFailures as AuthFailures
 from relay.config.server import BasicAuth as BasicAuth
 from relay.config.server import HmacAuth as HmacAuth
 from relay.config.server import LimitsConfig as LimitsConfig

@@ -3,9 +3,11 @@ and the bounds on what one call may carry. Read through relay.config."""
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from relay.config.durations import parse_duration
 
@@ -86,6 +88,52 @@ class LimitsConfig(_Model):
     max_header_bytes: int = Field(default=16_384, ge=8_192, le=1_048_576)
 
 
+class AuthFailures(_Model):
+    """How many refused credentials one client address may send to one surface (the webhook, the admin
+    API, the admin page's login, the preference links) within `window` before it is answered 429 there."""
+
+    limit: int = Field(default=10, ge=1)
+    window: Seconds = Field(default=60.0, ge=1)
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _proxy(value: str) -> str:
+    try:
+        ipaddress.ip_network(value.strip(), strict=False)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IP address or a CIDR network (10.0.0.0/8)") from None
+    return value.strip()
+
+
+Proxy = Annotated[str, AfterValidator(_proxy)]
+
+
+@functools.lru_cache(maxsize=16)
+def _networks(proxies: tuple[str, ...]) -> tuple[Network, ...]:
+    # Asked at every call that takes a credential: parsed once per list.
+    return tuple(ipaddress.ip_network(p, strict=False) for p in proxies)
+
+
+# A token an operator may ship by mistake: too short to resist guessing, or the example's placeholder.
+MIN_TOKEN_LENGTH = 24
+PLACEHOLDER = "change-me"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only."""
+    return host in {"127.0.0.1", "localhost", "::1"} or host.startswith("127.")
+
+
+def _weakness(value: str) -> str | None:
+    if PLACEHOLDER in value.lower():
+        return f"contains {PLACEHOLDER!r}"
+    if len(value) < MIN_TOKEN_LENGTH:
+        return f"is shorter than {MIN_TOKEN_LENGTH} characters"
+    return None
+
+
 class ServerConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
@@ -96,6 +144,13 @@ class ServerConfig(_Model):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     # Binding a non-loopback address with no webhook auth must be asked for explicitly.
     allow_unauthenticated: bool = False
+    auth_failures: AuthFailures = Field(default_factory=AuthFailures)
+    # Proxies (IP addresses or CIDR networks) whose X-Forwarded-For names the client; from any other peer
+    # the header is ignored, so that a client cannot name itself someone else.
+    trusted_proxies: list[Proxy] = Field(default_factory=list)
+
+    def trusted_networks(self) -> tuple[Network, ...]:
+        return _networks(tuple(self.trusted_proxies))
 
     @model_validator(mode="after")
     def _path_is_absolute(self) -> ServerConfig:
@@ -104,6 +159,35 @@ class ServerConfig(_Model):
         if self.path.startswith("/api/") or self.path in {"/healthz", "/readyz", "/metrics", "/openapi.json"}:
             raise ValueError(f"server.path {self.path!r} collides with a built-in endpoint")
         return self
+
+    def weak_credentials(self) -> list[str]:
+        """Each guessable credential as `key path: why` (never its value): webhook and admin tokens, the
+        Basic password."""
+        found = [(f"server.auth.tokens[{i}]", t) for i, t in enumerate(self.auth.tokens)]
+        found += [(f"server.admin_tokens[{i}]", t) for i, t in enumerate(self.admin_tokens)]
+        if self.auth.basic is not None:
+            found.append(("server.auth.basic.password", self.auth.basic.password))
+        return [f"{key} {why}" for key, value in found if (why := _weakness(value)) is not None]
+
+    def exposure_problem(self) -> str | None:
+        """Why this server may not listen where it is told to, if it may not: beyond loopback, anyone who
+        reaches the port may try, so the webhook must take credentials and none may be guessable."""
+        host = self.host
+        if is_loopback(host):
+            return None
+        if not self.auth.enabled and not self.allow_unauthenticated:
+            return (
+                f"server.host is {host!r} but no webhook auth is configured: anyone could post notifications. "
+                "Configure server.auth.tokens or server.auth.basic, or set server.allow_unauthenticated: true."
+            )
+        weak = self.weak_credentials()
+        if weak:
+            return (
+                f"server.host is {host!r}, reachable by others, and a credential could be guessed: {'; '.join(weak)}. "
+                "Put a strong one there: `relay token` prints one (with the example config: "
+                "RELAY_WEBHOOK_TOKEN=$(relay token) RELAY_ADMIN_TOKEN=$(relay token)); or listen on 127.0.0.1 only."
+            )
+        return None
 
     def secrets(self) -> list[str]:
         """Every credential of the server section: webhook tokens, Basic password, HMAC secrets, admin tokens."""

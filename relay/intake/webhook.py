@@ -29,6 +29,7 @@ from relay.storage.queue import Acceptance, QueueUnavailable
 from relay.web.auth import signature_offered, signature_problem, webhook_allowed
 from relay.web.errors import RETRY_AFTER, error_response, is_json, validation_response
 from relay.web.operation import WEBHOOK_SECURITY, Answer, Operation, documented
+from relay.web.throttle import WEBHOOK, Guard
 
 log = logging.getLogger("relay.intake.webhook")
 
@@ -183,15 +184,18 @@ def validate_notification(raw: bytes, limits: LimitsConfig) -> Notification:
         raise Refused(validation_response(exc), "limits" if over else "schema") from None
 
 
-async def authenticated_body(request: Request, server: ServerConfig) -> bytes:
-    """The body of a call from a known sender: header credentials, else a valid signature of the body."""
+async def authenticated_body(request: Request, server: ServerConfig, guard: Guard) -> bytes:
+    """The body of a call from a known sender: header credentials, else a valid signature of the body.
+    A client that sent too many wrong ones is answered 429 before its credentials are looked at."""
     headers = request.headers
     # uvicorn's h11 only bounds a header block that arrives in pieces; one read can carry 256 KiB.
     if header_bytes(request) > server.limits.max_header_bytes:
         raise _headers_too_large(server.limits.max_header_bytes)
+    if server.auth.enabled and (throttled := await guard.check(request, WEBHOOK)) is not None:
+        raise Refused(throttled, "throttled")
     by_header = webhook_allowed(server, headers)
     if not by_header and not signature_offered(server, headers):
-        log.info("webhook call refused: no valid token or Basic credentials")
+        await guard.failed(request, WEBHOOK, "no valid token or Basic credentials")
         raise _unauthorized()
     try:
         raw = await read_limited(request, server.max_body_bytes)
@@ -204,7 +208,7 @@ async def authenticated_body(request: Request, server: ServerConfig) -> bytes:
     if not by_header and signed is not None:
         problem = signature_problem(signed, headers, raw, time.time())
         if problem is not None:
-            log.info("webhook call refused: %s", problem)
+            await guard.failed(request, WEBHOOK, problem)
             raise _unauthorized()
     return raw
 
@@ -235,8 +239,10 @@ class Webhook:
         counters: Counting,
         server: Callable[[], ServerConfig],
         connect: Callable[[], AsyncRedis],
+        guard: Guard,
     ) -> None:
         self.intake, self.counters, self.server, self.connect = intake, counters, server, connect
+        self.guard = guard
         # Durable intake on an asyncio connection of the running loop (one client per loop).
         self.clients: dict[asyncio.AbstractEventLoop, AsyncRedis] = {}
 
@@ -255,7 +261,7 @@ class Webhook:
         Operation(
             "Receive one notification",
             {202: Answer("Accepted (durable) or duplicate", Accepted)},
-            errors=(400, 401, 413, 415, 422, 431, 503),
+            errors=(400, 401, 413, 415, 422, 429, 431, 503),
             request=Notification,
             security=WEBHOOK_SECURITY,
         )
@@ -263,7 +269,7 @@ class Webhook:
     async def receive(self, request: Request) -> Response:
         try:
             server = self.server()
-            raw = await authenticated_body(request, server)
+            raw = await authenticated_body(request, server, self.guard)
             if not is_json(request.headers.get("content-type", "")):
                 raise not_json_type(request.headers.get("content-type"))
             # Parsing and validating is CPU work: a thread would add its hop and still hold the GIL.

@@ -10,13 +10,14 @@ from __future__ import annotations
 import functools
 import logging
 
+from redis.asyncio import Redis as AsyncRedis
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from relay.admin.api import AdminApi, admin_only
+from relay.admin.api import AdminApi, Handler, admin_only
 from relay.admin.counters import CounterReader
 from relay.admin.health import Health
 from relay.admin.openapi import OpenApi
@@ -28,6 +29,7 @@ from relay.core.redaction import remember_config
 from relay.intake.webhook import Webhook
 from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan
 from relay.web.errors import error_response
+from relay.web.throttle import Guard
 
 log = logging.getLogger("relay.runtime.app")
 
@@ -61,17 +63,21 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         return rt.config
 
     url = redis_url(rt.config)
+
+    def connect() -> AsyncRedis:
+        return open_async_redis(url, socket_timeout=10, socket_connect_timeout=5)
+
     counters = CounterReader(rt.redis, rt.store)
-    webhook = Webhook(
-        rt.intake,
-        rt.store,
-        lambda: rt.config.server,
-        lambda: open_async_redis(url, socket_timeout=10, socket_connect_timeout=5),
-    )
+    # Refused credentials of every surface, counted in Redis (relay/web/throttle.py).
+    guard = Guard(connect, lambda: rt.config.server, lambda: rt.clock())  # the runtime's clock as it is then
+    webhook = Webhook(rt.intake, rt.store, lambda: rt.config.server, connect, guard)
     health = Health(rt.redis, rt.store, counters)
     api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
-    page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock)
+    page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock, guard)
     release = ReleasePage(page)
+
+    def admin(handler: Handler) -> Handler:
+        return admin_only(handler, settings, guard)
 
     routes = [
         Route(rt.config.server.path, webhook.receive, methods=["POST"]),
@@ -79,11 +85,11 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/readyz", health.readyz, methods=["GET"]),
         Route("/metrics", health.metrics, methods=["GET"]),
         Route("/openapi.json", OpenApi().serve, methods=["GET"]),
-        Route("/api/v1/events/{eventId:path}", admin_only(api.event, settings), methods=["GET"]),
-        Route("/api/v1/deliveries", admin_only(api.deliveries, settings), methods=["GET"]),
-        Route("/api/v1/deliveries/replay", admin_only(api.replay, settings), methods=["POST"]),
-        Route("/api/v1/deliveries/release", admin_only(api.release, settings), methods=["POST"]),
-        Route("/api/v1/reload", admin_only(api.reload, settings), methods=["POST"]),
+        Route("/api/v1/events/{eventId:path}", admin(api.event), methods=["GET"]),
+        Route("/api/v1/deliveries", admin(api.deliveries), methods=["GET"]),
+        Route("/api/v1/deliveries/replay", admin(api.replay), methods=["POST"]),
+        Route("/api/v1/deliveries/release", admin(api.release), methods=["POST"]),
+        Route("/api/v1/reload", admin(api.reload), methods=["POST"]),
         Route("/ui", page.page, methods=["GET"]),
         Route("/ui/login", page.login_form, methods=["GET"]),
         Route("/ui/login", page.login, methods=["POST"]),

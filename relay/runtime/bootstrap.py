@@ -128,7 +128,7 @@ CONFIG_GENERATION = "relay:config:generation"
 FIXED_AT_START = ("server.host", "server.port", "server.path", "redis", "data_dir")
 
 
-def reload_runtime(rt: Runtime) -> list[str]:
+def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
     """Read the config file again and use it from now on: routes, channels, templates, tokens, retry.
 
     An invalid file raises ConfigError and the running config stays. Settings that only apply at
@@ -156,6 +156,10 @@ def reload_runtime(rt: Runtime) -> list[str]:
             ),
         }
     )
+    # The API's address stays: a token its start would have refused there is refused here too.
+    exposed = new.server.exposure_problem() if listening else None
+    if exposed is not None:
+        raise ConfigError(exposed)
     extra = {"platform_url": (new.platform.url or "").rstrip("/")}
     rt.renderer = Renderer(new.templates_path, extra, new.templates.builtin)
     rt.catalog = Catalog(new.platform, rt.redis) if new.platform.url else None
@@ -188,7 +192,7 @@ def reload_on_sighup(rt: Runtime) -> None:
 
 def reload_and_replan(rt: Runtime) -> list[str]:
     """`reload_runtime`, then the held deliveries planned again under the new intervals."""
-    notes = reload_runtime(rt)
+    notes = reload_runtime(rt, listening=True)
     replan_held(rt)
     return notes
 

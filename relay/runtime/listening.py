@@ -108,5 +108,8 @@ def serve_http(app: ASGIApp, server: ServerConfig, sockets: list[socket.socket],
         # one of its own); over it, uvicorn answers a plain-text 400 and closes the connection.
         http="h11",
         h11_max_incomplete_event_size=server.limits.max_header_bytes,
+        # uvicorn would take X-Forwarded-For from 127.0.0.1 by default; relay reads it itself, and only
+        # from server.trusted_proxies (relay/web/throttle.py), so that no client names itself another.
+        proxy_headers=False,
     )
     _Server(config, started).run(sockets=sockets)

@@ -56,6 +56,11 @@ def webhook_allowed(server: ServerConfig, headers: Mapping[str, str]) -> bool:
     return False
 
 
+def admin_token_offered(headers: Mapping[str, str]) -> bool:
+    """Whether a call carries an admin token at all (in either of the headers `admin_allowed` reads)."""
+    return bool(_bearer(headers) or headers.get("x-relay-admin-token"))
+
+
 def admin_allowed(server: ServerConfig, headers: Mapping[str, str]) -> bool:
     if not server.admin_tokens:
         return True

@@ -19,6 +19,7 @@ ERRORS = {
     413: "Body too large",
     415: "Not JSON",
     422: "Schema violation",
+    429: "Too many refused credentials from this address; see Retry-After",
     431: "Request headers too large",
     503: "Unavailable; see Retry-After",
 }

@@ -42,9 +42,15 @@ def test_check_points_at_the_example_beside_it_but_does_not_read_it(
     assert "./config.example.yaml is here: try `relay check --config config.example.yaml`" in out.err
     assert "ok    no config file" in out.out and "owners-slack" not in out.out
 
-    assert main(["check", "--config", "config.example.yaml", "--strict"]) == 0
+    # Its placeholder tokens are the only warnings: fine on loopback, refused beyond it (tests/cli/test_tokens.py).
+    assert main(["check", "--config", "config.example.yaml", "--strict"]) == 1
     out = capsys.readouterr()
-    assert "ok    config file config.example.yaml" in out.out and "warn" not in out.err
+    assert "ok    config file config.example.yaml" in out.out
+    warnings = [line for line in out.err.splitlines() if line.startswith("warn")]
+    assert [w.split(":")[0] for w in warnings] == [
+        "warn  server.auth.tokens[0] contains 'change-me'",
+        "warn  server.admin_tokens[0] contains 'change-me'",
+    ]
 
 
 def test_check_warns_about_a_config_that_routes_nowhere(bare_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,247 @@
+"""Nobody guesses their way in: refused credentials are counted per surface and client address, and a client
+that sent too many is answered 429 there until the window lets go of them.
+
+Each surface that takes a credential (the webhook, the admin API, the admin page's login, the preference
+and unsubscribe links) names itself (WEBHOOK, API, UI, PREFERENCES, UNSUBSCRIBE: also the `endpoint` label
+of `relay_auth_failures_total`) and makes two calls, one before its credential check and one after a
+refusal:
+
+    if (refusal := await guard.check(request, PREFERENCES)) is not None:
+        return refusal                    # 429, Retry-After, the platform's error body
+    if not link_valid(...):
+        await guard.failed(request, PREFERENCES, "bad signature")   # the reason is logged, never the credential
+        return ...                        # its own 401/403
+
+- `check` comes before any credential is looked at: a right guess while throttled is answered 429 like a
+  wrong one, so the 429 confirms nothing. A client with no refused credential in the window is never
+  slowed; `check` costs it one Redis round trip (a read). `check(..., page=render)` answers a browser
+  (Accept: text/html) with `render(seconds)` instead of JSON, made 429 with Retry-After here;
+  `wait(request, surface)` is the number of seconds alone (None: go ahead).
+- The counts (a sliding window: the times of the refusals within `server.auth_failures.window`, at most
+  `limit`) live in Redis under relay's own keys, so every API replica sees the same; each call is one
+  script (`register_script`), atomic. Redis down: nothing is throttled (the credential check still
+  holds), and a warning is logged (once a minute).
+- The client is the TCP peer, or, when the peer is one of `server.trusted_proxies`, the right-most
+  X-Forwarded-For address that is not (each trusted proxy appends the peer it saw). IPv6 clients are
+  counted by their /64 (one host usually holds the whole /64).
+- Seen: every refusal counts in `relay_auth_failures_total{endpoint}`, every 429 in
+  `relay_auth_throttled_total`; the log gets one line for the first refusal of a client in a window and
+  one when it is throttled, not one per guess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+
+from redis.asyncio import Redis as AsyncRedis
+from redis.commands.core import AsyncScript
+from redis.exceptions import RedisError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from relay.config import ServerConfig
+from relay.config.server import Network
+from relay.storage.records import METRICS, metric_field
+from relay.web.errors import error_response
+
+log = logging.getLogger("relay.web.throttle")
+
+WEBHOOK = "webhook"
+API = "api"
+UI = "ui"
+PREFERENCES = "preferences"
+UNSUBSCRIBE = "unsubscribe"
+
+FAILURES = "relay_auth_failures_total"
+THROTTLED = "relay_auth_throttled_total"
+KEY_PREFIX = "relay:auth-failures:"
+REDIS_DOWN_LOGGED_EVERY = 60.0  # seconds
+
+# KEYS: the client's refusals (zset of times), the metrics hash. ARGV: now, window, limit, the 429's counter.
+# Returns 0 (go ahead) or the seconds until enough refusals leave the window (as text: Lua numbers
+# become integers in Redis answers).
+_CHECK = """
+local now, window, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local since = '(' .. (now - window)
+local n = redis.call('ZCOUNT', KEYS[1], since, '+inf')
+if n < limit then return 0 end
+local frees = redis.call('ZRANGEBYSCORE', KEYS[1], since, '+inf', 'WITHSCORES', 'LIMIT', n - limit, 1)
+redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
+return tostring(tonumber(frees[2]) + window - now)
+"""
+
+# KEYS: as above. ARGV: now, window, a unique member, the refusal's counter. Returns the client's refusals
+# within the window, this one included.
+_FAILED = """
+local now, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+redis.call('ZADD', KEYS[1], now, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], math.ceil(window * 1000))
+redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
+return redis.call('ZCARD', KEYS[1])
+"""
+
+
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An address as X-Forwarded-For may carry it: bare, `[v6]:port` or `v4:port`."""
+    text = text.strip()
+    if text.startswith("["):
+        text = text[1 : text.find("]")] if "]" in text else text
+    elif text.count(":") == 1:
+        text = text.partition(":")[0]
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def _trusted(address: str, networks: tuple[Network, ...]) -> bool:
+    ip = _ip(address)
+    return ip is not None and any(ip in net for net in networks)
+
+
+def client_address(request: Request, trusted: tuple[Network, ...]) -> str:
+    """The address of the client behind `request` (see the module's docstring)."""
+    address = request.client.host if request.client else ""
+    if not trusted or not _trusted(address, trusted):
+        return address
+    hops = [hop for value in request.headers.getlist("x-forwarded-for") for hop in value.split(",")]
+    for hop in reversed(hops):
+        ip = _ip(hop)
+        if ip is None:  # a trusted proxy passed on garbage: the last address known is the client
+            break
+        address = str(ip)
+        if not any(ip in net for net in trusted):
+            break
+    return address
+
+
+def counted_as(address: str) -> str:
+    """The identity refusals are counted under: an IPv4 address, an IPv6 /64, or the peer's name as given."""
+    ip = _ip(address)
+    if ip is None:
+        return address or "unknown"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
+def throttled_response(seconds: int) -> Response:
+    return error_response(
+        429,
+        [f"too many refused credentials from this address; try again in {seconds} s"],
+        "Too many failed attempts: wait before trying again.",
+        solutions=[f"Wait {seconds} seconds (Retry-After), then try again with the right credentials."],
+        headers={"Retry-After": str(seconds)},
+    )
+
+
+class Guard:
+    """Counts refused credentials and answers 429 to a client over the limit; one per app.
+
+    `server` is read at each call (a reload changes the limits and the proxies); `clock` is the time
+    windows are measured by.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], AsyncRedis],
+        server: Callable[[], ServerConfig],
+        clock: Callable[[], float],
+    ) -> None:
+        self.connect, self.server, self.clock = connect, server, clock
+        # One client (and its scripts) per running loop: an asyncio connection belongs to its loop.
+        self.clients: dict[asyncio.AbstractEventLoop, tuple[AsyncScript, AsyncScript]] = {}
+        self.quiet_until = 0.0  # Redis down: said once a minute, not at every call a client can make
+
+    def _redis_down(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now >= self.quiet_until:
+            self.quiet_until = now + REDIS_DOWN_LOGGED_EVERY
+            log.warning(message, *args)
+
+    def _scripts(self) -> tuple[AsyncScript, AsyncScript]:
+        loop = asyncio.get_running_loop()
+        scripts = self.clients.get(loop)
+        if scripts is None:
+            client = self.connect()
+            scripts = self.clients[loop] = (client.register_script(_CHECK), client.register_script(_FAILED))
+        return scripts
+
+    def _client(self, request: Request, server: ServerConfig) -> str:
+        return counted_as(client_address(request, server.trusted_networks()))
+
+    async def wait(self, request: Request, surface: str) -> int | None:
+        """Seconds this request's client must wait on `surface` (None: go ahead)."""
+        server = self.server()
+        limits = server.auth_failures
+        client = self._client(request, server)
+        check, _ = self._scripts()
+        try:
+            left = await check(
+                keys=[KEY_PREFIX + f"{surface}:{client}", METRICS],
+                args=[repr(self.clock()), repr(limits.window), limits.limit, metric_field(THROTTLED)],
+            )
+        except RedisError as exc:
+            self._redis_down("%s: refused credentials not looked up, nothing throttled: Redis %s", surface, exc)
+            return None
+        seconds = float(left)
+        if seconds <= 0:
+            return None
+        return max(1, math.ceil(seconds))
+
+    async def check(
+        self, request: Request, surface: str, page: Callable[[int], Response] | None = None
+    ) -> Response | None:
+        """The 429 answer for a client over the limit on `surface`, else None; `page(seconds)` answers a
+        browser instead of the JSON error body."""
+        seconds = await self.wait(request, surface)
+        if seconds is None:
+            return None
+        if page is None or "text/html" not in request.headers.get("accept", ""):
+            return throttled_response(seconds)
+        response = page(seconds)
+        response.status_code = 429
+        response.headers["Retry-After"] = str(seconds)
+        return response
+
+    async def failed(self, request: Request, surface: str, reason: str = "invalid credentials") -> None:
+        """Count a refused credential of this request's client on `surface`; `reason` (never the
+        credential) goes in the log line of the client's first refusal in the window."""
+        server = self.server()
+        limits = server.auth_failures
+        client = self._client(request, server)
+        _, fail = self._scripts()
+        args = [repr(self.clock()), repr(limits.window), os.urandom(8).hex(), metric_field(FAILURES, endpoint=surface)]
+        try:
+            count = int(await fail(keys=[KEY_PREFIX + f"{surface}:{client}", METRICS], args=args))
+        except RedisError as exc:
+            self._redis_down(
+                "%s: refused credentials from %s (%s), not counted: Redis %s", surface, client, reason, exc
+            )
+            return
+        window = f"{limits.window:g} s"
+        if count == 1:
+            log.warning(
+                "%s: refused credentials from %s (%s); more from it within %s are counted, not logged",
+                surface,
+                client,
+                reason,
+                window,
+            )
+        if count == limits.limit:
+            log.warning(
+                "%s: %s refused %d times within %s: answered 429 until they leave the window",
+                surface,
+                client,
+                count,
+                window,
+            )
