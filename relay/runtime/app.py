@@ -20,12 +20,14 @@ from relay.admin.api import AdminApi, admin_only
 from relay.admin.counters import CounterReader
 from relay.admin.health import Health
 from relay.admin.openapi import OpenApi
+from relay.admin.people import PeopleApi
 from relay.admin.ui import AdminPage
 from relay.admin.ui_release import ReleasePage
 from relay.admin.ui_view import PageData
 from relay.config import Config
 from relay.core.redaction import remember_config
 from relay.intake.webhook import Webhook
+from relay.people.pages import PeoplePages
 from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan
 from relay.web.errors import error_response
 
@@ -72,6 +74,9 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock)
     release = ReleasePage(page)
+    people = PeopleApi(rt.redis, settings, rt.clock)
+    pages = PeoplePages(rt.redis, settings, rt.clock)
+    person = "/api/v1/people/{person:path}"
 
     routes = [
         Route(rt.config.server.path, webhook.receive, methods=["POST"]),
@@ -84,6 +89,13 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/api/v1/deliveries/replay", admin_only(api.replay, settings), methods=["POST"]),
         Route("/api/v1/deliveries/release", admin_only(api.release, settings), methods=["POST"]),
         Route("/api/v1/reload", admin_only(api.reload, settings), methods=["POST"]),
+        Route(person + "/preferences", admin_only(people.get, settings), methods=["GET"]),
+        Route(person + "/preferences", admin_only(people.put, settings), methods=["PUT"]),
+        Route(person + "/link", admin_only(people.link, settings), methods=["GET"]),
+        Route("/preferences/{token}", pages.preferences, methods=["GET"]),
+        Route("/preferences/{token}", pages.save, methods=["POST"]),
+        Route("/unsubscribe/{token}", pages.confirm, methods=["GET"]),
+        Route("/unsubscribe/{token}", pages.unsubscribe, methods=["POST"]),
         Route("/ui", page.page, methods=["GET"]),
         Route("/ui/login", page.login_form, methods=["GET"]),
         Route("/ui/login", page.login, methods=["POST"]),
