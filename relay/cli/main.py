@@ -7,7 +7,7 @@ import sys
 
 from redis.exceptions import RedisError
 
-from relay.cli import check, inspect, probe, run, send
+from relay.cli import check, inspect, prefs, probe, run, send
 from relay.config import ConfigError
 
 
@@ -25,6 +25,7 @@ def parser() -> argparse.ArgumentParser:
     probe.add_commands(command)
     send.add_commands(command, sub)
     inspect.add_commands(command)
+    prefs.add_commands(command)
     return p
 
 
