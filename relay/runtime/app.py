@@ -74,8 +74,8 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock)
     release = ReleasePage(page)
-    people = PeopleApi(rt.redis, settings, rt.clock)
-    pages = PeoplePages(rt.redis, settings, rt.clock)
+    people = PeopleApi(rt.redis, settings, lambda: rt.clock())  # the runtime's clock as it is then (tests set it)
+    pages = PeoplePages(rt.redis, settings, lambda: rt.clock())
     person = "/api/v1/people/{person:path}"
 
     routes = [
