@@ -32,8 +32,9 @@ def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
             "Content-Security-Policy": policy,
             "X-Frame-Options": "DENY",
             "X-Content-Type-Options": "nosniff",
-            # The page's address is its key: never sent on to another site, never kept by a cache.
-            "Referrer-Policy": "no-referrer",
+            # The page's address is its key: never sent on to another site, never kept by a cache. Not
+            # no-referrer: a browser then sends `Origin: null` with the page's own forms.
+            "Referrer-Policy": "same-origin",
             "Cache-Control": "no-store",
             "X-Robots-Tag": "noindex",
         },

@@ -89,7 +89,7 @@ def test_one_click_unsubscribe_from_the_email_headers_then_undo(prt: Runtime, sm
         confirm = client.get(unsubscribe)
         assert confirm.status_code == 200 and "Unsubscribe?" in confirm.text
         assert 'name="List-Unsubscribe" value="One-Click"' in confirm.text
-        assert confirm.headers["referrer-policy"] == "no-referrer"
+        assert confirm.headers["referrer-policy"] == "same-origin"
         assert _prefs(client)["optOuts"] == []
 
         # The one-click POST, bare as mail providers send it; twice: one opt-out.
