@@ -5,12 +5,13 @@ page, one-click unsubscribe) in the template's context and the e-mail's headers 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from relay.core.model import Delivery, Notification
-from relay.core.preferences import Skip, apply, effect, person_of_delivery
+from relay.core.model import Delivery, Notification, State
+from relay.core.preferences import Hold, Skip, apply, effect, person_of_delivery
 from relay.core.quiet import held_until
 from relay.delivery.channels import EMAIL_SCHEMES, scheme_of
 from relay.delivery.context import Context
@@ -48,6 +49,24 @@ def apply_preferences(rt: Context, notification: Notification, planned: list[Del
             rt.store.incr(SKIPS, kind=record.kind, channel=record.channel)
         sent.append((person, record.kind, record.channel))
     store.note_sent(sent, at)
+
+
+def person_hold(rt: Context, record: Delivery, at: float) -> float | None:
+    """When a held delivery may go under its person's active hours and its route's intervals together, asked
+    anew at `at` (a config reload re-plans held deliveries: relay.delivery.holding); None when its person has
+    no active hours (or it is no person's)."""
+    event = rt.store.event(record.eventId)
+    if event is None:
+        return None
+    notification = Notification.model_validate_json(event.payload)
+    person = person_of_delivery(rt.config, notification, record)
+    pref = Preferences(rt.redis).get(person) if person is not None else None
+    if pref is None or pref.activeHours is None:
+        return None
+    config = rt.config
+    fresh = replace(record, state=State.QUEUED, notBefore=None)
+    result = effect(config, pref, fresh, at, lambda instant: held_until(config, record.route, instant))
+    return result.until if isinstance(result, Hold) else None
 
 
 def links(rt: Context, notification: Notification, record: Delivery) -> dict[str, Any]:

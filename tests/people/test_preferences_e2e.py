@@ -17,6 +17,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from relay.cli import main
+from relay.delivery.holding import replan_held
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, install
 from relay.storage.preferences import PREFERENCES, preference_key
@@ -199,6 +200,9 @@ def test_outside_active_hours_the_email_is_held_until_they_open(prt: Runtime, sm
         assert smtp.mails == []
         held = admin(client, "/api/v1/deliveries?state=held").json()
         assert [d["id"] for d in held] == [email.id]
+    # A config reload re-plans held deliveries under the routes' intervals: hers still waits for her hours.
+    assert replan_held(prt) == 0
+    assert _email(prt, event_id).public()["notBefore"] == MONDAY_8
     # Monday 08:00 in Rome: the wake-up sends it, once.
     prt.clock = lambda: datetime(2026, 11, 30, 7, 0, 1, tzinfo=UTC).timestamp()
     assert run_scheduled(prt) == 1
