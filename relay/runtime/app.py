@@ -30,6 +30,7 @@ from relay.intake.webhook import Webhook
 from relay.people.pages import PeoplePages
 from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan
 from relay.web.errors import error_response
+from relay.web.links import PREFERENCES_PATH, UNSUBSCRIBE_PATH
 
 log = logging.getLogger("relay.runtime.app")
 
@@ -45,8 +46,16 @@ async def http_error(request: Request, exc: Exception) -> Response:
     )
 
 
+def shown_path(path: str) -> str:
+    """A path as logs show it: a signed link's token is its person's key, never written down."""
+    for prefix in (PREFERENCES_PATH, UNSUBSCRIBE_PATH):
+        if path.startswith(prefix):
+            return prefix + "****"
+    return path
+
+
 async def server_error(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s", request.url.path)
+    log.exception("unhandled error on %s", shown_path(request.url.path))
     return error_response(
         500,
         ["internal error"],

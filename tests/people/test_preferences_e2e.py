@@ -378,3 +378,45 @@ def test_preview_says_what_a_preference_would_do(
     assert main(["preview", str(payload), "--config", str(config)]) == 0
     out = capsys.readouterr().out
     assert f"skipped: opted out of {KIND} on every channel (the person's preferences)" in out
+
+
+def test_a_chat_message_to_one_person_links_their_page_and_a_shared_channel_does_not(
+    make_runtime: Callable[..., Runtime], tmp_path: Path, sink: HttpSink
+) -> None:
+    channels = {
+        "owners-hook": {"url": sink.url("/owners"), "format": "md"},
+        "managers-hook": {"url": sink.url("/managers")},
+        "requester-email": {"url": sink.url("/dm/{email}"), "per_recipient": True, "format": "md"},
+        "audit-hook": {"url": sink.url("/audit")},
+    }
+    rt = make_runtime(**_settings(tmp_path), channels=channels)
+    with TestClient(create_app(rt)) as client:
+        _send(rt, client)
+    [dm] = sink.at("/dm/alice.rossi@example.com")
+    assert re.search(rf"\[Manage your notifications\]\({PUBLIC}/preferences/[A-Za-z0-9_.-]+\)", dm.json()["message"])
+    assert "List-Unsubscribe" not in dm.headers
+    [owners] = sink.at("/owners")
+    assert "Manage your notifications" not in owners.json()["message"]  # a channel is nobody's preference
+
+
+def test_a_crash_on_a_people_page_logs_no_token() -> None:
+    from relay.runtime.app import shown_path
+
+    assert shown_path("/unsubscribe/abc.def") == "/unsubscribe/****"
+    assert shown_path("/preferences/abc.def") == "/preferences/****"
+    assert shown_path("/api/v1/events/x") == "/api/v1/events/x"
+
+
+def test_one_click_as_multipart_and_bodies_over_the_limit(prt: Runtime, smtp: SmtpSink) -> None:
+    with TestClient(create_app(prt)) as client:
+        _send(prt, client)
+        unsubscribe = _path(str(smtp.mails[0].message["List-Unsubscribe"])[1:-1])
+        too_big = client.post(unsubscribe, data={"List-Unsubscribe": "One-Click", "pad": "x" * 20_000})
+        assert too_big.status_code == 413
+        neither = client.post(unsubscribe, data={"something": "else"})
+        assert neither.status_code == 400
+        assert _prefs(client)["optOuts"] == []
+        # Some mail providers post RFC 8058's body as multipart/form-data.
+        done = client.post(unsubscribe, files={"List-Unsubscribe": (None, "One-Click")})
+        assert done.status_code == 200
+        assert _prefs(client)["optOuts"] == [{"kind": KIND, "channel": "requester-email"}]
