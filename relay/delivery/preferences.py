@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from relay.core.model import Delivery, Notification, State
-from relay.core.preferences import Hold, Skip, apply, effect, person_of_delivery
+from relay.core.preferences import Hold, Skip, apply, critical, effect, person_of_delivery
 from relay.core.quiet import held_until
 from relay.delivery.channels import EMAIL_SCHEMES, scheme_of
 from relay.delivery.context import Context
@@ -78,10 +78,9 @@ def links(rt: Context, notification: Notification, record: Delivery) -> dict[str
     if person is None:
         return {}
     at = rt.clock()
-    found = {
-        "preferences_url": preferences_url(prefs, person, at),
-        "unsubscribe_url": unsubscribe_url(prefs, person, record.kind, record.channel, at),
-    }
+    found = {"preferences_url": preferences_url(prefs, person, at)}
+    if not critical(rt.config, record.kind):  # a critical kind goes whatever one chooses: nothing to unsubscribe
+        found["unsubscribe_url"] = unsubscribe_url(prefs, person, record.kind, record.channel, at)
     return {k: v for k, v in found.items() if v is not None}
 
 

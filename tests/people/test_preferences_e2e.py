@@ -187,6 +187,9 @@ def test_critical_kinds_reach_a_person_who_opted_out(
         event_id = _send(rt, client)
     assert _email(rt, event_id).state == "delivered"
     assert [m.envelope_to for m in smtp.mails] == [["alice.rossi@example.com"]]
+    # Nothing to unsubscribe from: no one-click header; her page is still linked.
+    assert smtp.mails[0].message["List-Unsubscribe"] is None
+    assert "Manage your notifications" in (smtp.mails[0].part("text/html") or "")
 
 
 def test_outside_active_hours_the_email_is_held_until_they_open(prt: Runtime, smtp: SmtpSink) -> None:
