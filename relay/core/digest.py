@@ -108,6 +108,7 @@ def render_digest(
     recipient: str | None,
     window: float,
     fmt: str,
+    extra: dict[str, Any] | None = None,
 ) -> Rendered:
     """The digest's title and body in the channel's format: the operator's template, else relay's own.
 
@@ -117,6 +118,7 @@ def render_digest(
         "channel": channel,
         "recipient": recipient,
         "window": human_duration(window),
+        **(extra or {}),  # the person's `preferences_url`, for a digest to one person
     }
     default_title = f"{len(items)} notifications"
     error: str | None = None

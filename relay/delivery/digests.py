@@ -32,6 +32,7 @@ from relay.core.rendering import Rendered
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose
 from relay.delivery.context import Context
+from relay.delivery.preferences import links
 from relay.delivery.recording import decide, store
 from relay.storage.store import iso, now
 
@@ -133,9 +134,11 @@ def _rendered(rt: Context, record: Delivery, items: list[Delivery], fmt: str, ct
         return None
     # In order of arrival at relay: deliveries handed to the senders together may join in any order.
     found.sort(key=lambda f: f[2])
+    first, first_notification, _ = found[0]
+    person_links = links(rt, first_notification, first)  # the digest's person: its items' (one address)
     if len(found) == 1:
         item, notification, _ = found[0]
-        rendered = compose(rt, item, notification, fmt)
+        rendered = compose(rt, item, notification, fmt, person_links)
         record.templateUsed = rendered.template
         return rendered
     gathered = []
@@ -146,7 +149,10 @@ def _rendered(rt: Context, record: Delivery, items: list[Delivery], fmt: str, ct
         )
     digest = digest_of(rt.config, record.route)
     window = digest.window if digest is not None else 0.0
-    rendered = render_digest(rt.renderer, gathered, record.channel, record.address or record.recipient, window, fmt)
+    shown = {k: v for k, v in person_links.items() if k == "preferences_url"}  # items of several kinds: no one-click
+    rendered = render_digest(
+        rt.renderer, gathered, record.channel, record.address or record.recipient, window, fmt, shown
+    )
     if rendered.error:
         rt.store.incr("relay_template_fallbacks_total", kind=record.kind)
         log.warning("digest template failed, relay's own used instead: %s", rendered.error, extra=ctx)

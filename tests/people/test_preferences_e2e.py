@@ -423,3 +423,28 @@ def test_one_click_as_multipart_and_bodies_over_the_limit(prt: Runtime, smtp: Sm
         done = client.post(unsubscribe, files={"List-Unsubscribe": (None, "One-Click")})
         assert done.status_code == 200
         assert _prefs(client)["optOuts"] == [{"kind": KIND, "channel": "requester-email"}]
+
+
+def test_a_digest_to_one_person_links_their_page(
+    make_runtime: Callable[..., Runtime], tmp_path: Path, smtp: SmtpSink
+) -> None:
+    routes = [
+        {
+            "name": "requester-digest",
+            "recipient_types": ["recipient-type:access-control-requester"],
+            "channels": ["requester-email"],
+            "digest": "15m",
+        }
+    ]
+    rt = make_runtime(**_settings(tmp_path), routes=routes)
+    with TestClient(create_app(rt)) as client:
+        _send(rt, client)
+        _send(rt, client)
+    assert smtp.mails == []
+    run_scheduled(rt)
+    run_worker(rt)
+    [mail] = smtp.mails
+    assert mail.subject == "2 notifications"
+    assert "Manage your notifications" in (mail.part("text/html") or "")
+    assert re.search(rf"Manage your notifications: {PUBLIC}/preferences/\S+", mail.part("text/plain") or "")
+    assert mail.message["List-Unsubscribe"] is None  # items of several kinds: the page, not one click
