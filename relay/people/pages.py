@@ -29,7 +29,7 @@ from relay.people.render import page
 from relay.people.view import DAYS, apply_switches, hours_form, hours_from_form, other_opt_outs, rows
 from relay.storage.preferences import SEEN_DAYS, Preferences
 from relay.web.errors import RETRY_AFTER, error_response
-from relay.web.forms import read_fields, same_origin
+from relay.web.forms import is_form, read_fields, same_origin
 from relay.web.links import (
     PREFERENCES_PATH,
     SCOPE_PREFERENCES,
@@ -100,7 +100,7 @@ class PeoplePages:
         _operation(
             "Save a person's preference page (form fields `csrf`, `row`, `on`, `hours`, `day`, `start`, `end`, `zone`)",
             {303: "Saved: back to the page", 422: "Not saved: the page says why"},
-            (400, 403, 404, 410, 413, 503),
+            (400, 403, 404, 410, 413, 415, 503),
             form=True,
         )
     )
@@ -109,11 +109,13 @@ class PeoplePages:
         if isinstance(found, Response):
             return found
         link, token = found
+        if not is_form(request):
+            return error_response(415, ["the body is not a form"], "Send the page's form.")
         form = await read_fields(request, MAX_FORM_BYTES, MAX_FIELDS)
         if form is None:
-            return error_response(413, ["the form is too large or not a form"], "The form could not be read.")
+            return error_response(413, ["the form is too large"], "The form could not be read.")
         secret = self.settings().preferences.secret or ""
-        if not same_origin(request) or not hmac.compare_digest(dict(form).get("csrf", ""), csrf_for(secret, token)):
+        if not _from_page(request, dict(form), secret, token):
             return error_response(403, ["the form did not come from this page"], "Reload the page and save again.")
         try:
             hours = hours_from_form(form)
@@ -192,7 +194,7 @@ class PeoplePages:
         _operation(
             "One-click unsubscribe (RFC 8058: `List-Unsubscribe=One-Click`), or its undo (`undo`, `csrf`)",
             {200: "Done (idempotent)"},
-            (400, 403, 404, 410, 413, 503),
+            (400, 403, 404, 410, 413, 415, 503),
             form=True,
         )
     )
@@ -201,9 +203,11 @@ class PeoplePages:
         if isinstance(found, Response):
             return found
         link, token = found
+        if not is_form(request):
+            return error_response(415, ["the body is not a form"], "Send List-Unsubscribe=One-Click, form-encoded.")
         form = await read_fields(request, MAX_FORM_BYTES, 20)
         if form is None:
-            return error_response(413, ["the body is too large or not a form"], "Send List-Unsubscribe=One-Click.")
+            return error_response(413, ["the body is too large"], "Send List-Unsubscribe=One-Click.")
         values = dict(form)
         at = self.clock()
         try:
@@ -211,11 +215,11 @@ class PeoplePages:
                 await run_in_threadpool(
                     self.store.update, link.person, lambda p: p.with_opt_out(link.kind, link.channel), at
                 )
-                self._counted("one_click")
+                log.info("one-click unsubscribe")
                 return self._unsubscribe_page(link, token, True, "out")
             if values.get("undo"):
                 secret = self.settings().preferences.secret or ""
-                if not same_origin(request) or not hmac.compare_digest(values.get("csrf", ""), csrf_for(secret, token)):
+                if not _from_page(request, values, secret, token):
                     return error_response(
                         403, ["the form did not come from this page"], "Reload the page and try again."
                     )
@@ -233,9 +237,6 @@ class PeoplePages:
             "Nothing was changed.",
             solutions=["POST List-Unsubscribe=One-Click (form-encoded) to unsubscribe."],
         )
-
-    def _counted(self, how: str) -> None:
-        log.info("one-click unsubscribe", extra={"how": how})
 
     def _unsubscribe_page(self, link: Link, token: str, opted_out: bool, done: str | None) -> Response:
         config = self.settings()
@@ -269,6 +270,12 @@ class PeoplePages:
 
 
 _NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+
+
+def _from_page(request: Request, form: dict[str, str], secret: str, token: str) -> bool:
+    """A form posted by the page itself: its token (derived from the link) and, if named, this origin."""
+    given = form.get("csrf", "").encode("utf-8", "replace")
+    return same_origin(request) and hmac.compare_digest(given, csrf_for(secret, token).encode())
 
 
 def _refused(request: Request, status: int, message: str) -> Response:

@@ -22,6 +22,14 @@ def same_origin(request: Request) -> bool:
     return urlsplit(source).netloc in hosts
 
 
+FORM_MEDIA = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def is_form(request: Request) -> bool:
+    """Whether the body is declared a form (URL-encoded, or multipart as some mail providers post RFC 8058)."""
+    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower() in FORM_MEDIA
+
+
 async def bounded_body(request: Request, limit: int) -> bytes | None:
     """The body, if it is at most `limit` bytes (read no further); None when larger or cut off."""
     declared = request.headers.get("content-length", "")
@@ -44,7 +52,7 @@ async def read_fields(request: Request, limit: int, max_fields: int) -> list[tup
     """A form's fields in order (a name may repeat: checkboxes), URL-encoded or multipart, of at most `limit`
     bytes and `max_fields` fields; None when the body is none of these."""
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if media not in ("application/x-www-form-urlencoded", "multipart/form-data"):
+    if media not in FORM_MEDIA:
         return None
     body = await bounded_body(request, limit)
     if body is None:

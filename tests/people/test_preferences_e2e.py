@@ -418,6 +418,9 @@ def test_one_click_as_multipart_and_bodies_over_the_limit(prt: Runtime, smtp: Sm
         assert too_big.status_code == 413
         neither = client.post(unsubscribe, data={"something": "else"})
         assert neither.status_code == 400
+        assert client.post(unsubscribe, json={"List-Unsubscribe": "One-Click"}).status_code == 415
+        odd = client.post(unsubscribe, data={"undo": "1", "csrf": "é" * 64})  # not ASCII: refused, no crash
+        assert odd.status_code == 403
         assert _prefs(client)["optOuts"] == []
         # Some mail providers post RFC 8058's body as multipart/form-data.
         done = client.post(unsubscribe, files={"List-Unsubscribe": (None, "One-Click")})
