@@ -31,6 +31,7 @@ IO_LIBRARIES = frozenset(
 )
 OUTER_PACKAGES = (
     "relay.web",
+    "relay.people",
     "relay.intake",
     "relay.delivery",
     "relay.storage",
@@ -110,6 +111,13 @@ def test_delivery_and_storage_never_import_the_runtime(module: str) -> None:
 def test_the_shared_http_pieces_import_neither_the_webhook_nor_the_admin(module: str) -> None:
     """Credentials, error bodies and operation docs (relay.web) serve intake and admin alike."""
     assert not {i for i in MODULES[module] if _under(i, "relay.intake") or _under(i, "relay.admin")}, module
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.people")))
+def test_the_people_pages_import_neither_the_admin_nor_intake_nor_delivery(module: str) -> None:
+    """People's pages stand beside the admin's: they share only relay.web, the storage and the core."""
+    found = {i for i in MODULES[module] if any(_under(i, p) for p in ("relay.admin", "relay.intake", "relay.delivery"))}
+    assert not found, module
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.admin")))

@@ -26,6 +26,10 @@ HELP = {
     "relay_deliveries_total": ("counter", "Delivery state changes, by state, channel, kind and failure reason."),
     "relay_template_fallbacks_total": ("counter", "Renders that fell back to the platform's text."),
     "relay_replays_total": ("counter", "Failed deliveries requeued by a replay."),
+    "relay_preference_skips_total": (
+        "counter",
+        "Deliveries skipped because their person opted out of the kind on the channel, by kind and channel.",
+    ),
     "relay_releases_total": ("counter", "Held deliveries sent early by a release."),
     "relay_catalog_lookups_total": ("counter", "Platform catalog look-ups, by result (cache_hit, fetched, ...)."),
     "relay_delivery_latency_seconds": ("histogram", "From acceptance of the notification to delivery."),

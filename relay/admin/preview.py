@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,6 +11,7 @@ from relay.admin.checks import shown_target
 from relay.config import Config
 from relay.core.digest import digest_of, human_duration
 from relay.core.model import Delivery, Notification, State
+from relay.core.preferences import Hold, Preference, Skip, effect, person_of, person_of_delivery
 from relay.core.quiet import held_until, route_named
 from relay.core.recipients import reference_of
 from relay.core.rendering import Renderer, recipient_of
@@ -18,8 +20,14 @@ from relay.delivery.channels import channel_format
 from relay.storage.store import iso
 
 
-def preview_plan(config: Config, data: dict[str, Any], now: datetime | None = None) -> list[dict[str, Any]]:
-    """`now`: when the notification would arrive (default: now), for the routes' time intervals."""
+def preview_plan(
+    config: Config,
+    data: dict[str, Any],
+    now: datetime | None = None,
+    preferences: Mapping[str, Preference] | None = None,
+) -> list[dict[str, Any]]:
+    """`now`: when the notification would arrive (default: now), for the routes' time intervals.
+    `preferences`: the people's, by person (relay.storage.preferences), to say what they would skip or hold."""
     notification = Notification.model_validate(data)
     at = now or datetime.now(UTC)
     extra = {"platform_url": (config.platform.url or "").rstrip("/")}
@@ -39,6 +47,9 @@ def preview_plan(config: Config, data: dict[str, Any], now: datetime | None = No
         }
         if planned.lookup:
             item["lookup"] = f"the address of {planned.recipient} is looked up in the platform catalog when sent"
+        chosen = _preference(config, notification, planned, at, preferences or {})
+        if isinstance(chosen, Skip):
+            planned.state, planned.lastError = State.SKIPPED, f"{chosen.reason} (the person's preferences)"
         if planned.state is State.SKIPPED:
             item.update(state=State.SKIPPED, reason=planned.lastError)
         else:
@@ -55,7 +66,9 @@ def preview_plan(config: Config, data: dict[str, Any], now: datetime | None = No
             if rendered.error:
                 item["templateError"] = rendered.error
             until = held_until(config, planned.route, at)
-            if until is not None:
+            if isinstance(chosen, Hold):
+                item.update(state=State.HELD, notBefore=iso(chosen.until), heldBy="the person's active hours")
+            elif until is not None:
                 item.update(state=State.HELD, notBefore=iso(until.timestamp()))
             elif _has_intervals(config, planned.route):
                 item["quietHours"] = "inside the route's time intervals: goes out now"
@@ -66,8 +79,14 @@ def preview_plan(config: Config, data: dict[str, Any], now: datetime | None = No
     return out
 
 
-def preview(config: Config, data: dict[str, Any], fmt: str = "text", now: datetime | None = None) -> str:
-    plan = preview_plan(config, data, now)
+def preview(
+    config: Config,
+    data: dict[str, Any],
+    fmt: str = "text",
+    now: datetime | None = None,
+    preferences: Mapping[str, Preference] | None = None,
+) -> str:
+    plan = preview_plan(config, data, now, preferences)
     if fmt == "json":
         return json.dumps({"deliveries": plan}, indent=2, ensure_ascii=False)
     if not plan:
@@ -81,7 +100,8 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text", now: dateti
             continue
         lines = [head, f"    to: {_who(item)}", route]
         if item["state"] == State.HELD:
-            lines.append(f"    held until {item['notBefore']} (the route's time intervals)")
+            by = item.get("heldBy", "the route's time intervals")
+            lines.append(f"    held until {item['notBefore']} ({by})")
         elif "quietHours" in item:
             lines.append(f"    {item['quietHours']}")
         if "digest" in item:
@@ -100,6 +120,23 @@ def preview(config: Config, data: dict[str, Any], fmt: str = "text", now: dateti
             lines.append("    " + item["text"].replace("\n", "\n    "))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def people_of(data: dict[str, Any]) -> list[str]:
+    """The people a payload addresses one by one (whose preferences a preview reads)."""
+    notification = Notification.model_validate(data)
+    found = (person_of(r) for m in notification.messages for r in m.recipients)
+    return sorted({p for p in found if p is not None})
+
+
+def _preference(
+    config: Config, notification: Notification, planned: Delivery, at: datetime, found: Mapping[str, Preference]
+) -> Skip | Hold | None:
+    """What the person's preferences would do to a planned delivery (relay.core.preferences)."""
+    person = person_of_delivery(config, notification, planned)
+    if person is None or person not in found:
+        return None
+    return effect(config, found[person], planned, at.timestamp(), lambda t: held_until(config, planned.route, t))
 
 
 def _gathered_by(item: dict[str, Any]) -> str:

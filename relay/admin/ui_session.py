@@ -18,10 +18,12 @@ import hashlib
 import hmac
 import secrets
 import time
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+
+from relay.web.forms import same_origin as same_origin  # the page's POSTs are checked as every form's
 
 COOKIE = "relay_ui"
 COOKIE_PATH = "/ui"
@@ -74,17 +76,6 @@ def matching_token(tokens: list[str], given: str) -> str | None:
         if hmac.compare_digest(given.encode(), token.encode()):
             match = token
     return match
-
-
-def same_origin(request: Request) -> bool:
-    """A browser's POST names its page's origin: it must be this host (absent: an older client, allowed)."""
-    source = request.headers.get("origin") or request.headers.get("referer")
-    if source is None:
-        return True
-    if source == "null":
-        return False
-    hosts = {request.headers.get("host", ""), request.headers.get("x-forwarded-host", "")} - {""}
-    return urlsplit(source).netloc in hosts
 
 
 def _secure(request: Request) -> bool:

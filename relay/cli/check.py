@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -52,12 +53,38 @@ def cmd_preview(args: argparse.Namespace) -> int:
     cfg = config(args)
     _, data = read_payload(args.payload)
     try:
-        text = preview(cfg, data, args.format, _at(args.at))
+        text = preview(cfg, data, args.format, _at(args.at), _preferences(cfg, data))
     except ValidationError as exc:
         print(f"the payload is not a valid notification:\n{exc}", file=sys.stderr)
         return 2
     print(text)
     return 0
+
+
+def _preferences(cfg: Any, data: Any) -> Any:
+    """The preferences of the people the payload names, read from relay's Redis; none (said on stderr) when it
+    cannot be reached: the preview goes on without them."""
+    from redis.exceptions import RedisError
+
+    from relay.admin.preview import people_of
+    from relay.runtime.bootstrap import open_redis, redis_url
+    from relay.storage.preferences import Preferences
+
+    try:
+        people = people_of(data)
+        if not people:
+            return {}
+        conn = open_redis(redis_url(cfg), socket_timeout=2, socket_connect_timeout=2)
+        try:
+            return Preferences(conn).get_many(people)
+        finally:
+            conn.close()
+    except (RedisError, OSError, ValidationError):
+        print(
+            "relay preview: people's preferences not read (Redis unreachable): shown as if they had none",
+            file=sys.stderr,
+        )
+        return {}
 
 
 def _at(value: str | None) -> datetime | None:

@@ -7,7 +7,7 @@ import sys
 
 from redis.exceptions import RedisError
 
-from relay.cli import check, inspect, probe, run, send, token
+from relay.cli import check, inspect, prefs, probe, run, send, token
 from relay.config import ConfigError
 
 
@@ -26,6 +26,7 @@ def parser() -> argparse.ArgumentParser:
     send.add_commands(command, sub)
     inspect.add_commands(command)
     token.add_commands(command)
+    prefs.add_commands(command)
     return p
 
 

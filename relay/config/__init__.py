@@ -104,10 +104,14 @@ def _digest_shorthand(value: Any) -> Any:
 
 class DigestConfig(_Model):
     """Gather a route's deliveries to one channel (one address, on a per_recipient channel) for `window` from
-    the first, then send them as one message; `max_items` sends at once (relay.delivery.digests)."""
+    the first, then send them as one message; `max_items` sends at once (relay.delivery.digests). `key`: a
+    dotted path into the notification (`body.requestedResource.parentSystem.urn`): one digest per value."""
 
     window: Seconds
     max_items: int = Field(default=50, ge=1, le=MAX_DIGEST_ITEMS)
+    key: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$"
+    )
 
     @field_validator("window")
     @classmethod
@@ -160,6 +164,37 @@ class DefaultRoute(_Model):
     fallback: list[str] = Field(default_factory=list)
 
 
+MIN_PREFERENCES_SECRET = 32  # bytes: the links it signs live for months
+
+
+class PreferencesConfig(_Model):
+    """What people choose for themselves (relay.core.preferences): where links in messages point, the secret
+    that signs them, how long a link is good for, and the kinds no preference may skip or hold."""
+
+    public_url: HttpUrl = None  # absent: no links in messages, preferences through the API and CLI only
+    secret: str | None = None
+    link_ttl: Seconds = Field(default=90 * 86400.0, gt=0)
+    critical_kinds: list[str] = Field(default_factory=list)
+
+    @field_validator("secret")
+    @classmethod
+    def _long_enough(cls, value: str | None) -> str | None:
+        if value is not None and len(value.encode()) < MIN_PREFERENCES_SECRET:
+            raise ValueError(f"the secret is shorter than {MIN_PREFERENCES_SECRET} bytes")
+        return value
+
+    @model_validator(mode="after")
+    def _links_are_signed(self) -> PreferencesConfig:
+        if self.public_url and not self.secret:
+            raise ValueError("public_url needs a secret to sign the links (preferences.secret, 32 bytes or more)")
+        return self
+
+    @property
+    def links(self) -> bool:
+        """Whether messages carry links (a public URL and a secret to sign them)."""
+        return bool(self.public_url and self.secret)
+
+
 class LoggingConfig(_Model):
     level: str = "INFO"
     format: Literal["auto", "json", "text"] = "auto"
@@ -195,6 +230,7 @@ class Config(_Model):
     # the others take over what it held. A shorter stall is waited out, so nothing goes out twice for it.
     dead_worker_after: Seconds = Field(default=DEAD_WORKER_AFTER, ge=1.0)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    preferences: PreferencesConfig = Field(default_factory=PreferencesConfig)
     # Where the file was read from; relative paths in the file are relative to it.
     base_dir: str = Field(".", exclude=True)
     _intervals: dict[str, Interval] = PrivateAttr(default_factory=dict)
@@ -263,6 +299,8 @@ class Config(_Model):
         if self.platform.access_token:
             found.append(self.platform.access_token)
         found.extend(ch.url for ch in self.channels.values())
+        if self.preferences.secret:
+            found.append(self.preferences.secret)
         return [s for s in found if s and len(s) >= 4]
 
 

@@ -4,6 +4,7 @@ config, the items and the time in; the storing and sending is `relay.delivery.di
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -41,12 +42,33 @@ def digest_of(config: Config, route_label: str | None) -> DigestConfig | None:
     return route.digest if route is not None else None
 
 
-def gather_key(route_label: str, channel: str, address: str | None, released: bool = False) -> str:
+def gather_key(
+    route_label: str, channel: str, address: str | None, released: bool = False, group: str | None = None
+) -> str:
     """What one digest gathers: a route's deliveries to one channel, and to one address on a per_recipient one.
     Released deliveries gather apart, in a digest that nothing holds (it opens released, and goes out after
-    RELEASED_SECONDS), never in one that quiet hours or a long window would keep."""
+    RELEASED_SECONDS), never in one that quiet hours or a long window would keep. `group`: the value of the
+    digest's `key` in the notification (`group_of`), when it has one: one digest per value."""
     raw = f"{route_label}\x00{channel}\x00{(address or '').lower()}" + ("\x00released" if released else "")
+    if group is not None:
+        raw += "\x00group\x00" + group
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+def group_of(notification: dict[str, Any], dotted: str) -> str:
+    """The value at a digest's `key` (`body.requestedResource.parentSystem.urn`) in the notification as received,
+    as text; absent or null reads as one group of its own (the empty string)."""
+    node: Any = notification
+    for part in dotted.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return ""
+    if node is None:
+        return ""
+    return node if isinstance(node, str) else json.dumps(node, sort_keys=True, separators=(",", ":"))
 
 
 def digest_id(key: str, first_item: str) -> str:
@@ -86,6 +108,7 @@ def render_digest(
     recipient: str | None,
     window: float,
     fmt: str,
+    extra: dict[str, Any] | None = None,
 ) -> Rendered:
     """The digest's title and body in the channel's format: the operator's template, else relay's own.
 
@@ -95,6 +118,7 @@ def render_digest(
         "channel": channel,
         "recipient": recipient,
         "window": human_duration(window),
+        **(extra or {}),  # the person's `preferences_url`, for a digest to one person
     }
     default_title = f"{len(items)} notifications"
     error: str | None = None

@@ -224,8 +224,11 @@ class Renderer:
                 continue
         return None
 
-    def render(self, notification: Notification, delivery: Delivery, fmt: str) -> Rendered:
-        """The delivery's title and body, with the route's template choice (`delivery.template`)."""
+    def render(
+        self, notification: Notification, delivery: Delivery, fmt: str, extra: dict[str, Any] | None = None
+    ) -> Rendered:
+        """The delivery's title and body, with the route's template choice (`delivery.template`). `extra`: more
+        context for this delivery alone (its person's `preferences_url` and `unsubscribe_url`)."""
         message = notification.messages[delivery.messageIndex]
         types = [t for t in (message.recipientType_v2, delivery.recipientType, message.recipientType) if t]
         names = candidates(delivery.template, notification.kind, types, fmt)
@@ -235,7 +238,7 @@ class Renderer:
         try:
             tpl, used = self.choose(delivery.template, notification.kind, types, fmt)
             if tpl is not None:
-                context = build_context(notification, delivery, self.extra)
+                context = build_context(notification, delivery, {**self.extra, **(extra or {})})
                 t_title, body = render_template(tpl, context, used, title)
                 t_title = t_title if t_title is not None else title
                 text_part = self.text_part(tpl.name or "", context, t_title) if used == "html" else None

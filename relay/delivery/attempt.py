@@ -26,6 +26,7 @@ from relay.delivery.catalog import CatalogUnavailable
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose
 from relay.delivery.context import Context
+from relay.delivery.preferences import links, with_unsubscribe_headers
 from relay.delivery.recording import decide, derived, queue_new, store
 from relay.storage.leases import delivery_unit
 from relay.storage.store import iso, now
@@ -130,7 +131,8 @@ def _attempt(rt: Context, record: Delivery, notification: Notification | None) -
     digest = digest_of(rt.config, record.route)
     if digest is not None and not record.fallbackFor:
         return digests.gather(rt, record, previous, digest, ctx)
-    rendered = compose(rt, record, notification, channel_format(channel.url, channel.format))
+    extra = links(rt, notification, record)  # the person's own links, in the message and the e-mail's headers
+    rendered = compose(rt, record, notification, channel_format(channel.url, channel.format), extra)
     title = rendered.title
     if record.fallbackFor:
         title = f"[not delivered through its main channel] {title}"
@@ -138,6 +140,7 @@ def _attempt(rt: Context, record: Delivery, notification: Notification | None) -
         url = address_url(channel.url, record.address) if record.address else channel.url
     except AddressError as exc:
         return store(rt, record, previous, State.SKIPPED, f"recipient address rejected: {exc}", ctx)
+    url = with_unsubscribe_headers(url, extra)
     record.attempts += 1
     record.attemptTimes.append(now())
     started = time.monotonic()

@@ -4,6 +4,7 @@ that failed is counted and logged, and the platform's text used."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from relay.core.model import Delivery, Notification
 from relay.core.rendering import Rendered
@@ -12,10 +13,13 @@ from relay.delivery.context import Context
 log = logging.getLogger("relay.delivery.jobs")
 
 
-def compose(rt: Context, record: Delivery, notification: Notification, fmt: str) -> Rendered:
+def compose(
+    rt: Context, record: Delivery, notification: Notification, fmt: str, extra: dict[str, Any] | None = None
+) -> Rendered:
     """The delivery rendered as it goes out, with the route's template choice (`record.template`) as every
-    attempt renders it; the file it used is noted in `record.templateUsed`, never in the choice."""
-    rendered = rt.renderer.render(notification, record, fmt)
+    attempt renders it; the file it used is noted in `record.templateUsed`, never in the choice. `extra`: more
+    context for this delivery (its person's links, relay.delivery.preferences)."""
+    rendered = rt.renderer.render(notification, record, fmt, extra)
     if rendered.error:
         rt.store.incr("relay_template_fallbacks_total", kind=record.kind)
         log.warning(

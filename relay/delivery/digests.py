@@ -11,6 +11,7 @@ worker waits and a restart loses nothing: what a digest carries, and that it is 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import replace
@@ -22,6 +23,7 @@ from relay.core.digest import (
     digest_id,
     digest_of,
     gather_key,
+    group_of,
     render_digest,
     window_for,
 )
@@ -30,6 +32,7 @@ from relay.core.rendering import Rendered
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose
 from relay.delivery.context import Context
+from relay.delivery.preferences import links
 from relay.delivery.recording import decide, store
 from relay.storage.store import iso, now
 
@@ -38,7 +41,7 @@ log = logging.getLogger("relay.delivery.jobs")
 
 def gather(rt: Context, record: Delivery, previous: State, digest: DigestConfig, ctx: dict[str, str]) -> str:
     """Join the delivery to its route's open digest for this channel (and address), or open one."""
-    key = gather_key(record.route or "", record.channel, record.address, record.released)
+    key = gather_key(record.route or "", record.channel, record.address, record.released, _group(rt, record, digest))
     window = window_for(digest, was_held=record.notBefore is not None, released=record.released)
     at = rt.clock()  # the clock quiet hours are asked by, so a held delivery's catch-up window follows it
     new = _new_digest(rt, record, key, at, at + window)
@@ -59,6 +62,17 @@ def gather(rt: Context, record: Delivery, previous: State, digest: DigestConfig,
     when = "now (full)" if got.full else f"at {iso(got.not_before)}" if got.not_before else "when it closes"
     log.info("gathered into digest %s (%d so far), which goes out %s", got.digest_id, got.items, when, extra=ctx)
     return record.state
+
+
+def _group(rt: Context, record: Delivery, digest: DigestConfig | None) -> str | None:
+    """The value of the digest's `key` in the delivery's notification (a digest's: its first item's, the same
+    value); None when the digest gathers by route, channel and address alone."""
+    if digest is None or not digest.key:
+        return None
+    event = rt.store.event(record.eventId)
+    if event is None:
+        return ""
+    return group_of(json.loads(event.payload), digest.key)
 
 
 def _new_digest(rt: Context, item: Delivery, key: str, at: float, until: float) -> Delivery:
@@ -87,7 +101,8 @@ def _new_digest(rt: Context, item: Delivery, key: str, at: float, until: float) 
 def send_digest(rt: Context, record: Delivery, channel: ChannelConfig | None, ctx: dict[str, str]) -> str:
     """Close the digest, render what it carries as one message and send it; its items follow its state."""
     previous = record.state
-    key = gather_key(record.route or "", record.channel, record.address, record.released)
+    group = _group(rt, record, digest_of(rt.config, record.route))
+    key = gather_key(record.route or "", record.channel, record.address, record.released, group)
     record.items = rt.store.digests.close(key, record.id)
     items = [r for r in rt.store.deliveries(record.items) if r is not None]
     if channel is None:
@@ -119,9 +134,11 @@ def _rendered(rt: Context, record: Delivery, items: list[Delivery], fmt: str, ct
         return None
     # In order of arrival at relay: deliveries handed to the senders together may join in any order.
     found.sort(key=lambda f: f[2])
+    first, first_notification, _ = found[0]
+    person_links = links(rt, first_notification, first)  # the digest's person: its items' (one address)
     if len(found) == 1:
         item, notification, _ = found[0]
-        rendered = compose(rt, item, notification, fmt)
+        rendered = compose(rt, item, notification, fmt, person_links)
         record.templateUsed = rendered.template
         return rendered
     gathered = []
@@ -132,7 +149,10 @@ def _rendered(rt: Context, record: Delivery, items: list[Delivery], fmt: str, ct
         )
     digest = digest_of(rt.config, record.route)
     window = digest.window if digest is not None else 0.0
-    rendered = render_digest(rt.renderer, gathered, record.channel, record.address or record.recipient, window, fmt)
+    shown = {k: v for k, v in person_links.items() if k == "preferences_url"}  # items of several kinds: no one-click
+    rendered = render_digest(
+        rt.renderer, gathered, record.channel, record.address or record.recipient, window, fmt, shown
+    )
     if rendered.error:
         rt.store.incr("relay_template_fallbacks_total", kind=record.kind)
         log.warning("digest template failed, relay's own used instead: %s", rendered.error, extra=ctx)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from relay.core.model import State
 from relay.core.quiet import held_until
 from relay.delivery.context import Context
+from relay.delivery.preferences import person_hold
 from relay.storage.leases import delivery_unit
 
 log = logging.getLogger("relay.delivery.holding")
@@ -36,7 +37,9 @@ def replan_held(rt: Context) -> int:
         if record.digest or record.items:
             continue  # a digest goes at the end of its window, asking the intervals then; its items go in it
         until = held_until(rt.config, record.route, at)
-        new = max(until.timestamp() if until is not None else now, now + SETTLE_SECONDS)
+        mine = person_hold(rt, record, now)  # a person's active hours hold it too, with the route's
+        base = mine if mine is not None else until.timestamp() if until is not None else now
+        new = max(base, now + SETTLE_SECONDS)
         if abs(new - record.notBefore) < 1:
             continue
         taken, current = rt.store.take_and_read(record.id)

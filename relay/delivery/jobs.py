@@ -29,6 +29,7 @@ from relay.core.routing import plan_notification
 from relay.core.states import OPEN, SENDABLE, State
 from relay.delivery import attempt
 from relay.delivery.context import Context, bound
+from relay.delivery.preferences import apply_preferences
 from relay.delivery.recording import follow
 from relay.storage.leases import DELIVERY, EVENT, UNPLANNED, Claimed, delivery_unit, split_unit
 from relay.storage.store import StateChange, iso, now
@@ -156,6 +157,7 @@ def plan_event(rt: Context, event_id: str, leased: bool = True) -> int:
     notification = Notification.model_validate_json(event.payload)
     records = plan_notification(rt.config, notification, event_id, now())
     _Holds(rt).apply(records)
+    apply_preferences(rt, notification, records)  # after the routes' holds: the later notBefore wins
     here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
     rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
     stored = rt.store.create_deliveries(event_id, records, take=here, planned="leased" if leased else "unleased")

@@ -21,14 +21,17 @@ from relay.admin.api import AdminApi, Handler, admin_only
 from relay.admin.counters import CounterReader
 from relay.admin.health import Health
 from relay.admin.openapi import OpenApi
+from relay.admin.people import PeopleApi
 from relay.admin.ui import AdminPage
 from relay.admin.ui_release import ReleasePage
 from relay.admin.ui_view import PageData
 from relay.config import Config
 from relay.core.redaction import remember_config
 from relay.intake.webhook import Webhook
+from relay.people.pages import PeoplePages
 from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan
 from relay.web.errors import error_response
+from relay.web.links import PREFERENCES_PATH, UNSUBSCRIBE_PATH
 from relay.web.throttle import Guard
 
 log = logging.getLogger("relay.runtime.app")
@@ -45,8 +48,16 @@ async def http_error(request: Request, exc: Exception) -> Response:
     )
 
 
+def shown_path(path: str) -> str:
+    """A path as logs show it: a signed link's token is its person's key, never written down."""
+    for prefix in (PREFERENCES_PATH, UNSUBSCRIBE_PATH):
+        if path.startswith(prefix):
+            return prefix + "****"
+    return path
+
+
 async def server_error(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s", request.url.path)
+    log.exception("unhandled error on %s", shown_path(request.url.path))
     return error_response(
         500,
         ["internal error"],
@@ -75,6 +86,9 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock, guard)
     release = ReleasePage(page)
+    people = PeopleApi(rt.redis, settings, lambda: rt.clock())  # the runtime's clock as it is then (tests set it)
+    pages = PeoplePages(rt.redis, settings, lambda: rt.clock(), guard)
+    person = "/api/v1/people/{person:path}"
 
     def admin(handler: Handler) -> Handler:
         return admin_only(handler, settings, guard)
@@ -90,6 +104,13 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/api/v1/deliveries/replay", admin(api.replay), methods=["POST"]),
         Route("/api/v1/deliveries/release", admin(api.release), methods=["POST"]),
         Route("/api/v1/reload", admin(api.reload), methods=["POST"]),
+        Route(person + "/preferences", admin(people.get), methods=["GET"]),
+        Route(person + "/preferences", admin(people.put), methods=["PUT"]),
+        Route(person + "/link", admin(people.link), methods=["GET"]),
+        Route("/preferences/{token}", pages.preferences, methods=["GET"]),
+        Route("/preferences/{token}", pages.save, methods=["POST"]),
+        Route("/unsubscribe/{token}", pages.confirm, methods=["GET"]),
+        Route("/unsubscribe/{token}", pages.unsubscribe, methods=["POST"]),
         Route("/ui", page.page, methods=["GET"]),
         Route("/ui/login", page.login_form, methods=["GET"]),
         Route("/ui/login", page.login, methods=["POST"]),

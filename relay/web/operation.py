@@ -16,6 +16,8 @@ ERRORS = {
     401: "Missing or invalid credentials",
     403: "Forbidden",
     404: "Not found",
+    409: "Conflict with the configuration",
+    410: "Gone (expired)",
     413: "Body too large",
     415: "Not JSON",
     422: "Schema violation",

@@ -145,7 +145,7 @@ def test_relay_check_refuses_a_digest_window_under_a_second_naming_the_key(tmp_p
         "routes[0].digest.window: a digest window must be at least 1s, not 0.5s",
         "routes[1].digest.window: a digest window must be at least 1s, not 0s",
         "routes[2].digest.max_items: must be at least 1 (it is 0)",
-        "routes[3].digest.every: unknown key; the keys here are: window, max_items",
+        "routes[3].digest.every: unknown key; the keys here are: window, max_items, key",
     ]
     path.write_text(
         "channels: {a: {url: 'json://localhost/x'}}\nroutes:\n  - {channels: [a], digest: 15m}\n"

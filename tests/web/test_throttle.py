@@ -336,3 +336,42 @@ def test_redis_unavailable_throttles_nobody(caplog: pytest.LogCaptureFixture) ->
     # Said once, not at every call a client can make.
     assert [r.getMessage()[:40] for r in caplog.records] == ["api: refused credentials from 203.0.113."]
     assert "not counted: Redis" in caplog.text
+
+
+# --- the preference and unsubscribe links --------------------------------------------------------
+
+
+def test_invalid_preference_links_are_throttled_and_an_expired_one_is_not_counted(
+    make_runtime: Callable[..., Runtime], clock: Clock
+) -> None:
+    """A guesser of links gets 429 after the limit, its right link too; an expired link (people click old
+    mail) is not counted; another address is never slowed."""
+    from relay.web.links import SCOPE_PREFERENCES, SCOPE_UNSUBSCRIBE, Link, make_token
+
+    secret = "s" * 40
+    rt = make_runtime(
+        server=server(), preferences={"public_url": "https://relay.example.com", "secret": secret, "link_ttl": "1d"}
+    )
+    rt.clock = clock
+    good = make_token(secret, Link("user:default/alice.rossi", SCOPE_PREFERENCES, clock()))
+    old = make_token(secret, Link("user:default/alice.rossi", SCOPE_PREFERENCES, clock() - 3 * 86400))
+    unsub = make_token(secret, Link("user:default/alice.rossi", SCOPE_UNSUBSCRIBE, clock(), "notification:x", "mail"))
+    with (
+        TestClient(create_app(rt), client=(CLIENT, 50000)) as guesser,
+        TestClient(create_app(rt), client=(OTHER, 50000)) as other,
+    ):
+        for _ in range(LIMIT + 2):
+            assert guesser.get(f"/preferences/{old}").status_code == 410  # expired: not a guess
+        assert guesser.get(f"/preferences/{good}").status_code == 200
+        for i in range(LIMIT):
+            assert guesser.get(f"/preferences/{good[:-2]}x{i}").status_code == 403
+        throttled = guesser.get(f"/preferences/{good}")
+        assert throttled.status_code == 429 and int(throttled.headers["Retry-After"]) > 0
+        assert_error_body(throttled, 429)
+        # Another surface keeps its own count; another address is never slowed.
+        assert guesser.get(f"/unsubscribe/{unsub}").status_code == 200
+        assert other.get(f"/preferences/{good}").status_code == 200
+        clock.advance(WINDOW + 1)
+        assert guesser.get(f"/preferences/{good}").status_code == 200
+        metrics = other.get("/metrics").text
+    assert f'relay_auth_failures_total{{endpoint="preferences"}} {float(LIMIT)}' in metrics

@@ -1,0 +1,133 @@
+"""The admin API of people's preferences: read and replace one person's, and a signed link to their page
+for a support desk (relay.core.preferences, relay.storage.preferences, relay.web.links)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from pydantic import WithJsonSchema
+from redis import Redis
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from typing_extensions import TypedDict
+
+from relay.config import Config
+from relay.core.preferences import Preference, PreferenceError, PreferenceModel, validate
+from relay.storage.preferences import Preferences
+from relay.storage.store import iso
+from relay.web.errors import error_response, is_json
+from relay.web.forms import bounded_body
+from relay.web.links import preferences_url
+from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
+
+log = logging.getLogger("relay.admin.people")
+MAX_BODY = 64 * 1024
+IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
+
+
+class OptOutBody(TypedDict):
+    kind: str
+    channel: str
+
+
+class PreferenceBody(TypedDict):
+    """One person's preferences."""
+
+    person: str
+    optOuts: list[OptOutBody]
+    activeHours: list[dict[str, Any]] | None  # Alertmanager time-interval periods, or null: any time
+    updatedAt: IsoTime | None
+
+
+class PreferenceLink(TypedDict):
+    preferencesUrl: str
+
+
+def _person(request: Request) -> str:
+    return str(request.path_params["person"])
+
+
+class PeopleApi:
+    def __init__(self, redis: Redis, settings: Callable[[], Config], clock: Callable[[], float]) -> None:
+        self.store = Preferences(redis)
+        self.settings = settings
+        self.clock = clock
+
+    @documented(
+        Operation(
+            "One person's preferences (`person`: a userRef or an e-mail address, URL-encoded)",
+            {200: Answer("The preferences (none set: no opt-outs, any time)", PreferenceBody)},
+            errors=(401, 503),
+            security=ADMIN_SECURITY,
+            tags=("people",),
+        )
+    )
+    async def get(self, request: Request) -> Response:
+        person = _person(request)
+        pref = await run_in_threadpool(self.store.get, person)
+        return JSONResponse((pref or Preference(person)).public(iso))
+
+    @documented(
+        Operation(
+            "Replace one person's preferences",
+            {200: Answer("The preferences as stored", PreferenceBody)},
+            errors=(401, 413, 415, 422, 503),
+            request=PreferenceModel,
+            security=ADMIN_SECURITY,
+            tags=("people",),
+        )
+    )
+    async def put(self, request: Request) -> Response:
+        person = _person(request)
+        content_type = request.headers.get("content-type")
+        if content_type is not None and not is_json(content_type):
+            return error_response(415, ["the body must be JSON"], "Send the preferences as JSON.")
+        raw = await bounded_body(request, MAX_BODY)
+        if raw is None:
+            return error_response(413, [f"the body is over {MAX_BODY} bytes"], "The preferences are too large.")
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return error_response(422, ["the body is not JSON"], "Send the preferences as a JSON object.")
+        if not isinstance(data, dict):
+            return error_response(422, ["the body must be a JSON object"], "Send the preferences as a JSON object.")
+        data.pop("person", None)  # as GET answers it: the path names the person
+        data.pop("updatedAt", None)
+        try:
+            pref = validate(person, data, self.settings().channels)
+        except PreferenceError as exc:
+            return error_response(
+                422,
+                [str(exc)],
+                f"The preferences cannot be stored: {exc}",
+                field=exc.field or None,
+                solutions=["Fix the field named and send them again."],
+            )
+        stored = await run_in_threadpool(self.store.put, pref, self.clock())
+        log.info("preferences replaced through the admin API")
+        return JSONResponse(stored.public(iso))
+
+    @documented(
+        Operation(
+            "A signed link to one person's preference page, for a support desk",
+            {200: Answer("The link", PreferenceLink)},
+            errors=(401, 409),
+            security=ADMIN_SECURITY,
+            tags=("people",),
+        )
+    )
+    async def link(self, request: Request) -> Response:
+        url = preferences_url(self.settings().preferences, _person(request), self.clock())
+        if url is None:
+            return error_response(
+                409,
+                ["preferences.public_url is not configured"],
+                "relay makes no links without a public URL.",
+                field="preferences.public_url",
+                solutions=["Set preferences.public_url and preferences.secret, then reload."],
+            )
+        return JSONResponse({"preferencesUrl": url})

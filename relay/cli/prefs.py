@@ -1,0 +1,161 @@
+"""`relay prefs show|set|on|link|export|import`: people's preferences in relay's Redis, for a support desk and
+for backup (relay.core.preferences, relay.storage.preferences)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from relay.cli.common import Command, config
+
+EXPORT_VERSION = 1
+
+
+def _store(args: argparse.Namespace) -> Any:
+    from relay.runtime.bootstrap import connect
+    from relay.storage.preferences import Preferences
+
+    cfg = config(args)
+    return cfg, Preferences(connect(cfg))
+
+
+def _shown(pref: Any) -> dict[str, Any]:
+    from relay.storage.store import iso
+
+    return dict(pref.public(iso))
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from relay.core.preferences import Preference, check_person
+
+    check_person(args.person)
+    _, store = _store(args)
+    pref = store.get(args.person) or Preference(args.person)
+    if args.format == "json":
+        print(json.dumps(_shown(pref), indent=2, ensure_ascii=False))
+        return 0
+    shown = _shown(pref)
+    print(f"person {pref.person}  updated {shown['updatedAt'] or 'never'}")
+    if pref.optOuts:
+        for o in pref.optOuts:
+            print(f"  off: {o.describe()}")
+    else:
+        print("  no opt-outs: receives every kind routed to them")
+    if pref.activeHours is None:
+        print("  active hours: any time")
+    else:
+        print("  active hours: " + json.dumps(pref.activeHours, ensure_ascii=False))
+    return 0
+
+
+def _change(args: argparse.Namespace, off: bool) -> int:
+    from relay.core.preferences import PreferenceError, check_person, validate
+
+    check_person(args.person)
+    cfg, store = _store(args)
+    channel = args.channel
+    try:  # the opt-out as the API would take it: a known channel (or *), a kind of printable characters
+        validate(args.person, {"optOuts": [{"kind": args.kind, "channel": channel}]}, cfg.channels)
+    except PreferenceError as exc:
+        print(f"relay prefs: {exc.message}", file=sys.stderr)
+        return 2
+
+    def change(pref: Any) -> bool:
+        return bool(pref.with_opt_out(args.kind, channel) if off else pref.without_opt_out(args.kind, channel))
+
+    pref = store.update(args.person, change, time.time())
+    where = "every channel" if channel == "*" else channel
+    print(f"{args.person}: {args.kind} on {where} is {'off' if off else 'on'}")
+    still = pref.opted_out(args.kind, channel) if not off and channel != "*" else None
+    if still is not None:
+        print(f"  note: still off through the opt-out {still.describe()}", file=sys.stderr)
+    return 0
+
+
+def cmd_set(args: argparse.Namespace) -> int:
+    args.kind = args.off
+    return _change(args, off=True)
+
+
+def cmd_on(args: argparse.Namespace) -> int:
+    return _change(args, off=False)
+
+
+def cmd_link(args: argparse.Namespace) -> int:
+    from relay.core.preferences import check_person
+    from relay.web.links import preferences_url
+
+    check_person(args.person)
+    url = preferences_url(config(args).preferences, args.person, time.time())
+    if url is None:
+        print("relay prefs: no link without preferences.public_url (and preferences.secret)", file=sys.stderr)
+        return 2
+    print(url)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    _, store = _store(args)
+    everyone = [p.stored() for p in store.export()]
+    json.dump({"version": EXPORT_VERSION, "preferences": everyone}, sys.stdout, indent=2, ensure_ascii=False)
+    print()
+    print(f"exported the preferences of {len(everyone)} people", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from relay.core.preferences import from_stored
+
+    text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()  # noqa: SIM115
+    data = json.loads(text)
+    items = data.get("preferences") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        print('relay prefs import: not an export (expected {"version": 1, "preferences": [...]})', file=sys.stderr)
+        return 2
+    read = []
+    for i, item in enumerate(items):
+        try:
+            read.append(from_stored(item if isinstance(item, dict) else {}))
+        except ValueError as exc:
+            print(f"relay prefs import: preferences[{i}]: {exc}; nothing was imported", file=sys.stderr)
+            return 2
+    _, store = _store(args)
+    count = store.import_many(read)
+    print(f"imported the preferences of {count} people")
+    return 0
+
+
+def add_commands(command: Command) -> None:
+    p = command("prefs", "people's preferences: show, switch kinds off and on, link to their page, export, import")
+    sub = p.add_subparsers(dest="prefs_command", required=True)
+
+    def leaf(name: str, help_: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help_, description=help_)
+        c.add_argument("--config", default=argparse.SUPPRESS, help="config file (as for every command)")
+        return c
+
+    c = leaf("show", "one person's preferences (a userRef, or an e-mail address)")
+    c.add_argument("person")
+    c.add_argument("--format", choices=["text", "json"], default="text")
+    c.set_defaults(func=cmd_show)
+    c = leaf("set", "switch a kind off for one person (a glob: notification:output-port-*)")
+    c.add_argument("person")
+    c.add_argument("--off", required=True, metavar="KIND")
+    c.add_argument("--channel", default="*", help="on this channel only (default: every channel)")
+    c.set_defaults(func=cmd_set)
+    c = leaf("on", "switch a kind on again for one person")
+    c.add_argument("person")
+    c.add_argument("kind")
+    c.add_argument("--channel", default="*", help="on this channel only (default: every opt-out of the kind)")
+    c.set_defaults(func=cmd_on)
+    c = leaf("link", "print a signed link to one person's preference page")
+    c.add_argument("person")
+    c.set_defaults(func=cmd_link)
+    c = leaf("export", "print everyone's preferences as JSON (relay prefs export > prefs.json)")
+    c.set_defaults(func=cmd_export)
+    c = leaf("import", "store the preferences of an export (a file, or - for standard input)")
+    c.add_argument("file")
+    c.set_defaults(func=cmd_import)

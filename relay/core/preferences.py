@@ -1,0 +1,264 @@
+"""What each person chooses for themselves: the kinds they opt out of on which channel, and the hours they
+want to be reached in. Pure: the preferences, the planned deliveries and the time in; each delivery's fate out.
+
+A person is their `userRef`, else their e-mail address, lower-cased (`person_of`). Preferences apply only to
+deliveries addressed to one person (a `per_recipient` channel), never to a shared channel. An opt-out that
+matches a delivery's kind (a glob, with or without `notification:`) and channel skips it with a reason that
+names the opt-out; outside every one of the person's active hours it is held until the next one opens (with
+the route's own intervals, until both let it go). `preferences.critical_kinds` ignore both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from fnmatch import fnmatchcase
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from relay.config import Config
+from relay.config.intervals import TimePeriodConfig
+from relay.config.time_intervals import Interval, hold_until, parse_period
+from relay.core.model import Delivery, Notification, State, kind_name
+from relay.core.recipients import email_of
+
+ANY_CHANNEL = "*"
+MAX_OPT_OUTS = 200
+MAX_ACTIVE_HOURS = 20
+MAX_PERSON_LENGTH = 320
+# A held delivery asks the route and the person in turn until both let it go; intervals that never open
+# together stop here, at the later of the two (the wake-up asks the route again then).
+MAX_ROUNDS = 16
+# Entity kinds of a `userRef` that name many people, not one: their deliveries are never a person's.
+_NOT_A_PERSON = ("group:",)
+
+
+class PreferenceError(ValueError):
+    """A preference that cannot be stored: `field` is its dotted path (`optOuts.0.kind`)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.message = message
+
+
+class OptOutModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = Field(min_length=1, max_length=200)
+    channel: str = Field(default=ANY_CHANNEL, min_length=1, max_length=100)
+
+    @field_validator("kind", "channel")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        if not value.isprintable() or value != value.strip():
+            raise ValueError("only printable characters, no leading or trailing space")
+        return value
+
+
+class PreferenceModel(BaseModel):
+    """What a PUT of one person's preferences takes (the API's request body)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    optOuts: list[OptOutModel] = Field(default_factory=list, max_length=MAX_OPT_OUTS)
+    activeHours: list[TimePeriodConfig] | None = Field(default=None, max_length=MAX_ACTIVE_HOURS)
+
+
+@dataclass(frozen=True)
+class OptOut:
+    kind: str  # a glob over kinds, with or without `notification:`
+    channel: str = ANY_CHANNEL  # a channel name, or `*`
+
+    def matches(self, kind: str, channel: str) -> bool:
+        if self.channel != ANY_CHANNEL and self.channel != channel:
+            return False
+        return fnmatchcase(kind, self.kind) or fnmatchcase(kind_name(kind), self.kind)
+
+    def describe(self) -> str:
+        """How a skipped delivery's reason names it: `notification:x on requester-email`."""
+        where = "every channel" if self.channel == ANY_CHANNEL else self.channel
+        return f"{self.kind} on {where}"
+
+
+@dataclass
+class Preference:
+    """One person's preferences, as stored and as the API shows them."""
+
+    person: str
+    optOuts: list[OptOut] = field(default_factory=list)
+    # Alertmanager time-interval periods (`times`, `weekdays`, ..., `location`), as written; None: any time.
+    activeHours: list[dict[str, Any]] | None = None
+    updatedAt: float | None = None
+
+    def public(self, iso: Callable[[float], str]) -> dict[str, Any]:
+        return {
+            "person": self.person,
+            "optOuts": [{"kind": o.kind, "channel": o.channel} for o in self.optOuts],
+            "activeHours": self.activeHours,
+            "updatedAt": iso(self.updatedAt) if self.updatedAt is not None else None,
+        }
+
+    def stored(self) -> dict[str, Any]:
+        """As kept in Redis and exported: `updatedAt` in epoch seconds."""
+        return {
+            "person": self.person,
+            "optOuts": [{"kind": o.kind, "channel": o.channel} for o in self.optOuts],
+            "activeHours": self.activeHours,
+            "updatedAt": self.updatedAt,
+        }
+
+    def opted_out(self, kind: str, channel: str) -> OptOut | None:
+        return next((o for o in self.optOuts if o.matches(kind, channel)), None)
+
+    def with_opt_out(self, kind: str, channel: str) -> bool:
+        """Add an opt-out of exactly this kind on this channel; False when one is there already."""
+        wanted = OptOut(kind, channel)
+        if wanted in self.optOuts:
+            return False
+        self.optOuts.append(wanted)
+        return True
+
+    def without_opt_out(self, kind: str, channel: str) -> bool:
+        """Drop the opt-outs of exactly this kind (on this channel, or any with `*`); False: none was there."""
+        kept = [o for o in self.optOuts if not (o.kind == kind and channel in (ANY_CHANNEL, o.channel))]
+        changed = len(kept) != len(self.optOuts)
+        self.optOuts = kept
+        return changed
+
+    def hours(self) -> Interval | None:
+        """The active hours compiled (None: any time is theirs)."""
+        if self.activeHours is None:
+            return None
+        return Interval("activeHours", tuple(parse_period(p) for p in self.activeHours))
+
+
+def validate(person: str, data: Any, channels: Mapping[str, Any] | None = None) -> Preference:
+    """A preference from a request or an import; PreferenceError naming the field. `channels`: the configured
+    ones, when an opt-out must name one of them (or `*`)."""
+    check_person(person)
+    try:
+        model = PreferenceModel.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise PreferenceError(where, str(first["msg"]).removeprefix("Value error, ")) from None
+    for i, o in enumerate(model.optOuts):
+        if channels is not None and o.channel != ANY_CHANNEL and o.channel not in channels:
+            raise PreferenceError(f"optOuts.{i}.channel", f"no channel named {o.channel!r} (or `*` for every one)")
+    hours = None
+    if model.activeHours is not None:
+        hours = [p.model_dump(exclude_defaults=True) for p in model.activeHours]
+    opt_outs = list(dict.fromkeys(OptOut(o.kind, o.channel) for o in model.optOuts))
+    return Preference(person, opt_outs, hours)
+
+
+def check_person(person: str) -> None:
+    if not person or len(person) > MAX_PERSON_LENGTH or not person.isprintable() or person != person.strip():
+        raise PreferenceError("person", "a person is a userRef (user:default/alice) or an e-mail address")
+
+
+def from_stored(data: Mapping[str, Any]) -> Preference:
+    """A preference as kept in Redis (or exported), read back; ValueError when it is not one."""
+    person = data.get("person")
+    if not isinstance(person, str):
+        raise ValueError("a stored preference names its person")
+    pref = validate(person, {"optOuts": data.get("optOuts") or [], "activeHours": data.get("activeHours")})
+    updated = data.get("updatedAt")
+    pref.updatedAt = float(updated) if isinstance(updated, int | float) else None
+    return pref
+
+
+def person_of(recipient: Mapping[str, Any] | None) -> str | None:
+    """Who a recipient is: their `userRef`, else their e-mail address lower-cased; None for a group or nobody."""
+    if recipient is None:
+        return None
+    ref = recipient.get("userRef")
+    if isinstance(ref, str) and ref.strip():
+        return None if ref.lower().startswith(_NOT_A_PERSON) else ref.strip()
+    email = email_of(dict(recipient))
+    return email.lower() if email else None
+
+
+def person_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> str | None:
+    """The person a delivery is addressed to: only a per_recipient channel's delivery to one recipient."""
+    channel = config.channels.get(delivery.channel)
+    if channel is None or not channel.per_recipient or delivery.recipientIndex is None:
+        return None
+    if delivery.messageIndex >= len(notification.messages):
+        return None
+    recipients = notification.messages[delivery.messageIndex].recipients
+    if delivery.recipientIndex >= len(recipients):
+        return None
+    return person_of(recipients[delivery.recipientIndex])
+
+
+def critical(config: Config, kind: str) -> bool:
+    return any(fnmatchcase(kind, p) or fnmatchcase(kind_name(kind), p) for p in config.preferences.critical_kinds)
+
+
+@dataclass(frozen=True)
+class Skip:
+    reason: str
+    kind: str
+    channel: str
+
+
+@dataclass(frozen=True)
+class Hold:
+    until: float  # epoch seconds
+
+
+Effect = Skip | Hold | None
+
+
+def effect(
+    config: Config,
+    preference: Preference | None,
+    delivery: Delivery,
+    now: float,
+    route_until: Callable[[datetime], datetime | None],
+) -> Effect:
+    """What a person's preference does to one planned delivery addressed to them: skip it, hold it until an
+    instant (the later of theirs and the route's, found together), or nothing. `route_until`: when the
+    delivery's route lets it go, asked at an instant (relay.core.quiet.held_until)."""
+    if preference is None or delivery.state not in (State.QUEUED, State.HELD):
+        return None
+    if critical(config, delivery.kind):
+        return None
+    opted = preference.opted_out(delivery.kind, delivery.channel)
+    if opted is not None:
+        return Skip(f"opted out of {opted.describe()}", delivery.kind, delivery.channel)
+    hours = preference.hours()
+    if hours is None:
+        return None
+    start = datetime.fromtimestamp(delivery.notBefore or now, tz=UTC)
+    at = start
+    for _ in range(MAX_ROUNDS):
+        mine = hold_until(at, [hours], [])
+        if mine is not None:
+            at = mine
+        theirs = route_until(at)
+        if theirs is None or theirs <= at:
+            break
+        at = theirs
+    if at <= datetime.fromtimestamp(now, tz=UTC):
+        return None
+    return Hold(at.timestamp()) if at != start or delivery.state is not State.HELD else None
+
+
+def apply(delivery: Delivery, found: Effect) -> None:
+    """Record an effect on the delivery: skipped with its reason, or held until its time."""
+    if isinstance(found, Skip):
+        delivery.state, delivery.lastError, delivery.notBefore = State.SKIPPED, found.reason, None
+    elif isinstance(found, Hold):
+        delivery.state, delivery.notBefore = State.HELD, found.until
+        delivery.lastError = "held by the person's active hours"
+
+
+def human_kind(kind: str) -> str:
+    """`notification:access-control-request-failed` as a person reads it: `Access control request failed`."""
+    words = kind_name(kind).replace("-", " ").replace("_", " ").strip()
+    return words[:1].upper() + words[1:] if words else kind

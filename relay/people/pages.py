@@ -1,0 +1,308 @@
+"""The pages people reach from their notifications, through signed links (relay.web.links): their preference
+page, and one-click unsubscribe (RFC 8058).
+
+No login: the signed link is the key, and it opens only its own person's preferences; no other person's
+data or address is ever shown. Every page works without JavaScript. A POST that saves the page carries a
+token derived from its link (HMAC under `preferences.secret`) and any Origin it names must be this host.
+The one-click POST needs neither (mail providers send it bare); a GET never changes anything (mail scanners
+fetch links), it only shows what a button would do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+from collections.abc import Callable
+from functools import lru_cache
+from zoneinfo import available_timezones
+
+from redis import Redis
+from redis.exceptions import RedisError
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from relay.config import Config
+from relay.core.preferences import Preference, human_kind
+from relay.people.render import page
+from relay.people.view import DAYS, apply_switches, hours_form, hours_from_form, other_opt_outs, rows
+from relay.storage.preferences import SEEN_DAYS, Preferences
+from relay.web.errors import RETRY_AFTER, error_response
+from relay.web.forms import is_form, read_fields, same_origin
+from relay.web.links import (
+    PREFERENCES_PATH,
+    SCOPE_PREFERENCES,
+    SCOPE_UNSUBSCRIBE,
+    UNSUBSCRIBE_PATH,
+    Link,
+    LinkRefused,
+    make_token,
+    read_token,
+)
+from relay.web.operation import FORM, HTML, Answer, Operation, documented
+from relay.web.throttle import PREFERENCES, UNSUBSCRIBE, Guard
+
+log = logging.getLogger("relay.people")
+MAX_FORM_BYTES = 16 * 1024
+MAX_FIELDS = 600
+_PAGE = {"type": "string"}
+_FORM = {"type": "object", "additionalProperties": {"type": "string"}}
+
+
+def _operation(summary: str, answers: dict[int, str], errors: tuple[int, ...], form: bool = False) -> Operation:
+    return Operation(
+        summary,
+        {status: Answer(text, _PAGE, HTML) for status, text in answers.items()},
+        errors=errors,
+        request=_FORM if form else None,
+        request_media=FORM,
+        security=[{}],
+        tags=("people",),
+    )
+
+
+def csrf_for(secret: str, token: str) -> str:
+    return hmac.new(secret.encode(), b"relay-people-csrf:" + token.encode(), hashlib.sha256).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def zones() -> list[str]:
+    return [*sorted(z for z in available_timezones() if "/" in z and not z.startswith(("Etc/", "SystemV/"))), "UTC"]
+
+
+class PeoplePages:
+    def __init__(
+        self, redis: Redis, settings: Callable[[], Config], clock: Callable[[], float], guard: Guard | None = None
+    ) -> None:
+        self.guard = guard
+        self.store = Preferences(redis)
+        self.settings = settings
+        self.clock = clock
+
+    # -- the preference page -------------------------------------------------------------------------
+
+    @documented(
+        _operation(
+            "A person's preference page (a signed link from their notifications)",
+            {200: "The page"},
+            (403, 404, 410, 503),
+        )
+    )
+    async def preferences(self, request: Request) -> Response:
+        found = await self._link(request, SCOPE_PREFERENCES)
+        if isinstance(found, Response):
+            return found
+        link, token = found
+        try:
+            pref, sent = await run_in_threadpool(self._read, link.person)
+        except RedisError:
+            return _unavailable()
+        return self._preferences_page(token, link.person, pref, sent, saved=request.query_params.get("saved") == "1")
+
+    @documented(
+        _operation(
+            "Save a person's preference page (form fields `csrf`, `row`, `on`, `hours`, `day`, `start`, `end`, `zone`)",
+            {303: "Saved: back to the page", 422: "Not saved: the page says why"},
+            (400, 403, 404, 410, 413, 415, 503),
+            form=True,
+        )
+    )
+    async def save(self, request: Request) -> Response:
+        found = await self._link(request, SCOPE_PREFERENCES)
+        if isinstance(found, Response):
+            return found
+        link, token = found
+        if not is_form(request):
+            return error_response(415, ["the body is not a form"], "Send the page's form.")
+        form = await read_fields(request, MAX_FORM_BYTES, MAX_FIELDS)
+        if form is None:
+            return error_response(413, ["the form is too large"], "The form could not be read.")
+        secret = self.settings().preferences.secret or ""
+        if not _from_page(request, dict(form), secret, token):
+            return error_response(403, ["the form did not come from this page"], "Reload the page and save again.")
+        try:
+            hours = hours_from_form(form)
+        except ValueError as exc:
+            pref, sent = await run_in_threadpool(self._read, link.person)
+            return self._preferences_page(token, link.person, pref, sent, problem=str(exc), status=422)
+        config = self.settings()
+
+        def change(pref: Preference) -> bool:
+            shown = rows(config, pref, self.store.sent(link.person, self.clock()))
+            apply_switches(pref, shown, form)
+            pref.activeHours = hours
+            return True
+
+        try:
+            await run_in_threadpool(self.store.update, link.person, change, self.clock())
+        except RedisError:
+            return _unavailable()
+        log.info("preferences saved from the preference page")
+        return RedirectResponse(f"{PREFERENCES_PATH}{token}?saved=1", 303, headers=_NO_STORE)
+
+    def _read(self, person: str) -> tuple[Preference | None, dict[tuple[str, str], int]]:
+        return self.store.get(person), self.store.sent(person, self.clock())
+
+    def _preferences_page(
+        self,
+        token: str,
+        person: str,
+        pref: Preference | None,
+        sent: dict[tuple[str, str], int],
+        saved: bool = False,
+        problem: str | None = None,
+        status: int = 200,
+    ) -> Response:
+        config = self.settings()
+        shown = rows(config, pref, sent)
+        return page(
+            "preferences.html.j2",
+            status,
+            person=person,
+            rows=shown,
+            others=other_opt_outs(pref, shown),
+            hours=hours_form(pref.activeHours if pref else None),
+            weekdays=DAYS,
+            zones=zones(),
+            days=SEEN_DAYS,
+            critical=config.preferences.critical_kinds,
+            csrf=csrf_for(config.preferences.secret or "", token),
+            action=PREFERENCES_PATH + token,
+            saved=saved,
+            problem=problem,
+        )
+
+    # -- one-click unsubscribe ------------------------------------------------------------------------
+
+    @documented(
+        _operation(
+            "What one-click unsubscribe would do, with a button (changes nothing: mail scanners fetch links)",
+            {200: "The confirmation page"},
+            (403, 404, 410, 503),
+        )
+    )
+    async def confirm(self, request: Request) -> Response:
+        found = await self._link(request, SCOPE_UNSUBSCRIBE)
+        if isinstance(found, Response):
+            return found
+        link, token = found
+        try:
+            pref = await run_in_threadpool(self.store.get, link.person)
+        except RedisError:
+            return _unavailable()
+        opted = pref is not None and pref.opted_out(link.kind, link.channel) is not None
+        return self._unsubscribe_page(link, token, opted, None)
+
+    @documented(
+        _operation(
+            "One-click unsubscribe (RFC 8058: `List-Unsubscribe=One-Click`), or its undo (`undo`, `csrf`)",
+            {200: "Done (idempotent)"},
+            (400, 403, 404, 410, 413, 415, 503),
+            form=True,
+        )
+    )
+    async def unsubscribe(self, request: Request) -> Response:
+        found = await self._link(request, SCOPE_UNSUBSCRIBE)
+        if isinstance(found, Response):
+            return found
+        link, token = found
+        if not is_form(request):
+            return error_response(415, ["the body is not a form"], "Send List-Unsubscribe=One-Click, form-encoded.")
+        form = await read_fields(request, MAX_FORM_BYTES, 20)
+        if form is None:
+            return error_response(413, ["the body is too large"], "Send List-Unsubscribe=One-Click.")
+        values = dict(form)
+        at = self.clock()
+        try:
+            if values.get("List-Unsubscribe") == "One-Click":
+                await run_in_threadpool(
+                    self.store.update, link.person, lambda p: p.with_opt_out(link.kind, link.channel), at
+                )
+                log.info("one-click unsubscribe")
+                return self._unsubscribe_page(link, token, True, "out")
+            if values.get("undo"):
+                secret = self.settings().preferences.secret or ""
+                if not _from_page(request, values, secret, token):
+                    return error_response(
+                        403, ["the form did not come from this page"], "Reload the page and try again."
+                    )
+                await run_in_threadpool(
+                    self.store.update, link.person, lambda p: p.without_opt_out(link.kind, link.channel), at
+                )
+                pref = await run_in_threadpool(self.store.get, link.person)
+                still = pref is not None and pref.opted_out(link.kind, link.channel) is not None
+                return self._unsubscribe_page(link, token, still, "in" if not still else None)
+        except RedisError:
+            return _unavailable()
+        return error_response(
+            400,
+            ["the body is neither List-Unsubscribe=One-Click nor an undo"],
+            "Nothing was changed.",
+            solutions=["POST List-Unsubscribe=One-Click (form-encoded) to unsubscribe."],
+        )
+
+    def _unsubscribe_page(self, link: Link, token: str, opted_out: bool, done: str | None) -> Response:
+        config = self.settings()
+        secret = config.preferences.secret or ""
+        prefs_token = make_token(secret, Link(link.person, SCOPE_PREFERENCES, self.clock()))
+        return page(
+            "unsubscribe.html.j2",
+            200,
+            kind_title=human_kind(link.kind),
+            channel=link.channel,
+            opted_out=opted_out,
+            done=done,
+            csrf=csrf_for(secret, token),
+            action=UNSUBSCRIBE_PATH + token,
+            preferences=PREFERENCES_PATH + prefs_token,
+        )
+
+    # -- the link -------------------------------------------------------------------------------------
+
+    async def _link(self, request: Request, scope: str) -> tuple[Link, str] | Response:
+        """The request's signed link, read; else the error answer (the platform's error body, or for a browser
+        the same words as a page). A client that sent too many invalid links is answered 429 before its link
+        is looked at (`relay.web.throttle`); an expired link is not counted (people click old mail)."""
+        prefs = self.settings().preferences
+        token = str(request.path_params.get("token", ""))
+        if not prefs.secret:
+            return _refused(request, 404, "Preferences are not enabled on this relay.")
+        surface = PREFERENCES if scope == SCOPE_PREFERENCES else UNSUBSCRIBE
+        if self.guard is not None:
+            throttled = await self.guard.check(request, surface)
+            if throttled is not None:
+                return throttled
+        try:
+            return read_token(prefs.secret, token, scope, self.clock(), prefs.link_ttl), token
+        except LinkRefused as exc:
+            if self.guard is not None and exc.status == 403:
+                await self.guard.failed(request, surface, "invalid link")
+            return _refused(request, exc.status, exc.message)
+
+
+_NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+
+
+def _from_page(request: Request, form: dict[str, str], secret: str, token: str) -> bool:
+    """A form posted by the page itself: its token (derived from the link) and, if named, this origin."""
+    given = form.get("csrf", "").encode("utf-8", "replace")
+    return same_origin(request) and hmac.compare_digest(given, csrf_for(secret, token).encode())
+
+
+def _refused(request: Request, status: int, message: str) -> Response:
+    if "text/html" in request.headers.get("accept", ""):
+        titles = {403: "This link is not valid", 404: "Not available", 410: "This link has expired"}
+        return page("error.html.j2", status, title=titles.get(status, "Not available"), message=message)
+    reason = {403: "invalid link", 404: "preferences are not enabled", 410: "expired link"}.get(status, "refused")
+    return error_response(status, [reason], message, headers=_NO_STORE)
+
+
+def _unavailable() -> Response:
+    return error_response(
+        503,
+        ["Redis is unavailable"],
+        "Your preferences cannot be read right now.",
+        solutions=["Try again in a minute."],
+        headers={"Retry-After": RETRY_AFTER, **_NO_STORE},
+    )

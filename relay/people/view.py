@@ -1,0 +1,144 @@
+"""What a person's page shows and what its form means: the rows of kinds by channel, their active hours as
+a simple form (days, from, to, time zone), and the form read back into a preference. Plain data."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from relay.config import Config
+from relay.config.intervals import TimePeriodConfig
+from relay.config.time_intervals import WEEKDAYS
+from relay.core.preferences import ANY_CHANNEL, Preference, critical, human_kind
+
+# Monday first, as people read a week.
+DAYS = (*WEEKDAYS[1:], WEEKDAYS[0])
+DEFAULT_HOURS = ("09:00", "17:00")
+_GLOB = frozenset("*?[")
+
+
+@dataclass(frozen=True)
+class Row:
+    key: str  # stable across requests: the form names rows by it
+    kind: str
+    channel: str
+    name: str
+    count: int
+    on: bool
+    critical: bool
+
+
+def row_key(kind: str, channel: str) -> str:
+    return hashlib.sha256(f"{kind}\x00{channel}".encode()).hexdigest()[:16]
+
+
+def rows(config: Config, pref: Preference | None, sent: Mapping[tuple[str, str], int]) -> list[Row]:
+    """A row per kind and channel sent to the person lately, and per exact opt-out of theirs (so that what they
+    switched off stays there to switch on), on the channels that reach people one by one."""
+    personal = {name for name, ch in config.channels.items() if ch.per_recipient}
+    pairs = {p: n for p, n in sent.items() if p[1] in personal}
+    for o in pref.optOuts if pref else []:
+        if o.channel in personal and not (_GLOB & set(o.kind)) and o.kind.startswith("notification:"):
+            pairs.setdefault((o.kind, o.channel), 0)
+    found = [
+        Row(
+            row_key(kind, channel),
+            kind,
+            channel,
+            human_kind(kind),
+            count,
+            on=pref is None or pref.opted_out(kind, channel) is None,
+            critical=critical(config, kind),
+        )
+        for (kind, channel), count in pairs.items()
+    ]
+    return sorted(found, key=lambda r: (r.name.lower(), r.channel))
+
+
+def other_opt_outs(pref: Preference | None, shown: Sequence[Row]) -> list[str]:
+    """The person's opt-outs that no row shows exactly (a glob, every channel): named, so nothing is hidden."""
+    exact = {(r.kind, r.channel) for r in shown}
+    return [o.describe() for o in (pref.optOuts if pref else []) if (o.kind, o.channel) not in exact]
+
+
+def apply_switches(pref: Preference, shown: Sequence[Row], form: Sequence[tuple[str, str]]) -> None:
+    """The rows the form showed, switched as it says; rows it did not show (new since) stay as they are."""
+    posted = {v for k, v in form if k == "row"}
+    on = {v for k, v in form if k == "on"}
+    for row in shown:
+        if row.key not in posted or row.critical:
+            continue
+        if row.key in on:
+            pref.without_opt_out(row.kind, row.channel)
+        else:
+            pref.with_opt_out(row.kind, row.channel)
+
+
+@dataclass
+class HoursForm:
+    set: bool = False
+    days: list[str] = field(default_factory=lambda: list(DAYS[:5]))
+    start: str = DEFAULT_HOURS[0]
+    end: str = DEFAULT_HOURS[1]
+    zone: str = "UTC"
+    more: bool = False  # set in more detail than the form shows
+
+
+def hours_form(active: list[dict[str, Any]] | None) -> HoursForm:
+    """The person's active hours as the form shows them (its first period)."""
+    if not active:
+        return HoursForm(set=active is not None)
+    first = active[0]
+    times = first.get("times") or []
+    form = HoursForm(set=True, zone=first.get("location") or "UTC")
+    if times:
+        form.start, form.end = times[0]["start_time"], times[0]["end_time"]
+        if len(times) == 2 and times[0]["end_time"] == "24:00" and times[1]["start_time"] == "00:00":
+            form.end = times[1]["end_time"]  # an overnight range, as the form wrote it
+    days = _expand(first.get("weekdays") or [])
+    form.days = days if days else list(DAYS)
+    simple_times = len(times) <= 1 or form.end != times[0]["end_time"]
+    form.more = len(active) > 1 or not simple_times or any(first.get(k) for k in ("days_of_month", "months", "years"))
+    return form
+
+
+def _expand(weekdays: list[str]) -> list[str]:
+    found: list[str] = []
+    for item in weekdays:
+        lo, _, hi = str(item).lower().partition(":")
+        if lo in WEEKDAYS and (hi or lo) in WEEKDAYS:
+            first, last = WEEKDAYS.index(lo), WEEKDAYS.index(hi or lo)
+            found += [WEEKDAYS[i] for i in range(first, last + 1)]
+    return [d for d in DAYS if d in found]
+
+
+def hours_from_form(form: Sequence[tuple[str, str]]) -> list[dict[str, Any]] | None:
+    """The active hours the form asks for (None: any time); ValueError saying what is wrong."""
+    values = dict(form)
+    if values.get("hours", "any") != "set":
+        return None
+    days = [d for k, d in form if k == "day" and d in DAYS]
+    if not days:
+        raise ValueError("Choose at least one day, or choose Any time.")
+    start, end, zone = values.get("start", ""), values.get("end", ""), values.get("zone", "").strip() or "UTC"
+    times = [{"start_time": start, "end_time": "24:00" if end == "00:00" else end}]
+    if end != "00:00" and end < start:  # overnight, 22:00 to 06:00: two ranges of the day
+        times = [{"start_time": start, "end_time": "24:00"}, {"start_time": "00:00", "end_time": end}]
+    period: dict[str, Any] = {"times": times, "location": zone}
+    if len(days) < len(DAYS):
+        period["weekdays"] = days
+    try:
+        checked = TimePeriodConfig.model_validate(period)
+    except ValidationError as exc:
+        problem = exc.errors(include_url=False)[0]
+        where = "time zone" if "location" in problem["loc"] else "hours"
+        raise ValueError(f"The {where} cannot be used: {str(problem['msg']).removeprefix('Value error, ')}") from None
+    return [checked.model_dump(exclude_defaults=True)]
+
+
+def channel_label(name: str) -> str:
+    return "every channel" if name == ANY_CHANNEL else name

@@ -1,0 +1,143 @@
+"""People's preferences in Redis, beside the records (relay.core.preferences): one JSON value per person,
+an index of the people who have any (for export), and what each person was sent lately (for their page).
+
+Preferences never expire: they live as long as the Redis data (the embedded one's append-only file
+included), so they survive restarts of relay and of Redis. Every worker reads them at each planning, so a
+change takes effect for the next notification, with no restart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from redis import Redis
+from redis.client import Pipeline
+
+from relay.core.preferences import Preference, from_stored
+from relay.storage.records import PREFIX, _text
+
+PREFERENCES = PREFIX + "prefs"  # set of the people who have preferences
+SEEN_DAYS = 30  # what a person's page lists: the kinds sent to them over this many days
+_DAY = 86400
+_SEP = "\x1f"
+
+
+def preference_key(person: str) -> str:
+    return f"{PREFERENCES}:{person}"
+
+
+def seen_key(person: str) -> str:
+    return f"{PREFIX}seen:{person}"
+
+
+class Preferences:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+
+    def get(self, person: str) -> Preference | None:
+        return self.get_many([person]).get(person)
+
+    def get_many(self, people: Iterable[str]) -> dict[str, Preference]:
+        """The preferences of these people (those who have any), in one round trip."""
+        wanted = list(dict.fromkeys(people))
+        if not wanted:
+            return {}
+        found: dict[str, Preference] = {}
+        for person, raw in zip(wanted, self.redis.mget([preference_key(p) for p in wanted]), strict=True):
+            pref = _read(raw)
+            if pref is not None:
+                found[person] = pref
+        return found
+
+    def put(self, preference: Preference, at: float) -> Preference:
+        """Store (replace) one person's preferences, stamped `at`."""
+        preference.updatedAt = at
+        pipe = self.redis.pipeline(transaction=True)
+        _write(pipe, preference)
+        pipe.execute()
+        return preference
+
+    def update(self, person: str, change: Callable[[Preference], bool], at: float) -> Preference:
+        """Change one person's preferences where they stand (a one-click opt-out while the page saves: both
+        count); `change` says whether it changed anything (nothing stored when not)."""
+        key = preference_key(person)
+        result: list[Preference] = []
+
+        def attempt(pipe: Pipeline) -> None:
+            current = _read(pipe.get(key)) or Preference(person)
+            result[:] = [current]
+            if change(current):
+                current.updatedAt = at
+                pipe.multi()
+                _write(pipe, current)
+
+        self.redis.transaction(attempt, key)
+        return result[0]
+
+    def people(self) -> list[str]:
+        return sorted(_text(p) for p in self.redis.sscan_iter(PREFERENCES, count=500))
+
+    def export(self) -> Iterator[Preference]:
+        """Everyone's preferences, by person, read a page at a time."""
+        people = self.people()
+        for start in range(0, len(people), 500):
+            found = self.get_many(people[start : start + 500])
+            for person in people[start : start + 500]:
+                if person in found:
+                    yield found[person]
+
+    def import_many(self, preferences: Iterable[Preference]) -> int:
+        """Store preferences as exported (their `updatedAt` kept); returns how many."""
+        count = 0
+        pipe = self.redis.pipeline(transaction=False)
+        for pref in preferences:
+            _write(pipe, pref)
+            count += 1
+            if count % 500 == 0:
+                pipe.execute()
+        pipe.execute()
+        return count
+
+    # -- what was sent to whom ----------------------------------------------------------------------------
+
+    def note_sent(self, sent: Iterable[tuple[str, str, str]], at: float) -> None:
+        """Count deliveries planned to people: (person, kind, channel) each; one round trip."""
+        day = int(at // _DAY)
+        pipe = self.redis.pipeline(transaction=False)
+        people: set[str] = set()
+        for person, kind, channel in sent:
+            pipe.hincrby(seen_key(person), _SEP.join((kind, channel, str(day))), 1)
+            people.add(person)
+        for person in people:
+            pipe.expire(seen_key(person), (SEEN_DAYS + 1) * _DAY)
+        if people:
+            pipe.execute()
+
+    def sent(self, person: str, at: float, days: int = SEEN_DAYS) -> dict[tuple[str, str], int]:
+        """(kind, channel) -> how many were sent to this person over the last `days` days."""
+        first = int(at // _DAY) - days + 1
+        counts: dict[tuple[str, str], int] = {}
+        for raw_field, raw_count in self.redis.hgetall(seen_key(person)).items():
+            parts = _text(raw_field).split(_SEP)
+            if len(parts) != 3 or not parts[2].isdigit() or int(parts[2]) < first:
+                continue
+            pair = (parts[0], parts[1])
+            counts[pair] = counts.get(pair, 0) + int(raw_count)
+        return counts
+
+
+def _read(raw: Any) -> Preference | None:
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        return from_stored(data) if isinstance(data, dict) else None
+    except ValueError:
+        return None
+
+
+def _write(pipe: Pipeline, preference: Preference) -> None:
+    pipe.set(preference_key(preference.person), json.dumps(preference.stored(), separators=(",", ":")))
+    pipe.sadd(PREFERENCES, preference.person)

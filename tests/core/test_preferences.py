@@ -1,0 +1,161 @@
+"""The preference decisions, pure: who a recipient is, which opt-out matches, when a person's active hours
+let a delivery go (with a route's own intervals: both must), and what critical kinds ignore."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from relay.config import Config
+from relay.config.intervals import TimePeriodConfig
+from relay.config.time_intervals import hold_until
+from relay.core.model import Delivery, State
+from relay.core.preferences import (
+    Hold,
+    OptOut,
+    Preference,
+    PreferenceError,
+    Skip,
+    apply,
+    effect,
+    from_stored,
+    person_of,
+    validate,
+)
+
+FRIDAY_EVENING = datetime(2026, 11, 27, 17, 30, tzinfo=UTC).timestamp()  # 18:30 in Rome
+MONDAY_8_ROME = datetime(2026, 11, 30, 7, 0, tzinfo=UTC).timestamp()
+OFFICE = [
+    {"weekdays": ["monday:friday"], "times": [{"start_time": "08:00", "end_time": "18:00"}], "location": "Europe/Rome"}
+]
+
+
+def _config(**extra: Any) -> Config:
+    return Config.model_validate(
+        {
+            "channels": {"mail": {"url": "mailto://127.0.0.1:1?from=a@example.com", "per_recipient": True}},
+            "routes": [{"channels": ["mail"]}],
+            **extra,
+        }
+    )
+
+
+def _delivery(kind: str = "notification:access-control-request-failed", **fields: Any) -> Delivery:
+    base: dict[str, Any] = {
+        "id": "d1",
+        "eventId": "e1",
+        "kind": kind,
+        "messageIndex": 0,
+        "channel": "mail",
+        "template": "auto",
+        "maxAttempts": 3,
+        "createdAt": 0.0,
+        "updatedAt": 0.0,
+        "recipientIndex": 0,
+        "route": "routes[0]",
+    }
+    return Delivery(**{**base, **fields})
+
+
+def _never(_: datetime) -> datetime | None:
+    return None
+
+
+def test_a_person_is_their_user_ref_else_their_email_lower_cased_and_never_a_group() -> None:
+    assert person_of({"userRef": "user:default/alice.rossi", "spec.email": "Alice@Example.com"}) == (
+        "user:default/alice.rossi"
+    )
+    assert person_of({"userRef": None, "spec": {"email": "Alice.Rossi@Example.COM"}}) == "alice.rossi@example.com"
+    assert person_of({"userRef": "group:default/analytics"}) is None
+    assert person_of({"userRef": None, "spec.email": None}) is None
+
+
+def test_an_opt_out_matches_by_kind_glob_with_or_without_prefix_and_by_channel() -> None:
+    assert OptOut("notification:output-port-*", "mail").matches("notification:output-port-deprecated", "mail")
+    assert OptOut("output-port-*").matches("notification:output-port-deprecated", "slack-dm")
+    assert not OptOut("notification:output-port-*", "mail").matches("notification:output-port-x", "slack-dm")
+    assert not OptOut("notification:x").matches("notification:xy", "mail")
+
+
+def test_an_opted_out_delivery_is_skipped_with_a_reason_naming_the_preference() -> None:
+    pref = Preference("user:default/a", [OptOut("notification:x", "requester-email")])
+    found = effect(_config(), pref, _delivery("notification:x", channel="requester-email"), FRIDAY_EVENING, _never)
+    assert found == Skip("opted out of notification:x on requester-email", "notification:x", "requester-email")
+    d = _delivery("notification:x", channel="requester-email")
+    apply(d, found)
+    assert (d.state, d.lastError) == (State.SKIPPED, "opted out of notification:x on requester-email")
+    assert effect(_config(), pref, _delivery("notification:y"), FRIDAY_EVENING, _never) is None
+
+
+def test_outside_active_hours_a_delivery_is_held_until_they_open() -> None:
+    pref = Preference("p", [], OFFICE)
+    found = effect(_config(), pref, _delivery(), FRIDAY_EVENING, _never)
+    assert found == Hold(MONDAY_8_ROME)
+    inside = datetime(2026, 11, 27, 9, 0, tzinfo=UTC).timestamp()
+    assert effect(_config(), pref, _delivery(), inside, _never) is None
+
+
+def test_with_a_route_of_its_own_intervals_the_delivery_goes_when_both_let_it() -> None:
+    # The route holds until Monday 12:00 UTC (later than the person's 07:00 UTC): the later wins.
+    route_opens = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+    def route(at: datetime) -> datetime | None:
+        return route_opens if at < route_opens else None
+
+    assert effect(_config(), Preference("p", [], OFFICE), _delivery(), FRIDAY_EVENING, route) == Hold(
+        route_opens.timestamp()
+    )
+    # The route lets it go at 19:00 UTC Monday, after the person's hours (18:00 Rome): Tuesday 08:00 Rome.
+    late = datetime(2026, 11, 30, 19, 0, tzinfo=UTC)
+
+    def evening_route(at: datetime) -> datetime | None:
+        return late if at < late else None
+
+    tuesday_8 = datetime(2026, 12, 1, 7, 0, tzinfo=UTC).timestamp()
+    assert effect(_config(), Preference("p", [], OFFICE), _delivery(), FRIDAY_EVENING, evening_route) == Hold(tuesday_8)
+
+
+def test_a_delivery_the_route_holds_already_is_held_later_only_when_the_person_says_so() -> None:
+    held = _delivery(state=State.HELD, notBefore=MONDAY_8_ROME + 3600)  # 09:00 Rome: inside their hours
+    assert effect(_config(), Preference("p", [], OFFICE), held, FRIDAY_EVENING, _never) is None
+
+
+def test_critical_kinds_ignore_opt_outs_and_active_hours() -> None:
+    config = _config(preferences={"critical_kinds": ["notification:security-*"]})
+    pref = Preference("p", [OptOut("*")], OFFICE)
+    assert effect(config, pref, _delivery("notification:security-breach"), FRIDAY_EVENING, _never) is None
+    assert isinstance(effect(config, pref, _delivery("notification:other"), FRIDAY_EVENING, _never), Skip)
+
+
+def test_validation_names_the_field_and_a_known_channel_is_required() -> None:
+    with pytest.raises(PreferenceError) as bad:
+        validate("p", {"optOuts": [{"kind": ""}]})
+    assert bad.value.field == "optOuts.0.kind"
+    with pytest.raises(PreferenceError) as unknown:
+        validate("p", {"optOuts": [{"kind": "x", "channel": "nope"}]}, {"mail": object()})
+    assert unknown.value.field == "optOuts.0.channel"
+    with pytest.raises(PreferenceError) as hours:
+        validate("p", {"activeHours": [{"times": [{"start_time": "18:00", "end_time": "08:00"}]}]})
+    assert hours.value.field.startswith("activeHours.0.times.0")
+    with pytest.raises(PreferenceError) as zone:
+        validate("p", {"activeHours": [{"location": "Mars/Olympus"}]})
+    assert zone.value.field == "activeHours.0.location"
+
+
+def test_stored_preferences_read_back_the_same() -> None:
+    pref = validate(
+        "user:default/a", {"optOuts": [{"kind": "notification:x", "channel": "mail"}], "activeHours": OFFICE}
+    )
+    pref.updatedAt = 1234.5
+    again = from_stored(pref.stored())
+    assert again == pref
+    # The hours compile to what the config's own time intervals are.
+    hours = again.hours()
+    assert hours is not None
+    compiled = TimePeriodConfig.model_validate(OFFICE[0])
+    assert hold_until(datetime.fromtimestamp(FRIDAY_EVENING, UTC), [hours], []) == datetime.fromtimestamp(
+        MONDAY_8_ROME, UTC
+    )
+    assert compiled.location == "Europe/Rome"

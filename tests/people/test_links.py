@@ -1,0 +1,62 @@
+"""Signed links: a link opens only its own scope and person; tampered, foreign or expired ones are refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from relay.config import PreferencesConfig
+from relay.web.links import (
+    SCOPE_PREFERENCES,
+    SCOPE_UNSUBSCRIBE,
+    Link,
+    LinkRefused,
+    make_token,
+    preferences_url,
+    read_token,
+    unsubscribe_url,
+)
+
+SECRET = "s" * 32
+DAY = 86400.0
+
+
+def _refused(
+    token: str, scope: str = SCOPE_PREFERENCES, now: float = 1000.0, ttl: float = DAY, secret: str = SECRET
+) -> int:
+    with pytest.raises(LinkRefused) as refused:
+        read_token(secret, token, scope, now, ttl)
+    return refused.value.status
+
+
+def test_a_link_reads_back_its_person_scope_and_time() -> None:
+    token = make_token(SECRET, Link("user:default/alice.rossi", SCOPE_UNSUBSCRIBE, 1000.0, "notification:x", "mail"))
+    link = read_token(SECRET, token, SCOPE_UNSUBSCRIBE, 1000.0 + 60, DAY)
+    assert (link.person, link.kind, link.channel) == ("user:default/alice.rossi", "notification:x", "mail")
+
+
+def test_tampered_foreign_and_expired_links_are_refused() -> None:
+    token = make_token(SECRET, Link("user:default/alice.rossi", SCOPE_PREFERENCES, 1000.0))
+    body, _, mac = token.partition(".")
+    other = make_token(SECRET, Link("user:default/bruno.verdi", SCOPE_PREFERENCES, 1000.0))
+    assert _refused(other.partition(".")[0] + "." + mac) == 403  # another person under this signature
+    assert _refused(body + "." + mac[:-2] + ("AA" if not mac.endswith("AA") else "BB")) == 403
+    assert _refused(token, secret="t" * 32) == 403  # another relay's secret
+    assert _refused(token, scope=SCOPE_UNSUBSCRIBE) == 403  # a page link used to unsubscribe
+    assert _refused("not-a-token") == 403
+    assert _refused(token, now=1000.0 + DAY + 1) == 410
+    assert _refused(token, now=1000.0 + 10, ttl=5) == 410  # a shorter TTL retires old links at once
+
+
+def test_urls_only_with_a_public_url() -> None:
+    assert preferences_url(PreferencesConfig(), "p", 0) is None
+    config = PreferencesConfig(public_url="https://relay.example.com/", secret=SECRET)
+    url = preferences_url(config, "p", 0)
+    assert url is not None and url.startswith("https://relay.example.com/preferences/")
+    assert (unsubscribe_url(config, "p", "k", "c", 0) or "").startswith("https://relay.example.com/unsubscribe/")
+
+
+def test_a_public_url_needs_a_long_enough_secret() -> None:
+    with pytest.raises(ValueError, match="secret"):
+        PreferencesConfig(public_url="https://relay.example.com")
+    with pytest.raises(ValueError, match="32 bytes"):
+        PreferencesConfig(public_url="https://relay.example.com", secret="short")
