@@ -61,7 +61,7 @@ class PeopleApi:
         Operation(
             "One person's preferences (`person`: a userRef or an e-mail address, URL-encoded)",
             {200: Answer("The preferences (none set: no opt-outs, any time)", PreferenceBody)},
-            errors=(401, 503),
+            errors=(401, 429, 503),
             security=ADMIN_SECURITY,
             tags=("people",),
         )
@@ -75,7 +75,7 @@ class PeopleApi:
         Operation(
             "Replace one person's preferences",
             {200: Answer("The preferences as stored", PreferenceBody)},
-            errors=(401, 413, 415, 422, 503),
+            errors=(401, 413, 415, 422, 429, 503),
             request=PreferenceModel,
             security=ADMIN_SECURITY,
             tags=("people",),
@@ -115,7 +115,7 @@ class PeopleApi:
         Operation(
             "A signed link to one person's preference page, for a support desk",
             {200: Answer("The link", PreferenceLink)},
-            errors=(401, 409),
+            errors=(401, 409, 429),
             security=ADMIN_SECURITY,
             tags=("people",),
         )

@@ -86,7 +86,7 @@ class PeoplePages:
         _operation(
             "A person's preference page (a signed link from their notifications)",
             {200: "The page"},
-            (403, 404, 410, 503),
+            (403, 404, 410, 429, 503),
         )
     )
     async def preferences(self, request: Request) -> Response:
@@ -104,7 +104,7 @@ class PeoplePages:
         _operation(
             "Save a person's preference page (form fields `csrf`, `row`, `on`, `hours`, `day`, `start`, `end`, `zone`)",
             {303: "Saved: back to the page", 422: "Not saved: the page says why"},
-            (400, 403, 404, 410, 413, 415, 503),
+            (400, 403, 404, 410, 413, 415, 429, 503),
             form=True,
         )
     )
@@ -179,7 +179,7 @@ class PeoplePages:
         _operation(
             "What one-click unsubscribe would do, with a button (changes nothing: mail scanners fetch links)",
             {200: "The confirmation page"},
-            (403, 404, 410, 503),
+            (403, 404, 410, 429, 503),
         )
     )
     async def confirm(self, request: Request) -> Response:
@@ -198,7 +198,7 @@ class PeoplePages:
         _operation(
             "One-click unsubscribe (RFC 8058: `List-Unsubscribe=One-Click`), or its undo (`undo`, `csrf`)",
             {200: "Done (idempotent)"},
-            (400, 403, 404, 410, 413, 415, 503),
+            (400, 403, 404, 410, 413, 415, 429, 503),
             form=True,
         )
     )
