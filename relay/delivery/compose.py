@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from relay import tracing
 from relay.core.model import Delivery, Notification
 from relay.core.rendering import Rendered
 from relay.delivery.context import Context
@@ -15,7 +16,9 @@ log = logging.getLogger("relay.delivery.jobs")
 def compose(rt: Context, record: Delivery, notification: Notification, fmt: str) -> Rendered:
     """The delivery rendered as it goes out, with the route's template choice (`record.template`) as every
     attempt renders it; the file it used is noted in `record.templateUsed`, never in the choice."""
-    rendered = rt.renderer.render(notification, record, fmt)
+    with tracing.span("relay.render", **{"relay.format": fmt}) as span:
+        rendered = rt.renderer.render(notification, record, fmt)
+        span.set("relay.template", rendered.template)
     if rendered.error:
         rt.store.incr("relay_template_fallbacks_total", kind=record.kind)
         log.warning(

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from relay import tracing
 from relay.admin.api import AdminApi, Handler, admin_only
 from relay.admin.counters import CounterReader
 from relay.admin.health import Health
@@ -99,4 +100,8 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/ui/release", release.release, methods=["POST"]),
         *(extra_routes or []),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: server_error})
+    return Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: http_error, Exception: server_error},
+        middleware=tracing.middleware(),  # none unless tracing is on (relay.tracing)
+    )
