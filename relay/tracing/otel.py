@@ -92,18 +92,34 @@ def _attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def scrubbed(span: ReadableSpan) -> ReadableSpan:
-    """A copy of the span with every text scrubbed of the configured secrets."""
+    """The span with every text scrubbed of the configured secrets: itself when there was none (most spans),
+    else a copy."""
+    name, attributes = scrub(span.name), _attributes(span.attributes)
+    events = [Event(scrub(e.name), _attributes(e.attributes), e.timestamp) for e in span.events]
+    links = [Link(link.context, _attributes(link.attributes)) for link in span.links]
     status = span.status
     if status.description:
         status = Status(status.status_code, scrub(status.description))
+    same = (
+        name == span.name
+        and attributes == dict(span.attributes or {})
+        and status.description == span.status.description
+        and all(
+            e.name == o.name and e.attributes == dict(o.attributes or {})
+            for e, o in zip(events, span.events, strict=True)
+        )
+        and all(n.attributes == dict(o.attributes or {}) for n, o in zip(links, span.links, strict=True))
+    )
+    if same:
+        return span
     return ReadableSpan(
-        name=scrub(span.name),
+        name=name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,
-        attributes=_attributes(span.attributes),
-        events=[Event(scrub(e.name), _attributes(e.attributes), e.timestamp) for e in span.events],
-        links=[Link(link.context, _attributes(link.attributes)) for link in span.links],
+        attributes=attributes,
+        events=events,
+        links=links,
         kind=span.kind,
         status=status,
         start_time=span.start_time,
