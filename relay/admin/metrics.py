@@ -140,7 +140,7 @@ class RelayCollector(Collector):
         samples = _samples(counters) if counters is not None else {}
         if counters is not None:
             for name in ZERO_FROM_THE_START:
-                samples.setdefault(name, [(name, (), 0.0)])
+                samples.setdefault(name, [Sample(name, (), 0.0)])
         gauges = {"relay_up": 1.0 if counters is not None else 0.0}
         if counters is not None:
             gauges |= {
