@@ -306,10 +306,12 @@ def relay_config(tmp: Path, port: int, sink: Sink, redis_url: str | None) -> Pat
 
 
 @contextlib.contextmanager
-def relay_serve(procs: Procs, tmp: Path, sink: Sink) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+def relay_serve(
+    procs: Procs, tmp: Path, sink: Sink, env: dict[str, str] | None = None
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     port = free_port()
     config = relay_config(tmp, port, sink, None)
-    proc = procs.start([str(BIN / "relay"), "serve", "--config", str(config)], cwd=tmp)
+    proc = procs.start([str(BIN / "relay"), "serve", "--config", str(config)], env, cwd=tmp)
     try:
         wait_until(lambda: http("GET", f"http://127.0.0.1:{port}/readyz")[0] == 200, 60, "relay serve ready")
         yield port, proc

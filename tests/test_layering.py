@@ -17,6 +17,7 @@ IO_LIBRARIES = frozenset(
         "asyncio",
         "http",
         "httpx",
+        "opentelemetry",
         "prometheus_client",
         "redis",
         "requests",
@@ -38,6 +39,7 @@ OUTER_PACKAGES = (
     "relay.admin",
     "relay.runtime",
     "relay.cli",
+    "relay.tracing",
 )
 
 
@@ -128,6 +130,25 @@ def test_admin_does_not_import_intake(module: str) -> None:
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.intake")))
 def test_intake_does_not_import_admin(module: str) -> None:
     assert not {i for i in MODULES[module] if _under(i, "relay.admin")}, module
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_only_the_tracing_adapter_imports_opentelemetry(module: str) -> None:
+    """OpenTelemetry is an optional extra: everything else reaches it through relay.tracing, which imports it
+    only when tracing is turned on (tests/tracing/test_off.py)."""
+    found = {i for i in MODULES[module] if _under(i, "opentelemetry")}
+    assert not found or module == "relay.tracing.otel", module
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.tracing")))
+def test_tracing_imports_only_the_configuration_and_the_core(module: str) -> None:
+    """Every layer may trace, so the tracing adapter sits beside the core: it reads no outer package."""
+    found = {
+        i
+        for i in _relay(MODULES[module])
+        if not any(_under(i, p) for p in ("relay.tracing", "relay.config", "relay.core"))
+    }
+    assert not found, module
 
 
 def test_nothing_imports_the_command_line() -> None:

@@ -26,7 +26,7 @@ from relay.admin.selection import (
     ReplayRequest,
 )
 from relay.config import Config, ConfigError
-from relay.core.model import State
+from relay.core.model import State, trace_id
 from relay.runtime.bootstrap import CONFIG_GENERATION
 from relay.storage.store import Store, iso
 from relay.web.auth import admin_allowed
@@ -64,12 +64,14 @@ class Delivery(TypedDict):
     notBefore: NotRequired[IsoTime]  # a held delivery: when its route's time intervals let it go out
     items: NotRequired[list[str]]  # a digest: the deliveries it carries, in order of arrival
     digest: NotRequired[str]  # a delivery gathered into a digest: the digest's id
+    traceId: NotRequired[str]  # with tracing on: the trace its tries are spans of (README, "Tracing")
 
 
 class Event(TypedDict):
     eventId: str
     kind: str
     receivedAt: IsoTime
+    traceId: NotRequired[str]  # with tracing on: the notification's trace, from its intake on
     deliveries: list[Delivery]
 
 
@@ -189,12 +191,11 @@ class AdminApi:
             return None
         records = [r for r in self.store.deliveries(self.store.event_delivery_ids(event_id)) if r is not None]
         deliveries: list[Any] = [r.public() for r in records]
-        return {
-            "eventId": event.eventId,
-            "kind": event.kind,
-            "receivedAt": iso(event.receivedAt),
-            "deliveries": deliveries,
-        }
+        found: dict[str, Any] = {"eventId": event.eventId, "kind": event.kind, "receivedAt": iso(event.receivedAt)}
+        traced = trace_id(event.trace)
+        if traced:
+            found["traceId"] = traced
+        return {**found, "deliveries": deliveries}  # type: ignore[return-value]
 
     @documented(
         Operation(

@@ -5,11 +5,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from redis import Redis
 
+from relay.storage.exemplars import EXEMPLARS, Exemplar, parse
 from relay.storage.leases import EVENT, LEASES, READY, UNPLANNED
 from relay.storage.store import FAILED, HELD, Store, now
 
@@ -33,6 +35,8 @@ class Counters:
     workers_alive: int
     held_now: int = 0  # deliveries held by quiet hours right now
     unplanned: int = 0  # notifications accepted and not yet planned into deliveries
+    # With tracing on: per latency bucket (its stored field), the trace of the last delivery counted in it.
+    exemplars: dict[str, Exemplar] = dataclasses.field(default_factory=dict)
 
     def labelled(self) -> Iterator[tuple[str, dict[str, str], float]]:
         for field, value in self.series.items():
@@ -63,10 +67,11 @@ class CounterReader:
         pipe.zcard(HELD)
         pipe.zcard(UNPLANNED)
         pipe.hkeys(LEASES)
-        due_events, due_deliveries, failed, held, waiting, leased = pipe.execute()
+        pipe.hgetall(EXEMPLARS)
+        due_events, due_deliveries, failed, held, waiting, leased, stored = pipe.execute()
         workers = len(self.store.workers_seen(WORKER_SEEN_WITHIN))
         planning = sum(1 for unit in leased if unit.startswith(EVENT.encode()))
         # The queue's depth is the work due and not taken yet (`relay.storage.leases`), notifications to plan
         # and deliveries to send alike: what an autoscaler should see grow under a backlog.
         depth = int(due_events) + int(due_deliveries)
-        return Counters(series, depth, int(failed), workers, int(held), int(waiting) + planning)
+        return Counters(series, depth, int(failed), workers, int(held), int(waiting) + planning, parse(stored))

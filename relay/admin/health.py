@@ -12,7 +12,13 @@ from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
 
 from relay.admin.counters import WORKER_SEEN_WITHIN, CounterReader
-from relay.admin.metrics import CONTENT_TYPE, exposition, metrics_registry
+from relay.admin.metrics import (
+    CONTENT_TYPE,
+    OPENMETRICS_CONTENT_TYPE,
+    exposition,
+    metrics_registry,
+    wants_openmetrics,
+)
 from relay.storage.store import Store
 from relay.web.errors import RETRY_AFTER, error_response
 from relay.web.operation import Answer, Operation, documented
@@ -64,5 +70,6 @@ class Health:
 
     @documented(Operation("Prometheus metrics", {200: Answer("Text format", {"type": "string"}, media="text/plain")}))
     async def metrics(self, request: Request) -> Response:
-        text = await run_in_threadpool(exposition, self.registry)
-        return Response(text, headers={"Content-Type": CONTENT_TYPE})
+        openmetrics = wants_openmetrics(request.headers.get("accept", ""))
+        text = await run_in_threadpool(exposition, self.registry, openmetrics)
+        return Response(text, headers={"Content-Type": OPENMETRICS_CONTENT_TYPE if openmetrics else CONTENT_TYPE})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.metrics_core import (
@@ -13,7 +14,10 @@ from prometheus_client.metrics_core import (
     Metric,
     UnknownMetricFamily,
 )
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.samples import Exemplar
 from redis.exceptions import RedisError
 
 from relay.admin.counters import Counters
@@ -63,12 +67,20 @@ HELP = {
 # Unlabelled counters shown at 0 before their first increment, so that an alert on their increase sees the first.
 ZERO_FROM_THE_START = ("relay_auth_throttled_total",)
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the type prometheus-client answers generate_latest's text with
+OPENMETRICS_CONTENT_TYPE = CONTENT_TYPE_LATEST
 _FAMILIES: dict[str, Callable[[str, str], Metric]] = {
     "counter": CounterMetricFamily,
     "histogram": HistogramMetricFamily,
 }
 _BOUNDS = [f"{b:g}" for b in LATENCY_BUCKETS] + ["+Inf"]
 Labels = tuple[tuple[str, str], ...]
+
+
+class Sample(NamedTuple):
+    name: str
+    labels: Labels
+    value: float
+    exemplar: Exemplar | None = None
 
 
 def _family_of(name: str) -> tuple[str, str]:
@@ -80,30 +92,38 @@ def _family_of(name: str) -> tuple[str, str]:
     return name, name
 
 
-def _samples(counters: Counters) -> dict[str, list[tuple[str, Labels, float]]]:
+def _samples(counters: Counters) -> dict[str, list[Sample]]:
     """Every stored series as Prometheus samples by family; the per-bucket counts the processes keep
-    (`<name>_slot`, one bucket each) become the cumulative `<name>_bucket` series, +Inf included."""
-    samples: dict[str, list[tuple[str, Labels, float]]] = defaultdict(list)
+    (`<name>_slot`, one bucket each) become the cumulative `<name>_bucket` series, +Inf included, each with
+    its bucket's exemplar when there is one (tracing on: the trace of the last delivery counted in it)."""
+    samples: dict[str, list[Sample]] = defaultdict(list)
     slots: dict[tuple[str, Labels], dict[str, float]] = defaultdict(dict)
-    for name, labels, value in counters.labelled():
+    found: dict[tuple[str, Labels, str], Exemplar] = {}
+    for (name, labels, value), field in zip(counters.labelled(), counters.series, strict=True):
         family, sample = _family_of(name)
         if sample.endswith("_bucket") and labels.get("le") in _BOUNDS:
             le = labels.pop("le")
-            counts = slots[(family, tuple(sorted(labels.items())))]
+            rest = tuple(sorted(labels.items()))
+            counts = slots[(family, rest)]
             counts[le] = counts.get(le, 0.0) + value
+            stored = counters.exemplars.get(field)
+            if stored is not None:
+                found[(family, rest, le)] = Exemplar({"trace_id": stored.trace_id}, stored.value, stored.timestamp)
         else:
-            samples[family].append((sample, tuple(sorted(labels.items())), value))
+            samples[family].append(Sample(sample, tuple(sorted(labels.items())), value))
     for (family, rest), counts in slots.items():
         total = 0.0
         for le in _BOUNDS:
             total += counts.get(le, 0.0)
-            samples[family].append((family + "_bucket", (*rest, ("le", le)), total))
+            samples[family].append(
+                Sample(family + "_bucket", (*rest, ("le", le)), total, found.get((family, rest, le)))
+            )
     return samples
 
 
-def _order(sample: tuple[str, Labels, float]) -> tuple[str, Labels, float]:
+def _order(sample: Sample) -> tuple[str, Labels, float]:
     """By name and labels, a histogram's buckets in the order of their bounds (+Inf last)."""
-    name, labels, _ = sample
+    name, labels = sample.name, sample.labels
     le = dict(labels).get("le")
     if le is None:
         return name, labels, 0.0
@@ -124,7 +144,7 @@ class RelayCollector(Collector):
         samples = _samples(counters) if counters is not None else {}
         if counters is not None:
             for name in ZERO_FROM_THE_START:
-                samples.setdefault(name, [(name, (), 0.0)])
+                samples.setdefault(name, [Sample(name, (), 0.0)])
         gauges = {"relay_up": 1.0 if counters is not None else 0.0}
         if counters is not None:
             gauges |= {
@@ -141,8 +161,8 @@ class RelayCollector(Collector):
                     yield GaugeMetricFamily(name, text, value=gauges[name])
                 continue
             family = _FAMILIES.get(kind, UnknownMetricFamily)(name, text)
-            for sample, labels, value in sorted(samples.get(name, []), key=_order):
-                family.add_sample(sample, dict(labels), value)
+            for sample in sorted(samples.get(name, []), key=_order):
+                family.add_sample(sample.name, dict(sample.labels), sample.value, exemplar=sample.exemplar)
             yield family
 
 
@@ -153,6 +173,12 @@ def metrics_registry(read: Callable[[], Counters]) -> CollectorRegistry:
     return registry
 
 
-def exposition(registry: CollectorRegistry) -> bytes:
-    """The Prometheus text of one scrape (blocking: it reads Redis)."""
-    return generate_latest(registry)
+def exposition(registry: CollectorRegistry, openmetrics: bool = False) -> bytes:
+    """The Prometheus text of one scrape (blocking: it reads Redis); OpenMetrics, with the histograms'
+    exemplars, when the scraper asked for it."""
+    return openmetrics_latest(registry) if openmetrics else generate_latest(registry)  # type: ignore[no-untyped-call]
+
+
+def wants_openmetrics(accept: str) -> bool:
+    """A scraper that takes OpenMetrics says so in its Accept header, as Prometheus does."""
+    return "application/openmetrics-text" in accept

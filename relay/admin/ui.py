@@ -172,6 +172,7 @@ class AdminPage:
             "index.html.j2",
             self.clock(),
             page=data,
+            trace_link=self.config().tracing.link,
             csrf=csrf_token(session) if session else "",
             open_mode=not self.tokens(),
             logged_in=bool(self.tokens()) and session is not None,

@@ -12,7 +12,7 @@ from redis import Redis
 
 from relay.admin.counters import CounterReader, Counters
 from relay.admin.selection import Filters, ReleaseRequest, Releasing, Replaying
-from relay.core.model import Delivery, State
+from relay.core.model import Delivery, State, trace_id
 from relay.storage.store import EVENTS, FAILED, HELD, Store, event_deliveries_key, event_key
 
 DELIVERIES_PER_EVENT = 50
@@ -88,6 +88,7 @@ class EventView:
     received: float
     total: int
     deliveries: list[DeliveryRow] = field(default_factory=list)
+    trace_id: str | None = None  # with tracing on: the notification's trace (README, "Tracing")
 
     @property
     def anchor(self) -> str:
@@ -168,16 +169,17 @@ class PageData:
             return []
         pipe = self.redis.pipeline(transaction=False)
         for event_id in event_ids:
-            pipe.hmget(event_key(event_id), ["kind", "receivedAt"])
+            pipe.hmget(event_key(event_id), ["kind", "receivedAt", "trace"])
             pipe.lrange(event_deliveries_key(event_id), 0, DELIVERIES_PER_EVENT - 1)
             pipe.llen(event_deliveries_key(event_id))
         answers = pipe.execute()
         views: list[tuple[EventView, list[str]]] = []
         for i, event_id in enumerate(event_ids):
-            (kind, received), ids, total = answers[3 * i : 3 * i + 3]
+            (kind, received, trace), ids, total = answers[3 * i : 3 * i + 3]
             if received is None:  # expired; its index entry goes at the next prune
                 continue
             view = EventView(event_id, _text(kind or b""), float(received), int(total))
+            view.trace_id = trace_id(_text(trace or b""))
             views.append((view, [_text(d) for d in ids]))
         records = {r.id: r for r in self.store.deliveries(d for _, ids in views for d in ids) if r is not None}
         for view, ids in views:

@@ -37,11 +37,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     if event is None:
         print(f"no notification with eventId {args.event_id!r}; {_redis_line(rt)}", file=sys.stderr)
         return 1
+    from relay.core.model import trace_id
     from relay.storage.store import iso
 
     records = [r.public() for r in rt.store.deliveries(rt.store.event_delivery_ids(args.event_id)) if r]
     if args.format == "json":
         event_json = {"eventId": event.eventId, "kind": event.kind, "receivedAt": iso(event.receivedAt)}
+        if trace_id(event.trace):
+            event_json["traceId"] = trace_id(event.trace)
         print(json.dumps({**event_json, "deliveries": records}, indent=2))
         return 0
     print(f"event {event.eventId}  kind {event.kind}  received {iso(event.receivedAt)}")

@@ -35,6 +35,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_api(args: argparse.Namespace) -> int:
+    from relay import tracing
     from relay.runtime.app import create_app
     from relay.runtime.bootstrap import build, reload_on_sighup
     from relay.runtime.listening import bind, serve_http
@@ -44,6 +45,7 @@ def cmd_api(args: argparse.Namespace) -> int:
     refuse_open_bind(cfg)
     sockets = bind(cfg.server)
     rt = build(cfg, config_file=config_file(args))
+    tracing.start(cfg, "api", rt.name)
     reload_on_sighup(rt)
     serve_http(create_app(rt), cfg.server, sockets)
     return 0

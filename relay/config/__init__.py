@@ -200,6 +200,28 @@ class LoggingConfig(_Model):
     format: Literal["auto", "json", "text"] = "auto"
 
 
+class TracingConfig(_Model):
+    """OpenTelemetry traces (README, "Tracing"): on here, or by OpenTelemetry's own OTEL_EXPORTER_OTLP_ENDPOINT
+    (or _TRACES_ENDPOINT); everything else (exporter, sampler, batching, service name) by OpenTelemetry's own
+    variables. `ui_url`: a trace in the operator's tracing UI, `{trace_id}` standing for the id."""
+
+    enabled: bool = False
+    ui_url: str | None = None
+
+    @field_validator("ui_url")
+    @classmethod
+    def _ui_url_names_the_trace(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith(("http://", "https://")) or "{trace_id}" not in value):
+            raise ValueError(
+                "an http(s) URL with {trace_id} where the trace id goes, e.g. http://jaeger:16686/trace/{trace_id}"
+            )
+        return value
+
+    def link(self, trace_id: str | None) -> str | None:
+        """The trace's page in the tracing UI, when one is configured."""
+        return self.ui_url.replace("{trace_id}", trace_id) if self.ui_url and trace_id else None
+
+
 # Longer than any stall a live worker may have (45 s: a dozen seconds is not a death), short enough that
 # everything a killed worker held goes out again within a minute and a half.
 DEAD_WORKER_AFTER = 45.0
@@ -231,6 +253,7 @@ class Config(_Model):
     dead_worker_after: Seconds = Field(default=DEAD_WORKER_AFTER, ge=1.0)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     preferences: PreferencesConfig = Field(default_factory=PreferencesConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
     # Where the file was read from; relative paths in the file are relative to it.
     base_dir: str = Field(".", exclude=True)
     _intervals: dict[str, Interval] = PrivateAttr(default_factory=dict)

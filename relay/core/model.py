@@ -184,6 +184,12 @@ def delivery_id(event_id: str, message_index: int, channel: str, recipient_index
     return "d" + hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
+def trace_id(traceparent: str | None) -> str | None:
+    """The trace id in a W3C traceparent (`00-<trace id>-<span id>-<flags>`), None when there is none."""
+    parts = (traceparent or "").split("-")
+    return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else None
+
+
 @dataclass
 class Delivery:
     """One (message, channel[, recipient]) of a notification, the unit of sending and retrying: planned by the
@@ -228,6 +234,10 @@ class Delivery:
     templateUsed: str | None = None
     # Released by an operator (`relay release`): it goes out now, held by nothing (quiet hours, a digest's).
     released: bool = False
+    # Tracing (relay.tracing): the W3C traceparent its tries are spans under (its notification's planning),
+    # and its first try's, which later tries (retries, replays) link to. None with tracing off.
+    trace: str | None = None
+    firstTry: str | None = None
     # This worker leases the delivery (it will send it): the update that stores the outcome lets go.
     held_lease: bool = field(default=False, init=False, compare=False, repr=False)
 
@@ -263,6 +273,8 @@ class Delivery:
             out["items"] = self.items
         if self.digest:
             out["digest"] = self.digest
+        if self.trace:
+            out["traceId"] = trace_id(self.trace)
         if with_event:
             out["eventId"] = self.eventId
             out["kind"] = self.kind

@@ -176,3 +176,12 @@ def remember_config(config: Config) -> None:
 
 def scrub(text: str) -> str:
     return _process.scrub(text)
+
+
+# A signed preference or unsubscribe link's token is its person's key (relay.web.links): never written down.
+_LINK_TOKEN = re.compile(r"(/(?:preferences|unsubscribe)/)[^/?#\s\"']+")
+
+
+def hide_link_tokens(text: str) -> str:
+    """`text` with the token of every signed link path in it masked (`/preferences/****`)."""
+    return _LINK_TOKEN.sub(r"\1" + MASK, text) if "/" in text else text

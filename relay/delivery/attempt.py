@@ -15,6 +15,7 @@ import logging
 import time
 from datetime import UTC, datetime
 
+from relay import tracing
 from relay.core.digest import digest_of
 from relay.core.lookup import Expand, Skip, after_look_up
 from relay.core.model import Delivery, Notification
@@ -60,7 +61,8 @@ def _steps(rt: Context, current: Delivery, notification: Notification | None, sl
         return current.state
     if _throttled(rt, current, slot_at):
         return "throttled"
-    return _attempt(rt, current, notification)
+    with tracing.attempt(current):  # a span in its notification's trace (relay.tracing)
+        return _attempt(rt, current, notification)
 
 
 def _read(rt: Context, record: Delivery | str) -> Delivery | None:

@@ -7,7 +7,8 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import apprise
 
-from relay.core.outcome import Outcome, Permanent
+from relay import tracing
+from relay.core.outcome import Delivered, Outcome, Permanent
 from relay.core.recipients import valid_email
 from relay.core.redaction import url_secrets
 from relay.delivery import apprise_compat
@@ -140,16 +141,29 @@ def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> 
 
     `text` is the plain-text part of an html e-mail; without it Apprise derives one from the HTML.
     """
-    url = native_url(url, fmt)
+    with tracing.span("relay.send", **{"relay.channel.scheme": scheme_of(url)}) as span:
+        outcome, status = _send(native_url(url, fmt), title, body, fmt, text)
+        span.set("relay.outcome", type(outcome).__name__.lower())  # delivered, transient, permanent
+        # The service's answer: an SMTP server's reply code (a message accepted is a 250), or the HTTP status.
+        if scheme_of(url) in EMAIL_SCHEMES:
+            span.set("relay.smtp.code", 250 if isinstance(outcome, Delivered) else status)
+        else:
+            span.set("http.response.status_code", status)
+        return outcome
+
+
+def _send(url: str, title: str, body: str, fmt: str, text: str | None) -> tuple[Outcome, int | None]:
+    """`send`, and the service's last answer code when there was one."""
     secrets = secret_parts(url)
     try:
         obj = apprise_compat.service(url)
     except Exception as exc:
-        return Permanent("invalid channel URL: " + redact(str(exc), secrets))
+        return Permanent("invalid channel URL: " + redact(str(exc), secrets)), None
     if obj is None:
-        return Permanent(f"invalid channel URL (scheme {scheme_of(url)!r})")
+        return Permanent(f"invalid channel URL (scheme {scheme_of(url)!r})"), None
     if text is not None and fmt == "html" and apprise_compat.takes_own_text_part(obj):
-        return apprise_compat.send_email(obj, title, body, text, lambda t: redact(t, secrets))
+        sent = apprise_compat.send_email(obj, title, body, text, lambda t: redact(t, secrets))
+        return sent, None if isinstance(sent, Delivered) else sent.status
     with apprise_compat.watch() as seen:
         try:
             ok = bool(
@@ -159,4 +173,4 @@ def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> 
             ok = False
             seen.warnings.append(f"{type(exc).__name__}: {exc}")
     reason = redact("; ".join(dict.fromkeys(seen.warnings)) or "send failed", secrets)
-    return apprise_compat.outcome(ok, seen, reason)
+    return apprise_compat.outcome(ok, seen, reason), seen.statuses[-1] if seen.statuses else None

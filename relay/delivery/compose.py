@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from relay import tracing
 from relay.core.model import Delivery, Notification
 from relay.core.rendering import Rendered
 from relay.delivery.context import Context
@@ -19,7 +20,9 @@ def compose(
     """The delivery rendered as it goes out, with the route's template choice (`record.template`) as every
     attempt renders it; the file it used is noted in `record.templateUsed`, never in the choice. `extra`: more
     context for this delivery (its person's links, relay.delivery.preferences)."""
-    rendered = rt.renderer.render(notification, record, fmt, extra)
+    with tracing.span("relay.render", **{"relay.format": fmt}) as span:
+        rendered = rt.renderer.render(notification, record, fmt, extra)
+        span.set("relay.template", rendered.template)
     if rendered.error:
         rt.store.incr("relay_template_fallbacks_total", kind=record.kind)
         log.warning(

@@ -16,6 +16,7 @@ import logging
 import time
 from dataclasses import replace
 
+from relay import tracing
 from relay.config import ChannelConfig, DigestConfig
 from relay.core.digest import (
     DIGEST_TEMPLATE,
@@ -95,6 +96,9 @@ def _new_digest(rt: Context, item: Delivery, key: str, at: float, until: float) 
         notBefore=until,
         items=[],
         digest=None,
+        # Its own trace, begun by its first try, which links the traces of the items it carries.
+        trace=None,
+        firstTry=None,
     )
 
 
@@ -120,7 +124,8 @@ def send_digest(rt: Context, record: Delivery, channel: ChannelConfig | None, ct
     record.attempts += 1
     record.attemptTimes.append(now())
     started = time.monotonic()
-    outcome = send(url, rendered.title, rendered.body, rendered.format, rendered.text)
+    with tracing.span("relay.digest", None, [i.trace for i in items], **{"relay.digest.items": len(items)}):
+        outcome = send(url, rendered.title, rendered.body, rendered.format, rendered.text)
     return decide(rt, record, previous, outcome, ctx, time.monotonic() - started, followers=items)
 
 

@@ -23,6 +23,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 from rq.job import Job
 
+from relay import tracing
 from relay.core.model import Delivery, Notification
 from relay.core.quiet import held_until
 from relay.core.routing import plan_notification
@@ -32,7 +33,7 @@ from relay.delivery.context import Context, bound
 from relay.delivery.preferences import apply_preferences
 from relay.delivery.recording import follow
 from relay.storage.leases import DELIVERY, EVENT, UNPLANNED, Claimed, delivery_unit, split_unit
-from relay.storage.store import StateChange, iso, now
+from relay.storage.store import EventRecord, StateChange, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
 # A planning hands this many of a notification's deliveries to its own worker's senders; the rest wait
@@ -154,8 +155,15 @@ def plan_event(rt: Context, event_id: str, leased: bool = True) -> int:
         log.warning("event expired before it was planned", extra={"eventId": event_id})
         rt.store.create_deliveries(event_id, [], planned="leased" if leased else "unleased")
         return 0
+    # In the notification's trace, begun at intake (relay.tracing: nothing with tracing off).
+    with tracing.span("relay.plan", event.trace, **{"relay.event_id": event_id, "relay.kind": event.kind}):
+        return _plan(rt, event_id, event, leased)
+
+
+def _plan(rt: Context, event_id: str, event: EventRecord, leased: bool) -> int:
     notification = Notification.model_validate_json(event.payload)
     records = plan_notification(rt.config, notification, event_id, now())
+    tracing.stamp(records)  # their tries continue this trace
     _Holds(rt).apply(records)
     apply_preferences(rt, notification, records)  # after the routes' holds: the later notBefore wins
     here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}

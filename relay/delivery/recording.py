@@ -4,16 +4,21 @@ retry's scheduled job, a fallback's deliveries) is queued."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import replace
 from typing import Any
 
+from redis.exceptions import RedisError
+
+from relay import tracing
 from relay.core.lookup import fallback_channels
-from relay.core.model import Delivery, delivery_id
+from relay.core.model import Delivery, delivery_id, trace_id
 from relay.core.outcome import Delivered, Outcome, Transient, next_step
 from relay.core.states import OPEN, State
 from relay.delivery.context import Context
-from relay.storage.store import StateChange, now
+from relay.storage import exemplars
+from relay.storage.store import LATENCY, SEND_LATENCY, StateChange, now
 
 log = logging.getLogger("relay.delivery.jobs")
 
@@ -28,6 +33,19 @@ def decide(
     followers: list[Delivery] | None = None,
 ) -> str:
     """Store the state that `outcome` leads to; `followers` (a digest's items) take the same state."""
+    with tracing.span("relay.record"):
+        return _decide(rt, record, previous, outcome, ctx, took, followers)
+
+
+def _decide(
+    rt: Context,
+    record: Delivery,
+    previous: State,
+    outcome: Outcome,
+    ctx: dict[str, str],
+    took: float | None,
+    followers: list[Delivery] | None,
+) -> str:
     step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
     record.state, record.lastError = step.state, step.reason
     if isinstance(outcome, Delivered):
@@ -36,6 +54,8 @@ def decide(
         rt.store.update_many(
             [StateChange(record, previous, latency_from=since, send_seconds=took), *follow(record, followers)]
         )
+        if record.trace and tracing.on():
+            _exemplars(rt, record, record.updatedAt - since, took)
         log.info("delivered", extra={**ctx, "state": record.state, "template": record.templateUsed or record.template})
         return record.state
     kind = "transient" if isinstance(outcome, Transient) else "permanent"
@@ -53,6 +73,15 @@ def decide(
     return record.state
 
 
+def _exemplars(rt: Context, record: Delivery, latency: float, took: float | None) -> None:
+    """This delivery's trace as the exemplar of the latency buckets it was just counted in (tracing on only)."""
+    observations: list[tuple[str, float, dict[str, str]]] = [(LATENCY, max(0.0, latency), {})]
+    if took is not None:
+        observations.append((SEND_LATENCY, took, {"channel": record.channel}))
+    with contextlib.suppress(RedisError):  # a lost exemplar is no lost delivery
+        exemplars.note(rt.redis, trace_id(record.trace) or "", record.updatedAt, observations)
+
+
 def store(
     rt: Context,
     record: Delivery,
@@ -66,7 +95,8 @@ def store(
     """Store a state reached without a send (skipped, expanded, failed for the config)."""
     record.state, record.lastError = state, why
     labels = {"reason": reason} if reason else {}
-    rt.store.update_many([StateChange(record, previous, labels=labels), *follow(record, followers)])
+    with tracing.span("relay.record", **{"relay.state": str(state)}):
+        rt.store.update_many([StateChange(record, previous, labels=labels), *follow(record, followers)])
     if state is State.FAILED:
         log.warning("delivery failed: %s", why, extra=ctx)
     else:
@@ -113,6 +143,7 @@ def derived(record: Delivery, key: str, **changes: Any) -> Delivery:
         members=[],
         notBefore=None,  # born when its parent was sent: nothing holds it
         templateUsed=None,
+        firstTry=None,  # its own tries link to its own first (it keeps its notification's `trace`)
         **changes,
     )
 

@@ -23,6 +23,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
 
+from relay import tracing
 from relay.config import LimitsConfig, ServerConfig
 from relay.core.model import LIMIT_ERROR, Notification, json_depth, too_deep_at
 from relay.storage.queue import Acceptance, QueueUnavailable
@@ -216,7 +217,9 @@ async def authenticated_body(request: Request, server: ServerConfig, guard: Guar
 class Intake(Protocol):
     """What the webhook asks of relay.storage.queue.Intake."""
 
-    async def accept_async(self, client: AsyncRedis, event_id: str, kind: str, payload: str) -> Acceptance: ...
+    async def accept_async(
+        self, client: AsyncRedis, event_id: str, kind: str, payload: str, trace: str = ""
+    ) -> Acceptance: ...
     def queue_wake(self, ident: str, event_id: str = "") -> bool: ...
 
 
@@ -251,7 +254,8 @@ class Webhook:
         client = self.clients.get(loop)
         if client is None:
             client = self.clients[loop] = self.connect()
-        return await self.intake.accept_async(client, event_id, kind, payload)
+        # The request's trace (the platform's, from its traceparent, or one started here) goes with the event.
+        return await self.intake.accept_async(client, event_id, kind, payload, tracing.carrier())
 
     def rejected(self, status: int, reason: str) -> None:
         with contextlib.suppress(RedisError):

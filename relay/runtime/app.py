@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from relay import tracing
 from relay.admin.api import AdminApi, Handler, admin_only
 from relay.admin.counters import CounterReader
 from relay.admin.health import Health
@@ -26,12 +27,11 @@ from relay.admin.ui import AdminPage
 from relay.admin.ui_release import ReleasePage
 from relay.admin.ui_view import PageData
 from relay.config import Config
-from relay.core.redaction import remember_config
+from relay.core.redaction import hide_link_tokens, remember_config
 from relay.intake.webhook import Webhook
 from relay.people.pages import PeoplePages
 from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan
 from relay.web.errors import error_response
-from relay.web.links import PREFERENCES_PATH, UNSUBSCRIBE_PATH
 from relay.web.throttle import Guard
 
 log = logging.getLogger("relay.runtime.app")
@@ -50,10 +50,7 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 def shown_path(path: str) -> str:
     """A path as logs show it: a signed link's token is its person's key, never written down."""
-    for prefix in (PREFERENCES_PATH, UNSUBSCRIBE_PATH):
-        if path.startswith(prefix):
-            return prefix + "****"
-    return path
+    return hide_link_tokens(path)
 
 
 async def server_error(request: Request, exc: Exception) -> Response:
@@ -120,4 +117,8 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/ui/release", release.release, methods=["POST"]),
         *(extra_routes or []),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: server_error})
+    return Starlette(
+        routes=routes,
+        exception_handlers={HTTPException: http_error, Exception: server_error},
+        middleware=tracing.middleware(),  # none unless tracing is on (relay.tracing)
+    )

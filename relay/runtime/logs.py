@@ -8,6 +8,7 @@ import sys
 import time
 from typing import Any
 
+from relay import tracing
 from relay.core.redaction import remember
 from relay.core.redaction import scrub as _scrub
 
@@ -26,6 +27,9 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, name, None)
             if value is not None:
                 out[name] = _scrub(str(value))
+        ids = tracing.log_ids()  # the notification's trace, when tracing is on and the line is of one
+        if ids is not None:
+            out["traceId"], out["spanId"] = ids
         if record.exc_info:
             out["exc"] = _scrub(self.formatException(record.exc_info))
         if record.stack_info:
@@ -36,6 +40,9 @@ class JsonFormatter(logging.Formatter):
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         extras = " ".join(f"{n}={getattr(record, n)}" for n in _FIELDS if getattr(record, n, None) is not None)
+        ids = tracing.log_ids()
+        if ids is not None:
+            extras = f"{extras} traceId={ids[0]}".strip()
         line = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {record.getMessage()}"
         if extras:
             line += f"  [{extras}]"

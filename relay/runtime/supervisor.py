@@ -13,6 +13,7 @@ from pathlib import Path
 
 from redis.exceptions import RedisError
 
+from relay import tracing
 from relay.config import Config
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build, reload_on_sighup
@@ -117,6 +118,7 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
         pool = Workers(workers, config_file, env)
         pool.start()
         rt = build(config, config_file=config_file)
+        tracing.start(config, "api", rt.name)  # the workers start theirs, each its own service instance
         if embedded is not None:
             keeper = keep_redis(embedded, rt)
         # SIGHUP: the API reads the file again and bumps the generation that the workers watch.

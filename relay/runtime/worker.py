@@ -33,6 +33,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 from rq import Queue, SimpleWorker
 
+from relay import tracing
 from relay.config import DEAD_WORKER_AFTER, Config, ConfigError, load_config
 from relay.delivery.jobs import lost
 from relay.runtime.bootstrap import (
@@ -190,6 +191,7 @@ def work_burst(rt: Runtime, connection: Redis | None = None) -> None:
 def run_worker(config: Config, burst: bool = False, config_file: Path | None = None) -> None:
     config, generation = _fresh_config(config, config_file)
     rt = install(build(config, config_file=config_file))
+    tracing.start(config, "worker", rt.name)
     _warm_up(config)
     stop = threading.Event()
     reload = threading.Event()

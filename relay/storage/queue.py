@@ -111,7 +111,9 @@ class Intake:
             self.queue_wake(acceptance.wake_job, event_id)
         return acceptance.status
 
-    async def accept_async(self, client: AsyncRedis, event_id: str, kind: str, payload: str) -> Acceptance:
+    async def accept_async(
+        self, client: AsyncRedis, event_id: str, kind: str, payload: str, trace: str = ""
+    ) -> Acceptance:
         """`accept` on an asyncio connection, with no thread hop: the same script, one round trip. The wake-up
         it may ask for is the caller's to enqueue (`queue_wake`), after the answer is sent: RQ's enqueue is
         blocking, and the notification is durable without it."""
@@ -119,13 +121,13 @@ class Intake:
         if script is None:
             script = self._async_scripts[client] = client.register_script(ACCEPT)
         try:
-            answer = await script(*self._accept_call(event_id, kind, payload))
+            answer = await script(*self._accept_call(event_id, kind, payload, trace))
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
         return _acceptance(answer)
 
-    def _accept_call(self, event_id: str, kind: str, payload: str) -> tuple[list[str], list[Any]]:
-        """The keys and arguments of the accept script for one notification."""
+    def _accept_call(self, event_id: str, kind: str, payload: str, trace: str = "") -> tuple[list[str], list[Any]]:
+        """The keys and arguments of the accept script for one notification; `trace`: its trace context."""
         keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, WAKE]
         args: list[Any] = [
             max(1, int(self.dedup_ttl)),
@@ -138,6 +140,7 @@ class Intake:
             _DUPLICATE_FIELD,
             wake_job_id(event_id),
             WAKE_TTL,
+            trace,
         ]
         return keys, args
 

@@ -123,6 +123,8 @@ def delivery_from_hash(data: dict[str, str]) -> Delivery:
         digest=data.get("digest") or None,
         templateUsed=used,
         released=data.get("released") == "1",
+        trace=data.get("trace") or None,
+        firstTry=data.get("firstTry") or None,
     )
 
 
@@ -155,6 +157,9 @@ def delivery_to_hash(d: Delivery) -> dict[str, str]:
         **({"released": "1"} if d.released else {}),  # never unset, likewise
         # Set once by the gathering script and never unset: a copy read before it was set stores nothing.
         **({"digest": d.digest} if d.digest else {}),
+        # Only with tracing on (relay.tracing), and never unset.
+        **({"trace": d.trace} if d.trace else {}),
+        **({"firstTry": d.firstTry} if d.firstTry else {}),
     }
 
 
@@ -174,6 +179,7 @@ class EventRecord:
     kind: str
     receivedAt: float
     payload: str
+    trace: str = ""  # the W3C traceparent of its intake, with tracing on (relay.tracing)
 
 
 def hash_pairs(flat: Any) -> dict[Any, Any]:
@@ -187,7 +193,8 @@ def event_from_hash(data: Any) -> EventRecord | None:
     if not data:
         return None
     d = {_text(k): _text(v) for k, v in data.items()}
-    return EventRecord(d["eventId"], d.get("kind", ""), float(d.get("receivedAt", 0)), d.get("payload", "{}"))
+    received = float(d.get("receivedAt", 0))
+    return EventRecord(d["eventId"], d.get("kind", ""), received, d.get("payload", "{}"), d.get("trace", ""))
 
 
 def parse_since(value: str | None) -> float | None:

@@ -163,14 +163,16 @@ return redis.call('HGET', KEYS[2], 'items') or '[]'
 # wakes a worker for it.
 # KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 unplanned events, 6 wake-up flag
 # ARGV: 1 dedup ttl, 2 eventId, 3 kind, 4 receivedAt, 5 payload, 6 retention, 7 received counter field,
-#       8 duplicate counter field, 9 the wake-up job's id, 10 the flag's lifetime (s)
+#       8 duplicate counter field, 9 the wake-up job's id, 10 the flag's lifetime (s), 11 trace context
+#       (a W3C traceparent, "" with tracing off)
 # Returns 0 (duplicate), 1 (accepted, a wake-up queued already) or the job id ARGV[9] (accepted: enqueue it).
 ACCEPT = """
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
   redis.call('HINCRBY', KEYS[4], ARGV[8], 1)
   return 0
 end
-redis.call('HSET', KEYS[2], 'eventId', ARGV[2], 'kind', ARGV[3], 'receivedAt', ARGV[4], 'payload', ARGV[5])
+redis.call('HSET', KEYS[2], 'eventId', ARGV[2], 'kind', ARGV[3], 'receivedAt', ARGV[4], 'payload', ARGV[5],
+  'trace', ARGV[11])
 redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
 redis.call('HINCRBY', KEYS[4], ARGV[7], 1)

@@ -25,3 +25,23 @@ def test_compose_services_run_relay_commands_on_redis_with_aof() -> None:
 def test_dockerfile_runs_as_non_root_with_a_healthcheck() -> None:
     text = (DEPLOY / "Dockerfile").read_text()
     assert "USER relay" in text and "HEALTHCHECK" in text and "/healthz" in text
+
+
+def test_the_tracing_compose_file_adds_jaeger_and_points_api_and_workers_at_it() -> None:
+    import tomllib
+
+    from relay.config import TracingConfig
+
+    tracing = yaml.safe_load((DEPLOY / "compose.tracing.yaml").read_text())["services"]
+    assert "all-in-one" in tracing["jaeger"]["image"] and "16686:16686" in tracing["jaeger"]["ports"]
+    for name in ("api", "worker"):
+        assert tracing[name]["build"]["args"]["EXTRAS"] == "otel"
+        environment = tracing[name]["environment"]
+        assert environment["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4318"
+        assert (
+            TracingConfig(ui_url=environment["RELAY_TRACING__UI_URL"]).link("abc") == "http://localhost:16686/trace/abc"
+        )
+    assert 'pip install ".${EXTRAS:+[$EXTRAS]}"' in (DEPLOY / "Dockerfile").read_text()
+    project = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]
+    assert "otel" in project["optional-dependencies"]
+    assert "relay[otel]" in project["optional-dependencies"]["test"]
