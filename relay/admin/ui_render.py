@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -11,6 +10,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.responses import HTMLResponse
 
 from relay.storage.store import iso
+from relay.web.html import secure_page
 
 _env = Environment(
     loader=PackageLoader("relay.admin", "ui_templates"),
@@ -44,31 +44,18 @@ def when(ts: float) -> str:
 def render(
     name: str, now: float, status: int = 200, headers: dict[str, str] | None = None, **context: Any
 ) -> HTMLResponse:
-    nonce = secrets.token_urlsafe(16)
-    html = _env.get_template(name).render(
-        style_nonce=nonce,
-        ago=lambda ts: ago(ts, now),
-        until=lambda ts: until(ts, now),
-        when=when,
-        iso=iso,
-        quote=quote,
-        **context,
-    )
-    policy = (
-        f"default-src 'none'; style-src 'nonce-{nonce}'; img-src 'self' data:; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    )
-    return HTMLResponse(
-        html,
+    return secure_page(
+        lambda nonce: _env.get_template(name).render(
+            style_nonce=nonce,
+            ago=lambda ts: ago(ts, now),
+            until=lambda ts: until(ts, now),
+            when=when,
+            iso=iso,
+            quote=quote,
+            **context,
+        ),
         status,
-        headers={
-            "Content-Security-Policy": policy,
-            "X-Frame-Options": "DENY",
-            "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "same-origin",
-            "Cache-Control": "no-store",
-            **(headers or {}),
-        },
+        headers,
     )
 
 

@@ -20,9 +20,10 @@ import secrets
 import time
 from urllib.parse import parse_qs
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 
+from relay.web.forms import bounded_body
 from relay.web.forms import same_origin as same_origin  # the page's POSTs are checked as every form's
 
 COOKIE = "relay_ui"
@@ -103,15 +104,8 @@ async def read_form(request: Request) -> dict[str, str] | None:
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media != "application/x-www-form-urlencoded":
         return None
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > MAX_FORM_BYTES:
-                return None
-            chunks.append(chunk)
-    except ClientDisconnect:
+    body = await bounded_body(request, MAX_FORM_BYTES)
+    if body is None:
         return None
-    parsed = parse_qs(b"".join(chunks).decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=20)
+    parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=20)
     return {k: v[0] for k, v in parsed.items()}

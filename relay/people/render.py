@@ -3,11 +3,12 @@ page's signed link to itself (no referrer, no cache, no framing)."""
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.responses import HTMLResponse
+
+from relay.web.html import secure_page
 
 _env = Environment(
     loader=PackageLoader("relay.people", "templates"),
@@ -19,23 +20,9 @@ _env = Environment(
 
 
 def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
-    nonce = secrets.token_urlsafe(16)
-    html = _env.get_template(name).render(style_nonce=nonce, **context)
-    policy = (
-        f"default-src 'none'; style-src 'nonce-{nonce}'; img-src 'self' data:; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    )
-    return HTMLResponse(
-        html,
+    # The page's address is its key: kept out of caches and other sites (relay.web.html), and out of indexes.
+    return secure_page(
+        lambda nonce: _env.get_template(name).render(style_nonce=nonce, **context),
         status,
-        headers={
-            "Content-Security-Policy": policy,
-            "X-Frame-Options": "DENY",
-            "X-Content-Type-Options": "nosniff",
-            # The page's address is its key: never sent on to another site, never kept by a cache. Not
-            # no-referrer: a browser then sends `Origin: null` with the page's own forms.
-            "Referrer-Policy": "same-origin",
-            "Cache-Control": "no-store",
-            "X-Robots-Tag": "noindex",
-        },
+        {"X-Robots-Tag": "noindex"},
     )
