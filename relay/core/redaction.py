@@ -178,10 +178,11 @@ def scrub(text: str) -> str:
     return _process.scrub(text)
 
 
-# A signed preference or unsubscribe link's token is its person's key (relay.web.links): never written down.
-_LINK_TOKEN = re.compile(r"(/(?:preferences|unsubscribe)/)[^/?#\s\"']+")
+# A signed preference or unsubscribe link's token is its person's key (relay.web.links), and the admin API's
+# people paths name a person (an e-mail address, maybe): neither is written down.
+_PATH_KEY = re.compile(r"(/(?:preferences|unsubscribe|api/v1/people)/)[^/?#\s\"']+")
 
 
-def hide_link_tokens(text: str) -> str:
-    """`text` with the token of every signed link path in it masked (`/preferences/****`)."""
-    return _LINK_TOKEN.sub(r"\1" + MASK, text) if "/" in text else text
+def hide_path_keys(text: str) -> str:
+    """`text` with every signed link's token and every person in an admin API path masked (`/preferences/****`)."""
+    return _PATH_KEY.sub(r"\1" + MASK, text) if "/" in text else text

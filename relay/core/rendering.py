@@ -248,7 +248,7 @@ class Renderer:
         except Exception as exc:  # any template failure: fall back, never lose the message
             where = tpl.name if tpl is not None else ", ".join(names)
             error = f"{where}: {type(exc).__name__}: {exc}"
-        return self.platform(title, text, fmt, error)
+        return self.platform(title, text, fmt, error, extra)
 
     def choose(self, template: str, kind: str, types: list[str], fmt: str) -> tuple[Template | None, str]:
         """The template for a channel of format `fmt`, and the format it is written in.
@@ -278,13 +278,17 @@ class Renderer:
             log.warning("text part template failed, derived from the HTML instead: %s: %s", name, exc)
             return None
 
-    def platform(self, title: str, text: str, fmt: str, error: str | None) -> Rendered:
-        """The platform's text verbatim; HTML channels get it inside a layout, escaped, never altered."""
+    def platform(
+        self, title: str, text: str, fmt: str, error: str | None, extra: dict[str, Any] | None = None
+    ) -> Rendered:
+        """The platform's text verbatim; HTML channels get it inside a layout, escaped, never altered (with the
+        person's links in the layout's footer, when `extra` has them)."""
         if fmt == "html":
             layout = self.find(["_layouts/platform.html.j2"], shipped=True)
             if layout is not None:
                 try:
-                    _, body = render_template(layout, {"title": title, "text": text}, "html")
+                    links = {k: v for k, v in (extra or {}).items() if k in ("preferences_url", "unsubscribe_url")}
+                    _, body = render_template(layout, {"title": title, "text": text, **links}, "html")
                     return Rendered(title, body, "html", PLATFORM, error, text=text)
                 except Exception as exc:  # the layout is ours; still never lose the message
                     error = error or f"layout: {exc}"

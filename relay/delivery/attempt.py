@@ -27,7 +27,7 @@ from relay.delivery.catalog import CatalogUnavailable
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose
 from relay.delivery.context import Context
-from relay.delivery.preferences import links, with_unsubscribe_headers
+from relay.delivery.preferences import links, person_hold, with_unsubscribe_headers
 from relay.delivery.recording import decide, derived, queue_new, store
 from relay.storage.leases import delivery_unit
 from relay.storage.store import iso, now
@@ -84,12 +84,15 @@ def _let_go(rt: Context, record: Delivery) -> None:
 
 
 def _held_again(rt: Context, record: Delivery) -> bool:
-    """A held delivery's wake-up asks its route's intervals again under the config as it is now (a reload
-    may have moved them): still held, it is scheduled anew and stays held; else it is sent now."""
-    until = held_until(rt.config, record.route, datetime.fromtimestamp(rt.clock(), UTC))
-    if until is None:
+    """A held delivery's wake-up asks its route's intervals (and its person's active hours) again under the
+    config and preferences as they are now (a reload may have moved them): still held, it is due anew and
+    stays held; else it is sent now."""
+    now = rt.clock()
+    until = held_until(rt.config, record.route, datetime.fromtimestamp(now, UTC))
+    mine = person_hold(rt, record, now)  # both together, the later wins
+    if until is None and mine is None:
         return False
-    record.notBefore = until.timestamp()
+    record.notBefore = max(t for t in (until.timestamp() if until is not None else None, mine) if t is not None)
     rt.intake.deliver_at(record.id, record.notBefore)  # due then before the state is stored
     rt.store.update(record, record.state)
     log.info(

@@ -49,8 +49,8 @@ def replan_held(rt: Context) -> int:
             rt.store.leases.release([delivery_unit(current.id)], rt.store.owner)
             continue
         if new < current.notBefore:
-            rt.intake.deliver_at(current.id, new)  # due then before the state is stored
             sooner += 1
+        rt.intake.deliver_at(current.id, new)  # due then (sooner or later) before the state is stored
         current.notBefore = new
         rt.store.update(current, State.HELD)  # lets go of the lease
     if sooner:

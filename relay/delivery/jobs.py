@@ -30,8 +30,8 @@ from relay.core.routing import plan_notification
 from relay.core.states import OPEN, SENDABLE, State
 from relay.delivery import attempt
 from relay.delivery.context import Context, bound
-from relay.delivery.preferences import apply_preferences
-from relay.delivery.recording import follow
+from relay.delivery.preferences import apply_preferences, count_planned
+from relay.delivery.recording import created, follow
 from relay.storage.leases import DELIVERY, EVENT, UNPLANNED, Claimed, delivery_unit, split_unit
 from relay.storage.store import EventRecord, StateChange, iso, now
 
@@ -80,13 +80,25 @@ def work(event_id: str = "") -> int:
                 rt.intake.request_wake(force=True)
                 return taken
             taken += 1
-            _take(rt, unit)
+            try:
+                _take(rt, unit)
+            except BaseException:
+                _let_go_of(rt, [c.unit for c in claimed[i + 1 :]])
+                raise
         if time.monotonic() > deadline:
             if left:
                 rt.intake.request_wake()
             break
         claimed, left = leases.claim(owner, _batch(rt), now())
     return taken
+
+
+def _let_go_of(rt: Context, units: list[str]) -> None:
+    """Units taken and not worked on, when the job ends early (Redis gone a moment, a timeout): back among the
+    due work; were Redis still away, no longer counted in hand, so this worker's own sweep puts them back."""
+    rt.store.leases.handed_on(units)
+    with contextlib.suppress(RedisError):
+        rt.store.leases.give_back(rt.name, units, now())
 
 
 # Earlier relays queued these jobs; one still queued at an upgrade runs as a wake-up.
@@ -165,10 +177,11 @@ def _plan(rt: Context, event_id: str, event: EventRecord, leased: bool) -> int:
     records = plan_notification(rt.config, notification, event_id, now())
     tracing.stamp(records)  # their tries continue this trace
     _Holds(rt).apply(records)
-    apply_preferences(rt, notification, records)  # after the routes' holds: the later notBefore wins
+    applied = apply_preferences(rt, notification, records)  # after the routes' holds: the later notBefore wins
     here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
     rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
     stored = rt.store.create_deliveries(event_id, records, take=here, planned="leased" if leased else "unleased")
+    count_planned(rt, applied, created(records, stored))
     held_at: set[float] = set()
     for record in stored:
         ctx = {"eventId": event_id, "deliveryId": record.id, "channel": record.channel}

@@ -5,10 +5,10 @@ page, one-click unsubscribe) in the template's context and the e-mail's headers 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from relay.core.model import Delivery, Notification, State
 from relay.core.preferences import Hold, Skip, apply, critical, effect, person_of_delivery
@@ -23,17 +23,24 @@ SKIPS = "relay_preference_skips_total"
 ONE_CLICK = "List-Unsubscribe=One-Click"
 
 
-def apply_preferences(rt: Context, notification: Notification, planned: list[Delivery]) -> None:
+@dataclass
+class Applied:
+    """What preferences did to a planning: each delivery's person, and the deliveries they skipped."""
+
+    people: dict[str, str] = field(default_factory=dict)  # delivery id -> person
+    skipped: set[str] = field(default_factory=set)
+    at: float = 0.0
+
+
+def apply_preferences(rt: Context, notification: Notification, planned: list[Delivery]) -> Applied:
     """Skip or hold the planned deliveries that their people's preferences say to (after the routes' own
-    holds); note what each person was sent, for their page. One read of Redis for everyone's preferences."""
+    holds). One read of Redis for everyone's preferences; `count_planned` counts, once they are stored."""
     config = rt.config
     people = {r.id: p for r in planned if (p := person_of_delivery(config, notification, r)) is not None}
+    applied = Applied(people, set(), rt.clock())
     if not people:
-        return
-    store = Preferences(rt.redis)
-    found = store.get_many(people.values())
-    at = rt.clock()
-    sent: list[tuple[str, str, str]] = []
+        return applied
+    found = Preferences(rt.redis).get_many(people.values())
     for record in planned:
         person = people.get(record.id)
         if person is None:
@@ -43,12 +50,26 @@ def apply_preferences(rt: Context, notification: Notification, planned: list[Del
         def route_until(instant: datetime, route: str | None = route) -> datetime | None:
             return held_until(config, route, instant)
 
-        result = effect(config, found.get(person), record, at, route_until)
+        result = effect(config, found.get(person), record, applied.at, route_until)
         apply(record, result)
         if isinstance(result, Skip):
+            applied.skipped.add(record.id)
+    return applied
+
+
+def count_planned(rt: Context, applied: Applied, created: list[Delivery]) -> None:
+    """Count the skips and note what each person was sent (for their page), for the deliveries this planning
+    created: planned twice (two workers, or again after a crash), a notification counts once."""
+    sent: list[tuple[str, str, str]] = []
+    for record in created:
+        person = applied.people.get(record.id)
+        if person is None:
+            continue
+        if record.id in applied.skipped:
             rt.store.incr(SKIPS, kind=record.kind, channel=record.channel)
         sent.append((person, record.kind, record.channel))
-    store.note_sent(sent, at)
+    if sent:
+        Preferences(rt.redis).note_sent(sent, applied.at)
 
 
 def person_hold(rt: Context, record: Delivery, at: float) -> float | None:
@@ -91,6 +112,7 @@ def with_unsubscribe_headers(url: str, context: dict[str, Any]) -> str:
     if not link or scheme_of(url) not in EMAIL_SCHEMES:
         return url
     base, _, query = url.partition("?")
-    pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if not k.lower().startswith("+list-unsub")]
-    pairs += [("+List-Unsubscribe", f"<{link}>"), ("+List-Unsubscribe-Post", ONE_CLICK)]
-    return base + "?" + urlencode(pairs, safe="@")
+    # The channel's own arguments stay byte for byte (Apprise reads a `+` in them as a `+`, not a space).
+    kept = [p for p in query.split("&") if p and not unquote(p.partition("=")[0]).lower().startswith("+list-unsub")]
+    added = urlencode([("+List-Unsubscribe", f"<{link}>"), ("+List-Unsubscribe-Post", ONE_CLICK)], quote_via=quote)
+    return base + "?" + "&".join([*kept, added])

@@ -13,10 +13,11 @@ from redis.exceptions import RedisError
 
 from relay import tracing
 from relay.core.lookup import fallback_channels
-from relay.core.model import Delivery, delivery_id, trace_id
+from relay.core.model import Delivery, Notification, delivery_id, trace_id
 from relay.core.outcome import Delivered, Outcome, Transient, next_step
-from relay.core.states import OPEN, State
+from relay.core.states import SENDABLE, State
 from relay.delivery.context import Context
+from relay.delivery.preferences import apply_preferences, count_planned
 from relay.storage import exemplars
 from relay.storage.store import LATENCY, SEND_LATENCY, StateChange, now
 
@@ -149,5 +150,20 @@ def derived(record: Delivery, key: str, **changes: Any) -> Delivery:
 
 
 def queue_new(rt: Context, event_id: str, records: list[Delivery]) -> None:
-    stored = rt.store.create_deliveries(event_id, records)
-    rt.intake.enqueue_deliveries([r.id for r in stored if r.state in OPEN])
+    """Deliveries born of one being sent (a fallback, a group's members): their people's preferences applied
+    as at planning, stored and made due (a held one at its notBefore), with a wake-up for them."""
+    event = rt.store.event(event_id)
+    applied = apply_preferences(rt, Notification.model_validate_json(event.payload), records) if event else None
+    stored = rt.store.create_deliveries(event_id, records)  # the open ones are due now, or held until notBefore
+    if applied is not None:
+        count_planned(rt, applied, created(records, stored))
+    if any(r.state in SENDABLE for r in stored):
+        rt.intake.request_wake()
+    for at in sorted({r.notBefore for r in stored if r.state is State.HELD and r.notBefore is not None}):
+        rt.intake.wake_at(at)
+
+
+def created(records: list[Delivery], stored: list[Delivery]) -> list[Delivery]:
+    """The records `Store.create_deliveries` created (returned as given), not those it found stored."""
+    given = {id(r) for r in records}
+    return [r for r in stored if id(r) in given]

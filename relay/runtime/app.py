@@ -27,7 +27,7 @@ from relay.admin.ui import AdminPage
 from relay.admin.ui_release import ReleasePage
 from relay.admin.ui_view import PageData
 from relay.config import Config
-from relay.core.redaction import hide_link_tokens, remember_config
+from relay.core.redaction import hide_path_keys, remember_config
 from relay.intake.webhook import Webhook
 from relay.people.pages import PeoplePages
 from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan
@@ -50,7 +50,7 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 def shown_path(path: str) -> str:
     """A path as logs show it: a signed link's token is its person's key, never written down."""
-    return hide_link_tokens(path)
+    return hide_path_keys(path)
 
 
 async def server_error(request: Request, exc: Exception) -> Response:

@@ -134,6 +134,8 @@ def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, gene
             sweep(rt, time.time(), seen)
         except RedisError as exc:
             log.warning("heartbeat failed: %s", type(exc).__name__)
+        except Exception:  # the beat must go on whatever a sweep meets: a silent worker is taken for dead
+            log.exception("heartbeat: a sweep failed unexpectedly")
         if os.getppid() == 1 and os.environ.get("RELAY_SUPERVISED") == "1":
             # `relay serve` died without stopping us: do not linger as an orphan.
             os._exit(0)

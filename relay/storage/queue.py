@@ -255,17 +255,28 @@ class Intake:
         chosen = self.carried(records, State.FAILED)
         if dry_run or not chosen:
             return len(chosen)
-        for record in chosen:
+        replayed = []
+        for chosen_record in chosen:
+            # Under a lease, as it is now: a replay that overlaps another (or a worker's send) never writes back
+            # a state read before it, so a delivered delivery is never made due again.
+            taken, record = self.store.take_and_read(chosen_record.id)
+            if not taken or record is None:
+                continue
             previous = record.state
+            if previous is not State.FAILED:
+                self.leases.release([delivery_unit(record.id)], self.store.owner)
+                continue
             record.state = State.QUEUED
             record.maxAttempts = record.attempts + attempts
             record.lastError = (record.lastError or "") and f"replayed after: {record.lastError}"
             # A digest's items go back with it (out of the failed list), to be sent in it again.
             items = [i for i in self.store.deliveries(record.items) if i is not None and i.state == previous]
             self.store.update_many([StateChange(record, previous)] + [_requeued(i, previous) for i in items])
-        self.redis.hincrby(METRICS, metric_field("relay_replays_total"), len(chosen))
-        self.enqueue_deliveries([r.id for r in chosen])
-        return len(chosen)
+            replayed.append(record.id)
+        if replayed:
+            self.redis.hincrby(METRICS, metric_field("relay_replays_total"), len(replayed))
+            self.enqueue_deliveries(replayed)
+        return len(replayed)
 
 
 def _acceptance(answer: Any) -> Acceptance:

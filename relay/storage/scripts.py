@@ -14,12 +14,13 @@ return tostring(nxt - now)
 
 # Store deliveries' new states atomically in one command: each record, the failed index, the release of
 # its lease (when this worker holds it), the held index and the metrics.
-# KEYS: failed index, metrics, leases, held index, then each record's key. ARGV: retention, lease owner, then
+# An outcome stored by the lease holder also ends the count of the delivery's lost tries (they count in a row).
+# KEYS: failed index, metrics, leases, held index, losses, then each record's key. ARGV: retention, lease owner, then
 # per record: id, updatedAt, failed-index op (add/rem/-), release lease (1/0), held-index op (its notBefore to
 # add, rem, or -), n, n field/value pairs, the counts of integer and of float increments, then those increments.
 UPDATE = """
 local i = 3
-for r = 5, #KEYS do
+for r = 6, #KEYS do
   local key = KEYS[r]
   local id, updated, failed, unlease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local held = ARGV[i + 4]
@@ -27,7 +28,10 @@ for r = 5, #KEYS do
   redis.call('HSET', key, unpack(ARGV, i + 6, i + 5 + 2 * n))
   redis.call('EXPIRE', key, ARGV[1])
   local unit = 'd:' .. id
-  if unlease == '1' and redis.call('HGET', KEYS[3], unit) == ARGV[2] then redis.call('HDEL', KEYS[3], unit) end
+  if unlease == '1' and redis.call('HGET', KEYS[3], unit) == ARGV[2] then
+    redis.call('HDEL', KEYS[3], unit)
+    redis.call('HDEL', KEYS[5], unit)
+  end
   if failed == 'add' then
     redis.call('ZADD', KEYS[1], updated, id)
   elseif failed == 'rem' then
@@ -54,7 +58,8 @@ return 1
 """
 
 # A notification's planning stored in one round trip: the delivery records that do not exist yet, a lease
-# on those the caller sends at once (unless another worker holds one), the others that are open put among
+# on those the caller sends at once (new ones only: one that existed is another planner's, or due), the others
+# that are open put among
 # the due deliveries (`relay.storage.leases`: now, or a held one at its notBefore; one that exists keeps a
 # due time it has), and the notification done with: the caller's lease on it dropped, or, planned by the
 # wake-up its arrival queued (no lease taken first), taken out of the notifications to plan. Returns per
@@ -84,12 +89,9 @@ for r = 10, #KEYS do
     made = 1
   end
   local got = 0
-  if take == '1' then
-    local holder = redis.call('HGET', KEYS[5], 'd:' .. id)
-    if not holder or holder == ARGV[2] then
-      redis.call('HSET', KEYS[5], 'd:' .. id, ARGV[2])
-      got = 2
-    end
+  if take == '1' and made == 1 then
+    redis.call('HSET', KEYS[5], 'd:' .. id, ARGV[2])
+    got = 2
   end
   if got == 0 and due ~= '-' then
     if made == 1 then redis.call('ZADD', KEYS[7], due, id) else redis.call('ZADD', KEYS[7], 'NX', due, id) end

@@ -151,8 +151,9 @@ class Store:
         self, event_id: str, records: list[Delivery], take: set[str] | None = None, planned: str = ""
     ) -> list[Delivery]:
         """Store records that do not exist yet; return the stored state of every record. In the same round
-        trip (`relay.storage.leases`): this worker leases the records in `take` (unless another worker holds
-        one), the other open ones are put among the due deliveries, and the notification is done with
+        trip (`relay.storage.leases`): this worker leases the records in `take` that it creates (one that
+        existed is another planner's, or due already), the other open ones are put among the due deliveries,
+        and the notification is done with
         (`planned`: `leased`, this worker's lease on it dropped; `unleased`, taken out of the notifications to
         plan). The records returned that this worker leased say so (`held_lease`)."""
         to_take = take or set()
@@ -216,7 +217,7 @@ class Store:
 
     def update_many(self, outcomes: list[StateChange]) -> None:
         """`update` for several records, in one round trip."""
-        keys: list[str] = [FAILED, METRICS, LEASES, HELD]
+        keys: list[str] = [FAILED, METRICS, LEASES, HELD, LOSSES]
         args: list[Any] = [self.retention, self.owner]
         for outcome in outcomes:
             record, previous_state = outcome.record, outcome.previous_state

@@ -43,7 +43,7 @@ from opentelemetry.util.types import Attributes
 from starlette.middleware import Middleware
 
 from relay.core.model import Delivery
-from relay.core.redaction import hide_link_tokens, scrub
+from relay.core.redaction import hide_path_keys, scrub
 
 log = logging.getLogger("relay.tracing")
 SCOPE = "relay"
@@ -80,8 +80,8 @@ class NotificationsOnly(Sampler):
 
 
 def _text(value: str) -> str:
-    """A span's text with the configured secrets and signed links' tokens masked."""
-    return scrub(hide_link_tokens(value))
+    """A span's text with the configured secrets, signed links' tokens and people in paths masked."""
+    return scrub(hide_path_keys(value))
 
 
 def _clean(value: Any) -> Any:
@@ -104,7 +104,7 @@ def scrubbed(span: ReadableSpan) -> ReadableSpan:
     links = [Link(link.context, _attributes(link.attributes)) for link in span.links]
     status = span.status
     if status.description:
-        status = Status(status.status_code, scrub(status.description))
+        status = Status(status.status_code, _text(status.description))
     same = (
         name == span.name
         and attributes == dict(span.attributes or {})

@@ -271,3 +271,70 @@ def test_due_work_comes_out_oldest_first_across_notifications_and_deliveries(hoo
     hook.store.leases.schedule({"del-mid": 20.0, "del-later": 1e12})
     claimed, left = hook.store.leases.claim(hook.name, BATCH, 100.0)
     assert [c.unit for c in claimed] == ["e:ev-old", "d:del-mid", "e:ev-new"] and left == 0
+
+
+def test_a_redis_error_in_the_middle_of_a_batch_gives_the_rest_back(
+    hook: Runtime, redis: Redis, sink: HttpSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis gone a moment while a wake-up works through its batch: the units it took and did not work on are
+    due again at once (or, were Redis still away, no longer counted in hand, for the sweep), never stuck."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from relay.delivery import jobs
+    from relay.delivery.context import bind
+
+    events = _accept(hook, 3)
+    Queue(QUEUE_NAME, connection=redis).empty()
+    bind(hook)
+
+    def flaky(rt: Runtime, event_id: str, leased: bool = True) -> int:
+        raise RedisConnectionError("gone a moment")
+
+    monkeypatch.setattr(jobs, "plan_event", flaky)
+    with pytest.raises(RedisConnectionError):
+        jobs.work()
+    monkeypatch.undo()
+    assert redis.zcard(UNPLANNED) == 2  # the rest: due again at once
+    # The unit in hand when Redis went stays leased, no longer counted in hand: this worker's sweep puts it
+    # back at its second look.
+    assert len(hook.store.leases.held()) == 1 and hook.store.leases.in_hand() == set()
+    seen = Sweep()
+    sweep(hook, time.time(), seen)
+    assert sweep(hook, time.time(), seen) == 1
+    run_worker(hook)
+    _all_sent_once(hook, sink, events)
+
+
+def test_an_outcome_stored_ends_the_count_of_lost_tries(hook: Runtime, redis: Redis, sink: HttpSink) -> None:
+    (event_id,) = _accept(hook)
+    run_worker(hook)
+    (ident,) = hook.store.event_delivery_ids(event_id)
+    record = hook.store.delivery(ident)
+    assert record is not None
+    redis.hset(LOSSES, f"d:{ident}", 2)  # lost twice before
+    redis.hset(LEASES, f"d:{ident}", hook.name)
+    record.held_lease = True
+    hook.store.update(record, record.state)
+    assert not redis.hexists(LOSSES, f"d:{ident}") and not redis.hexists(LEASES, f"d:{ident}")
+
+
+def test_planning_again_leases_nothing_that_exists_and_keeps_a_retrys_wait(
+    hook: Runtime, redis: Redis, sink: HttpSink
+) -> None:
+    """A second planner (another worker, or planning again by hand) finds the records stored: it sends none of
+    them, and a retry keeps its time (no Retry-After skipped)."""
+    from relay.delivery.jobs import plan_job
+    from relay.storage.leases import READY
+
+    sink.script["/hook"] = [503]
+    (event_id,) = _accept(hook)
+    run_worker(hook)
+    (ident,) = hook.store.event_delivery_ids(event_id)
+    assert hook.store.delivery(ident).state == "retrying"  # type: ignore[union-attr]
+    due = time.time() + 3600  # a service's Retry-After, say
+    redis.zadd(READY, {ident: due})
+    tried = len(sink.hits)
+    plan_job(event_id)
+    hook.sender.drain()
+    assert len(sink.hits) == tried and redis.zscore(READY, ident) == due
+    assert redis.hlen(LEASES) == 0

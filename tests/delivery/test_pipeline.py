@@ -277,3 +277,23 @@ def test_a_delivery_records_the_template_it_was_rendered_with_as_preview_names_i
     assert delivered
     for d in delivered:
         assert d["template"] != "auto" and d["template"] == planned[d["channel"]]
+
+
+def test_a_replay_from_a_listing_read_before_the_delivery_went_out_sends_nothing_again(
+    client: TestClient, rt: Runtime, sink: HttpSink
+) -> None:
+    """Two replays overlap (a double click): the second's records were read while the delivery was failed;
+    it reads it again under a lease and finds it delivered, so it is not made due again."""
+    sink.script["/owners"] = [404]
+    payload = sample_notification()
+    post(client, payload)
+    run_worker(rt)
+    stale = [r for r in rt.store.iter_recent() if r.state == "failed"]
+    assert len(stale) == 1
+    assert rt.intake.replay(stale, 3) == 1
+    run_worker(rt)
+    assert len(sink.at("/owners")) == 1
+    assert rt.intake.replay(stale, 3) == 0  # the stale copy says failed; the record says delivered
+    run_worker(rt)
+    assert len(sink.at("/owners")) == 1
+    assert rt.store.delivery(stale[0].id).state == "delivered"  # type: ignore[union-attr]

@@ -60,3 +60,17 @@ def test_a_public_url_needs_a_long_enough_secret() -> None:
         PreferencesConfig(public_url="https://relay.example.com")
     with pytest.raises(ValueError, match="32 bytes"):
         PreferencesConfig(public_url="https://relay.example.com", secret="short")
+
+
+def test_the_one_click_headers_leave_the_channels_own_arguments_byte_for_byte() -> None:
+    """Apprise reads a `+` in a URL's arguments as a `+`: the channel's own arguments are never re-encoded."""
+    from relay.delivery.preferences import with_unsubscribe_headers
+
+    url = "mailtos://u:p@mail.example.com?to=alice%2Btag@example.com&from=Data%20Platform%20%3Cno@x%3E&name=A+B"
+    link = "https://relay.example.com/unsubscribe/tok"
+    got = with_unsubscribe_headers(url, {"unsubscribe_url": link})
+    assert got.startswith(url + "&")
+    assert "%2BList-Unsubscribe=%3Chttps%3A%2F%2Frelay.example.com%2Funsubscribe%2Ftok%3E" in got
+    assert got.endswith("%2BList-Unsubscribe-Post=List-Unsubscribe%3DOne-Click")
+    # Added again (a retry renders anew): replaced, never doubled.
+    assert with_unsubscribe_headers(got, {"unsubscribe_url": link}) == got
