@@ -451,3 +451,39 @@ def test_a_digest_to_one_person_links_their_page(
     assert "Manage your notifications" in (mail.part("text/html") or "")
     assert re.search(rf"Manage your notifications: {PUBLIC}/preferences/\S+", mail.part("text/plain") or "")
     assert mail.message["List-Unsubscribe"] is None  # items of several kinds: the page, not one click
+
+
+def test_a_fallback_to_a_persons_channel_obeys_their_opt_out(
+    make_runtime: Callable[..., Runtime], tmp_path: Path, sink: HttpSink, smtp: SmtpSink
+) -> None:
+    """Alice's direct message fails for good; its fallback, an e-mail to her, is a delivery to her like any
+    other: opted out of the kind by e-mail, it is skipped with the reason, never sent."""
+    rt = make_runtime(
+        **_settings(tmp_path),
+        channels={
+            "requester-dm": {"url": sink.url("/dm/{email}"), "per_recipient": True},
+            "requester-email": {"url": smtp.url(), "per_recipient": True},
+        },
+        routes=[
+            {
+                "recipient_types": ["recipient-type:access-control-requester"],
+                "channels": ["requester-dm"],
+                "fallback": ["requester-email"],
+            }
+        ],
+        default={"channels": []},
+    )
+    with TestClient(create_app(rt)) as client:
+        body = {"optOuts": [{"kind": KIND, "channel": "requester-email"}], "activeHours": None}
+        put = admin(client, f"/api/v1/people/{quote(ALICE, safe='')}/preferences", "PUT", json=body)
+        assert put.status_code == 200
+        payload = sample_notification()
+        sink.script["/dm/alice.rossi@example.com"] = [404]  # her direct message fails for good
+        assert post(client, payload).status_code == 202
+        run_worker(rt)
+        records = [r for r in rt.store.deliveries(rt.store.event_delivery_ids(payload["metadata"]["eventId"])) if r]
+    fallbacks = [r for r in records if r.fallbackFor]
+    assert fallbacks, [(r.channel, r.state, r.lastError, r.address) for r in records]
+    assert all(r.state == "skipped" for r in fallbacks)
+    assert all(r.lastError and r.lastError.startswith(f"opted out of {KIND} on requester-email") for r in fallbacks)
+    assert smtp.mails == []
