@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict
 
 from relay.config import Config
-from relay.core.preferences import Preference, PreferenceError, PreferenceModel, validate
+from relay.core.preferences import Preference, PreferenceError, PreferenceModel, canonical_person, validate
 from relay.storage.preferences import Preferences
 from relay.storage.store import iso
 from relay.web.errors import error_response, is_json
@@ -48,7 +48,7 @@ class PreferenceLink(TypedDict):
 
 
 def _person(request: Request) -> str:
-    return str(request.path_params["person"])
+    return canonical_person(str(request.path_params["person"]))
 
 
 class PeopleApi:

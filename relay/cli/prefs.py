@@ -31,7 +31,7 @@ def _shown(pref: Any) -> dict[str, Any]:
 def cmd_show(args: argparse.Namespace) -> int:
     from relay.core.preferences import Preference, check_person
 
-    check_person(args.person)
+    args.person = check_person(args.person)
     _, store = _store(args)
     pref = store.get(args.person) or Preference(args.person)
     if args.format == "json":
@@ -54,7 +54,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _change(args: argparse.Namespace, off: bool) -> int:
     from relay.core.preferences import PreferenceError, check_person, validate
 
-    check_person(args.person)
+    args.person = check_person(args.person)
     cfg, store = _store(args)
     channel = args.channel
     try:  # the opt-out as the API would take it: a known channel (or *), a kind of printable characters
@@ -88,7 +88,7 @@ def cmd_link(args: argparse.Namespace) -> int:
     from relay.core.preferences import check_person
     from relay.web.links import preferences_url
 
-    check_person(args.person)
+    args.person = check_person(args.person)
     url = preferences_url(config(args).preferences, args.person, time.time())
     if url is None:
         print("relay prefs: no link without preferences.public_url (and preferences.secret)", file=sys.stderr)
@@ -102,7 +102,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     everyone = [p.stored() for p in store.export()]
     json.dump({"version": EXPORT_VERSION, "preferences": everyone}, sys.stdout, indent=2, ensure_ascii=False)
     print()
-    print(f"exported the preferences of {len(everyone)} people", file=sys.stderr)
+    print(f"exported the preferences of {_people(len(everyone))}", file=sys.stderr)
     return 0
 
 
@@ -124,7 +124,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             return 2
     _, store = _store(args)
     count = store.import_many(read)
-    print(f"imported the preferences of {count} people")
+    print(f"imported the preferences of {_people(count)}")
     return 0
 
 
@@ -159,3 +159,7 @@ def add_commands(command: Command) -> None:
     c = leaf("import", "store the preferences of an export (a file, or - for standard input)")
     c.add_argument("file")
     c.set_defaults(func=cmd_import)
+
+
+def _people(count: int) -> str:
+    return "1 person" if count == 1 else f"{count} people"

@@ -138,7 +138,7 @@ class Preference:
 def validate(person: str, data: Any, channels: Mapping[str, Any] | None = None) -> Preference:
     """A preference from a request or an import; PreferenceError naming the field. `channels`: the configured
     ones, when an opt-out must name one of them (or `*`)."""
-    check_person(person)
+    person = check_person(person)
     try:
         model = PreferenceModel.model_validate(data)
     except ValidationError as exc:
@@ -155,9 +155,18 @@ def validate(person: str, data: Any, channels: Mapping[str, Any] | None = None) 
     return Preference(person, opt_outs, hours)
 
 
-def check_person(person: str) -> None:
+def canonical_person(person: str) -> str:
+    """A person as relay keys them: an e-mail address lower-cased (as planning finds it), a userRef as it is."""
+    return person.lower() if ":" not in person and "@" in person else person
+
+
+def check_person(person: str) -> str:
+    """The person named, as relay keys them; PreferenceError for what is no person (a group, say)."""
     if not person or len(person) > MAX_PERSON_LENGTH or not person.isprintable() or person != person.strip():
         raise PreferenceError("person", "a person is a userRef (user:default/alice) or an e-mail address")
+    if person.lower().startswith(_NOT_A_PERSON):
+        raise PreferenceError("person", "a group has no preferences: name a person's userRef or e-mail address")
+    return canonical_person(person)
 
 
 def from_stored(data: Mapping[str, Any]) -> Preference:

@@ -30,7 +30,14 @@ class _Mail:
             return "451 4.3.0 relay sink --fail: refusing on purpose"
         text = msg.get_body(preferencelist=("plain", "html"))
         body = text.get_content() if text is not None else ""
-        _print(f"--- e-mail to {', '.join(envelope.rcpt_tos)}: {msg['Subject']}", str(body).strip()[:2000], "")
+        # One-click unsubscribe lives in a header (RFC 8058): shown, so that it can be tried from here.
+        unsubscribe = [f"List-Unsubscribe: {msg['List-Unsubscribe']}"] if msg["List-Unsubscribe"] else []
+        _print(
+            f"--- e-mail to {', '.join(envelope.rcpt_tos)}: {msg['Subject']}",
+            *unsubscribe,
+            str(body).strip()[:2000],
+            "",
+        )
         return "250 OK"
 
 

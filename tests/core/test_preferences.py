@@ -159,3 +159,15 @@ def test_stored_preferences_read_back_the_same() -> None:
         MONDAY_8_ROME, UTC
     )
     assert compiled.location == "Europe/Rome"
+
+
+def test_a_person_named_by_hand_is_keyed_as_planning_finds_them_and_a_group_is_refused() -> None:
+    from relay.core.preferences import PreferenceError, check_person, validate
+
+    assert check_person("Bob@Example.com") == "bob@example.com"  # planning looks e-mail addresses up lower-cased
+    assert check_person("user:default/Alice.Rossi") == "user:default/Alice.Rossi"  # a userRef stays as it is
+    assert validate("Bob@Example.COM", {"optOuts": []}).person == "bob@example.com"
+    for group in ("group:default/analytics-team", "Group:default/x"):
+        with pytest.raises(PreferenceError) as refused:
+            check_person(group)
+        assert refused.value.field == "person"
