@@ -31,6 +31,7 @@ from relay.runtime.bootstrap import CONFIG_GENERATION
 from relay.storage.store import Store, iso
 from relay.web.auth import admin_allowed
 from relay.web.errors import RETRY_AFTER, error_response, is_json, validation_response
+from relay.web.forms import bounded_body
 from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
 from relay.web.throttle import API, Guard
 
@@ -136,7 +137,7 @@ class Intake(Replaying, Releasing, Protocol):
 
 async def _filter_body(request: Request, what: str, model: type[R]) -> R | Response:
     """A replay's or release's JSON body, validated, or the error answer."""
-    body = await _json_object(request, what)
+    body = await json_object(request, what, empty={})
     if isinstance(body, Response):
         return body
     try:
@@ -145,8 +146,15 @@ async def _filter_body(request: Request, what: str, model: type[R]) -> R | Respo
         return validation_response(exc, f"{what} request")
 
 
-async def _json_object(request: Request, what: str) -> dict[str, Any] | Response:
-    """The request's JSON object (an empty body: {}), or the error answer."""
+async def json_object(
+    request: Request,
+    what: str,
+    limit: int | None = None,
+    empty: dict[str, Any] | None = None,
+    solution: str = "Send any of ids, eventId, kind, channel, since.",
+) -> dict[str, Any] | Response:
+    """The request's JSON object, or the error answer: 415 not JSON, 413 over `limit` bytes, 422 not an object
+    (an empty body reads as `empty`, when given)."""
     content_type = request.headers.get("content-type")
     if content_type is not None and not is_json(content_type):
         # A form of another site can post text/plain or form data, never JSON without a preflight:
@@ -157,18 +165,15 @@ async def _json_object(request: Request, what: str) -> dict[str, Any] | Response
             f"The {what} request must be JSON.",
             solutions=["Send the body with Content-Type: application/json."],
         )
-    raw = await request.body()
+    raw = await (request.body() if limit is None else bounded_body(request, limit))
+    if raw is None:
+        return error_response(413, [f"the body is over {limit} bytes"], f"The {what} request is too large.")
     try:
-        body = json.loads(raw) if raw.strip() else {}
+        body = empty if empty is not None and not raw.strip() else json.loads(raw)
         if not isinstance(body, dict):
             raise ValueError("the body must be a JSON object")
     except ValueError as exc:
-        return error_response(
-            422,
-            [str(exc)],
-            f"Invalid {what} request: {exc}",
-            solutions=["Send any of ids, eventId, kind, channel, since."],
-        )
+        return error_response(422, [str(exc)], f"Invalid {what} request: {exc}", solutions=[solution])
     return body
 
 

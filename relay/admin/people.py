@@ -3,7 +3,6 @@ for a support desk (relay.core.preferences, relay.storage.preferences, relay.web
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -15,12 +14,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict
 
+from relay.admin.api import json_object
 from relay.config import Config
 from relay.core.preferences import Preference, PreferenceError, PreferenceModel, canonical_person, validate
 from relay.storage.preferences import Preferences
 from relay.storage.store import iso
-from relay.web.errors import error_response, is_json
-from relay.web.forms import bounded_body
+from relay.web.errors import error_response
 from relay.web.links import preferences_url
 from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
 
@@ -83,18 +82,9 @@ class PeopleApi:
     )
     async def put(self, request: Request) -> Response:
         person = _person(request)
-        content_type = request.headers.get("content-type")
-        if content_type is not None and not is_json(content_type):
-            return error_response(415, ["the body must be JSON"], "Send the preferences as JSON.")
-        raw = await bounded_body(request, MAX_BODY)
-        if raw is None:
-            return error_response(413, [f"the body is over {MAX_BODY} bytes"], "The preferences are too large.")
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            return error_response(422, ["the body is not JSON"], "Send the preferences as a JSON object.")
-        if not isinstance(data, dict):
-            return error_response(422, ["the body must be a JSON object"], "Send the preferences as a JSON object.")
+        data = await json_object(request, "preferences", MAX_BODY, solution="Send the preferences as a JSON object.")
+        if isinstance(data, Response):
+            return data
         data.pop("person", None)  # as GET answers it: the path names the person
         data.pop("updatedAt", None)
         try:

@@ -181,6 +181,7 @@ def _plan(rt: Context, event_id: str, event: EventRecord, leased: bool) -> int:
     here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
     rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
     stored = rt.store.create_deliveries(event_id, records, take=here, planned="leased" if leased else "unleased")
+    count_planned(rt, applied, created(records, stored))  # counted before any of them is sent: as they show
     held_at: set[float] = set()
     for record in stored:
         ctx = {"eventId": event_id, "deliveryId": record.id, "channel": record.channel}
@@ -197,7 +198,6 @@ def _plan(rt: Context, event_id: str, event: EventRecord, leased: bool) -> int:
     for record in stored:
         if record.held_lease and record.id not in in_hand:
             rt.sender.submit(_task(rt, record, notification), record.id)
-    count_planned(rt, applied, created(records, stored))  # after the sends are handed over: not on their way
     if not records:
         log.info("no route for this notification", extra={"eventId": event_id, "kind": notification.kind})
     if random.random() < PRUNE_SHARE:

@@ -72,10 +72,20 @@ def count_planned(rt: Context, applied: Applied, created: list[Delivery]) -> Non
         Preferences(rt.redis).note_sent(sent, applied.at)
 
 
+def personal(rt: Context, records: list[Delivery]) -> bool:
+    """Whether any of `records` may be addressed to one person (a per-recipient channel's, to one recipient)."""
+    channels = rt.config.channels
+    return any(
+        r.recipientIndex is not None and (c := channels.get(r.channel)) is not None and c.per_recipient for r in records
+    )
+
+
 def person_hold(rt: Context, record: Delivery, at: float) -> float | None:
     """When a held delivery may go under its person's active hours and its route's intervals together, asked
     anew at `at` (a config reload re-plans held deliveries: relay.delivery.holding); None when its person has
     no active hours (or it is no person's)."""
+    if not personal(rt, [record]):
+        return None  # no person's: no read of its event
     event = rt.store.event(record.eventId)
     if event is None:
         return None
