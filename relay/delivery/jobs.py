@@ -45,32 +45,69 @@ PRUNE_SHARE = 0.01  # plannings that also drop expired index entries
 # RQ's cost of a job (a dozen round trips and more) spread over a second's work under load.
 BATCH = 10
 WORK_SECONDS = 1.5
+# A worker that lingers (`relay worker`; not `--burst`) keeps its wake-up job a moment once the due work ran
+# out, listening for more: at light load an arrival then nudges it (`relay.storage.leases`) and goes out
+# without an RQ job's own dozen round trips. It listens in spells of LISTEN_SECONDS (each ends early when a
+# unit comes due, and between them it looks whether the worker is stopping), and a job ends after JOB_SECONDS, so
+# that RQ's own passes (its maintenance, its scheduler) come round between jobs.
+LINGER_SECONDS = 2.0
+LISTEN_SECONDS = 0.5
+JOB_SECONDS = 10.0
 
 
 def work(event_id: str = "") -> int:
     """The wake-up job: take due work (`relay.storage.leases`), oldest first and a batch at a time, for up to
-    `WORK_SECONDS`; returns how many units were taken. `event_id`: the notification whose arrival queued
-    this job (empty for other wake-ups), planned first when it is still waiting.
+    `WORK_SECONDS`; then, in a worker that lingers (`Context.linger`), listen for more a moment before the job
+    ends. Returns how many units were taken. `event_id`: the notification whose arrival queued this job
+    (empty for other wake-ups), planned first when it is still waiting.
 
     Its start clears the wake-up flag, so the next notification queues another job, which the other workers
     take meanwhile. Work still due when the time is up stays due, with a wake-up queued.
     """
     rt = bound()
+    began = time.monotonic()
+    taken = _plan_arrival(rt, event_id) if event_id else 0
+    n, finished = _take_due(rt, start=True)
+    taken += n
+    if not finished or rt.linger <= 0:
+        return taken
+    while finished:
+        heard = _listen(rt, began)
+        if heard is None:
+            break
+        taken += _plan_arrival(rt, heard) if heard else 0
+        n, finished = _take_due(rt)
+        taken += n
+    if finished:
+        # Out of the listeners first, then a last look: whatever a nudge named meanwhile is found and taken.
+        rt.store.leases.stop_listening(rt.name)
+        taken += _take_due(rt)[0]
+    return taken
+
+
+def _plan_arrival(rt: Context, event_id: str) -> int:
+    """Plan the notification whose arrival woke this worker, when it still waits: at light load it goes out one
+    write sooner (no lease on it first: a worker killed meanwhile leaves it to plan, and a second planning
+    stores and sends nothing twice). Its failure is counted when a lease holder plans it again."""
+    if rt.redis.zscore(UNPLANNED, event_id) is None:
+        return 0  # planned already, or taken with a lease by a worker that plans it
+    try:
+        plan_event(rt, event_id, leased=False)
+    except RedisError:
+        raise
+    except Exception:
+        log.exception("planning failed unexpectedly", extra={"eventId": event_id})
+    return 1
+
+
+def _take_due(rt: Context, start: bool = False) -> tuple[int, bool]:
+    """Take the due units a batch at a time and work on them for up to WORK_SECONDS (`start`: the job's first
+    look, which clears the wake-up flag). How many were taken, and whether the due work ran out (False: the
+    time was up, and what is left is due still, with a wake-up queued)."""
     leases, owner = rt.store.leases, rt.name
     deadline = time.monotonic() + WORK_SECONDS
     taken = 0
-    if event_id and rt.redis.zscore(UNPLANNED, event_id) is not None:
-        # The notification whose arrival queued this job, planned before anything else: at light load it goes
-        # out one write sooner (no lease on it first: a worker killed meanwhile leaves it to plan, and a second
-        # planning stores and sends nothing twice). Its failure is counted when a lease holder plans it again.
-        try:
-            plan_event(rt, event_id, leased=False)
-            taken += 1
-        except RedisError:
-            raise
-        except Exception:
-            log.exception("planning failed unexpectedly", extra={"eventId": event_id})
-    claimed, left = leases.claim(owner, _batch(rt), now(), start=True)
+    claimed, left = leases.claim(owner, _batch(rt), now(), start=start)
     if left:
         rt.intake.request_wake()  # more is due: another worker may take a share
     while claimed:
@@ -78,7 +115,7 @@ def work(event_id: str = "") -> int:
             if i and time.monotonic() > deadline:
                 leases.give_back(owner, [c.unit for c in claimed[i:]], now())  # due still, for the next job
                 rt.intake.request_wake(force=True)
-                return taken
+                return taken, False
             taken += 1
             try:
                 _take(rt, unit)
@@ -88,9 +125,24 @@ def work(event_id: str = "") -> int:
         if time.monotonic() > deadline:
             if left:
                 rt.intake.request_wake()
-            break
+            return taken, not left
         claimed, left = leases.claim(owner, _batch(rt), now())
-    return taken
+    return taken, True
+
+
+def _listen(rt: Context, began: float) -> str | None:
+    """Wait for more work while this job lingers: an arrival's event id, '' when work is due, or None when
+    the job should end (idle for `linger`, `JOB_SECONDS` since it began, or the worker stopping)."""
+    idle_since = time.monotonic()
+    while not rt.stop_requested():
+        moment = time.monotonic()
+        left = min(rt.linger - (moment - idle_since), JOB_SECONDS - (moment - began))
+        if left <= 0:
+            return None
+        heard = rt.store.leases.listen(rt.name, min(LISTEN_SECONDS, left), now())
+        if heard is not None:
+            return heard
+    return None
 
 
 def _let_go_of(rt: Context, units: list[str]) -> None:

@@ -7,7 +7,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -25,6 +25,7 @@ from relay.delivery.context import bind
 from relay.delivery.holding import replan_held
 from relay.delivery.sender import Sender
 from relay.runtime import embedded
+from relay.runtime.stopping import StopWatch
 from relay.storage.queue import Intake
 from relay.storage.store import Store
 
@@ -102,10 +103,16 @@ class Runtime:
     config_file: Path | None = None
     # What handlers ask the time (sessions, "5 min ago"): a test may hand in its own.
     clock: Callable[[], float] = time.time
+    # How long a wake-up job with nothing left listens for more (`relay worker` sets it; 0: it ends at once).
+    linger: float = 0.0
+    stops: StopWatch = field(default_factory=StopWatch)
 
     @property
     def name(self) -> str:
         return self.store.owner
+
+    def stop_requested(self) -> bool:
+        return self.stops.requested()
 
 
 def build(config: Config, redis: Redis | None = None, config_file: Path | None = None) -> Runtime:

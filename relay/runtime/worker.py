@@ -35,7 +35,7 @@ from rq import Queue, SimpleWorker
 
 from relay import tracing
 from relay.config import DEAD_WORKER_AFTER, Config, ConfigError, load_config
-from relay.delivery.jobs import lost
+from relay.delivery.jobs import LINGER_SECONDS, lost
 from relay.runtime.bootstrap import (
     CONFIG_GENERATION,
     Runtime,
@@ -211,6 +211,7 @@ def run_worker(config: Config, burst: bool = False, config_file: Path | None = N
             return
         # RQ forks its scheduler from this (main) thread, here or at a maintenance pass: it must not outlive us.
         forks_die_with_this_process()
+        rt.linger = LINGER_SECONDS  # a job listens for more a moment (relay.delivery.jobs); not in a burst
         make_worker(rt, conn).work(with_scheduler=True, logging_level=_rq_level())
         log.info("worker %s stopping: finishing the deliveries in hand", rt.name)
         if not rt.sender.drain(DRAIN_SECONDS):

@@ -10,6 +10,13 @@ RQ jobs only wake workers up (`relay.delivery.jobs.work`): RQ never owns a unit.
 killed while it held the job, an enqueue that failed) loses nothing, since the units still wait in their
 set; the heartbeat's sweep (`relay.runtime.worker`) wakes a worker for units left due too long.
 
+A wake-up job with nothing left to do stays a moment, listening (`LISTENING`: worker -> until when): what
+would wake a worker (an arrival, `request_wake`) then nudges one listener instead of queueing an RQ job, in
+the same script that takes it out of the listeners (`NUDGE_LUA`), so a listener is nudged once and a busy
+worker never. A nudge is a hint, not a unit: what it names still waits in its set, so a nudge lost with its
+worker loses nothing. A listener that stops listening leaves the set first and then looks for due work
+once more, so that nothing nudged meanwhile is left waiting.
+
 A worker is alive while it beats (`relay:workers`, every few seconds): that is the one liveness signal.
 One not seen beating for `dead_worker_after` seconds (45 by default) is dead, and the sweep puts the units
 it leased back in their set, counting a loss against each (`LOSSES`); a unit lost `MAX_LOSSES` times (one
@@ -21,6 +28,7 @@ another worker (at-least-once).
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -40,6 +48,12 @@ SLOTS = PREFIX + "slots"  # hash delivery id -> the rate-limit slot it booked (i
 # notifications arrive meanwhile; the job's start clears it.
 WAKE = PREFIX + "wake"
 WAKE_TTL = 30
+LISTENING = PREFIX + "listening"  # zset worker -> until when it listens for nudges (epoch seconds)
+NUDGES = PREFIX + "nudges:"  # + worker: the list a listening worker blocks on
+NUDGE_TTL = 60  # a dead listener's nudges are dropped after this (what they named waits in its set)
+# A listener stays registered this much longer than it blocks: the time it takes to block again.
+LISTEN_GRACE = 0.5
+MIN_WAIT = 0.05  # the shortest a listener blocks: work found due and not taken is looked at again this often
 LOSS_TTL = 24 * 3600
 # A unit whose work was lost this many times is given up: one that kills its worker must not go round forever.
 MAX_LOSSES = 3
@@ -48,6 +62,21 @@ RECHECK_SECONDS = 5.0
 GIVEN_UP = "relay_planning_given_up_total"  # the counter (in the metrics hash) of the notifications dropped
 
 EVENT, DELIVERY = "e:", "d:"
+
+# A Lua function for the scripts that wake a worker (the accept, `request_wake`): hand `what` (an event id,
+# or '' for "take what is due") to the listener that registered last, taking it out of the listeners;
+# false when nobody listens at `now`. Listeners whose time is over are dropped on the way.
+NUDGE_LUA = """
+local function nudge(listening, prefix, now, what, ttl)
+  redis.call('ZREMRANGEBYSCORE', listening, '-inf', now)
+  local found = redis.call('ZRANGE', listening, -1, -1)
+  if #found == 0 then return false end
+  redis.call('ZREM', listening, found[1])
+  redis.call('RPUSH', prefix .. found[1], what)
+  redis.call('EXPIRE', prefix .. found[1], ttl)
+  return true
+end
+"""
 
 
 def event_unit(event_id: str) -> str:
@@ -269,6 +298,41 @@ class Leases:
     def held(self) -> dict[str, str]:
         """Every lease: unit -> worker."""
         return {_text(k): _text(v) for k, v in self.redis.hgetall(LEASES).items()}
+
+    def listen(self, owner: str, seconds: float, now: float) -> str | None:
+        """Listen for up to `seconds`, registered among the listeners meanwhile: the event id an arrival
+        handed over, '' when work is due (a nudge to take it, or the next unit's due time come), or None
+        when nothing came. Registered before it looks at the due times, so that nothing arriving in between
+        goes unheard."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zadd(LISTENING, {owner: now + seconds + LISTEN_GRACE})
+        pipe.zrange(UNPLANNED, 0, 0, withscores=True)
+        pipe.zrange(READY, 0, 0, withscores=True)
+        _, *firsts = pipe.execute()
+        due_in = min((float(first[0][1]) for first in firsts if first), default=math.inf) - now
+        heard = self.redis.blpop([NUDGES + owner], max(MIN_WAIT, min(seconds, due_in)))
+        if heard is not None:
+            return _text(heard[1])  # the nudge took this worker out of the listeners
+        # Registered only while it waits: a worker about to work is never nudged. A nudge sent between the
+        # timeout and this stays in the list for its next spell (or `stop_listening`'s last look).
+        self.redis.zrem(LISTENING, owner)
+        return "" if due_in <= seconds else None
+
+    def stop_listening(self, owner: str) -> None:
+        """Out of the listeners, its nudges dropped: the caller then looks for due work once more, which finds
+        whatever a nudge sent before this named."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.zrem(LISTENING, owner)
+        pipe.delete(NUDGES + owner)
+        pipe.execute()
+
+    def next_due(self) -> float | None:
+        """When the next unit comes due (it may be due already), if any waits."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrange(UNPLANNED, 0, 0, withscores=True)
+        pipe.zrange(READY, 0, 0, withscores=True)
+        found = [float(first[0][1]) for first in pipe.execute() if first]
+        return min(found) if found else None
 
     def oldest_due(self, now: float) -> float | None:
         """When the longest-waiting due unit came due, if any is due."""

@@ -26,7 +26,17 @@ from redis.exceptions import RedisError
 from rq import Queue
 
 from relay.core.model import Delivery, State
-from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL, Leases, delivery_unit
+from relay.storage.leases import (
+    LISTENING,
+    NUDGE_LUA,
+    NUDGE_TTL,
+    NUDGES,
+    UNPLANNED,
+    WAKE,
+    WAKE_TTL,
+    Leases,
+    delivery_unit,
+)
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
     EVENTS,
@@ -83,12 +93,14 @@ class Intake:
     job_timeout: int
     # redis-py's own script objects: EVALSHA, and the script loaded again when a restarted Redis forgot it.
     _script: Script = field(init=False, repr=False)
+    _wake: Script = field(init=False, repr=False)
     _async_scripts: WeakKeyDictionary[AsyncRedis, AsyncScript] = field(
         init=False, repr=False, default_factory=WeakKeyDictionary
     )
 
     def __post_init__(self) -> None:
         self._script = self.redis.register_script(ACCEPT)
+        self._wake = self.redis.register_script(_WAKE)
 
     @classmethod
     def create(cls, redis: Redis, store: Store, dedup_ttl: float) -> Intake:
@@ -128,7 +140,7 @@ class Intake:
 
     def _accept_call(self, event_id: str, kind: str, payload: str, trace: str = "") -> tuple[list[str], list[Any]]:
         """The keys and arguments of the accept script for one notification; `trace`: its trace context."""
-        keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, WAKE]
+        keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, WAKE, LISTENING]
         args: list[Any] = [
             max(1, int(self.dedup_ttl)),
             event_id,
@@ -141,6 +153,8 @@ class Intake:
             wake_job_id(event_id),
             WAKE_TTL,
             trace,
+            NUDGES,
+            NUDGE_TTL,
         ]
         return keys, args
 
@@ -162,12 +176,15 @@ class Intake:
         return True
 
     def request_wake(self, force: bool = False) -> bool:
-        """Queue a wake-up job unless one is queued, or even then when `force`; whether one was queued."""
+        """Wake a worker for the work that is due: nudge one listening for more (`relay.storage.leases`), else
+        queue a wake-up job unless one is queued (or even then when `force`); whether a worker was nudged or
+        a job queued."""
         ident = job_id("wake", uuid.uuid4().hex)  # a job of its own, never one RQ may still hold
-        if force:
-            self.redis.set(WAKE, ident, ex=WAKE_TTL)
-        elif not self.redis.set(WAKE, ident, nx=True, ex=WAKE_TTL):
+        answer = self._wake(keys=[LISTENING, WAKE], args=[NUDGES, now(), NUDGE_TTL, ident, WAKE_TTL, int(force)])
+        if answer == 0:
             return False
+        if answer == 1:
+            return True  # a listener was nudged
         return self.queue_wake(ident)
 
     def wake_at(self, at: float) -> None:
@@ -277,6 +294,23 @@ class Intake:
             self.redis.hincrby(METRICS, metric_field("relay_replays_total"), len(replayed))
             self.enqueue_deliveries(replayed)
         return len(replayed)
+
+
+# Wake a worker: nudge a listener, else set the wake-up flag (unless set, or even then when ARGV[6] is 1).
+# KEYS: listeners, wake-up flag. ARGV: nudge key prefix, now, a nudge's lifetime, the job's id, the flag's
+# lifetime, force. Returns 1 (a listener nudged), the job id (enqueue it) or 0 (a wake-up is queued already).
+_WAKE = (
+    NUDGE_LUA
+    + """
+if nudge(KEYS[1], ARGV[1], ARGV[2], '', ARGV[3]) then return 1 end
+if ARGV[6] == '1' then
+  redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[5])
+  return ARGV[4]
+end
+if redis.call('SET', KEYS[2], ARGV[4], 'NX', 'EX', ARGV[5]) then return ARGV[4] end
+return 0
+"""
+)
 
 
 def _acceptance(answer: Any) -> Acceptance:

@@ -1,5 +1,7 @@
 """The Lua scripts that make each of the store's writes one atomic round trip (`relay.storage.store`)."""
 
+from relay.storage.leases import NUDGE_LUA
+
 # Slots of a channel's rate limit: each call books the next free one (a virtual schedule, GCRA-like),
 # so a burst is spread over time in one round trip each, without waking everyone at once.
 RESERVE_SLOT = """
@@ -159,16 +161,20 @@ return redis.call('HGET', KEYS[2], 'items') or '[]'
 # notifications to plan (`relay.storage.leases`), in one atomic script: it runs whole or not at all on the
 # server, and the append-only file records its writes together, so a 202 means durable and nothing is ever
 # half-accepted. The only command that can refuse is the first one (SET NX), before anything is written.
-# When no wake-up job is queued, the script sets the wake-up flag to a new job's id and returns it: the
+# A worker listening for more work (`relay.storage.leases`) is nudged with the event id, and no job is needed;
+# else, when no wake-up job is queued, the script sets the wake-up flag to a new job's id and returns it: the
 # caller then enqueues that job through RQ's own `Queue.enqueue_call`. Were that enqueue lost (the caller
 # died between the two), the notification still waits among the unplanned ones, and the heartbeat's sweep
 # wakes a worker for it.
-# KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 unplanned events, 6 wake-up flag
+# KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 unplanned events, 6 wake-up flag, 7 listeners
 # ARGV: 1 dedup ttl, 2 eventId, 3 kind, 4 receivedAt, 5 payload, 6 retention, 7 received counter field,
 #       8 duplicate counter field, 9 the wake-up job's id, 10 the flag's lifetime (s), 11 trace context
-#       (a W3C traceparent, "" with tracing off)
-# Returns 0 (duplicate), 1 (accepted, a wake-up queued already) or the job id ARGV[9] (accepted: enqueue it).
-ACCEPT = """
+#       (a W3C traceparent, "" with tracing off), 12 the listeners' nudge key prefix, 13 a nudge's lifetime (s)
+# Returns 0 (duplicate), 1 (accepted, a listener nudged or a wake-up queued already) or the job id ARGV[9]
+# (accepted: enqueue it).
+ACCEPT = (
+    NUDGE_LUA
+    + """
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
   redis.call('HINCRBY', KEYS[4], ARGV[8], 1)
   return 0
@@ -179,8 +185,12 @@ redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
 redis.call('HINCRBY', KEYS[4], ARGV[7], 1)
 redis.call('ZADD', KEYS[5], ARGV[4], ARGV[2])
+if nudge(KEYS[7], ARGV[12], ARGV[4], ARGV[2], ARGV[13]) then
+  return 1
+end
 if redis.call('SET', KEYS[6], ARGV[9], 'NX', 'EX', ARGV[10]) then
   return ARGV[9]
 end
 return 1
 """
+)

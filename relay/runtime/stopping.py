@@ -1,0 +1,50 @@
+"""Whether this worker was asked to stop, for a wake-up job that lingers (`relay.delivery.jobs.work`).
+
+RQ's worker owns SIGTERM and SIGINT: it installs its handlers when it starts working, and again when a first
+signal arrives (the second then stops at once). A job that listens for more work must end at a stop instead
+of lingering on, so the first time a job asks (RQ runs jobs in the main thread), whatever handler is installed
+is wrapped, through the standard library's `signal` alone: the wrapper notes the stop and then calls the
+handler it wrapped, so RQ's own behaviour on each signal is unchanged. A handler RQ installs later is wrapped
+in turn at the next question.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class StopWatch:
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._ours: dict[int, Callable[[int, FrameType | None], Any]] = {}
+
+    def requested(self) -> bool:
+        if threading.current_thread() is threading.main_thread():  # only there may handlers be set
+            for signum in SIGNALS:
+                if signal.getsignal(signum) is not self._ours.get(signum):
+                    self._wrap(signum)
+        return self._stop.is_set()
+
+    def request(self) -> None:
+        self._stop.set()
+
+    def _wrap(self, signum: int) -> None:
+        previous = signal.getsignal(signum)
+
+        def noted(sig: int, frame: FrameType | None) -> None:
+            self._stop.set()
+            if callable(previous):
+                previous(sig, frame)
+            elif previous == signal.SIG_DFL:  # what the signal would have done without us
+                signal.signal(sig, signal.SIG_DFL)
+                os.kill(os.getpid(), sig)
+
+        self._ours[signum] = noted
+        signal.signal(signum, noted)
