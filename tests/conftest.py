@@ -27,6 +27,12 @@ WEBHOOK_TOKEN = "test-webhook-token-1234"
 ADMIN_TOKEN = "test-admin-token-5678"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that wait on the real clock (`slow`) first: under `-n 4` their waiting overlaps the rest of
+    the run instead of lengthening its tail."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
     """Commands under test call setup_logging, which points the root logger at the test's stderr."""

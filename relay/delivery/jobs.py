@@ -58,31 +58,47 @@ JOB_SECONDS = 10.0
 def work(event_id: str = "") -> int:
     """The wake-up job: take due work (`relay.storage.leases`), oldest first and a batch at a time, for up to
     `WORK_SECONDS`; then, in a worker that lingers (`Context.linger`), listen for more a moment before the job
-    ends. Returns how many units were taken. `event_id`: the notification whose arrival queued this job
-    (empty for other wake-ups), planned first when it is still waiting.
+    ends: an arrival or a wake-up meanwhile nudges this job instead of queueing another. Returns how many
+    units were taken. `event_id`: the notification whose arrival queued this job (empty for other wake-ups),
+    planned first when it is still waiting.
 
-    Its start clears the wake-up flag, so the next notification queues another job, which the other workers
-    take meanwhile. Work still due when the time is up stays due, with a wake-up queued.
+    Its start clears the wake-up flag, so the next notification queues another job (unless it nudges a
+    listening one), which the other workers take meanwhile. Work still due when the time is up stays due,
+    with a wake-up queued.
     """
     rt = bound()
     began = time.monotonic()
+    if rt.linger > 0:
+        rt.stop_requested()  # watched from the job's start: a stop while it works ends it after the work
     taken = _plan_arrival(rt, event_id) if event_id else 0
     n, finished = _take_due(rt, start=True)
     taken += n
     if not finished or rt.linger <= 0:
         return taken
-    while finished:
-        heard = _listen(rt, began)
-        if heard is None:
-            break
-        taken += _plan_arrival(rt, heard) if heard else 0
-        n, finished = _take_due(rt)
-        taken += n
-    if finished:
-        # Out of the listeners first, then a last look: whatever a nudge named meanwhile is found and taken.
-        rt.store.leases.stop_listening(rt.name)
-        taken += _take_due(rt)[0]
-    return taken
+    try:
+        while finished:
+            heard = _listen(rt, began)
+            if heard is None:
+                break
+            taken += _plan_arrival(rt, heard) if heard else 0
+            n, finished = _take_due(rt)
+            taken += n
+    except BaseException:
+        # Redis gone a moment, a cold stop: out of the listeners, and another worker woken for what was nudged.
+        with contextlib.suppress(RedisError):
+            if rt.store.leases.stop_listening(rt.name):
+                rt.intake.request_wake()
+        raise
+    # Out of the listeners first, then a last look: whatever was nudged meanwhile is taken, here or, at a stop,
+    # by another worker.
+    heard_last = rt.store.leases.stop_listening(rt.name)
+    if rt.stop_requested():
+        if heard_last or rt.store.leases.oldest_due(now()) is not None:
+            rt.intake.request_wake()
+        return taken
+    for arrival in filter(None, heard_last):
+        taken += _plan_arrival(rt, arrival)
+    return taken + _take_due(rt)[0]
 
 
 def _plan_arrival(rt: Context, event_id: str) -> int:
@@ -132,9 +148,10 @@ def _take_due(rt: Context, start: bool = False) -> tuple[int, bool]:
 
 def _listen(rt: Context, began: float) -> str | None:
     """Wait for more work while this job lingers: an arrival's event id, '' when work is due, or None when
-    the job should end (idle for `linger`, `JOB_SECONDS` since it began, or the worker stopping)."""
+    the job should end (idle for `linger`, `JOB_SECONDS` since it began, the worker stopping, or its senders
+    full: a worker with no room to send must leave nudges to one that has)."""
     idle_since = time.monotonic()
-    while not rt.stop_requested():
+    while not rt.stop_requested() and rt.sender.has_room():
         moment = time.monotonic()
         left = min(rt.linger - (moment - idle_since), JOB_SECONDS - (moment - began))
         if left <= 0:

@@ -26,6 +26,8 @@ class StopWatch:
         self._ours: dict[int, Callable[[int, FrameType | None], Any]] = {}
 
     def requested(self) -> bool:
+        """Whether a stop was asked for; asked in the main thread, it first wraps whatever handler is
+        installed and is not ours (RQ's, at the first question and after each signal)."""
         if threading.current_thread() is threading.main_thread():  # only there may handlers be set
             for signum in SIGNALS:
                 if signal.getsignal(signum) is not self._ours.get(signum):
@@ -38,11 +40,14 @@ class StopWatch:
     def _wrap(self, signum: int) -> None:
         previous = signal.getsignal(signum)
 
+        if previous == signal.SIG_IGN:
+            return  # an ignored signal stops nothing
+
         def noted(sig: int, frame: FrameType | None) -> None:
             self._stop.set()
             if callable(previous):
                 previous(sig, frame)
-            elif previous == signal.SIG_DFL:  # what the signal would have done without us
+            else:  # SIG_DFL: what the signal would have done without us
                 signal.signal(sig, signal.SIG_DFL)
                 os.kill(os.getpid(), sig)
 

@@ -28,6 +28,7 @@ another worker (at-least-once).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections import defaultdict
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis
+from redis.exceptions import RedisError
 
 from relay.storage.records import METRICS, PREFIX, _text
 
@@ -53,7 +55,7 @@ NUDGES = PREFIX + "nudges:"  # + worker: the list a listening worker blocks on
 NUDGE_TTL = 60  # a dead listener's nudges are dropped after this (what they named waits in its set)
 # A listener stays registered this much longer than it blocks: the time it takes to block again.
 LISTEN_GRACE = 0.5
-MIN_WAIT = 0.05  # the shortest a listener blocks: work found due and not taken is looked at again this often
+SHORTEST_WAIT = 0.01  # seconds: a listener due to work sooner than this works at once
 LOSS_TTL = 24 * 3600
 # A unit whose work was lost this many times is given up: one that kills its worker must not go round forever.
 MAX_LOSSES = 3
@@ -65,10 +67,13 @@ EVENT, DELIVERY = "e:", "d:"
 
 # A Lua function for the scripts that wake a worker (the accept, `request_wake`): hand `what` (an event id,
 # or '' for "take what is due") to the listener that registered last, taking it out of the listeners;
-# false when nobody listens at `now`. Listeners whose time is over are dropped on the way.
+# false when nobody listens. Listeners whose time is over are dropped on the way. Times are Redis's own
+# (`TIME`), as at registration (`_LISTEN`), so that the hosts' clocks need not agree. The listener's list is
+# named here from its member: relay runs on one Redis (or Sentinel's primary), never a Cluster.
 NUDGE_LUA = """
-local function nudge(listening, prefix, now, what, ttl)
-  redis.call('ZREMRANGEBYSCORE', listening, '-inf', now)
+local function nudge(listening, prefix, what, ttl)
+  local t = redis.call('TIME')
+  redis.call('ZREMRANGEBYSCORE', listening, '-inf', tonumber(t[1]) + tonumber(t[2]) / 1000000)
   local found = redis.call('ZRANGE', listening, -1, -1)
   if #found == 0 then return false end
   redis.call('ZREM', listening, found[1])
@@ -76,6 +81,27 @@ local function nudge(listening, prefix, now, what, ttl)
   redis.call('EXPIRE', prefix .. found[1], ttl)
   return true
 end
+"""
+
+# Register ARGV[1] among the listeners (KEYS[1]) until ARGV[2] seconds from now (Redis's clock), and return the
+# due time of the first unit waiting in each set (unplanned, ready: KEYS[2], KEYS[3]), '' where none waits.
+_LISTEN = """
+local t = redis.call('TIME')
+redis.call('ZADD', KEYS[1], tonumber(t[1]) + tonumber(t[2]) / 1000000 + tonumber(ARGV[2]), ARGV[1])
+local out = {}
+for i = 2, 3 do
+  local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
+  out[#out + 1] = first[2] or ''
+end
+return out
+"""
+
+# Leave the listeners: out of the set, and the nudges sent meanwhile taken. KEYS: listeners, the worker's list.
+_STOP_LISTENING = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+local heard = redis.call('LRANGE', KEYS[2], 0, -1)
+redis.call('DEL', KEYS[2])
+return heard
 """
 
 
@@ -232,6 +258,8 @@ class Leases:
         self._give_back = redis.register_script(_GIVE_BACK)
         self._release = redis.register_script(_RELEASE)
         self._take_and_read = redis.register_script(_TAKE_AND_READ)
+        self._listen = redis.register_script(_LISTEN)
+        self._stop_listening = redis.register_script(_STOP_LISTENING)
         # The units this process has claimed and not yet handed on (to planning's end, or to the senders,
         # which say what they hold themselves): the sweep of this worker's own leases leaves them alone.
         self._lock = threading.Lock()
@@ -300,39 +328,33 @@ class Leases:
         return {_text(k): _text(v) for k, v in self.redis.hgetall(LEASES).items()}
 
     def listen(self, owner: str, seconds: float, now: float) -> str | None:
-        """Listen for up to `seconds`, registered among the listeners meanwhile: the event id an arrival
-        handed over, '' when work is due (a nudge to take it, or the next unit's due time come), or None
-        when nothing came. Registered before it looks at the due times, so that nothing arriving in between
-        goes unheard."""
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zadd(LISTENING, {owner: now + seconds + LISTEN_GRACE})
-        pipe.zrange(UNPLANNED, 0, 0, withscores=True)
-        pipe.zrange(READY, 0, 0, withscores=True)
-        _, *firsts = pipe.execute()
-        due_in = min((float(first[0][1]) for first in firsts if first), default=math.inf) - now
-        heard = self.redis.blpop([NUDGES + owner], max(MIN_WAIT, min(seconds, due_in)))
+        """Listen for up to `seconds`, registered among the listeners: the event id an arrival handed over, ''
+        when work is due (a nudge to take it, or the next unit's due time come), or None when nothing came
+        (still registered for a moment: the next spell refreshes it, `stop_listening` ends it). Registered
+        before it looks at the due times, so that nothing arriving in between goes unheard."""
+        firsts = self._listen(keys=[LISTENING, UNPLANNED, READY], args=[owner, seconds + LISTEN_GRACE])
+        due_in = min((float(_text(f)) for f in firsts if _text(f)), default=math.inf) - now
+        wait = min(seconds, due_in)
+        try:
+            # Never a timeout Redis would round to 0 ms, which would block for good.
+            heard = self.redis.blpop([NUDGES + owner], wait) if wait >= SHORTEST_WAIT else None
+        except BaseException:
+            # Redis gone a moment, or a cold stop: nobody must nudge a listener that is not there.
+            with contextlib.suppress(RedisError):
+                self.redis.zrem(LISTENING, owner)
+            raise
         if heard is not None:
             return _text(heard[1])  # the nudge took this worker out of the listeners
-        # Registered only while it waits: a worker about to work is never nudged. A nudge sent between the
-        # timeout and this stays in the list for its next spell (or `stop_listening`'s last look).
-        self.redis.zrem(LISTENING, owner)
-        return "" if due_in <= seconds else None
+        if due_in <= seconds:
+            # About to work, so no longer a listener (a nudge sent meanwhile waits for its next spell).
+            self.redis.zrem(LISTENING, owner)
+            return ""
+        return None
 
-    def stop_listening(self, owner: str) -> None:
-        """Out of the listeners, its nudges dropped: the caller then looks for due work once more, which finds
-        whatever a nudge sent before this named."""
-        pipe = self.redis.pipeline(transaction=True)
-        pipe.zrem(LISTENING, owner)
-        pipe.delete(NUDGES + owner)
-        pipe.execute()
-
-    def next_due(self) -> float | None:
-        """When the next unit comes due (it may be due already), if any waits."""
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zrange(UNPLANNED, 0, 0, withscores=True)
-        pipe.zrange(READY, 0, 0, withscores=True)
-        found = [float(first[0][1]) for first in pipe.execute() if first]
-        return min(found) if found else None
+    def stop_listening(self, owner: str) -> list[str]:
+        """Out of the listeners; returns what was nudged meanwhile (event ids, or '' for due work) for the caller
+        to take, as it takes what its last look finds."""
+        return [_text(h) for h in self._stop_listening(keys=[LISTENING, NUDGES + owner], args=[owner])]
 
     def oldest_due(self, now: float) -> float | None:
         """When the longest-waiting due unit came due, if any is due."""

@@ -112,8 +112,8 @@ class Intake:
 
     def accept(self, event_id: str, kind: str, payload: str) -> str:
         """'accepted' once the event is in Redis among the notifications to plan (atomically, one round trip),
-        with a wake-up queued unless one is; else 'duplicate'. Raises QueueUnavailable on any Redis error of
-        the accept itself: nothing was accepted then."""
+        with a listening worker nudged, else a wake-up queued unless one is; else 'duplicate'. Raises
+        QueueUnavailable on any Redis error of the accept itself: nothing was accepted then."""
         try:
             answer = self._script(*self._accept_call(event_id, kind, payload))
         except RedisError as exc:
@@ -180,7 +180,7 @@ class Intake:
         queue a wake-up job unless one is queued (or even then when `force`); whether a worker was nudged or
         a job queued."""
         ident = job_id("wake", uuid.uuid4().hex)  # a job of its own, never one RQ may still hold
-        answer = self._wake(keys=[LISTENING, WAKE], args=[NUDGES, now(), NUDGE_TTL, ident, WAKE_TTL, int(force)])
+        answer = self._wake(keys=[LISTENING, WAKE], args=[NUDGES, NUDGE_TTL, ident, WAKE_TTL, int(force)])
         if answer == 0:
             return False
         if answer == 1:
@@ -296,18 +296,18 @@ class Intake:
         return len(replayed)
 
 
-# Wake a worker: nudge a listener, else set the wake-up flag (unless set, or even then when ARGV[6] is 1).
-# KEYS: listeners, wake-up flag. ARGV: nudge key prefix, now, a nudge's lifetime, the job's id, the flag's
-# lifetime, force. Returns 1 (a listener nudged), the job id (enqueue it) or 0 (a wake-up is queued already).
+# Wake a worker: nudge a listener, else set the wake-up flag (unless set, or even then when ARGV[5] is 1).
+# KEYS: listeners, wake-up flag. ARGV: nudge key prefix, a nudge's lifetime, the job's id, the flag's lifetime,
+# force. Returns 1 (a listener nudged), the job id (enqueue it) or 0 (a wake-up is queued already).
 _WAKE = (
     NUDGE_LUA
     + """
-if nudge(KEYS[1], ARGV[1], ARGV[2], '', ARGV[3]) then return 1 end
-if ARGV[6] == '1' then
-  redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[5])
-  return ARGV[4]
+if nudge(KEYS[1], ARGV[1], '', ARGV[2]) then return 1 end
+if ARGV[5] == '1' then
+  redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[4])
+  return ARGV[3]
 end
-if redis.call('SET', KEYS[2], ARGV[4], 'NX', 'EX', ARGV[5]) then return ARGV[4] end
+if redis.call('SET', KEYS[2], ARGV[3], 'NX', 'EX', ARGV[4]) then return ARGV[3] end
 return 0
 """
 )

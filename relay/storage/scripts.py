@@ -185,7 +185,7 @@ redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
 redis.call('HINCRBY', KEYS[4], ARGV[7], 1)
 redis.call('ZADD', KEYS[5], ARGV[4], ARGV[2])
-if nudge(KEYS[7], ARGV[12], ARGV[4], ARGV[2], ARGV[13]) then
+if nudge(KEYS[7], ARGV[12], ARGV[2], ARGV[13]) then
   return 1
 end
 if redis.call('SET', KEYS[6], ARGV[9], 'NX', 'EX', ARGV[10]) then

@@ -377,6 +377,7 @@ def _config_file(rt: Runtime, tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_worker_process_sends_the_digest_when_its_real_window_ends(
     make_runtime: Callable[..., Runtime], sink: HttpSink, tmp_path: Path
 ) -> None:

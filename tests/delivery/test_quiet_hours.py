@@ -237,6 +237,7 @@ def test_release_by_cli_sends_once(
     assert len(smtp.mails) == 1
 
 
+@pytest.mark.slow
 def test_a_held_delivery_is_sent_by_a_new_worker_process_after_its_interval_closed(
     make_runtime: Callable[..., Runtime], smtp: SmtpSink, tmp_path: Path
 ) -> None:
@@ -333,6 +334,7 @@ def test_planning_again_after_a_crash_schedules_the_held_wake_up_once(quiet: Run
     assert _email(quiet, event_id) == email
 
 
+@pytest.mark.slow
 def test_a_mute_interval_that_closes_within_a_minute_sends_then_by_a_worker_process(
     make_runtime: Callable[..., Runtime], smtp: SmtpSink, tmp_path: Path
 ) -> None:
