@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from starlette.requests import Request
 from starlette.testclient import TestClient
 
@@ -323,7 +325,12 @@ def test_trusted_proxies_must_be_addresses_or_networks() -> None:
 def test_redis_unavailable_throttles_nobody(caplog: pytest.LogCaptureFixture) -> None:
     """The credential check still holds; only the counting is lost (and said)."""
     config = ServerConfig(auth_failures={"limit": 1, "window": 60})  # type: ignore[arg-type]
-    guard = Guard(lambda: AsyncRedis(host="127.0.0.1", port=1, socket_connect_timeout=1), lambda: config, time.time)
+
+    def down() -> AsyncRedis:
+        # No retries of redis-py's own (its default backs off for seconds): the guard's answer to the error is tested.
+        return AsyncRedis(host="127.0.0.1", port=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+
+    guard = Guard(down, lambda: config, time.time)
 
     async def run() -> int | None:
         request = _request(CLIENT, [])
