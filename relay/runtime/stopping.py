@@ -2,10 +2,10 @@
 
 RQ's worker owns SIGTERM and SIGINT: it installs its handlers when it starts working, and again when a first
 signal arrives (the second then stops at once). A job that listens for more work must end at a stop instead
-of lingering on, so the first time a job asks (RQ runs jobs in the main thread), whatever handler is installed
-is wrapped, through the standard library's `signal` alone: the wrapper notes the stop and then calls the
-handler it wrapped, so RQ's own behaviour on each signal is unchanged. A handler RQ installs later is wrapped
-in turn at the next question.
+of lingering on, so from each job's start (RQ runs jobs in the main thread) whatever handler is installed is
+wrapped, through the standard library's `signal` alone: the wrapper notes the stop and then calls the handler
+it wrapped, so RQ's own behaviour on each signal is unchanged. A handler RQ installs later is wrapped in turn
+at the next question; an ignored signal is left ignored.
 """
 
 from __future__ import annotations

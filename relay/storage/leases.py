@@ -14,8 +14,8 @@ A wake-up job with nothing left to do stays a moment, listening (`LISTENING`: wo
 would wake a worker (an arrival, `request_wake`) then nudges one listener instead of queueing an RQ job, in
 the same script that takes it out of the listeners (`NUDGE_LUA`), so a listener is nudged once and a busy
 worker never. A nudge is a hint, not a unit: what it names still waits in its set, so a nudge lost with its
-worker loses nothing. A listener that stops listening leaves the set first and then looks for due work
-once more, so that nothing nudged meanwhile is left waiting.
+worker loses nothing. A listener that stops listening leaves the set and takes back what was nudged
+meanwhile in one step, then looks for due work once more, so that nothing nudged is left waiting.
 
 A worker is alive while it beats (`relay:workers`, every few seconds): that is the one liveness signal.
 One not seen beating for `dead_worker_after` seconds (45 by default) is dead, and the sweep puts the units
@@ -50,7 +50,7 @@ SLOTS = PREFIX + "slots"  # hash delivery id -> the rate-limit slot it booked (i
 # notifications arrive meanwhile; the job's start clears it.
 WAKE = PREFIX + "wake"
 WAKE_TTL = 30
-LISTENING = PREFIX + "listening"  # zset worker -> until when it listens for nudges (epoch seconds)
+LISTENING = PREFIX + "listening"  # zset worker -> until when it listens for nudges (Redis's clock)
 NUDGES = PREFIX + "nudges:"  # + worker: the list a listening worker blocks on
 NUDGE_TTL = 60  # a dead listener's nudges are dropped after this (what they named waits in its set)
 # A listener stays registered this much longer than it blocks: the time it takes to block again.
