@@ -1,8 +1,12 @@
-"""Processes seen through Linux's /proc: the children of a process, and whether one still runs."""
+"""Processes seen through Linux's /proc: the children of a process, and whether one still runs; and a
+process started by a test stopped as an operator would."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
 from pathlib import Path
+from typing import Any
 
 
 def _stat(pid: int) -> tuple[str, int] | None:
@@ -30,3 +34,13 @@ def children(pid: int) -> list[int]:
             if stat is not None and stat[1] == pid and stat[0] != "Z":
                 found.append(int(entry.name))
     return sorted(found)
+
+
+def stop(proc: subprocess.Popen[Any], timeout: float = 30) -> None:
+    """SIGTERM, then SIGKILL if it is still running after `timeout` seconds."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

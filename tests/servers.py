@@ -1,4 +1,5 @@
-"""Real servers the tests start for themselves: an SMTP sink (aiosmtpd) and an HTTP sink."""
+"""Real servers the tests start for themselves (an SMTP sink on aiosmtpd, an HTTP sink), and what the tests of
+`relay serve` share: a GET, a threaded HTTP server, the config they serve."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import json
 import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from aiosmtpd.controller import Controller
@@ -21,6 +25,40 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def serve_http(handler: type[BaseHTTPRequestHandler], port: int = 0) -> tuple[ThreadingHTTPServer, str]:
+    """`handler` served on 127.0.0.1 from a daemon thread: the server (to stop) and its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def http_get(url: str, token: str | None = None, timeout: float = 5) -> tuple[int, str]:
+    """GET `url` (with a bearer token if given): its status and body, or (0, "") when nothing answers."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def serve_config(
+    tmp_path: Path, port: int, sink: HttpSink, smtp: SmtpSink, token: str, admin: str, owners: str
+) -> dict[str, Any]:
+    """The config of the `relay serve` tests: system owners to the sink's `owners` path, requesters by e-mail."""
+    return {
+        "server": {"port": port, "auth": {"tokens": [token]}, "admin_tokens": [admin]},
+        "data_dir": str(tmp_path / "data"),
+        "channels": {"owners": {"url": sink.url(owners)}, "email": {"url": smtp.url(), "per_recipient": True}},
+        "routes": [
+            {"recipient_types": ["recipient-type:system-owner"], "channels": ["owners"]},
+            {"recipient_types": ["recipient-type:access-control-requester"], "channels": ["email"]},
+        ],
+    }
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
@@ -137,9 +175,8 @@ class HttpSink:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server, _ = serve_http(Handler, port)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 
     def stop(self) -> None:

@@ -6,7 +6,6 @@ its Redis."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import urllib.request
@@ -17,6 +16,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from tests.conftest import sample_notification
+from tests.processes import stop
 from tests.servers import HttpSink, SmtpSink, free_port, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
@@ -50,12 +50,7 @@ def _serve(config: Path, base: str) -> Iterator[subprocess.Popen[bytes]]:
         wait_for(lambda: _call(base + "/readyz")[0] == 200, timeout=30)
         yield proc
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc)
 
 
 def _post(base: str) -> str:

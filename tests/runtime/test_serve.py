@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +15,8 @@ import pytest
 
 from relay.runtime.embedded import url_for
 from tests.conftest import sample_notification
-from tests.processes import children
-from tests.servers import HttpSink, SmtpSink, free_port, wait_for
+from tests.processes import children, stop
+from tests.servers import HttpSink, SmtpSink, free_port, http_get, serve_config, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
 
@@ -37,32 +36,10 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def _get(url: str, token: str | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    try:
-        with urllib.request.urlopen(request, timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
-
-
 @pytest.fixture
 def served(tmp_path: Path, sink: HttpSink, smtp: SmtpSink) -> Iterator[dict[str, object]]:
     port = free_port()
-    config = {
-        "server": {"port": port, "auth": {"tokens": ["serve-token-1234"]}, "admin_tokens": ["serve-admin-5678"]},
-        "data_dir": str(tmp_path / "data"),
-        "channels": {
-            "owners": {"url": sink.url("/serve-owners")},
-            "email": {"url": smtp.url(), "per_recipient": True},
-        },
-        "routes": [
-            {"recipient_types": ["recipient-type:system-owner"], "channels": ["owners"]},
-            {"recipient_types": ["recipient-type:access-control-requester"], "channels": ["email"]},
-        ],
-    }
+    config = serve_config(tmp_path, port, sink, smtp, "serve-token-1234", "serve-admin-5678", "/serve-owners")
     path = tmp_path / "config.yaml"
     path.write_text(json.dumps(config))
     proc = subprocess.Popen(
@@ -73,15 +50,11 @@ def served(tmp_path: Path, sink: HttpSink, smtp: SmtpSink) -> Iterator[dict[str,
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _get(base + "/readyz")[0] == 200, timeout=30)
+        wait_for(lambda: http_get(base + "/readyz")[0] == 200, timeout=30)
         yield {"proc": proc, "base": base, "config": path, "data": tmp_path / "data"}
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop(proc)
         assert proc.stdout is not None
         proc.stdout.close()
 
@@ -130,7 +103,7 @@ def test_serve_send_status_and_clean_stop(
     redis_url = url_for(Path(str(served["data"])))
     assert "alice.rossi@example.com" in table and f"redis {redis_url}  (rq info -u {redis_url})" in table
 
-    code, text = _get(f"{served['base']}/api/v1/events/{payload['metadata']['eventId']}", "serve-admin-5678")
+    code, text = http_get(f"{served['base']}/api/v1/events/{payload['metadata']['eventId']}", "serve-admin-5678")
     assert code == 200 and len(json.loads(text)["deliveries"]) == 3
 
     proc = served["proc"]

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import sample_notification
-from tests.servers import HttpSink, free_port, wait_for
+from tests.processes import stop
+from tests.servers import HttpSink, free_port, http_get, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
 TOKEN, ADMIN = "redis-token-1234", "redis-admin-5678"
@@ -53,17 +54,6 @@ class Served:
             if mine and fields.get("Name") == "redis-server" and not fields.get("State", "").startswith("Z"):
                 return int(entry.name)
         return None
-
-
-def _get(url: str, token: str | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
 
 
 def _post(base: str, payload: dict[str, Any]) -> tuple[int, str | None]:
@@ -106,7 +96,7 @@ def _start(tmp_path: Path, sink: HttpSink, name: str = "relay") -> Served:
             [RELAY, "serve", "--config", str(path), "--workers", "2"], stdout=out, stderr=out, cwd=tmp_path
         )
     served = Served(proc, f"http://127.0.0.1:{port}", path, tmp_path / "data", log)
-    wait_for(lambda: _get(served.base + "/readyz")[0] == 200, timeout=30)
+    wait_for(lambda: http_get(served.base + "/readyz", timeout=10)[0] == 200, timeout=30)
     return served
 
 
@@ -117,12 +107,7 @@ def served(tmp_path: Path, sink: HttpSink) -> Iterator[Served]:
         yield running
     finally:
         if running.proc.poll() is None:
-            running.proc.send_signal(signal.SIGTERM)
-            try:
-                running.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                running.proc.kill()
-                running.proc.wait()
+            stop(running.proc)
 
 
 def _delivered(sink: HttpSink) -> set[str]:
@@ -164,8 +149,8 @@ def test_redis_killed_under_load_comes_back_and_every_202_is_delivered(served: S
     assert others == [] and all(refused), "only 202, or 503 with Retry-After"
     # At least once: every notification answered 202, before the kill and after, reaches the sink.
     wait_for(lambda: set(acked) <= _delivered(sink), timeout=120, interval=0.5)
-    assert _get(served.base + "/readyz")[0] == 200
-    code, text = _get(served.base + "/metrics", ADMIN)
+    assert http_get(served.base + "/readyz", timeout=10)[0] == 200
+    code, text = http_get(served.base + "/metrics", ADMIN, timeout=10)
     assert code == 200 and "relay_embedded_redis_restarts_total 1.0" in text.splitlines()
     messages = [line["msg"] for line in served.lines() if line.get("logger") == "relay.serve"]
     assert "embedded Redis killed by SIGKILL: starting it again on its append-only file" in messages

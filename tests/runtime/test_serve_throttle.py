@@ -5,7 +5,6 @@ nothing), and once the window has passed the right one is let in."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import sample_notification
+from tests.processes import stop
 from tests.servers import free_port, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
@@ -68,12 +68,7 @@ def base(tmp_path: Path) -> Iterator[str]:
         wait_for(lambda: call(url + "/healthz", "")[0] == 200, timeout=30)
         yield url
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def test_wrong_credentials_are_throttled_on_every_surface_of_relay_serve(base: str) -> None:

@@ -7,14 +7,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from tests.conftest import sample_notification
-from tests.servers import HttpSink, SmtpSink, free_port, wait_for
+from tests.processes import stop
+from tests.servers import HttpSink, SmtpSink, free_port, http_get, serve_config, serve_http, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -72,9 +72,7 @@ class OtlpReceiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = serve_http(Handler)
         return self
 
     def add(self, request: ExportTraceServiceRequest) -> None:
@@ -109,33 +107,11 @@ def receiver() -> Iterator[OtlpReceiver]:
     found.stop()
 
 
-def _get(url: str, token: str | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    try:
-        with urllib.request.urlopen(request, timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-    except OSError:
-        return 0, ""
-
-
 def test_serve_exports_one_trace_from_the_api_and_the_workers(
     tmp_path: Path, receiver: OtlpReceiver, sink: HttpSink, smtp: SmtpSink
 ) -> None:
     port = free_port()
-    config = {
-        "server": {"port": port, "auth": {"tokens": [TOKEN]}, "admin_tokens": [ADMIN]},
-        "data_dir": str(tmp_path / "data"),
-        "channels": {
-            "owners": {"url": sink.url("/otlp-owners")},
-            "email": {"url": smtp.url(), "per_recipient": True},
-        },
-        "routes": [
-            {"recipient_types": ["recipient-type:system-owner"], "channels": ["owners"]},
-            {"recipient_types": ["recipient-type:access-control-requester"], "channels": ["email"]},
-        ],
-    }
+    config = serve_config(tmp_path, port, sink, smtp, TOKEN, ADMIN, "/otlp-owners")
     path = tmp_path / "config.yaml"
     path.write_text(json.dumps(config))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RELAY_"))}
@@ -147,7 +123,7 @@ def test_serve_exports_one_trace_from_the_api_and_the_workers(
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _get(base + "/readyz")[0] == 200, timeout=30)
+        wait_for(lambda: http_get(base + "/readyz")[0] == 200, timeout=30)
         payload = sample_notification()
         event_id = payload["metadata"]["eventId"]
         request = urllib.request.Request(
@@ -191,11 +167,7 @@ def test_serve_exports_one_trace_from_the_api_and_the_workers(
         shown = json.loads(status.stdout)
         assert shown["traceId"] == TRACE and {d["traceId"] for d in shown["deliveries"]} == {TRACE}
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         log.close()
     lines = [json.loads(line) for line in (tmp_path / "serve.log").read_text().splitlines() if line.startswith("{")]
     mine = [line for line in lines if line.get("eventId") == event_id]
