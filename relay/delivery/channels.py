@@ -141,11 +141,12 @@ def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> 
 
     `text` is the plain-text part of an html e-mail; without it Apprise derives one from the HTML.
     """
-    with tracing.span("relay.send", **{"relay.channel.scheme": scheme_of(url)}) as span:
+    scheme = scheme_of(url)
+    with tracing.span("relay.send", **{"relay.channel.scheme": scheme}) as span:
         outcome, status = _send(native_url(url, fmt), title, body, fmt, text)
         span.set("relay.outcome", type(outcome).__name__.lower())  # delivered, transient, permanent
         # The service's answer: an SMTP server's reply code (a message accepted is a 250), or the HTTP status.
-        if scheme_of(url) in EMAIL_SCHEMES:
+        if scheme in EMAIL_SCHEMES:
             span.set("relay.smtp.code", 250 if isinstance(outcome, Delivered) else status)
         else:
             span.set("http.response.status_code", status)

@@ -31,7 +31,7 @@ from relay.core.states import OPEN, SENDABLE, State
 from relay.delivery import attempt
 from relay.delivery.context import Context, bound
 from relay.delivery.preferences import apply_preferences, count_planned
-from relay.delivery.recording import created, follow
+from relay.delivery.recording import created, follow, wake_for
 from relay.storage.leases import DELIVERY, EVENT, UNPLANNED, Claimed, delivery_unit, split_unit
 from relay.storage.store import EventRecord, StateChange, iso, now
 
@@ -165,8 +165,7 @@ def _listen(rt: Context, began: float) -> str | None:
 def _let_go_of(rt: Context, units: list[str]) -> None:
     """Units taken and not worked on, when the job ends early (Redis gone a moment, a timeout): back among the
     due work; were Redis still away, no longer counted in hand, so this worker's own sweep puts them back."""
-    rt.store.leases.handed_on(units)
-    with contextlib.suppress(RedisError):
+    with contextlib.suppress(RedisError):  # give_back stops counting them in hand before it calls Redis
         rt.store.leases.give_back(rt.name, units, now())
 
 
@@ -251,18 +250,13 @@ def _plan(rt: Context, event_id: str, event: EventRecord, leased: bool) -> int:
     rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
     stored = rt.store.create_deliveries(event_id, records, take=here, planned="leased" if leased else "unleased")
     count_planned(rt, applied, created(records, stored))  # counted before any of them is sent: as they show
-    held_at: set[float] = set()
     for record in stored:
         ctx = {"eventId": event_id, "deliveryId": record.id, "channel": record.channel}
         if record.state is State.SKIPPED:
             log.info("delivery skipped: %s", record.lastError, extra=ctx)
         elif record.state is State.HELD and record.notBefore is not None:
-            held_at.add(record.notBefore)
             log.info("delivery held by quiet hours until %s", iso(record.notBefore), extra=ctx)
-    for at in sorted(held_at):
-        rt.intake.wake_at(at)  # the deliveries are due then already (stored so above)
-    if any(r.state in SENDABLE and not r.held_lease for r in stored):
-        rt.intake.request_wake()
+    wake_for(rt, stored)
     in_hand = rt.sender.in_hand()  # planned again while this worker still sends them: not twice
     for record in stored:
         if record.held_lease and record.id not in in_hand:

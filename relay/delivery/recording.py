@@ -157,10 +157,16 @@ def queue_new(rt: Context, event_id: str, records: list[Delivery]) -> None:
     stored = rt.store.create_deliveries(event_id, records)  # the open ones are due now, or held until notBefore
     if applied is not None:
         count_planned(rt, applied, created(records, stored))
-    if any(r.state in SENDABLE for r in stored):
-        rt.intake.request_wake()
+    wake_for(rt, stored)
+
+
+def wake_for(rt: Context, stored: list[Delivery]) -> None:
+    """Wake-ups for deliveries just stored (they are due already): one at each held delivery's notBefore, and
+    one now for the sendable ones that no lease of this worker's holds."""
     for at in sorted({r.notBefore for r in stored if r.state is State.HELD and r.notBefore is not None}):
         rt.intake.wake_at(at)
+    if any(r.state in SENDABLE and not r.held_lease for r in stored):
+        rt.intake.request_wake()
 
 
 def created(records: list[Delivery], stored: list[Delivery]) -> list[Delivery]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from redis import Redis
 
-from relay.storage.records import LATENCY_BUCKETS, PREFIX, _text, metric_field
+from relay.storage.records import PREFIX, _text, bucket_field
 
 EXEMPLARS = PREFIX + "exemplars"  # hash: a histogram's bucket field -> "trace_id value timestamp"
 
@@ -18,12 +18,6 @@ class Exemplar:
     trace_id: str
     value: float
     timestamp: float
-
-
-def bucket_field(name: str, seconds: float, **labels: str) -> str:
-    """The field the histogram `name` counts `seconds` under (its bucket: the first bound at or above)."""
-    bound = next((f"{b:g}" for b in LATENCY_BUCKETS if seconds <= b), "+Inf")
-    return metric_field(name + "_slot", le=bound, **labels)
 
 
 def note(redis: Redis, trace_id: str, at: float, observations: list[tuple[str, float, dict[str, str]]]) -> None:

@@ -62,6 +62,13 @@ def _label_value(value: str) -> str:
     return clean[:100]
 
 
+def bucket_field(name: str, seconds: float, **labels: str) -> str:
+    """The field the histogram `name` counts `seconds` under (its bucket: the first bound at or above); its
+    exemplar is kept under the same field (`relay.storage.exemplars`)."""
+    bound = next((f"{b:g}" for b in LATENCY_BUCKETS if seconds <= b), "+Inf")
+    return metric_field(name + "_slot", le=bound, **labels)
+
+
 def metric_field(name: str, **labels: str) -> str:
     if not labels:
         return name

@@ -31,6 +31,7 @@ from relay.storage.records import (
     EventRecord,
     UnknownState,
     _text,
+    bucket_field,
     dedup_key,
     delivery_from_hash,
     delivery_key,
@@ -308,8 +309,7 @@ class Store:
     ) -> None:
         """One duration into a shared histogram: only its own bucket is counted here (three increments,
         not one per bucket); /metrics adds the buckets up into Prometheus' cumulative ones."""
-        bound = next((f"{b:g}" for b in LATENCY_BUCKETS if seconds <= b), "+Inf")
-        ints.append((metric_field(name + "_slot", le=bound, **labels), 1))
+        ints.append((bucket_field(name, seconds, **labels), 1))
         ints.append((metric_field(name + "_count", **labels), 1))
         floats.append((metric_field(name + "_sum", **labels), seconds))
 
