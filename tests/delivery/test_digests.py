@@ -27,6 +27,7 @@ from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.storage.queue import QUEUE_NAME
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
+from tests.processes import stop
 from tests.servers import HttpSink, SmtpSink, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
@@ -394,8 +395,7 @@ def test_a_worker_process_sends_the_digest_when_its_real_window_ends(
         time.sleep(1.5)
         assert len(sink.at("/owners")) == 1
     finally:
-        worker.terminate()
-        worker.wait(15)
+        stop(worker)  # SIGTERM; SIGKILL after 30 s
 
 
 def test_an_open_digest_survives_a_worker_killed_during_its_window(
@@ -427,8 +427,7 @@ def test_an_open_digest_survives_a_worker_killed_during_its_window(
         time.sleep(1)
         assert len(sink.at("/owners")) == 1
     finally:
-        worker.terminate()
-        worker.wait(15)
+        stop(worker)  # SIGTERM; SIGKILL after 30 s
 
 
 def test_the_admin_page_says_what_a_digest_gathers_and_where_an_item_went(

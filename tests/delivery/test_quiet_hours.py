@@ -26,6 +26,7 @@ from relay.runtime.bootstrap import Runtime, install
 from relay.storage.leases import READY
 from relay.storage.queue import QUEUE_NAME
 from tests.conftest import ADMIN_TOKEN, admin, post, run_scheduled, run_worker, sample_notification
+from tests.processes import stop
 from tests.servers import HttpSink, SmtpSink, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
@@ -257,8 +258,7 @@ def test_a_held_delivery_is_sent_by_a_new_worker_process_after_its_interval_clos
     try:
         wait_for(lambda: _email(rt, event_id).state == "delivered", timeout=30)
     finally:
-        worker.terminate()
-        worker.wait(15)
+        stop(worker)  # SIGTERM; SIGKILL after 30 s
     assert [m.envelope_to for m in smtp.mails] == [["alice.rossi@example.com"]]
     assert _scheduled(rt) == {}
 
@@ -369,8 +369,7 @@ def test_a_mute_interval_that_closes_within_a_minute_sends_then_by_a_worker_proc
         wait_for(lambda: _email(rt, event_id).state == "delivered", timeout=end - time.time() + 20)
         assert time.time() >= end
     finally:
-        worker.terminate()
-        worker.wait(15)
+        stop(worker)  # SIGTERM; SIGKILL after 30 s
     assert [m.envelope_to for m in smtp.mails] == [["alice.rossi@example.com"]]
 
 
