@@ -29,7 +29,8 @@ _JSON_HINT = 'write a list as JSON (["a", "b"]) and a mapping as JSON ({"key": "
 
 
 class _Settings(BaseSettings):
-    # extra keys are not dropped here: the config's own validation names them (`server.bogus: unknown key`).
+    # The source only gathers values, it never validates: a key the models lack reaches the config's own
+    # validation, which names it (`server.bogus: unknown key`).
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter=NESTED, case_sensitive=False, extra="ignore"
     )
@@ -140,8 +141,8 @@ def _read_secret(name: str, file: str, problems: list[str]) -> str | None:
 
 
 def _variables(model: type[BaseModel], environ: Mapping[str, str], problems: list[str]) -> dict[str, tuple[str, str]]:
-    """The RELAY_ variables under a section of the config, each as RELAY_<key path joined by __>: a `_FILE`
-    one read, a single-`_` one spelt out, a key set by two names a problem."""
+    """The RELAY_ variables under a section of the config, by key path (joined by `__`, single-`_` names spelt
+    out) with the name given and the value (a `_FILE` one read from its file); a key set twice is a problem."""
     found: dict[str, str | None] = {}
     given: dict[str, str] = {}  # key -> the name that set it, for messages
     for name, value in sorted(environ.items()):
