@@ -7,12 +7,14 @@ import sys
 
 from redis.exceptions import RedisError
 
+from relay import __version__
 from relay.cli import check, inspect, prefs, probe, run, send, token
 from relay.config import ConfigError
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="relay", description="Webhook notification relay.")
+    p.add_argument("--version", action="version", version=f"relay {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def command(name: str, help_: str) -> argparse.ArgumentParser:
