@@ -39,7 +39,7 @@ ONE_CLICK = "List-Unsubscribe=One-Click"
 
 @dataclass
 class Applied:
-    """What preferences did to a planning: each delivery's person, and the deliveries they skipped."""
+    """What preferences did to a planning: each delivery's people, and the deliveries they skipped."""
 
     people: dict[str, list[str]] = field(default_factory=dict)  # delivery id -> its people
     skipped: set[str] = field(default_factory=set)
