@@ -2,8 +2,9 @@
 page, and one-click unsubscribe (RFC 8058).
 
 No login: the signed link is the key, and it opens only its own person's preferences (the person of the
-address it was sent to: relay.web.links); no other person's data or address is ever shown. Every page works without JavaScript. A POST that saves the page carries a
-token derived from its link (HMAC under `preferences.secret`) and any Origin it names must be this host.
+address it was sent to: relay.web.links); no other person's data or address is ever shown. Every page works
+without JavaScript. A POST that saves the page carries a token derived from its link (HMAC under
+`preferences.secret`) and any Origin it names must be this host.
 The one-click POST needs neither (mail providers send it bare); a GET never changes anything (mail scanners
 fetch links), it only shows what a button would do.
 """
