@@ -23,7 +23,7 @@ from relay.storage.preferences import Preferences
 from relay.web.links import SCOPE_PREFERENCES, SCOPE_UNSUBSCRIBE, Link, LinkRefused, make_token, read_token
 from tests.conftest import admin, post, run_worker, sample_notification
 from tests.platform_fake import ACCESS_TOKEN, FakePlatform
-from tests.servers import SmtpSink
+from tests.servers import HttpSink, SmtpSink
 
 SECRET = "a-secret-of-at-least-thirty-two-bytes!"
 PUBLIC = "http://testserver"
@@ -167,12 +167,18 @@ def test_the_catalog_ties_an_address_to_its_user_ref(
 
 
 def test_one_click_changes_only_its_kind_on_its_channel(
-    make_runtime: Callable[..., Runtime], tmp_path: Path, smtp: SmtpSink
+    make_runtime: Callable[..., Runtime], tmp_path: Path, smtp: SmtpSink, sink: HttpSink
 ) -> None:
     """A kind that reads as a pattern (`notification:*`) or that could not be stored (over 200 characters)
     gets no one-click link: one click would opt out of every kind, or make the person's other choices
-    unreadable. A link of such a kind, if made, is refused. A valid one adds exactly its opt-out."""
-    rt = _runtime(make_runtime, tmp_path)
+    unreadable. A link of such a kind, if made, is refused. A valid one adds exactly its opt-out: the same
+    kind still reaches her direct messages, another kind her e-mail."""
+    channels = {
+        "requester-email": {"url": smtp.url(), "per_recipient": True},
+        "requester-dm": {"url": sink.url("/dm/{email}"), "per_recipient": True},
+    }
+    routes = [{"channels": ["requester-email", "requester-dm"]}]
+    rt = _runtime(make_runtime, tmp_path, channels=channels, routes=routes, default={"channels": []})
     with TestClient(create_app(rt)) as client:
         put = admin(
             client,
@@ -193,7 +199,9 @@ def test_one_click_changes_only_its_kind_on_its_channel(
         assert _one_click(client, _unsubscribe(mail)).status_code == 200
         assert _prefs(client, ALICE_MAIL)["optOuts"] == [*before, {"kind": KIND, "channel": "requester-email"}]
         assert _state(rt, client, _user(None, ALICE_MAIL), kind="notification:data-contract-changed") == "delivered"
+        sink.clear()
         assert _state(rt, client, _user(None, ALICE_MAIL)) == "skipped"
+        assert len(sink.at(f"/dm/{ALICE_MAIL}")) == 1  # the same kind on her other channel
 
 
 def test_the_unsubscribe_page_grants_no_longer_lived_or_wider_link(
