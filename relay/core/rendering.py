@@ -23,6 +23,7 @@ from jinja2 import (
 )
 from jinja2.runtime import Context
 
+from relay.core.markdown import unescape_markdown
 from relay.core.model import Delivery, Notification, kind_name, recipient_type_name
 from relay.core.sandbox import BUILTIN_DIR, RenderError, make_environment
 
@@ -124,6 +125,8 @@ def render_template(
         title = _bounded(title_block(tpl.new_context(context)), deadline).strip()
         if fmt == "html":
             title = html.unescape(title)
+        elif fmt == "md":  # titles are plain text: its values' markdown escapes undone
+            title = unescape_markdown(title)
         title = " ".join(title.split())
     shown = title if title is not None else context.get("title", default_title)
     ctx = tpl.new_context({**context, "title": shown})

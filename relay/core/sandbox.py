@@ -9,8 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jinja2 import BaseLoader, ChoiceLoader, FileSystemLoader, StrictUndefined, select_autoescape
+from jinja2 import BaseLoader, ChoiceLoader, FileSystemLoader, StrictUndefined, pass_context, select_autoescape
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from markupsafe import Markup
+
+from relay.core.markdown import escape_markdown
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_templates"
 MAX_SEQUENCE = 100_000
@@ -104,6 +108,21 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         return operator.mul(left, right)
 
 
+def is_markdown(name: str | None) -> bool:
+    """Whether a template file writes chat markdown (`*.md.j2`): its `{{ }}` values are escaped for it."""
+    return name is not None and name.lower().endswith((".md.j2", ".md"))
+
+
+@pass_context
+def escape_for_markdown(context: Context, value: Any) -> Any:
+    """The `finalize` of every `{{ }}`: in an `md` template a value is escaped for chat markdown (relay.core.
+    markdown) and marked done, so that autoescape keeps it as is; a value already marked (`|safe`, a macro's
+    output, a `{% set %}` block) is left alone. HTML templates keep Jinja's own HTML escaping; txt none."""
+    if is_markdown(context.name) and not hasattr(value, "__html__"):
+        return Markup(escape_markdown(str(value)))
+    return value
+
+
 def make_environment(template_dir: Path | None) -> BoundedSandbox:
     loaders: list[BaseLoader] = []
     if template_dir is not None:
@@ -112,7 +131,10 @@ def make_environment(template_dir: Path | None) -> BoundedSandbox:
     env = BoundedSandbox(
         loader=ChoiceLoader(loaders),
         undefined=StrictUndefined,
-        autoescape=select_autoescape(enabled_extensions=("html", "html.j2"), default_for_string=False),
+        # md too: autoescape is what marks a macro's output and a `{% set %}` block as done (not escaped again);
+        # `escape_for_markdown` does the escaping itself, before Jinja's HTML escape would.
+        autoescape=select_autoescape(enabled_extensions=("html", "html.j2", "md", "md.j2"), default_for_string=False),
+        finalize=escape_for_markdown,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=False,

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from relay import tracing
 from relay.core.digest import digest_of
-from relay.core.lookup import Expand, Skip, after_look_up
+from relay.core.lookup import Expand, Skip, after_look_up, unusable_ref
 from relay.core.model import Delivery, Notification
 from relay.core.outcome import Transient
 from relay.core.quiet import held_until
@@ -159,6 +159,9 @@ def _address(rt: Context, record: Delivery, previous: State, ctx: dict[str, str]
     ref = record.recipient
     if rt.catalog is None or not ref:
         return store(rt, record, previous, State.SKIPPED, "recipient has no e-mail address", ctx)
+    refused = unusable_ref(ref)
+    if refused is not None:  # never asked: its path would leave the catalog's entity path
+        return store(rt, record, previous, State.SKIPPED, refused, ctx)
     try:
         emails = rt.catalog.emails(ref)
     except CatalogUnavailable as exc:
