@@ -59,23 +59,35 @@ def read_events(redis: Redis, event_ids: Iterable[str]) -> dict[str, EventRecord
     return found
 
 
-def _list_keys(event_id: str) -> list[str]:
-    legacy = legacy_keys(event_id)
-    return [event_deliveries_key(event_id), *([legacy.deliveries] if legacy else [])]
-
-
 def _ids(event_id: str, key: str, answer: Any) -> list[str]:
     if isinstance(answer, Exception):
-        # A legacy key may be another event's hash (`X:deliveries`, stored raw by an earlier relay): no news.
-        if key == event_deliveries_key(event_id):
-            log.error("delivery list unreadable at %s (%s): read as empty", key, answer, extra={"eventId": event_id})
+        log.error("delivery list unreadable at %s (%s): read as empty", key, answer, extra={"eventId": event_id})
         return []
     return [_text(v) for v in answer]
 
 
+def _legacy_lists(redis: Redis, event_ids: list[str]) -> dict[str, str]:
+    """The delivery list keys an earlier relay gave these events, of those it stored (found at their raw key
+    and not at today's): today's list of `a:b` is where an earlier relay listed the deliveries of `a%3Ab`."""
+    legacy = {i: k for i in event_ids if (k := legacy_keys(i)) is not None}
+    if not legacy:
+        return {}
+    pipe = redis.pipeline(transaction=False)
+    for i, keys in legacy.items():
+        pipe.exists(event_key(i))
+        pipe.hget(keys.event, "eventId")
+    answers = pipe.execute(raise_on_error=False)
+    found = {}
+    for n, (i, keys) in enumerate(legacy.items()):
+        today, stored_as = answers[2 * n], answers[2 * n + 1]
+        if today == 0 and not isinstance(stored_as, Exception) and stored_as is not None and _text(stored_as) == i:
+            found[i] = keys.deliveries
+    return found
+
+
 def read_delivery_ids(redis: Redis, event_id: str) -> list[str]:
     """The ids of the event's deliveries in the order they were stored (none when its list cannot be read)."""
-    keys = _list_keys(event_id)
+    keys = [event_deliveries_key(event_id), *_legacy_lists(redis, [event_id]).values()]
     pipe = redis.pipeline(transaction=False)
     for key in keys:
         pipe.lrange(key, 0, -1)
@@ -94,11 +106,12 @@ class EventSummary:
 
 def read_summaries(redis: Redis, event_ids: list[str], first: int) -> list[EventSummary]:
     """The events still stored and readable, in the order given, each with its first `first` delivery ids and
-    its count of deliveries, in two round trips."""
+    its count of deliveries, in two round trips (three with events an earlier relay stored)."""
     events = read_events(redis, event_ids)
     stored = [i for i in event_ids if i in events]
+    legacy = _legacy_lists(redis, stored)
     pipe = redis.pipeline(transaction=False)
-    where = [(i, key) for i in stored for key in _list_keys(i)]
+    where = [(i, key) for i in stored for key in (event_deliveries_key(i), *([legacy[i]] if i in legacy else []))]
     for _, key in where:
         pipe.lrange(key, 0, first - 1)
         pipe.llen(key)

@@ -173,7 +173,8 @@ return redis.call('HGET', KEYS[2], 'items') or '[]'
 # is checked first: one holding another type of value (written by hand, or by an earlier relay's layout) fails
 # the accept before anything is written, and the platform's retry is not taken for a duplicate. Only then
 # can the dedup (SET NX) refuse, still before anything is written; an earlier relay's dedup key of the same
-# eventId (KEYS[8], `relay.storage.records.legacy_keys`; KEYS[1] again when it has none) counts as one.
+# eventId (KEYS[8], `relay.storage.records.legacy_keys`; KEYS[1] again when it has none) counts as one. Dedup
+# keys hold 2 (an earlier relay's hold 1): today's key of `a:b` is where an earlier relay kept `a%3Ab`'s.
 # A worker listening for more work (`relay.storage.leases`) is nudged with the event id, and no job is needed;
 # else, when no wake-up job is queued, the script sets the wake-up flag to a new job's id and returns it: the
 # caller then enqueues that job through RQ's own `Queue.enqueue_call`. Were that enqueue lost (the caller
@@ -196,7 +197,7 @@ for i, want in ipairs(wanted) do
     return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. found .. ': nothing accepted')
   end
 end
-if redis.call('EXISTS', KEYS[8]) == 1 or not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
+if redis.call('GET', KEYS[8]) == '1' or not redis.call('SET', KEYS[1], '2', 'NX', 'EX', ARGV[1]) then
   redis.call('HINCRBY', KEYS[4], ARGV[8], 1)
   return 0
 end
