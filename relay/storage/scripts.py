@@ -67,8 +67,9 @@ return 1
 # notification done with: the caller's lease on it dropped, or, planned by the wake-up its arrival queued (no
 # lease taken first), taken out of the notifications to plan. Returns per record 0 (it existed: read it) or 1
 # (created), plus 2 when the lease was taken.
-# Nothing is written when the delivery list's key holds another type: a hash there is an event an earlier
-# relay stored under the raw id `<this id>:deliveries` (`relay.storage.records.key_part`), moved to its own key.
+# A hash at the delivery list's key is an event an earlier relay stored under the raw id `<this id>:deliveries`
+# (`relay.storage.records.key_part`): it is moved to its own key first. Any other type there (or that event's
+# own key taken already): an error, and nothing is written.
 # KEYS: event's delivery list, deliveries index, failed index, metrics, leases, held index, due deliveries,
 # losses, notifications to plan, where a squatting event goes, then each record's key. ARGV: retention, owner,
 # the notification's unit ('' for none), its id to take out of the notifications to plan ('' for none), then
