@@ -12,6 +12,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from starlette.testclient import TestClient
 
 from relay.core.model import Delivery
+from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.storage import store as store_module
 from relay.storage.leases import LEASES, UNPLANNED
@@ -72,7 +73,7 @@ def test_the_limit_counts_each_routed_channel_and_each_recipient_of_a_per_recipi
     # managers-hook (1): 3 deliveries, planned as 3.
     rt = make_runtime(server={"limits": {"max_deliveries": 3}, "auth": {"tokens": ["test-webhook-token-1234"]}})
     payload = sample_notification()
-    with TestClient(_app(rt)) as small:
+    with TestClient(create_app(rt)) as small:
         assert post(small, payload).status_code == 202
         run_worker(rt)
         assert len(rt.store.event_delivery_ids(payload["metadata"]["eventId"])) == 3
@@ -81,12 +82,6 @@ def test_the_limit_counts_each_routed_channel_and_each_recipient_of_a_per_recipi
         refused = post(small, sample_notification(messages=[payload["messages"][0], two, payload["messages"][2]]))
         assert refused.status_code == 422
         assert "4 deliveries is over the limit of 3" in refused.json()["errors"][0]
-
-
-def _app(rt: Runtime) -> Any:
-    from relay.runtime.app import create_app
-
-    return create_app(rt)
 
 
 def test_a_planning_stopped_part_way_is_planned_again_whole_and_sends_each_once(

@@ -153,7 +153,6 @@ def test_an_earlier_relays_keys_are_still_read(client: TestClient, rt: Runtime, 
     from relay.delivery.jobs import plan_job
 
     # Its planning as the earlier relay did it: its list at the raw key.
-    ids = []
     plan_job(event_id)
     ids = rt.store.event_delivery_ids(event_id)
     redis.rename(event_deliveries_key(event_id), f"{PREFIX}event:legacy:1:deliveries")
