@@ -13,7 +13,8 @@ from redis import Redis
 from relay.admin.counters import CounterReader, Counters
 from relay.admin.selection import Filters, ReleaseRequest, Releasing, Replaying
 from relay.core.model import Delivery, State, trace_id
-from relay.storage.store import EVENTS, FAILED, HELD, Store, event_deliveries_key, event_key
+from relay.storage.events import read_summaries
+from relay.storage.store import EVENTS, FAILED, HELD, Store
 
 DELIVERIES_PER_EVENT = 50
 FAILED_SHOWN = 100
@@ -167,20 +168,14 @@ class PageData:
     def events(self, event_ids: list[str]) -> list[EventView]:
         if not event_ids:
             return []
-        pipe = self.redis.pipeline(transaction=False)
-        for event_id in event_ids:
-            pipe.hmget(event_key(event_id), ["kind", "receivedAt", "trace"])
-            pipe.lrange(event_deliveries_key(event_id), 0, DELIVERIES_PER_EVENT - 1)
-            pipe.llen(event_deliveries_key(event_id))
-        answers = pipe.execute()
         views: list[tuple[EventView, list[str]]] = []
-        for i, event_id in enumerate(event_ids):
-            (kind, received, trace), ids, total = answers[3 * i : 3 * i + 3]
-            if received is None:  # expired; its index entry goes at the next prune
-                continue
-            view = EventView(event_id, _text(kind or b""), float(received), int(total))
-            view.trace_id = trace_id(_text(trace or b""))
-            views.append((view, [_text(d) for d in ids]))
+        # An expired event is left out (its index entry goes at the next prune), and so is one that cannot be
+        # read (logged): one bad key never takes the page down.
+        for found in read_summaries(self.redis, event_ids, DELIVERIES_PER_EVENT):
+            event = found.event
+            view = EventView(event.eventId, event.kind, event.receivedAt, found.total)
+            view.trace_id = trace_id(event.trace)
+            views.append((view, found.first))
         records = {r.id: r for r in self.store.deliveries(d for _, ids in views for d in ids) if r is not None}
         for view, ids in views:
             view.deliveries = [DeliveryRow(records[d]) for d in ids if d in records]

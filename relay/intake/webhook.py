@@ -24,7 +24,8 @@ from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
 
 from relay import tracing
-from relay.config import LimitsConfig, ServerConfig
+from relay.config import Config, LimitsConfig, ServerConfig
+from relay.core.fanout import deliveries_per_message
 from relay.core.model import LIMIT_ERROR, Notification, json_depth, too_deep_at
 from relay.storage.queue import Acceptance, QueueUnavailable
 from relay.web.auth import signature_offered, signature_problem, webhook_allowed
@@ -185,6 +186,25 @@ def validate_notification(raw: bytes, limits: LimitsConfig) -> Notification:
         raise Refused(validation_response(exc), "limits" if over else "schema") from None
 
 
+def bounded_fan_out(config: Config, notification: Notification) -> None:
+    """Refuse a notification that would plan more deliveries than `server.limits.max_deliveries`: counted from
+    the routes (`relay.core.fanout`), so that what is answered 202 is what relay plans whole."""
+    limit = config.server.limits.max_deliveries
+    total = sum(deliveries_per_message(config, notification))
+    if total <= limit:
+        return
+    raise _refused(
+        422,
+        f"messages: {total} deliveries is over the limit of {limit} for one notification",
+        f"The notification would make {total} deliveries; relay takes at most {limit} for one notification.",
+        f"Split it into notifications of at most {limit} deliveries (each message counts once per channel its "
+        "routes take, and once per recipient for a per-recipient channel), or raise "
+        "server.limits.max_deliveries.",
+        "limits",
+        field="messages",
+    )
+
+
 async def authenticated_body(request: Request, server: ServerConfig, guard: Guard) -> bytes:
     """The body of a call from a known sender: header credentials, else a valid signature of the body.
     A client that sent too many wrong ones is answered 429 before its credentials are looked at."""
@@ -234,17 +254,17 @@ class Accepted(TypedDict):
 
 class Webhook:
     """POST server.path. The webhook path and the intake are fixed for the life of the process; the
-    server settings are read at each call, so that a reload takes effect."""
+    config (server settings, routes) is read at each call, so that a reload takes effect."""
 
     def __init__(
         self,
         intake: Intake,
         counters: Counting,
-        server: Callable[[], ServerConfig],
+        config: Callable[[], Config],
         connect: Callable[[], AsyncRedis],
         guard: Guard,
     ) -> None:
-        self.intake, self.counters, self.server, self.connect = intake, counters, server, connect
+        self.intake, self.counters, self.config, self.connect = intake, counters, config, connect
         self.guard = guard
         # Durable intake on an asyncio connection of the running loop (one client per loop).
         self.clients: dict[asyncio.AbstractEventLoop, AsyncRedis] = {}
@@ -272,12 +292,14 @@ class Webhook:
     )
     async def receive(self, request: Request) -> Response:
         try:
-            server = self.server()
+            config = self.config()
+            server = config.server
             raw = await authenticated_body(request, server, self.guard)
             if not is_json(request.headers.get("content-type", "")):
                 raise not_json_type(request.headers.get("content-type"))
             # Parsing and validating is CPU work: a thread would add its hop and still hold the GIL.
             notification = validate_notification(raw, server.limits)
+            bounded_fan_out(config, notification)
         except Refused as refusal:
             if refusal.reason is not None:
                 await run_in_threadpool(self.rejected, refusal.response.status_code, refusal.reason)

@@ -22,7 +22,7 @@ from weakref import WeakKeyDictionary
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 from redis.commands.core import AsyncScript, Script
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 from rq import Queue
 
 from relay.core.model import Delivery, State
@@ -37,6 +37,7 @@ from relay.storage.leases import (
     Leases,
     delivery_unit,
 )
+from relay.storage.records import legacy_keys
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
     EVENTS,
@@ -117,7 +118,7 @@ class Intake:
         try:
             answer = self._script(*self._accept_call(event_id, kind, payload))
         except RedisError as exc:
-            raise QueueUnavailable(type(exc).__name__) from exc
+            raise QueueUnavailable(_why(exc)) from exc
         acceptance = _acceptance(answer)
         if acceptance.wake_job is not None:
             self.queue_wake(acceptance.wake_job, event_id)
@@ -135,12 +136,14 @@ class Intake:
         try:
             answer = await script(*self._accept_call(event_id, kind, payload, trace))
         except RedisError as exc:
-            raise QueueUnavailable(type(exc).__name__) from exc
+            raise QueueUnavailable(_why(exc)) from exc
         return _acceptance(answer)
 
     def _accept_call(self, event_id: str, kind: str, payload: str, trace: str = "") -> tuple[list[str], list[Any]]:
         """The keys and arguments of the accept script for one notification; `trace`: its trace context."""
+        legacy = legacy_keys(event_id)
         keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, WAKE, LISTENING]
+        keys.append(legacy.dedup if legacy else keys[0])
         args: list[Any] = [
             max(1, int(self.dedup_ttl)),
             event_id,
@@ -320,6 +323,12 @@ def _acceptance(answer: Any) -> Acceptance:
     if answer == 1:
         return Acceptance("accepted")
     return Acceptance("accepted", answer.decode() if isinstance(answer, bytes) else str(answer))
+
+
+def _why(exc: RedisError) -> str:
+    """What the 503's log line says: the error's type; and the script's own words when it refused (a key of
+    the wrong type, named), which carry no address or credential."""
+    return f"{type(exc).__name__}: {exc}" if isinstance(exc, ResponseError) else type(exc).__name__
 
 
 def _requeued(item: Delivery, previous: State) -> StateChange:
