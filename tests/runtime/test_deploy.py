@@ -22,9 +22,15 @@ def test_compose_services_run_relay_commands_on_redis_with_aof() -> None:
         assert services[name]["environment"]["RELAY_REDIS__URL"].startswith("redis://")
 
 
-def test_dockerfile_runs_as_non_root_with_a_healthcheck() -> None:
-    text = (DEPLOY / "Dockerfile").read_text()
-    assert "USER relay" in text and "HEALTHCHECK" in text and "/healthz" in text
+def test_dockerfile_takes_its_base_runs_as_non_root_with_a_healthcheck_for_each_role() -> None:
+    lines = (DEPLOY / "Dockerfile").read_text().splitlines()
+    assert "ARG BASE=python:3.11-slim" in lines and "FROM ${BASE}" in lines
+    assert "USER relay" in lines
+    # Not a fixed port: `relay health` asks the API's /healthz on server.port, or reads a worker's heartbeat.
+    (check,) = [line for line in lines if line.startswith("HEALTHCHECK")]
+    assert check.endswith('CMD ["relay", "health"]') and "8080" not in check
+    known = set(parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert "health" in known
 
 
 def test_the_tracing_compose_file_adds_jaeger_and_points_api_and_workers_at_it() -> None:
