@@ -37,7 +37,7 @@ fi
 
 # podman's settings for these machines (crun and the default rlimits are refused here), without
 # touching /etc: CONTAINERS_CONF is podman's own override. The test uses the same file.
-conf_dir=${XDG_CACHE_HOME:-$HOME/.cache}/relay-container-test
+conf_dir=${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/relay-container-test
 mkdir -p "$conf_dir"
 export CONTAINERS_CONF="$conf_dir/containers.conf"
 printf '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n' >"$CONTAINERS_CONF"

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -42,6 +42,7 @@ POLL_SECONDS = 0.25
 class Child:
     proc: subprocess.Popen[bytes]
     pump: threading.Thread | None = None
+    context: Hashable = None  # what `Workers.context` said at its start
     last_line: list[str] = field(default_factory=lambda: [""])  # written by the pump thread
 
     def cause(self) -> str:
@@ -69,12 +70,16 @@ class Workers:
         poll: float = POLL_SECONDS,
         stop_seconds: float = STOP_SECONDS,
         command: list[str] | None = None,
+        context: Callable[[], Hashable] = lambda: 0,
     ) -> None:
         self.args = command if command is not None else [sys.executable, "-m", "relay", "worker"]
         if config_file is not None and command is None:
             self.args += ["--config", str(config_file)]
         self.env = {**env, PARENT_PID_ENV: str(os.getpid())}
         self.on_give_up = on_give_up
+        # What a worker needs from relay serve (its embedded Redis: which one runs, None while none does):
+        # a worker that ends while it is None or after it changed did not fail to start by itself.
+        self.context = context
         self.poll = poll
         self.stop_seconds = stop_seconds
         self.slots = [Slot(Backoff(policy)) for _ in range(count)]
@@ -107,7 +112,9 @@ class Workers:
             slot.child = None
             if self.stopping.is_set():
                 return
-            wait = slot.backoff.exited()
+            now_context = self.context()
+            excused = now_context is None or child.context is None or now_context != child.context
+            wait = slot.backoff.exited(excused)
             if wait is None:
                 self._give_up(slot, child)
                 return
@@ -135,7 +142,7 @@ class Workers:
             start_new_session=True,  # Ctrl-C reaches relay serve alone, which stops the workers in order
             preexec_fn=die_with_parent,
         )
-        child = Child(proc)
+        child = Child(proc, context=self.context())
         if proc.stderr is not None:
             child.pump = threading.Thread(target=_pump, args=(proc.stderr, child.last_line), daemon=True)
             child.pump.start()

@@ -5,7 +5,8 @@ A worker that ends is started again after a back-off: 1 s, doubling up to 30 s. 
 `START_WINDOW` seconds of its start failed to start; `GIVE_UP_AFTER` such failures in a row and `relay
 serve` exits non-zero with the cause, for its service manager (systemd, Kubernetes) to see and restart.
 A worker that dies after running a while (Redis gone for a minute) is never given up on: it is retried,
-at most every 30 s.
+at most every 30 s; nor is one that fails to start while relay serve's embedded Redis is being brought back
+(its keeper gives up on its own, `relay.runtime.redis_keeper`).
 """
 
 from __future__ import annotations
@@ -46,12 +47,16 @@ class Backoff:
     def started(self) -> None:
         self.started_at = self.clock()
 
-    def exited(self) -> float | None:
-        """The worker ended now: seconds to wait before starting the next, or None to give up."""
+    def exited(self, excused: bool = False) -> float | None:
+        """The worker ended now: seconds to wait before starting the next, or None to give up. An `excused`
+        end (what it needed was away: relay serve's own Redis, being brought back) counts as no failed start."""
         up_for = self.clock() - self.started_at
         if up_for >= self.policy.steady_after:
             self.delay = self.policy.first_delay
-        self.failed_starts = self.failed_starts + 1 if up_for < self.policy.start_window else 0
+        if up_for >= self.policy.start_window:
+            self.failed_starts = 0
+        elif not excused:
+            self.failed_starts += 1
         if self.failed_starts >= self.policy.give_up_after:
             return None
         wait = self.delay

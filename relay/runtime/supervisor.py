@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 from redis.exceptions import RedisError
@@ -29,6 +30,19 @@ REDIS_STOP_SECONDS = 4.0
 def stop_self() -> None:
     """Stop as on SIGTERM (uvicorn, then the workers): the way a part that gives up stops relay serve."""
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def redis_context(embedded: EmbeddedRedis | None) -> Callable[[], Hashable]:
+    """Which embedded Redis runs (None while none does): a worker that ends then or after it changed is not
+    given up on (`relay.runtime.pool`)."""
+    if embedded is None:
+        return lambda: 0  # an external Redis: relay serve knows no more of it than a worker does
+
+    def running() -> Hashable:
+        proc = embedded.proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    return running
 
 
 def keep_redis(embedded: EmbeddedRedis, rt: Runtime) -> RedisKeeper:
@@ -73,7 +87,7 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
                 config.data_path,
                 embedded.url,
             )
-        pool = Workers(workers, config_file, env, on_give_up=stop_self).start()
+        pool = Workers(workers, config_file, env, on_give_up=stop_self, context=redis_context(embedded)).start()
         rt = build(config, config_file=config_file)
         tracing.start(config, "api", rt.name)  # the workers start theirs, each its own service instance
         if embedded is not None:

@@ -47,6 +47,23 @@ def test_a_worker_that_cannot_start_is_given_up_on_with_its_exit_code_and_last_l
         pool.stop()
 
 
+def test_no_worker_is_given_up_on_while_what_it_needs_is_away(tmp_path: Path) -> None:
+    starts = tmp_path / "starts"
+    command = _program(tmp_path, f"import sys\nopen({str(starts)!r}, 'a').write('x')\nsys.exit(2)\n")
+    redis: list[int | None] = [None]  # relay serve's embedded Redis: down, being brought back
+    gave_up = threading.Event()
+    pool = Workers(
+        1, None, dict(os.environ), gave_up.set, FAST, poll=0.01, command=command, context=lambda: redis[0]
+    ).start()
+    try:
+        wait_for(lambda: len(starts.read_text()) >= 5 if starts.exists() else False, timeout=20)
+        assert not gave_up.is_set()
+        redis[0] = 4242  # back, and it stays: now the failed starts count
+        assert gave_up.wait(20)
+    finally:
+        pool.stop()
+
+
 def test_every_stop_ends_by_its_deadline_workers_that_ignore_sigterm_or_are_mid_restart_included(
     tmp_path: Path,
 ) -> None:

@@ -58,3 +58,15 @@ def test_the_policy_is_a_setting_of_the_tests() -> None:
     assert _run_for(backoff, clock, 20) == 0.02
     assert _run_for(backoff, clock, 0) == 0.02
     assert _run_for(backoff, clock, 0) is None
+
+
+def test_a_start_that_failed_while_what_it_needs_was_away_is_excused_but_still_backed_off() -> None:
+    clock = Clock()
+    backoff = Backoff(clock=clock)
+    backoff.started()
+    clock.now += 1
+    assert backoff.exited(excused=True) == 1
+    backoff.started()
+    clock.now += 1
+    assert backoff.exited(excused=True) == 2
+    assert backoff.failed_starts == 0
