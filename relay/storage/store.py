@@ -348,6 +348,10 @@ class Store:
     def heartbeat(self, worker: str) -> None:
         self.redis.zadd(WORKERS, {worker: now()})
 
+    def forget_worker(self, worker: str) -> None:
+        """A worker that stops: no longer counted as seen (/readyz)."""
+        self.redis.zrem(WORKERS, worker)
+
     def worker_beats(self) -> dict[str, float]:
         """Each worker's last heartbeat."""
         pairs: list[tuple[Any, Any]] = self.redis.zrange(WORKERS, 0, -1, withscores=True)  # type: ignore[assignment]

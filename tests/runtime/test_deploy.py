@@ -58,9 +58,15 @@ def test_the_sink_takes_the_address_to_listen_on() -> None:
     assert args.host == "0.0.0.0" and parser().parse_args(["sink"]).host == "127.0.0.1"
 
 
-def test_dockerfile_runs_as_non_root_with_a_healthcheck() -> None:
-    text = (DEPLOY / "Dockerfile").read_text()
-    assert "USER relay" in text and "HEALTHCHECK" in text and "/healthz" in text
+def test_dockerfile_takes_its_base_runs_as_non_root_with_a_healthcheck_for_each_role() -> None:
+    lines = (DEPLOY / "Dockerfile").read_text().splitlines()
+    assert "ARG BASE=python:3.11-slim" in lines and "FROM ${BASE}" in lines
+    assert "USER relay" in lines
+    # Not a fixed port: `relay health` asks the API's /healthz on server.port, or reads a worker's heartbeat.
+    (check,) = [line for line in lines if line.startswith("HEALTHCHECK")]
+    assert check.endswith('CMD ["relay", "health"]') and "8080" not in check
+    known = set(parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert "health" in known
 
 
 def test_the_tracing_compose_file_adds_jaeger_and_points_api_and_workers_at_it() -> None:
