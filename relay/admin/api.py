@@ -27,6 +27,7 @@ from relay.admin.selection import (
 )
 from relay.config import Config, ConfigError
 from relay.core.model import State, trace_id
+from relay.core.numbers import non_finite_at
 from relay.runtime.bootstrap import CONFIG_GENERATION
 from relay.storage.store import Store, iso
 from relay.web.auth import admin_allowed
@@ -174,6 +175,16 @@ async def json_object(
             raise ValueError("the body must be a JSON object")
     except ValueError as exc:
         return error_response(422, [str(exc)], f"Invalid {what} request: {exc}", solutions=[solution])
+    # json.loads takes NaN and Infinity, and reads 1e400 as infinity: none of them is a number to store.
+    path = non_finite_at(body)
+    if path is not None:
+        return error_response(
+            422,
+            [f"{path}: not a finite number (NaN, Infinity, or past the range of a double, like 1e400)"],
+            f"Invalid {what} request: {path} is not a finite number.",
+            field=path,
+            solutions=[solution],
+        )
     return body
 
 
