@@ -10,16 +10,49 @@ import math
 import re
 from typing import Any
 
-# Only a literal with an exponent of three digits or more, or with 200 digits or more, can overflow: the
-# walk below runs when the text has one (or something like one in a string, which costs a walk only).
-_MAY_OVERFLOW = re.compile(r"[eE][+]?0*[1-9][0-9]{2}|[0-9]{200}")
+# Only a literal with an exponent of 100 or more, or with 200 digits or more, can overflow. The body is
+# searched for one at C speed in a copy with every digit made 0, and each place found is read as the
+# number around it: a string that only looks like one (a UUID's `b-036e623`) costs no walk.
+_ZEROED = bytes.maketrans(b"123456789", b"000000000")
+_MARKS = (b"e000", b"E000", b"e+000", b"E+000", b"0" * 200)
+_RUN = re.compile(rb"[-+0-9.eE]*")
+_PLACES = 1000  # places read at most: past them, the walk is cheaper
 # A bare word the text has outside any string: NaN, Infinity, -Infinity.
 _CONSTANT = re.compile(r"NaN|Infinity")
 
 
-def may_hold_non_finite(text: str) -> bool:
-    """Whether `text` may hold a number that reads as infinity or NaN (False: it certainly holds none)."""
-    return _MAY_OVERFLOW.search(text) is not None or _CONSTANT.search(text) is not None
+def may_hold_non_finite(raw: bytes) -> bool:
+    """Whether the JSON text `raw` may hold a number literal that reads as infinity (False: it holds none)."""
+    zeroed = raw.translate(_ZEROED)
+    backwards = b""
+    places = 0
+    for mark in _MARKS:
+        at = zeroed.find(mark)
+        while at != -1:
+            places += 1
+            if places > _PLACES:
+                return True
+            backwards = backwards or raw[::-1]  # the run before `at` is read as the run after it, backwards
+            start = at - (_run_end(backwards, len(raw) - at) - (len(raw) - at))
+            end = _run_end(raw, at)
+            # A letter or a digit next to it: part of a word, no number.
+            word = raw[start - 1 : start].isalnum() or raw[end : end + 1].isalnum()
+            if not word and _reads_infinite(raw[start:end]):
+                return True
+            at = zeroed.find(mark, end)
+    return False
+
+
+def _run_end(text: bytes, at: int) -> int:
+    found = _RUN.match(text, at)
+    return found.end() if found else at
+
+
+def _reads_infinite(token: bytes) -> bool:
+    try:
+        return math.isinf(float(token))
+    except ValueError:
+        return False
 
 
 def non_finite_at(data: Any) -> str | None:

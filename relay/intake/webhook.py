@@ -186,7 +186,7 @@ def parse_json(raw: bytes, max_depth: int) -> Any:
         refused = _bad_json(f"body is not valid JSON: {exc}") if literal is None else _not_a_number(literal, 400)
         raise refused from None
     # 1e400 is JSON, but reads as infinity, which no worker could store or send on.
-    if may_hold_non_finite(text) and (path := non_finite_at(data)) is not None:
+    if may_hold_non_finite(raw) and (path := non_finite_at(data)) is not None:
         raise _not_a_number(path, 422)
     return data
 

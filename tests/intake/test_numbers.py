@@ -66,4 +66,7 @@ def test_the_walk_names_the_first_in_document_order() -> None:
     assert non_finite_at({"a": [1.0, 2, {"b": float("inf")}], "c": float("nan")}) == "a.2.b"
     assert non_finite_at({"a": [1e308, "inf", None, True]}) is None
     assert non_finite_at(float("nan")) == ""
-    assert not may_hold_non_finite('{"a": 1.5e30, "b": "x"}') and may_hold_non_finite('{"a": 1e400}')
+    assert may_hold_non_finite(b'{"a": 1e400}') and may_hold_non_finite(b'{"a": -0.5E+0999}')
+    assert may_hold_non_finite(b'{"a": ' + b"9" * 400 + b".0}")
+    lookalikes = b'{"a": 1.5e300, "b": 1e-400, "id": "3fa85f64-5e123", "i": "7e8706ab", "c": ' + b"1" * 250 + b"}"
+    assert not may_hold_non_finite(lookalikes)
