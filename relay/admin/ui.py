@@ -209,7 +209,7 @@ class AdminPage:
         )
     )
     async def login(self, request: Request) -> Response:
-        if not same_origin(request):
+        if not same_origin(request, self.config()):
             return self.error(403, "Forbidden", "The form was not sent from this relay's own page.")
         if not self.tokens():
             return RedirectResponse("/ui", 303)
@@ -235,7 +235,7 @@ class AdminPage:
         response = RedirectResponse("/ui/login" if self.tokens() else "/ui", 303)
         session = request.cookies.get(COOKIE)
         form = await read_form(request)
-        if session and same_origin(request) and form and csrf_ok(session, form):
+        if session and same_origin(request, self.config()) and form and csrf_ok(session, form):
             clear_session(response, request)
             return response
         return self.error(403, "Forbidden", "Log out from the admin page itself.")
@@ -254,7 +254,7 @@ class AdminPage:
         form = await read_form(request)
         if form is None:
             return self.error(400, "Invalid request", f"The {what} form was not sent as a form.")
-        if not by_header and (not same_origin(request) or session is None or not csrf_ok(session, form)):
+        if not by_header and (not same_origin(request, self.config()) or session is None or not csrf_ok(session, form)):
             return self.error(
                 403, "Forbidden", f"The {what} was not sent from this relay's own page. Reload it and retry."
             )
