@@ -34,7 +34,7 @@ from relay.admin.ui_session import (
     session_valid,
     set_session,
 )
-from relay.admin.ui_view import PageData, anchor
+from relay.admin.ui_view import DELIVERIES_OF_ONE, PageData, anchor
 from relay.config import Config
 from relay.storage.sessions import EndedSessions
 from relay.web.auth import admin_allowed, admin_token_offered
@@ -195,6 +195,7 @@ class AdminPage:
             open_mode=not self.tokens(),
             logged_in=bool(self.tokens()) and session is not None,
             event_filter=event_id,
+            view_max=DELIVERIES_OF_ONE,
             limit=limit,
             replayed=_count(q.get("replayed", "")),
             released=_count(q.get("released", "")),

@@ -15,7 +15,8 @@ from relay.admin.selection import Filters, ReleaseRequest, Releasing, Replaying
 from relay.core.model import Delivery, State, trace_id
 from relay.storage.store import EVENTS, FAILED, HELD, Store, event_deliveries_key, event_key
 
-DELIVERIES_PER_EVENT = 50
+DELIVERIES_PER_EVENT = 50  # in the list of notifications
+DELIVERIES_OF_ONE = 500  # in the view of one notification (more: relay status, or the admin API's pages)
 FAILED_SHOWN = 100
 HELD_SHOWN = 100
 ERROR_SHOWN = 300  # characters of a delivery's last error shown in a table cell
@@ -164,13 +165,14 @@ class PageData:
     def __init__(self, redis: Redis, store: Store, counters: CounterReader) -> None:
         self.redis, self.store, self.counters = redis, store, counters
 
-    def events(self, event_ids: list[str]) -> list[EventView]:
+    def events(self, event_ids: list[str], shown: int = DELIVERIES_PER_EVENT) -> list[EventView]:
+        """The notifications, each with its first `shown` deliveries and how many it has."""
         if not event_ids:
             return []
         pipe = self.redis.pipeline(transaction=False)
         for event_id in event_ids:
             pipe.hmget(event_key(event_id), ["kind", "receivedAt", "trace"])
-            pipe.lrange(event_deliveries_key(event_id), 0, DELIVERIES_PER_EVENT - 1)
+            pipe.lrange(event_deliveries_key(event_id), 0, shown - 1)
             pipe.llen(event_deliveries_key(event_id))
         answers = pipe.execute()
         views: list[tuple[EventView, list[str]]] = []
@@ -209,7 +211,7 @@ class PageData:
             event_ids = [_text(e) for e, _ in found[:limit]]
             if len(found) > limit:
                 older = float(found[limit - 1][1])
-        events = self.events(event_ids)
+        events = self.events(event_ids, DELIVERIES_OF_ONE if event_id is not None else DELIVERIES_PER_EVENT)
 
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrevrange(FAILED, 0, FAILED_SHOWN - 1)

@@ -146,6 +146,16 @@ class Store:
     def event_delivery_ids(self, event_id: str) -> list[str]:
         return [_text(v) for v in self.redis.lrange(event_deliveries_key(event_id), 0, -1)]
 
+    def event_delivery_page(self, event_id: str, start: int, count: int) -> tuple[list[str], int]:
+        """`count` of the notification's delivery ids from the `start`-th (in the order they were planned: the
+        list only grows, so a position stays valid), and how many it has, in one round trip."""
+        key = event_deliveries_key(event_id)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.lrange(key, start, start + count - 1)
+        pipe.llen(key)
+        ids, total = pipe.execute()
+        return [_text(v) for v in ids], int(total)
+
     # -- deliveries -----------------------------------------------------------------------------
 
     def create_deliveries(
