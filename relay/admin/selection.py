@@ -56,6 +56,7 @@ class DeliveryQuery(BaseModel):
 
 EVENT_PAGE = 500  # deliveries of one notification in one answer, unless `limit` says otherwise
 MAX_EVENT_PAGE = 1000
+CURSOR_PATTERN = r"^[0-9]{1,9}$"
 
 
 class EventQuery(BaseModel):
@@ -66,7 +67,9 @@ class EventQuery(BaseModel):
     )
     cursor: str | SkipJsonSchema[None] = Field(
         None,
-        pattern=r"^[0-9]{1,9}$",
+        pattern=CURSOR_PATTERN,
+        # The parameter's own schema (the pattern above applies to the string branch, which it does not show).
+        json_schema_extra={"pattern": CURSOR_PATTERN},
         description="the `next` of the previous answer, as given (absent: from the first delivery)",
     )
 
