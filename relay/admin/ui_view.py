@@ -16,7 +16,8 @@ from relay.core.model import Delivery, State, trace_id
 from relay.storage.events import read_summaries
 from relay.storage.store import EVENTS, FAILED, HELD, Store
 
-DELIVERIES_PER_EVENT = 50
+DELIVERIES_PER_EVENT = 50  # in the list of notifications
+DELIVERIES_OF_ONE = 500  # in the view of one notification (more: relay status, or the admin API's pages)
 FAILED_SHOWN = 100
 HELD_SHOWN = 100
 ERROR_SHOWN = 300  # characters of a delivery's last error shown in a table cell
@@ -165,13 +166,14 @@ class PageData:
     def __init__(self, redis: Redis, store: Store, counters: CounterReader) -> None:
         self.redis, self.store, self.counters = redis, store, counters
 
-    def events(self, event_ids: list[str]) -> list[EventView]:
+    def events(self, event_ids: list[str], shown: int = DELIVERIES_PER_EVENT) -> list[EventView]:
+        """The notifications, each with its first `shown` deliveries and how many it has."""
         if not event_ids:
             return []
         views: list[tuple[EventView, list[str]]] = []
         # An expired event is left out (its index entry goes at the next prune), and so is one that cannot be
         # read (logged): one bad key never takes the page down.
-        for found in read_summaries(self.redis, event_ids, DELIVERIES_PER_EVENT):
+        for found in read_summaries(self.redis, event_ids, shown):
             event = found.event
             view = EventView(event.eventId, event.kind, event.receivedAt, found.total)
             view.trace_id = trace_id(event.trace)
@@ -204,7 +206,7 @@ class PageData:
             event_ids = [_text(e) for e, _ in found[:limit]]
             if len(found) > limit:
                 older = float(found[limit - 1][1])
-        events = self.events(event_ids)
+        events = self.events(event_ids, DELIVERIES_OF_ONE if event_id is not None else DELIVERIES_PER_EVENT)
 
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrevrange(FAILED, 0, FAILED_SHOWN - 1)

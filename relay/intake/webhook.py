@@ -27,6 +27,7 @@ from relay import tracing
 from relay.config import Config, LimitsConfig, ServerConfig
 from relay.core.fanout import deliveries_per_message
 from relay.core.model import LIMIT_ERROR, Notification, json_depth, too_deep_at
+from relay.core.numbers import constant_at, may_hold_non_finite, non_finite_at
 from relay.storage.queue import Acceptance, QueueUnavailable
 from relay.web.auth import signature_offered, signature_problem, webhook_allowed
 from relay.web.errors import RETRY_AFTER, error_response, is_json, validation_response
@@ -119,6 +120,17 @@ def _bad_json(reason: str) -> Refused:
     return _refused(400, reason, "The notification is not valid JSON.", "Send one JSON object as the body.", "json")
 
 
+def _not_a_number(path: str, status: int) -> Refused:
+    return _refused(
+        status,
+        f"{path or 'the body'}: not a finite number (NaN, Infinity, or past the range of a double, like 1e400)",
+        "The notification holds a number relay cannot store.",
+        "Send numbers between about -1.8e308 and 1.8e308 (or send the value as a string).",
+        "json",
+        field=path,
+    )
+
+
 def _too_deep(limit: int, path: str) -> Refused:
     return _refused(
         422,
@@ -168,10 +180,16 @@ def parse_json(raw: bytes, max_depth: int) -> Any:
     if openings > max_depth and json_depth(text) > max_depth:
         raise _too_deep(max_depth, too_deep_at(text, max_depth) or "")
     try:
-        # NaN and Infinity are not JSON, whatever some encoders write.
-        return from_json(raw, allow_inf_nan=False)
+        # NaN and Infinity are not JSON, whatever some encoders write (the answer names where they are).
+        data = from_json(raw, allow_inf_nan=False)
     except ValueError as exc:
-        raise _bad_json(f"body is not valid JSON: {exc}") from None
+        literal = constant_at(text)
+        refused = _bad_json(f"body is not valid JSON: {exc}") if literal is None else _not_a_number(literal, 400)
+        raise refused from None
+    # 1e400 is JSON, but reads as infinity, which no worker could store or send on.
+    if may_hold_non_finite(raw) and (path := non_finite_at(data)) is not None:
+        raise _not_a_number(path, 422)
+    return data
 
 
 def validate_notification(raw: bytes, limits: LimitsConfig) -> Notification:

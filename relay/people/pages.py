@@ -120,8 +120,7 @@ class PeoplePages:
         form = await read_fields(request, MAX_FORM_BYTES, MAX_FIELDS)
         if form is None:
             return error_response(413, ["the form is too large"], "The form could not be read.")
-        secret = self.settings().preferences.secret or ""
-        if not _from_page(request, dict(form), secret, token):
+        if not _from_page(request, dict(form), self.settings(), token):
             return error_response(403, ["the form did not come from this page"], "Reload the page and save again.")
         try:
             hours = hours_from_form(form)
@@ -234,8 +233,7 @@ class PeoplePages:
                 log.info("one-click unsubscribe")
                 return self._unsubscribe_page(link, token, True, "out")
             if values.get("undo"):
-                secret = self.settings().preferences.secret or ""
-                if not _from_page(request, values, secret, token):
+                if not _from_page(request, values, self.settings(), token):
                     return error_response(
                         403, ["the form did not come from this page"], "Reload the page and try again."
                     )
@@ -310,10 +308,11 @@ class PeoplePages:
 _NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
 
-def _from_page(request: Request, form: dict[str, str], secret: str, token: str) -> bool:
+def _from_page(request: Request, form: dict[str, str], config: Config, token: str) -> bool:
     """A form posted by the page itself: its token (derived from the link) and, if named, this origin."""
     given = form.get("csrf", "").encode("utf-8", "replace")
-    return same_origin(request) and hmac.compare_digest(given, csrf_for(secret, token).encode())
+    expected = csrf_for(config.preferences.secret or "", token).encode()
+    return same_origin(request, config) and hmac.compare_digest(given, expected)
 
 
 def _refused(request: Request, status: int, message: str, reason: str | None = None) -> Response:

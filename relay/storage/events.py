@@ -95,6 +95,21 @@ def read_delivery_ids(redis: Redis, event_id: str) -> list[str]:
     return list(dict.fromkeys(i for key, a in zip(keys, answers, strict=True) for i in _ids(event_id, key, a)))
 
 
+def read_delivery_page(redis: Redis, event_id: str, start: int, count: int) -> tuple[list[str], int]:
+    """`count` of the event's delivery ids from the `start`-th (in the order they were planned: the list only
+    grows, so a position stays valid) and how many it has; none when its list cannot be read."""
+    if _legacy_lists(redis, [event_id]):  # an earlier relay's event: its lists are merged, rare and small
+        ids = read_delivery_ids(redis, event_id)
+        return ids[start : start + count], len(ids)
+    key = event_deliveries_key(event_id)
+    pipe = redis.pipeline(transaction=False)
+    pipe.lrange(key, start, start + count - 1)
+    pipe.llen(key)
+    listed, total = pipe.execute(raise_on_error=False)
+    ids = _ids(event_id, key, listed)  # a list of another type: logged, and read as empty
+    return ids, total if isinstance(total, int) else len(ids)
+
+
 @dataclass
 class EventSummary:
     """What the admin page lists of an event: the event, its first deliveries' ids and how many it has."""

@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 
 from relay.core.model import Delivery, State, delivery_id, iso
 from relay.storage.digests import Digests
-from relay.storage.events import read_delivery_ids, read_events
+from relay.storage.events import read_delivery_ids, read_delivery_page, read_events
 from relay.storage.leases import LEASES, LOSSES, READY, UNPLANNED, Leases, delivery_unit, event_unit
 from relay.storage.records import (
     DELIVERIES,
@@ -152,6 +152,9 @@ class Store:
 
     def event_delivery_ids(self, event_id: str) -> list[str]:
         return read_delivery_ids(self.redis, event_id)
+
+    def event_delivery_page(self, event_id: str, start: int, count: int) -> tuple[list[str], int]:
+        return read_delivery_page(self.redis, event_id, start, count)
 
     # -- deliveries -----------------------------------------------------------------------------
 
