@@ -24,7 +24,6 @@ from markupsafe import Markup
 from relay.core.bounded import bounded_filters, joined_size, percent_size, spec_size, str_method_size
 from relay.core.limits import (
     MAX_VALUE,
-    MAX_WIDTH,
     LimitExceeded,
     RenderError,
     charge,
@@ -35,7 +34,6 @@ from relay.core.limits import (
 )
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_templates"
-MAX_SEQUENCE = MAX_WIDTH  # kept for readers of the old name
 
 __all__ = ["BUILTIN_DIR", "BoundedSandbox", "LimitExceeded", "RenderError", "make_environment"]
 

@@ -77,17 +77,25 @@ def test_a_template_breaking_a_limit_sends_the_platform_text(
     ],
 )
 def test_a_long_email_title_is_cut_and_delivered_at_once(
-    make_runtime: Callable[..., Runtime], smtp: SmtpSink, sink: HttpSink, title: str, sent: str
+    make_runtime: Callable[..., Runtime],
+    smtp: SmtpSink,
+    sink: HttpSink,
+    caplog: pytest.LogCaptureFixture,
+    title: str,
+    sent: str,
 ) -> None:
     rt = make_runtime()
     payload = sample_notification()
     payload["messages"] = payload["messages"][1:2]  # to the requester, by e-mail
     payload["messages"][0]["title"] = title
-    elapsed = _deliver(rt, payload)
+    with caplog.at_level(logging.INFO, logger="relay.delivery.jobs"):
+        elapsed = _deliver(rt, payload)
     (mail,) = smtp.mails
     assert mail.subject == sent
     assert len(mail.subject) <= 250
     assert elapsed < 5
+    cuts = [r.getMessage() for r in caplog.records if "title cut" in r.getMessage()]
+    assert cuts == [f"title cut from {len(title.strip())} to {len(sent)} characters, as a mailto channel takes it"]
 
 
 @pytest.fixture
