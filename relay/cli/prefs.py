@@ -97,6 +97,15 @@ def cmd_link(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_unbind(args: argparse.Namespace) -> int:
+    _, store = _store(args)
+    if store.unbind(args.person):
+        print(f"{args.person}: unbound; the next address their links go to is theirs")
+    else:
+        print(f"{args.person}: no address was bound")
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     _, store = _store(args)
     everyone = [p.stored() for p in store.export()]
@@ -154,6 +163,9 @@ def add_commands(command: Command) -> None:
     c = leaf("link", "print a signed link to one person's preference page")
     c.add_argument("person")
     c.set_defaults(func=cmd_link)
+    c = leaf("unbind", "forget the address a userRef's links are bound to (without a catalog: its e-mail changed)")
+    c.add_argument("person")
+    c.set_defaults(func=cmd_unbind)
     c = leaf("export", "print everyone's preferences as JSON (relay prefs export > prefs.json)")
     c.set_defaults(func=cmd_export)
     c = leaf("import", "store the preferences of an export (a file, or - for standard input)")

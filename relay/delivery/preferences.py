@@ -135,12 +135,13 @@ def links(rt: Context, notification: Notification, record: Delivery) -> dict[str
 def link_person(rt: Context, notification: Notification, record: Delivery) -> str | None:
     """Whose preferences the links in a delivery may change. Whoever reads its address gets them, and the
     payload's `userRef` is only a claim (a webhook's caller could pair anyone's `userRef` with their own
-    address): the `userRef` when the platform catalog gives this address for it, else the address itself when
-    the payload gave it (so planning obeys what is chosen there), else nobody (no links: a `userRef` relay
-    cannot key a person by, whose address came from the catalog)."""
+    address): the `userRef` when this address is its own (the platform catalog's, when one is configured; else
+    the first address relay sent that `userRef`'s links to), else the address itself when the payload gave it
+    (so planning obeys what is chosen there), else nobody (no links: a `userRef` relay cannot key a person by,
+    whose address came from the catalog)."""
     claim = claim_of(recipient_of_delivery(rt.config, notification, record))
     address = (record.address or "").lower()
-    if claim.ref is not None and address and _catalog_ties(rt, claim.ref, address):
+    if claim.ref is not None and address and _is_their_address(rt, claim.ref, address):
         return claim.ref
     if claim.address is not None and claim.address == address:
         return claim.address
@@ -153,11 +154,12 @@ def link_person(rt: Context, notification: Notification, record: Delivery) -> st
     return None
 
 
-def _catalog_ties(rt: Context, ref: str, address: str) -> bool:
-    """Whether the platform catalog gives `address` for `ref` (its answers are cached: relay.delivery.catalog);
-    not when no catalog is configured or it does not answer (the link is then the address's own)."""
+def _is_their_address(rt: Context, ref: str, address: str) -> bool:
+    """Whether `address` is `ref`'s own: the platform catalog says so when one is configured (its answers are
+    cached: relay.delivery.catalog; when it does not answer, no); without one, it is the first address relay
+    bound `ref`'s links to."""
     if rt.catalog is None:
-        return False
+        return Preferences(rt.redis).bound_address(ref, address) == address
     try:
         return address in {e.lower() for e in rt.catalog.emails(ref)}
     except CatalogUnavailable as exc:

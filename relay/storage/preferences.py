@@ -19,6 +19,8 @@ from relay.core.preferences import Preference, check_person, from_stored
 from relay.storage.records import PREFIX, _text
 
 PREFERENCES = PREFIX + "prefs"  # set of the people who have preferences
+# userRef -> the address relay first sent that person's links to (relay.delivery.preferences.link_person)
+ADDRESSES = PREFIX + "person-address"
 SEEN_DAYS = 30  # what a person's page lists: the kinds sent to them over this many days
 _DAY = 86400
 _SEP = "\x1f"
@@ -50,6 +52,18 @@ class Preferences:
             if pref is not None:
                 found[person] = pref
         return found
+
+    def bound_address(self, ref: str, address: str) -> str:
+        """The address `ref`'s links are bound to: the first one ever asked about (trust on first use, as SSH
+        keeps a host's key), in one round trip. A field of one hash: a payload value is never part of a key."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hsetnx(ADDRESSES, ref, address)
+        pipe.hget(ADDRESSES, ref)
+        return _text(pipe.execute()[1])
+
+    def unbind(self, ref: str) -> bool:
+        """Forget `ref`'s address (its e-mail changed): the next one its links go to is bound instead."""
+        return bool(self.redis.hdel(ADDRESSES, ref))
 
     def put(self, preference: Preference, at: float) -> Preference:
         """Store (replace) one person's preferences, stamped `at`."""

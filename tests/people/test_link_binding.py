@@ -94,6 +94,10 @@ def _unsubscribe(mail: Any) -> str:
     return urlsplit(str(mail.message["List-Unsubscribe"])[1:-1]).path
 
 
+def _unsubscribe_link(rt: Runtime, mail: Any) -> Link:
+    return read_token(SECRET, _unsubscribe(mail).rsplit("/", 1)[1], SCOPE_UNSUBSCRIBE, rt.clock(), DAY)
+
+
 def _page(mail: Any) -> str:
     found = re.search(rf"{PUBLIC}(/preferences/[A-Za-z0-9_.-]+)", mail.part("text/plain") or "")
     assert found is not None
@@ -115,10 +119,12 @@ def _user(ref: str | None, email: str | None) -> dict[str, Any]:
 def test_mallorys_links_cannot_change_alices_preferences(
     make_runtime: Callable[..., Runtime], tmp_path: Path, smtp: SmtpSink
 ) -> None:
-    """Mallory holds the webhook credential and pairs Alice's userRef with her own address: the links she gets
-    change only her address's preferences; Alice's next notification reaches her, at any hour."""
+    """Mallory holds the webhook credential and pairs Alice's userRef with her own address, once relay has sent
+    Alice's links to Alice's address: the links Mallory gets change only her address's preferences; Alice's
+    next notification reaches her, at any hour."""
     rt = _runtime(make_runtime, tmp_path)
     with TestClient(create_app(rt)) as client:
+        assert _state(rt, client, _user(ALICE, ALICE_MAIL)) == "delivered"  # her address, bound to her userRef
         mail = _mail_to(smtp, rt, client, _user(ALICE, MALLORY_MAIL))
         assert mail.envelope_to == [MALLORY_MAIL]
         assert _one_click(client, _unsubscribe(mail)).status_code == 200
@@ -136,6 +142,25 @@ def test_mallorys_links_cannot_change_alices_preferences(
         assert _state(rt, client, _user(ALICE, ALICE_MAIL)) == "delivered"
         # Mallory's choices bind her address, whatever userRef a payload pairs it with.
         assert _state(rt, client, _user(ALICE, MALLORY_MAIL)) == "skipped"
+
+
+def test_without_a_catalog_the_first_address_of_a_user_ref_is_theirs(
+    make_runtime: Callable[..., Runtime], tmp_path: Path, smtp: SmtpSink
+) -> None:
+    """No catalog: the first address relay sends a userRef's links to is that person's (SPEC: a person is their
+    userRef), so Alice's one-click opts her userRef out; a later address paired with her userRef is its own
+    person, and an operator can unbind her (a new e-mail address)."""
+    rt = _runtime(make_runtime, tmp_path)
+    with TestClient(create_app(rt)) as client:
+        mail = _mail_to(smtp, rt, client, _user(ALICE, ALICE_MAIL))
+        assert _one_click(client, _unsubscribe(mail)).status_code == 200
+        assert _prefs(client, ALICE)["optOuts"] == [{"kind": KIND, "channel": "requester-email"}]
+        assert _prefs(client, ALICE_MAIL)["optOuts"] == []
+        later = _mail_to(smtp, rt, client, _user(ALICE, MALLORY_MAIL), kind="notification:data-contract-changed")
+        assert _unsubscribe_link(rt, later).person == MALLORY_MAIL
+        assert Preferences(rt.redis).unbind(ALICE)
+        again = _mail_to(smtp, rt, client, _user(ALICE, MALLORY_MAIL), kind="notification:data-contract-changed")
+        assert _unsubscribe_link(rt, again).person == ALICE
 
 
 def test_the_catalog_ties_an_address_to_its_user_ref(
