@@ -30,7 +30,7 @@ from relay.config import Config
 from relay.core.redaction import hide_path_keys, remember_config
 from relay.intake.webhook import Webhook
 from relay.people.pages import PeoplePages
-from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan
+from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan, socket_timeout
 from relay.web.errors import error_response
 from relay.web.throttle import Guard
 
@@ -73,7 +73,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     url = redis_url(rt.config)
 
     def connect() -> AsyncRedis:
-        return open_async_redis(url, socket_timeout=10, socket_connect_timeout=5)
+        return open_async_redis(url, socket_timeout=socket_timeout(rt.config), socket_connect_timeout=5)
 
     counters = CounterReader(rt.redis, rt.store)
     # Refused credentials of every surface, counted in Redis (relay/web/throttle.py).

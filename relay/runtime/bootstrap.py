@@ -82,7 +82,13 @@ def _open(url: str, options: dict[str, Any], client_class: Any, sentinel_class: 
 
 
 def connect(config: Config) -> Redis:
-    return open_redis(redis_url(config), socket_timeout=10, socket_connect_timeout=5, health_check_interval=30)
+    timeout = socket_timeout(config)
+    return open_redis(redis_url(config), socket_timeout=timeout, socket_connect_timeout=5, health_check_interval=30)
+
+
+def socket_timeout(config: Config) -> float:
+    """How long a command may take before the connection gives up: longer than the accept's WAIT."""
+    return max(10.0, config.redis.replica_timeout + 5.0)
 
 
 def process_name() -> str:
@@ -123,7 +129,7 @@ def build(config: Config, redis: Redis | None = None, config_file: Path | None =
         config=config,
         redis=conn,
         store=store,
-        intake=Intake.create(conn, store, config.dedup_ttl),
+        intake=Intake.create(conn, store, config.dedup_ttl, config.redis.min_replicas, config.redis.replica_timeout),
         renderer=Renderer(config.templates_path, extra, config.templates.builtin),
         sender=Sender(config.worker_threads),
         catalog=Catalog(config.platform, conn) if config.platform.url else None,

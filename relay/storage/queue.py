@@ -65,6 +65,12 @@ class QueueUnavailable(Exception):
     """Redis could not be reached or did not confirm the write; nothing was accepted."""
 
 
+class NotReplicated(QueueUnavailable):
+    """The primary holds the notification, but fewer replicas than `redis.min_replicas` acknowledged it within
+    `redis.replica_timeout`: not answered 202 (a failover now could lose it). The platform's retry finds it
+    (a duplicate) and is answered 202 only once the replicas hold it (`Intake.replicated`)."""
+
+
 def job_id(prefix: str, ident: str) -> str:
     # RQ ids allow letters, digits, '_' and '-': ours are hashes and numbers, so they always fit.
     return f"relay-{prefix}-{ident}"
@@ -91,6 +97,9 @@ class Intake:
     queue: Queue
     dedup_ttl: float
     job_timeout: int
+    # `redis.min_replicas` and `redis.replica_timeout` (seconds): see `replicated`.
+    min_replicas: int = 0
+    replica_timeout: float = 1.0
     # redis-py's own script objects: EVALSHA, and the script loaded again when a restarted Redis forgot it.
     _script: Script = field(init=False, repr=False)
     _wake: Script = field(init=False, repr=False)
@@ -103,8 +112,11 @@ class Intake:
         self._wake = self.redis.register_script(_WAKE)
 
     @classmethod
-    def create(cls, redis: Redis, store: Store, dedup_ttl: float) -> Intake:
-        return cls(redis, store, Queue(QUEUE_NAME, connection=redis), dedup_ttl, JOB_TIMEOUT)
+    def create(
+        cls, redis: Redis, store: Store, dedup_ttl: float, min_replicas: int = 0, replica_timeout: float = 1.0
+    ) -> Intake:
+        queue = Queue(QUEUE_NAME, connection=redis)
+        return cls(redis, store, queue, dedup_ttl, JOB_TIMEOUT, min_replicas, replica_timeout)
 
     @property
     def leases(self) -> Leases:
@@ -114,8 +126,14 @@ class Intake:
         """'accepted' once the event is in Redis among the notifications to plan (atomically, one round trip),
         with a listening worker nudged, else a wake-up queued unless one is; else 'duplicate'. Raises
         QueueUnavailable on any Redis error of the accept itself: nothing was accepted then."""
+        keys, args = self._accept_call(event_id, kind, payload)
         try:
-            answer = self._script(*self._accept_call(event_id, kind, payload))
+            if self.min_replicas:
+                pipe = self.redis.pipeline(transaction=False)
+                self._script(keys, args, client=pipe)
+                answer = self.replicated(pipe.wait(*self._wait_args()).execute())
+            else:
+                answer = self._script(keys, args)
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
         acceptance = _acceptance(answer)
@@ -132,11 +150,31 @@ class Intake:
         script = self._async_scripts.get(client)
         if script is None:
             script = self._async_scripts[client] = client.register_script(ACCEPT)
+        keys, args = self._accept_call(event_id, kind, payload, trace)
         try:
-            answer = await script(*self._accept_call(event_id, kind, payload, trace))
+            if self.min_replicas:
+                pipe = client.pipeline(transaction=False)
+                await script(keys, args, client=pipe)
+                answer = self.replicated(await pipe.wait(*self._wait_args()).execute())
+            else:
+                answer = await script(keys, args)
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
         return _acceptance(answer)
+
+    def _wait_args(self) -> tuple[int, int]:
+        return self.min_replicas, max(1, int(self.replica_timeout * 1000))
+
+    def replicated(self, results: list[Any]) -> Any:
+        """The accept script's answer and the replicas that acknowledged it, from a pipeline of the script
+        then Redis WAIT on the same connection: WAIT waits for every write of its connection so far, so a
+        duplicate (whose script counts it, a write) waits for the first call's write too. Raises
+        NotReplicated when too few acknowledged: the primary keeps the write, the answer is a 503."""
+        answer, acked = results
+        if int(acked) < self.min_replicas:
+            wanted, within = self.min_replicas, self.replica_timeout
+            raise NotReplicated(f"{acked} of {wanted} replica(s) acknowledged the write within {within:g} s")
+        return answer
 
     def _accept_call(self, event_id: str, kind: str, payload: str, trace: str = "") -> tuple[list[str], list[Any]]:
         """The keys and arguments of the accept script for one notification; `trace`: its trace context."""
