@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -30,9 +32,10 @@ STOP_SECONDS = 20.0
 class Workers:
     """Worker processes, restarted if one dies while relay runs."""
 
-    def __init__(self, count: int, config_file: Path | None, env: dict[str, str]) -> None:
+    def __init__(self, count: int, config_file: Path | None, env: dict[str, str], tally_dir: Path) -> None:
         self.count = count
-        self.args = [sys.executable, "-m", "relay", "worker"]
+        # Their counts go to files in `tally_dir`, for serve's /metrics; none serves a /metrics of its own.
+        self.args = [sys.executable, "-m", "relay", "worker", "--metrics-dir", str(tally_dir), "--metrics-port", "0"]
         if config_file is not None:
             self.args += ["--config", str(config_file)]
         self.env = {**env, "RELAY_SUPERVISED": "1"}
@@ -102,6 +105,7 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
     embedded: EmbeddedRedis | None = None
     pool: Workers | None = None
     keeper: RedisKeeper | None = None
+    tally_dir: Path | None = None
     try:
         if not config.redis.url:
             embedded = EmbeddedRedis(config.data_path, config.redis.appendfsync).start()
@@ -115,9 +119,11 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
                 config.data_path,
                 embedded.url,
             )
-        pool = Workers(workers, config_file, env)
+        tally_dir = Path(tempfile.mkdtemp(prefix="relay-counts-"))
+        pool = Workers(workers, config_file, env, tally_dir)
         pool.start()
         rt = build(config, config_file=config_file)
+        rt.tally_dir = tally_dir
         tracing.start(config, "api", rt.name)  # the workers start theirs, each its own service instance
         if embedded is not None:
             keeper = keep_redis(embedded, rt)
@@ -137,6 +143,8 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
             keeper.stop()
         if embedded is not None:
             embedded.stop()
+        if tally_dir is not None:
+            shutil.rmtree(tally_dir, ignore_errors=True)
         if lock is not None:
             lock.close()  # last: no other relay starts on data_dir before our Redis has stopped
         log.info("relay stopped")

@@ -126,17 +126,19 @@ class Intake:
         """'accepted' once the event is in Redis among the notifications to plan (atomically, one round trip),
         with a listening worker nudged, else a wake-up queued unless one is; else 'duplicate'. Raises
         QueueUnavailable on any Redis error of the accept itself: nothing was accepted then."""
-        keys, args = self._accept_call(event_id, kind, payload)
         try:
+            label = self.store.kinds.label(kind)
+            keys, args = self._accept_call(event_id, kind, payload, label=label)
             if self.min_replicas:
                 pipe = self.redis.pipeline(transaction=False)
                 self._script(keys, args, client=pipe)
-                answer = self.replicated(pipe.wait(*self._wait_args()).execute())
+                pipe.wait(*self._wait_args())
+                answer = self.replicated(pipe.execute())
             else:
                 answer = self._script(keys, args)
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
-        acceptance = _acceptance(answer)
+        acceptance = self._counted(_acceptance(answer), label)
         if acceptance.wake_job is not None:
             self.queue_wake(acceptance.wake_job, event_id)
         return acceptance.status
@@ -150,17 +152,26 @@ class Intake:
         script = self._async_scripts.get(client)
         if script is None:
             script = self._async_scripts[client] = client.register_script(ACCEPT)
-        keys, args = self._accept_call(event_id, kind, payload, trace)
         try:
+            label = await self.store.kinds.label_async(client, kind)
+            keys, args = self._accept_call(event_id, kind, payload, trace, label)
             if self.min_replicas:
                 pipe = client.pipeline(transaction=False)
                 await script(keys, args, client=pipe)
-                answer = self.replicated(await pipe.wait(*self._wait_args()).execute())
+                pipe.wait(*self._wait_args())
+                answer = self.replicated(await pipe.execute())
             else:
                 answer = await script(keys, args)
         except RedisError as exc:
             raise QueueUnavailable(type(exc).__name__) from exc
-        return _acceptance(answer)
+        return self._counted(_acceptance(answer), label)
+
+    def _counted(self, acceptance: Acceptance, label: str) -> Acceptance:
+        """Counted in this process's tally as answered (202 accepted, or duplicate), the script having
+        counted it in the fleet's totals already."""
+        accepted = acceptance.status == "accepted"
+        self.store.tally.add(_received_field(label) if accepted else _DUPLICATE_FIELD)
+        return acceptance
 
     def _wait_args(self) -> tuple[int, int]:
         return self.min_replicas, max(1, int(self.replica_timeout * 1000))
@@ -176,8 +187,11 @@ class Intake:
             raise NotReplicated(f"{acked} of {wanted} replica(s) acknowledged the write within {within:g} s")
         return answer
 
-    def _accept_call(self, event_id: str, kind: str, payload: str, trace: str = "") -> tuple[list[str], list[Any]]:
-        """The keys and arguments of the accept script for one notification; `trace`: its trace context."""
+    def _accept_call(
+        self, event_id: str, kind: str, payload: str, trace: str = "", label: str = ""
+    ) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of the accept script for one notification; `trace`: its trace context;
+        `label`: the kind as counted (`relay.storage.tally.KindLabels`), the kind itself by default."""
         keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, WAKE, LISTENING]
         args: list[Any] = [
             max(1, int(self.dedup_ttl)),
@@ -186,7 +200,7 @@ class Intake:
             repr(now()),
             payload,
             self.store.retention,
-            _received_field(kind),
+            _received_field(label or kind),
             _DUPLICATE_FIELD,
             wake_job_id(event_id),
             WAKE_TTL,
@@ -291,6 +305,7 @@ class Intake:
             released.append(current.id)
         if released:
             self.redis.hincrby(METRICS, metric_field("relay_releases_total"), len(released))
+            self.store.tally.add(metric_field("relay_releases_total"), len(released))
             self.enqueue_deliveries(released)
         return len(released)
 
@@ -330,6 +345,7 @@ class Intake:
             replayed.append(record.id)
         if replayed:
             self.redis.hincrby(METRICS, metric_field("relay_replays_total"), len(replayed))
+            self.store.tally.add(metric_field("relay_replays_total"), len(replayed))
             self.enqueue_deliveries(replayed)
         return len(replayed)
 
