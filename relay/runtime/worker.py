@@ -118,7 +118,9 @@ def sweep(rt: Runtime, now: float, seen: Sweep | None = None) -> int:
         log.warning("%d units leased to this worker but not in hand are due again", len(again))
     seen.suspects = loose - set(again)
     oldest = rt.store.leases.oldest_due(now)
-    if not back and oldest is not None and now - oldest > STALE_SECONDS and rt.intake.request_wake():
+    stale = not back and oldest is not None and now - oldest > STALE_SECONDS
+    # A flag naming a lost job (a failover) is overridden, else nothing would wake a worker until it expires.
+    if stale and oldest is not None and rt.intake.request_wake(force=rt.intake.wake_lost()):
         log.warning("work due for %.0f s with no wake-up queued: one queued", now - oldest)
     return back
 

@@ -24,6 +24,7 @@ from redis.asyncio import Redis as AsyncRedis
 from redis.commands.core import AsyncScript, Script
 from redis.exceptions import RedisError
 from rq import Queue
+from rq.job import Job
 
 from relay.core.model import Delivery, State
 from relay.storage.leases import (
@@ -238,6 +239,12 @@ class Intake:
         if answer == 1:
             return True  # a listener was nudged
         return self.queue_wake(ident)
+
+    def wake_lost(self) -> bool:
+        """Whether the wake-up flag names a job RQ does not have: one lost with a primary that failed over
+        before it replicated the job. The flag would hold back every wake-up until it expires (WAKE_TTL)."""
+        flag = self.redis.get(WAKE)
+        return isinstance(flag, bytes) and not Job.exists(flag.decode(), connection=self.redis)
 
     def wake_at(self, at: float) -> None:
         """A wake-up at `at` (epoch seconds; no sooner) as an RQ scheduled job: one per second, however many
