@@ -67,4 +67,3 @@ def test_202_once_the_replica_holds_it_503_while_it_is_paused(
     assert retried.status_code == 202 and retried.json()["status"] == "duplicate"
     replica = Redis(port=group.replica_ports[0])
     assert replica.exists(event_key(ok["metadata"]["eventId"]), event_key(paused["metadata"]["eventId"])) == 2
-
