@@ -65,7 +65,7 @@ class RedisConfig(_Model):
 class MetricsConfig(_Model):
     # `relay worker` serves its own /metrics on this port (prometheus-client's HTTP exposition); none by default.
     port: int | None = Field(default=None, ge=1, le=65535)
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"  # 0.0.0.0 in a container, for Prometheus to reach it
     # Distinct notification kinds given their own metric series and Redis counter fields, fleet-wide; the
     # kinds seen after these are counted under kind="other" (a sender must not grow the series without end).
     max_kinds: int = Field(default=200, ge=1, le=100_000)

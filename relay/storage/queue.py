@@ -178,8 +178,8 @@ class Intake:
         return self.min_replicas, max(1, int(self.replica_timeout * 1000))
 
     def replicated(self, results: list[Any]) -> Any:
-        """The accept script's answer and the replicas that acknowledged it, from a pipeline of the script
-        then Redis WAIT on the same connection: WAIT waits for every write of its connection so far, so a
+        """The accept script's answer, from a pipeline of the script then Redis WAIT on one connection, once
+        enough replicas acknowledged: WAIT waits for every write of its connection so far, so a
         duplicate (whose script counts it, a write) waits for the first call's write too. Raises
         NotReplicated when too few acknowledged: the primary keeps the write, the answer is a 503."""
         answer, acked = results
