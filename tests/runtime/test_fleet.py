@@ -6,7 +6,6 @@ the counters summed over the processes are the fleet's. Run it alone with `pytes
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -23,11 +22,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
 
-from relay.runtime.supervisor import Workers
 from relay.storage.records import metric_field
 from relay.storage.tally import read_tallies
 from tests.conftest import sample_notification
-from tests.processes import stop
+from tests.processes import Restarted, stop
 from tests.replicas import SERVICE, RedisGroup
 from tests.servers import HttpSink, free_port, http_get, wait_for
 
@@ -43,7 +41,7 @@ KIND = "notification:access-control-request-failed"
 class Fleet:
     redis: RedisGroup
     apis: list[str]
-    workers: Workers
+    workers: list[Restarted]
     counts: Path  # where the workers write what they counted
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -73,20 +71,22 @@ def fleet(tmp_path: Path, sink: HttpSink) -> Iterator[Fleet]:
     # Redis errors of a failover. Their counts are read from the files they write (relay.storage.tally).
     counts = tmp_path / "counts"
     counts.mkdir()
-    workers = Workers(2, _config(tmp_path, "worker", sink, group.url), dict(os.environ), counts)
-    running = Fleet(group, [], workers, counts)
+    config = _config(tmp_path, "worker", sink, group.url)
+    worker = [RELAY, "worker", "--config", str(config), "--metrics-dir", str(counts)]
+    running = Fleet(group, [], [], counts)
     try:
         for i in range(2):
             path = _config(tmp_path, f"api-{i}", sink, group.url)
             running.apis.append(f"http://127.0.0.1:{json.loads(path.read_text())['server']['port']}")
             with (tmp_path / f"api-{i}.log").open("wb") as out:
                 running.procs.append(subprocess.Popen([RELAY, "api", "--config", str(path)], stdout=out, stderr=out))
-        workers.start()
+        running.workers = [Restarted(worker, tmp_path / f"worker-{i}.log") for i in range(2)]
         for base in running.apis:
             wait_for(lambda base=base: http_get(base + "/readyz", timeout=5)[0] == 200, timeout=30)
         yield running
     finally:
-        workers.stop()
+        for kept in running.workers:
+            kept.stop()
         for proc in running.procs:
             stop(proc)
         group.stop()
