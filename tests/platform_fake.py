@@ -21,6 +21,7 @@ class FakePlatform:
     groups: dict[str, list[str]] = field(default_factory=dict)  # name -> member refs
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     lookups: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # every GET's path, as it arrived
     auth_headers: list[str] = field(default_factory=list)
     jwts: dict[str, float] = field(default_factory=dict)  # jwt -> expiry (monotonic)
     down: bool = False
@@ -69,6 +70,8 @@ class FakePlatform:
                     time.sleep(fake.delay)
                 if fake.down:
                     return self._answer(503, {"error": "down"})
+                with fake.lock:
+                    fake.paths.append(self.path)
                 if not self._authorized():
                     return self._answer(401, {"error": "unauthorized"})
                 prefix = "/api/catalog/entities/by-name/"

@@ -1,5 +1,5 @@
-"""The layering contract, read from the source (README, "Architecture"): the configuration sits below
-everything that reads it and imports nothing else of relay; the core is pure and imports only the
+"""The layering contract, read from the source (docs/development.md, "Architecture"): the configuration sits
+below everything that reads it and imports nothing else of relay; the core is pure and imports only the
 configuration; intake does not reach into delivery; nothing imports the command line."""
 
 from __future__ import annotations

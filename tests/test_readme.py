@@ -35,3 +35,35 @@ def test_each_try_out_posts_its_own_event_id_and_duplicate_is_explained() -> Non
 def test_every_page_the_readme_links_exists() -> None:
     for link in re.findall(r"\]\((docs/[^)#]+)", README):
         assert (ROOT / link).is_file(), link
+
+
+README_MAX_BYTES = 16_000  # the first screen and the way to the docs; the reference lives in docs/
+
+
+def test_the_readme_stays_short_and_points_at_the_docs() -> None:
+    assert len(README.encode()) <= README_MAX_BYTES
+    for page in ("configuration", "deploy", "operations", "security", "development"):
+        assert f"](docs/{page}.md" in README, page
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's ids of a page's headings: lower case, punctuation but `-` and `_` dropped, spaces as `-`."""
+    return {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", text, flags=re.DOTALL), re.MULTILINE)
+    }
+
+
+def test_every_link_between_readme_and_docs_reaches_its_page_and_heading() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target, anchor in re.findall(r"\]\(([^)#\s]*\.md)?(?:#([^)\s]+))?\)", page.read_text()):
+            if not target and not anchor:
+                continue
+            linked = (page.parent / target).resolve() if target else page
+            if not linked.is_file():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and anchor not in _anchors(linked.read_text()):
+                broken.append(f"{page.name}: {target}#{anchor}")
+    assert broken == []

@@ -17,8 +17,10 @@ from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
 
 from relay.admin.selection import (
+    EVENT_PAGE,
     MAX_LISTED,
     DeliveryQuery,
+    EventQuery,
     Filters,
     ReleaseRequest,
     Releasing,
@@ -27,6 +29,7 @@ from relay.admin.selection import (
 )
 from relay.config import Config, ConfigError
 from relay.core.model import State, trace_id
+from relay.core.numbers import non_finite_at
 from relay.runtime.bootstrap import CONFIG_GENERATION
 from relay.storage.store import Store, iso
 from relay.web.auth import admin_allowed
@@ -74,6 +77,7 @@ class Event(TypedDict):
     receivedAt: IsoTime
     traceId: NotRequired[str]  # with tracing on: the notification's trace, from its intake on
     deliveries: list[Delivery]
+    next: NotRequired[str]  # more deliveries follow: the `cursor` of the next page (absent on the last one)
 
 
 class NotReplayed(TypedDict):
@@ -174,6 +178,16 @@ async def json_object(
             raise ValueError("the body must be a JSON object")
     except ValueError as exc:
         return error_response(422, [str(exc)], f"Invalid {what} request: {exc}", solutions=[solution])
+    # json.loads takes NaN and Infinity, and reads 1e400 as infinity: none of them is a number to store.
+    path = non_finite_at(body)
+    if path is not None:
+        return error_response(
+            422,
+            [f"{path}: not a finite number (NaN, Infinity, or past the range of a double, like 1e400)"],
+            f"Invalid {what} request: {path} is not a finite number.",
+            field=path,
+            solutions=[solution],
+        )
     return body
 
 
@@ -190,29 +204,38 @@ class AdminApi:
     ) -> None:
         self.store, self.intake, self.redis, self.config, self.reload_config = store, intake, redis, config, reload
 
-    def find_event(self, event_id: str) -> Event | None:
+    def find_event(self, event_id: str, start: int = 0, count: int = EVENT_PAGE) -> Event | None:
+        """The notification with `count` of its deliveries from the `start`-th, and `next` when more follow."""
         event = self.store.event(event_id)
         if event is None:
             return None
-        records = [r for r in self.store.deliveries(self.store.event_delivery_ids(event_id)) if r is not None]
-        deliveries: list[Any] = [r.public() for r in records]
+        ids, total = self.store.event_delivery_page(event_id, start, count)
+        deliveries: list[Any] = [r.public() for r in self.store.deliveries(ids) if r is not None]
         found: dict[str, Any] = {"eventId": event.eventId, "kind": event.kind, "receivedAt": iso(event.receivedAt)}
         traced = trace_id(event.trace)
         if traced:
             found["traceId"] = traced
-        return {**found, "deliveries": deliveries}  # type: ignore[return-value]
+        found["deliveries"] = deliveries
+        if start + len(ids) < total:
+            found["next"] = str(start + len(ids))
+        return found  # type: ignore[return-value]
 
     @documented(
         Operation(
             "What happened to one notification",
-            {200: Answer("The notification and its deliveries", Event)},
-            errors=(401, 404, 429, 503),
+            {200: Answer("The notification and a page of its deliveries (`next`: more follow)", Event)},
+            errors=(401, 404, 422, 429, 503),
+            query=EventQuery,
             security=ADMIN_SECURITY,
         )
     )
     async def event(self, request: Request) -> Response:
         event_id = request.path_params["eventId"]
-        found = await run_in_threadpool(self.find_event, event_id)
+        try:
+            query = EventQuery.of(request.query_params)
+        except ValidationError as exc:
+            return validation_response(exc, "query")
+        found = await run_in_threadpool(self.find_event, event_id, query.start, query.count)
         if found is None:
             return error_response(
                 404,

@@ -11,7 +11,7 @@ from relay.admin.checks import shown_target
 from relay.config import Config
 from relay.core.digest import digest_of, human_duration
 from relay.core.model import Delivery, Notification, State
-from relay.core.preferences import Hold, Preference, Skip, effect, person_of, person_of_delivery
+from relay.core.preferences import Hold, Preference, Skip, claim_of, effect, people_of_delivery
 from relay.core.quiet import held_until, route_named
 from relay.core.recipients import reference_of
 from relay.core.rendering import Renderer, recipient_of
@@ -125,18 +125,15 @@ def preview(
 def people_of(data: dict[str, Any]) -> list[str]:
     """The people a payload addresses one by one (whose preferences a preview reads)."""
     notification = Notification.model_validate(data)
-    found = (person_of(r) for m in notification.messages for r in m.recipients)
-    return sorted({p for p in found if p is not None})
+    return sorted({p for m in notification.messages for r in m.recipients for p in claim_of(r).people()})
 
 
 def _preference(
     config: Config, notification: Notification, planned: Delivery, at: datetime, found: Mapping[str, Preference]
 ) -> Skip | Hold | None:
-    """What the person's preferences would do to a planned delivery (relay.core.preferences)."""
-    person = person_of_delivery(config, notification, planned)
-    if person is None or person not in found:
-        return None
-    return effect(config, found[person], planned, at.timestamp(), lambda t: held_until(config, planned.route, t))
+    """What the preferences of the delivery's people would do to it (relay.core.preferences)."""
+    prefs = [found[p] for p in people_of_delivery(config, notification, planned) if p in found]
+    return effect(config, prefs, planned, at.timestamp(), lambda t: held_until(config, planned.route, t))
 
 
 def _gathered_by(item: dict[str, Any]) -> str:

@@ -54,6 +54,38 @@ class DeliveryQuery(BaseModel):
         return cls.model_validate(given)
 
 
+EVENT_PAGE = 500  # deliveries of one notification in one answer, unless `limit` says otherwise
+MAX_EVENT_PAGE = 1000
+CURSOR_PATTERN = r"^[0-9]{1,9}$"
+
+
+class EventQuery(BaseModel):
+    """GET /api/v1/events/{eventId}: which page of the notification's deliveries (empty values count as absent)."""
+
+    limit: int = Field(
+        EVENT_PAGE, ge=1, description=f"deliveries in this answer; at most {MAX_EVENT_PAGE}, whatever the limit"
+    )
+    cursor: str | SkipJsonSchema[None] = Field(
+        None,
+        pattern=CURSOR_PATTERN,
+        # The parameter's own schema (the pattern above applies to the string branch, which it does not show).
+        json_schema_extra={"pattern": CURSOR_PATTERN},
+        description="the `next` of the previous answer, as given (absent: from the first delivery)",
+    )
+
+    @classmethod
+    def of(cls, query: Any) -> EventQuery:
+        return cls.model_validate({k: v for k, v in query.items() if v})
+
+    @property
+    def start(self) -> int:
+        return int(self.cursor or 0)
+
+    @property
+    def count(self) -> int:
+        return min(self.limit, MAX_EVENT_PAGE)
+
+
 class ReplayRequest(BaseModel):
     """POST /api/v1/deliveries/replay: which failed deliveries to requeue (no filter: every failed one)."""
 

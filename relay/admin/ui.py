@@ -30,11 +30,13 @@ from relay.admin.ui_session import (
     new_session,
     read_form,
     same_origin,
+    session_parts,
     session_valid,
     set_session,
 )
-from relay.admin.ui_view import PageData, anchor
+from relay.admin.ui_view import DELIVERIES_OF_ONE, PageData, anchor
 from relay.config import Config
+from relay.storage.sessions import EndedSessions
 from relay.web.auth import admin_allowed, admin_token_offered
 from relay.web.operation import ADMIN_SECURITY, FORM, HTML, Answer, Operation, documented
 from relay.web.throttle import API, UI, Guard
@@ -87,6 +89,7 @@ class AdminPage:
         guard: Guard,
     ) -> None:
         self.data, self.intake, self.config, self.clock, self.guard = data, intake, config, clock, guard
+        self.sessions = EndedSessions(data.redis)
 
     def tokens(self) -> list[str]:
         return self.config().server.admin_tokens
@@ -110,17 +113,32 @@ class AdminPage:
             f"Too many wrong admin tokens came from your address. Wait {seconds} seconds, then try again.",
         )
 
-    def session_of(self, request: Request) -> str | None:
+    async def session_of(self, request: Request) -> str | None:
+        """The request's session: its cookie, signed, not expired and not logged out of (RedisError when
+        that cannot be known)."""
         value = request.cookies.get(COOKIE)
-        return value if session_valid(self.tokens(), value, self.clock()) else None
+        if not session_valid(self.tokens(), value, self.clock()):
+            return None
+        parts = session_parts(value)
+        # An open session (no admin token) is anyone's to make: there is nothing to log out of.
+        if parts is not None and self.tokens() and await run_in_threadpool(self.sessions.ended, parts[1]):
+            return None
+        return value
+
+    def sessions_unknown(self, exc: RedisError) -> HTMLResponse:
+        log.warning("admin page: sessions unreadable, Redis unavailable (%s)", type(exc).__name__)
+        return self.redis_down("relay cannot check your session right now. Try again shortly.")
 
     def error(self, status: int, title: str, message: str, headers: dict[str, str] | None = None) -> HTMLResponse:
         return error_page(self.clock(), status, title, message, headers)
 
     async def viewing_session(self, request: Request) -> tuple[str | None, str | None] | Response:
         """Who sees a page: the session (None with the admin API's header) and a fresh one to set (open mode,
-        no cookie yet); else the answer: to the login form, or a 429."""
-        session = self.session_of(request)
+        no cookie yet); else the answer: to the login form, a 429, or a 503 without Redis."""
+        try:
+            session = await self.session_of(request)
+        except RedisError as exc:
+            return self.sessions_unknown(exc)
         if session is not None:
             return session, None
         by_header = await self.header_auth(request)
@@ -177,6 +195,7 @@ class AdminPage:
             open_mode=not self.tokens(),
             logged_in=bool(self.tokens()) and session is not None,
             event_filter=event_id,
+            view_max=DELIVERIES_OF_ONE,
             limit=limit,
             replayed=_count(q.get("replayed", "")),
             released=_count(q.get("released", "")),
@@ -192,8 +211,11 @@ class AdminPage:
         )
     )
     async def login_form(self, request: Request) -> Response:
-        if not self.tokens() or self.session_of(request) is not None:
-            return RedirectResponse("/ui", 303)
+        try:
+            if not self.tokens() or await self.session_of(request) is not None:
+                return RedirectResponse("/ui", 303)
+        except RedisError as exc:
+            return self.sessions_unknown(exc)
         return render("login.html.j2", self.clock(), error=None)
 
     @documented(
@@ -209,7 +231,7 @@ class AdminPage:
         )
     )
     async def login(self, request: Request) -> Response:
-        if not same_origin(request):
+        if not same_origin(request, self.config()):
             return self.error(403, "Forbidden", "The form was not sent from this relay's own page.")
         if not self.tokens():
             return RedirectResponse("/ui", 303)
@@ -227,7 +249,11 @@ class AdminPage:
     @documented(
         page_operation(
             "Log out (form field `csrf`)",
-            {303: Answer("Logged out"), 403: html_answer("Not from this page")},
+            {
+                303: Answer("Logged out: the session is ended on every replica"),
+                403: html_answer("Not from this page"),
+                503: html_answer("Redis is unavailable: not logged out"),
+            },
             form=True,
         )
     )
@@ -235,10 +261,17 @@ class AdminPage:
         response = RedirectResponse("/ui/login" if self.tokens() else "/ui", 303)
         session = request.cookies.get(COOKIE)
         form = await read_form(request)
-        if session and same_origin(request) and form and csrf_ok(session, form):
-            clear_session(response, request)
-            return response
-        return self.error(403, "Forbidden", "Log out from the admin page itself.")
+        if not (session and same_origin(request, self.config()) and form and csrf_ok(session, form)):
+            return self.error(403, "Forbidden", "Log out from the admin page itself.")
+        parts = session_parts(session)
+        if parts is not None and self.tokens() and session_valid(self.tokens(), session, self.clock()):
+            try:  # Ended in Redis, not only forgotten by this browser: a copy of the cookie opens nothing either.
+                await run_in_threadpool(self.sessions.end, parts[1], parts[0], self.clock())
+            except RedisError as exc:
+                log.warning("admin page: logout failed, Redis unavailable (%s)", type(exc).__name__)
+                return self.redis_down("You are still logged in: relay cannot end the session right now. Retry.")
+        clear_session(response, request)
+        return response
 
     async def posted_form(self, request: Request, what: str) -> dict[str, str] | Response:
         """A button's form (replay, release), from an admin session with its CSRF token and this page's
@@ -246,7 +279,10 @@ class AdminPage:
         by_header = await self.header_auth(request)
         if isinstance(by_header, Response):
             return by_header
-        session = self.session_of(request)
+        try:
+            session = None if by_header else await self.session_of(request)
+        except RedisError as exc:
+            return self.sessions_unknown(exc)
         if not by_header and session is None:
             if self.tokens():
                 return self.error(401, "Not logged in", f"Your session has ended: log in again, then {what}.")
@@ -254,7 +290,7 @@ class AdminPage:
         form = await read_form(request)
         if form is None:
             return self.error(400, "Invalid request", f"The {what} form was not sent as a form.")
-        if not by_header and (not same_origin(request) or session is None or not csrf_ok(session, form)):
+        if not by_header and (not same_origin(request, self.config()) or session is None or not csrf_ok(session, form)):
             return self.error(
                 403, "Forbidden", f"The {what} was not sent from this relay's own page. Reload it and retry."
             )

@@ -4,7 +4,9 @@
   `expiry.nonce.HMAC-SHA256(token, expiry|nonce)`, never the token: it is HttpOnly, SameSite=Strict,
   limited to /ui, Secure over HTTPS, and valid for SESSION_SECONDS. It is checked against every
   configured token, so every API replica accepts it and removing a token from the config ends the
-  sessions opened with it. Scripts may send the API's own `Authorization: Bearer` header instead.
+  sessions opened with it. Logging out ends the session for good: its nonce is recorded in Redis
+  (relay.storage.sessions) until the cookie would have expired, and every replica refuses it from then
+  on. Scripts may send the API's own `Authorization: Bearer` header instead.
 - With no admin_tokens the admin API is open, and so is the page (fine on loopback only).
 
 Every POST made with the cookie (replay, logout) must carry a CSRF token derived from the session
@@ -45,13 +47,21 @@ def new_session(token: str | None, now: float | None = None) -> str:
     return f"{expiry}.{nonce}.{signature}"
 
 
+def session_parts(value: str | None) -> tuple[int, str, str] | None:
+    """A session cookie's expiry, nonce and signature (None: not shaped like one); not checked."""
+    parts = (value or "").split(".")
+    if len(parts) != 3 or not parts[0].isdigit() or len(parts[0]) > 12 or not parts[1]:
+        return None
+    return int(parts[0]), parts[1], parts[2]
+
+
 def session_valid(tokens: list[str], value: str | None, now: float | None = None) -> bool:
-    if not value:
+    """Whether the cookie is signed, by a configured token, and not expired (not whether it was logged out of:
+    relay.storage.sessions knows that)."""
+    parts = session_parts(value)
+    if parts is None:
         return False
-    parts = value.split(".")
-    if len(parts) != 3 or not parts[0].isdigit() or not parts[1]:
-        return False
-    expiry, nonce, signature = int(parts[0]), parts[1], parts[2]
+    expiry, nonce, signature = parts
     if expiry < (now if now is not None else time.time()) or expiry > time.time() + SESSION_SECONDS + 60:
         return False
     if not tokens:

@@ -13,9 +13,11 @@ from redis import Redis
 from relay.admin.counters import CounterReader, Counters
 from relay.admin.selection import Filters, ReleaseRequest, Releasing, Replaying
 from relay.core.model import Delivery, State, trace_id
-from relay.storage.store import EVENTS, FAILED, HELD, Store, event_deliveries_key, event_key
+from relay.storage.events import read_summaries
+from relay.storage.store import EVENTS, FAILED, HELD, Store
 
-DELIVERIES_PER_EVENT = 50
+DELIVERIES_PER_EVENT = 50  # in the list of notifications
+DELIVERIES_OF_ONE = 500  # in the view of one notification (more: relay status, or the admin API's pages)
 FAILED_SHOWN = 100
 HELD_SHOWN = 100
 ERROR_SHOWN = 300  # characters of a delivery's last error shown in a table cell
@@ -164,23 +166,18 @@ class PageData:
     def __init__(self, redis: Redis, store: Store, counters: CounterReader) -> None:
         self.redis, self.store, self.counters = redis, store, counters
 
-    def events(self, event_ids: list[str]) -> list[EventView]:
+    def events(self, event_ids: list[str], shown: int = DELIVERIES_PER_EVENT) -> list[EventView]:
+        """The notifications, each with its first `shown` deliveries and how many it has."""
         if not event_ids:
             return []
-        pipe = self.redis.pipeline(transaction=False)
-        for event_id in event_ids:
-            pipe.hmget(event_key(event_id), ["kind", "receivedAt", "trace"])
-            pipe.lrange(event_deliveries_key(event_id), 0, DELIVERIES_PER_EVENT - 1)
-            pipe.llen(event_deliveries_key(event_id))
-        answers = pipe.execute()
         views: list[tuple[EventView, list[str]]] = []
-        for i, event_id in enumerate(event_ids):
-            (kind, received, trace), ids, total = answers[3 * i : 3 * i + 3]
-            if received is None:  # expired; its index entry goes at the next prune
-                continue
-            view = EventView(event_id, _text(kind or b""), float(received), int(total))
-            view.trace_id = trace_id(_text(trace or b""))
-            views.append((view, [_text(d) for d in ids]))
+        # An expired event is left out (its index entry goes at the next prune), and so is one that cannot be
+        # read (logged): one bad key never takes the page down.
+        for found in read_summaries(self.redis, event_ids, shown):
+            event = found.event
+            view = EventView(event.eventId, event.kind, event.receivedAt, found.total)
+            view.trace_id = trace_id(event.trace)
+            views.append((view, found.first))
         records = {r.id: r for r in self.store.deliveries(d for _, ids in views for d in ids) if r is not None}
         for view, ids in views:
             view.deliveries = [DeliveryRow(records[d]) for d in ids if d in records]
@@ -209,7 +206,7 @@ class PageData:
             event_ids = [_text(e) for e, _ in found[:limit]]
             if len(found) > limit:
                 older = float(found[limit - 1][1])
-        events = self.events(event_ids)
+        events = self.events(event_ids, DELIVERIES_OF_ONE if event_id is not None else DELIVERIES_PER_EVENT)
 
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrevrange(FAILED, 0, FAILED_SHOWN - 1)

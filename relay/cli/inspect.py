@@ -40,7 +40,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from relay.core.model import trace_id
     from relay.storage.store import iso
 
-    records = [r.public() for r in rt.store.deliveries(rt.store.event_delivery_ids(args.event_id)) if r]
+    records = _every_delivery(rt.store, args.event_id)
     if args.format == "json":
         event_json = {"eventId": event.eventId, "kind": event.kind, "receivedAt": iso(event.receivedAt)}
         if trace_id(event.trace):
@@ -51,6 +51,21 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(deliveries_table(records, STATUS_COLUMNS, args.wide))
     print(_redis_line(rt))
     return 0
+
+
+def _every_delivery(store: Any, event_id: str) -> list[dict[str, Any]]:
+    """Every delivery of the notification, read a page at a time (as the admin API gives them)."""
+    from relay.admin.selection import MAX_EVENT_PAGE
+
+    records: list[dict[str, Any]] = []
+    start, total = 0, 1
+    while start < total:
+        ids, total = store.event_delivery_page(event_id, start, MAX_EVENT_PAGE)
+        if not ids:
+            break
+        records += [r.public() for r in store.deliveries(ids) if r is not None]
+        start += len(ids)
+    return records
 
 
 def _filters(args: argparse.Namespace, state: State | None) -> Any:

@@ -7,12 +7,14 @@ import sys
 
 from redis.exceptions import RedisError
 
-from relay.cli import check, inspect, prefs, probe, run, send, token
+from relay import __version__
+from relay.cli import check, health, inspect, prefs, probe, run, send, token
 from relay.config import ConfigError
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="relay", description="Webhook notification relay.")
+    p.add_argument("--version", action="version", version=f"relay {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def command(name: str, help_: str) -> argparse.ArgumentParser:
@@ -27,6 +29,7 @@ def parser() -> argparse.ArgumentParser:
     inspect.add_commands(command)
     token.add_commands(command)
     prefs.add_commands(command)
+    health.add_commands(command)
     return p
 
 

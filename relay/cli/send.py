@@ -55,7 +55,7 @@ def _not_running(args: argparse.Namespace) -> str:
 def cmd_sink(args: argparse.Namespace) -> int:
     from relay.runtime.devsink import run_sink
 
-    run_sink(args.http_port, args.smtp_port, fail=args.fail)
+    run_sink(args.http_port, args.smtp_port, host=args.host, fail=args.fail)
     return 0
 
 
@@ -66,6 +66,7 @@ def add_commands(command: Command, sub: argparse._SubParsersAction[argparse.Argu
     c.add_argument("--token")
     c.set_defaults(func=cmd_send)
     c = sub.add_parser("sink", help="print what the example channels send (webhooks and e-mail), for trying relay")
+    c.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a container)")
     c.add_argument("--http-port", type=int, default=9999)
     c.add_argument("--smtp-port", type=int, default=8025)
     c.add_argument(

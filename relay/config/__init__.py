@@ -1,5 +1,5 @@
 """Settings: the models that validate them, and load_config (YAML file, `${ENV}` substitution,
-`RELAY_SECTION__KEY` overrides: see relay.config.source), read once."""
+`RELAY_SECTION__KEY` overrides: see relay.config.source and relay.config.environment), read once."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from relay.config.durations import parse_rate as parse_rate
+from relay.config.environment import environment_settings, merge
 from relay.config.intervals import TimeIntervalConfig
 from relay.config.matchers import Matcher, MatcherError, parse_line
 from relay.config.messages import validation_problems
@@ -35,8 +36,8 @@ from relay.config.server import Seconds as Seconds
 from relay.config.server import ServerConfig as ServerConfig
 from relay.config.server import WebhookAuth as WebhookAuth
 from relay.config.source import ConfigError as ConfigError
-from relay.config.source import apply_env, reference_problems, substitute
 from relay.config.source import default_config_path as default_config_path
+from relay.config.source import reference_problems, substitute
 from relay.config.time_intervals import Interval
 from relay.config.urls import HttpUrl, RedisUrl
 from relay.config.yaml_file import read_file
@@ -365,7 +366,7 @@ def read_config(path: str | Path | None = None, environ: dict[str, str] | None =
     if file is not None:
         data = substitute(read_file(file, problems), environ, problems)
         base = file.resolve().parent
-    apply_env(data, environ, Config)
+    merge(data, environment_settings(Config, environ, problems))
     data["base_dir"] = str(base)
     config = None
     try:

@@ -1,9 +1,13 @@
 """Alertmanager's matchers (`name="v"`, `!=`, `=~`, `!~`) read against a notification. Pure.
 
 The syntax is Alertmanager's classic one (pkg/labels/parse.go): a value may be double-quoted, with
-`\\"`, `\\\\` and `\\n` as escapes (any other backslash is literal), or bare; one string may hold
-several matchers separated by commas, optionally in braces, as in an Alertmanager config. The name
-is a dotted path into the notification instead of a label name.
+`\\"`, `\\\\` and `\\n` as escapes (any other backslash is literal), or bare, or empty (`a=` is `a=""`);
+one string may hold several matchers separated by commas, optionally in braces (`{}` is none), as in an
+Alertmanager config. The name is a dotted path into the notification instead of a label name.
+
+Regexes are RE2, as Alertmanager's Go regexps are (`google-re2`): the same syntax (POSIX classes like
+`[[:digit:]]`, `\\pL`), ASCII `\\d`, and no look-around or backreferences. One place for every user of
+matchers (routes now, silences later).
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+import re2
 
 # Where a matcher may look: a typo in the first segment would otherwise read "" for ever, silently.
 ROOTS = ("body", "metadata", "sender", "kind")
@@ -45,13 +51,32 @@ class _Structured:
 STRUCTURED = _Structured()
 
 
+class Pattern(Protocol):
+    def fullmatch(self, text: str) -> object | None: ...
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # the error is raised, and said by `relay check`: not also on stderr
+
+
+def compile_regex(pattern: str) -> Pattern:
+    """An RE2 regex, as Alertmanager compiles a matcher's (Go's regexp is RE2); raises ValueError when RE2
+    refuses it, with RE2's reason."""
+    try:
+        compiled: Pattern = re2.compile(pattern, options=_RE2_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        raise ValueError(reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)) from None
+    return compiled
+
+
 @dataclass(frozen=True)
 class Matcher:
     text: str  # as the operator wrote it, to name it in messages
     path: tuple[str, ...]
     op: Op
     value: str
-    regex: re.Pattern[str] | None = None
+    regex: Pattern | None = None
 
     def matches(self, notification: Mapping[str, Any]) -> bool:
         found = read(notification, self.path)
@@ -63,7 +88,8 @@ class Matcher:
         if self.op is Op.NE:
             return found != self.value
         assert self.regex is not None
-        # fullmatch: the regex must match the whole value, as Alertmanager's `^(?:re)$` does.
+        # fullmatch: the regex must match the whole value, as Alertmanager's `^(?:re)$` does (RE2's `$` is the
+        # end of the text, never before a final newline).
         hit = self.regex.fullmatch(found) is not None
         return hit if self.op is Op.RE else not hit
 
@@ -145,8 +171,6 @@ def parse_matcher(text: str) -> Matcher:
             f'matcher {text!r}: not like name="value" (operators: =, !=, =~, !~; the name a dotted path)'
         )
     name, op, raw = found.groups()
-    if raw == "":
-        raise MatcherError(f'matcher {text!r}: no value after {op} (the empty value is written "")')
     if raw.startswith('="') and op in (Op.EQ, Op.NE):
         # `a=="x"` reads as `=` and the value `="x"`, which fails on its quote: say what was meant. (An
         # unquoted `a==x` stays the value `=x`, as in Alertmanager.)
@@ -157,9 +181,9 @@ def parse_matcher(text: str) -> Matcher:
     regex = None
     if op in (Op.RE, Op.NRE):
         try:
-            regex = re.compile(value)
-        except re.error as exc:
-            raise MatcherError(f"matcher {text!r}: the regex {value!r} is not valid: {exc}") from None
+            regex = compile_regex(value)
+        except ValueError as exc:
+            raise MatcherError(f"matcher {text!r}: the regex {value!r} is not valid (RE2): {exc}") from None
     return Matcher(text.strip(), _path(name, text), Op(op), value, regex)
 
 
@@ -192,10 +216,9 @@ def _split(line: str) -> list[str]:
 
 
 def parse_line(line: str) -> list[Matcher]:
-    """One entry of a route's `matchers:` list: one matcher, or several separated by commas."""
+    """One entry of a route's `matchers:` list: one matcher, or several separated by commas; none for `{}`
+    (or an empty string), as Alertmanager reads them."""
     if not isinstance(line, str):
         raise MatcherError(f"matcher {line!r}: not a string; write it in quotes, like 'kind=\"x\"'")
     pieces = _split(line)
-    if not pieces:
-        raise MatcherError(f"matcher {line!r}: empty")
     return [parse_matcher(piece.strip()) for piece in pieces]

@@ -19,6 +19,10 @@ Seconds = Annotated[float, BeforeValidator(parse_duration)]
 # An HTTP header name as proxies pass it on unchanged (the platform's own are letters and hyphens).
 _HEADER_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]*$"
 MIN_HMAC_SECRET = 16
+# server.limits.max_deliveries: its default, and how high a config may raise it (planning is chunked, so any
+# size is stored in bounded commands; past this, one planning job would outlast its RQ timeout).
+MAX_DELIVERIES = 20_000
+MAX_DELIVERIES_CEILING = 100_000
 # Hard ceiling of server.limits.max_depth: below the depth (about 200) where pydantic's JSON parser gives up.
 MAX_JSON_DEPTH = 128
 
@@ -82,6 +86,10 @@ class LimitsConfig(_Model):
     max_recipients: int = Field(default=1000, ge=1)
     max_kind_length: int = Field(default=256, ge=16)
     max_event_id_length: int = Field(default=MAX_EVENT_ID_LENGTH, ge=16, le=MAX_EVENT_ID_LENGTH)
+    # Deliveries one notification may plan (relay.core.fanout counts them at intake from the routes): a
+    # notification past it is refused, 422, instead of answered 202 and then too big to plan. The default
+    # is the largest planning the test suite runs end to end (20 messages x 1,000 recipients).
+    max_deliveries: int = Field(default=MAX_DELIVERIES, ge=1, le=MAX_DELIVERIES_CEILING)
     # All request headers. uvicorn's h11 parser refuses (plain-text 400) a header block that grows past
     # this while it arrives; the webhook answers 431 to one that came whole. The platform's custom
     # header values may be 4096 characters long, hence the floor.

@@ -1,6 +1,6 @@
-"""Where settings come from besides the file (relay.config.yaml_file reads that): `${ENV}` substitution and
-`RELAY_SECTION__KEY` overrides; and routes naming what is not defined. Works on plain data; relay.config
-validates what this gives it."""
+"""Where settings come from besides the file (relay.config.yaml_file reads that, relay.config.environment the
+`RELAY_SECTION__KEY` variables): `${ENV}` substitution; and routes naming what is not defined. Works on plain
+data; relay.config validates what this gives it."""
 
 from __future__ import annotations
 
@@ -9,14 +9,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel
-
 from relay.config.messages import key_path, unknown_name
 
-ENV_PREFIX = "RELAY_"
-# Environment names that are not config keys.
-_NOT_KEYS = {"RELAY_CONFIG"}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 EXAMPLE_CONFIG = Path("config.example.yaml")
 
@@ -57,57 +51,6 @@ def substitute(value: Any, environ: dict[str, str], problems: list[str], loc: tu
 
         return _ENV_REF.sub(repl, value)
     return value
-
-
-def _schema_path(model: type[BaseModel], rest: str) -> list[str] | None:
-    """The key path whose names, joined by '_', spell `rest` (server_max_body_bytes -> server.max_body_bytes)."""
-    found: list[list[str]] = []
-    for field_name, info in model.model_fields.items():
-        key = info.alias or field_name
-        if rest == key:
-            found.append([key])
-        elif (
-            rest.startswith(key + "_") and isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
-        ):
-            tail = _schema_path(info.annotation, rest[len(key) + 1 :])
-            if tail:
-                found.append([key, *tail])
-    return found[0] if len(found) == 1 else None
-
-
-def _env_path(model: type[BaseModel], name: str) -> list[str] | None:
-    rest = name[len(ENV_PREFIX) :]
-    if "__" in rest:
-        parts = [p.lower() for p in rest.split("__") if p]
-    else:
-        parts = _schema_path(model, rest.lower()) or []
-    # Only names of config sections count: RELAY_WEBHOOK_TOKEN may be a secret for ${...}.
-    if not parts or parts[0] not in model.model_fields or parts[0] == "base_dir":
-        return None
-    return parts
-
-
-def apply_env(data: dict[str, Any], environ: dict[str, str], model: type[BaseModel]) -> None:
-    """RELAY_SERVER__PORT=9000 (or RELAY_SERVER_PORT, matched against the known keys) sets server.port;
-    values are read as YAML (lists, numbers, booleans)."""
-    for name, raw in sorted(environ.items()):
-        if not name.startswith(ENV_PREFIX) or name in _NOT_KEYS:
-            continue
-        parts = _env_path(model, name)
-        if parts is None:
-            continue
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else raw
-        except yaml.YAMLError:
-            value = raw
-        node = data
-        for part in parts[:-1]:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = {}
-                node[part] = child
-            node = child
-        node[parts[-1]] = value
 
 
 def reference_problems(data: dict[str, Any]) -> list[str]:

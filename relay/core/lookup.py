@@ -4,6 +4,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Path segments an HTTP client normalises away (RFC 3986, "Remove Dot Segments"): `user:../..` would make
+# relay GET a platform path outside the catalog's entities, with its bearer JWT.
+DOT_SEGMENTS = frozenset({".", ".."})
+
+
+def split_ref(ref: str) -> tuple[str, str, str] | None:
+    """An entity reference's kind, namespace and name (`user:default/jane.doe`, `group:team-a` in the `default`
+    namespace); None when it has no kind or no name."""
+    if ":" not in ref:
+        return None
+    kind, _, rest = ref.partition(":")
+    namespace, _, name = rest.rpartition("/")
+    if not kind or not name:
+        return None
+    return kind.lower(), namespace or "default", name
+
+
+def unusable_ref(ref: str) -> str | None:
+    """Why an entity reference must not be looked up in the catalog (None: it may be). Each part becomes one
+    percent-encoded path segment; `.` and `..` would still climb out of the entity path."""
+    for label, part in zip(("kind", "namespace", "name"), split_ref(ref) or (), strict=False):
+        if part in DOT_SEGMENTS:
+            return f"recipient reference {ref!r} not looked up in the platform catalog: its {label} is {part!r}"
+    return None
+
 
 @dataclass(frozen=True)
 class SendTo:

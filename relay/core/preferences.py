@@ -1,16 +1,17 @@
 """What each person chooses for themselves: the kinds they opt out of on which channel, and the hours they
 want to be reached in. Pure: the preferences, the planned deliveries and the time in; each delivery's fate out.
 
-A person is their `userRef`, else their e-mail address, lower-cased (`person_of`). Preferences apply only to
-deliveries addressed to one person (a `per_recipient` channel), never to a shared channel. An opt-out that
-matches a delivery's kind (a glob, with or without `notification:`) and channel skips it with a reason that
-names the opt-out; outside every one of the person's active hours it is held until the next one opens (with
-the route's own intervals, until both let it go). `preferences.critical_kinds` ignore both.
+A person is their `userRef` or their e-mail address, lower-cased; a delivery obeys both (`claim_of`), and a
+link changes only the one it is bound to (relay.web.links). Preferences apply only to deliveries addressed to
+one person (a `per_recipient` channel), never to a shared channel. An opt-out that matches a delivery's kind
+(a glob, with or without `notification:`) and channel skips it with a reason that names the opt-out; outside
+every one of its people's active hours it is held until the next one opens (with the route's own intervals,
+until all let it go). `preferences.critical_kinds` ignore both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fnmatch import fnmatchcase
@@ -22,7 +23,7 @@ from relay.config import Config
 from relay.config.intervals import TimePeriodConfig
 from relay.config.time_intervals import Interval, hold_until, parse_period
 from relay.core.model import Delivery, Notification, State, kind_name
-from relay.core.recipients import email_of
+from relay.core.recipients import email_of, valid_email
 
 ANY_CHANNEL = "*"
 MAX_OPT_OUTS = 200
@@ -33,6 +34,7 @@ MAX_PERSON_LENGTH = 320
 MAX_ROUNDS = 16
 # Entity kinds of a `userRef` that name many people, not one: their deliveries are never a person's.
 _NOT_A_PERSON = ("group:",)
+_GLOB = frozenset("*?[")
 
 
 class PreferenceError(ValueError):
@@ -180,19 +182,53 @@ def from_stored(data: Mapping[str, Any]) -> Preference:
     return pref
 
 
-def person_of(recipient: Mapping[str, Any] | None) -> str | None:
-    """Who a recipient is: their `userRef`, else their e-mail address lower-cased; None for a group or nobody."""
-    if recipient is None:
+def person_key(text: str) -> str | None:
+    """`text` as relay keys a person, when it can be one (as `check_person`, the same rule on write and read);
+    None for what cannot (a group, over MAX_PERSON_LENGTH, a control character)."""
+    try:
+        return check_person(text.strip())
+    except PreferenceError:
         return None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Who a recipient says they are: their `userRef` as a person key, and the e-mail address the payload gives
+    (lower-cased); either may be None. Both come from the payload: the address is where the message goes, the
+    `userRef` only a claim until something ties it to that address (relay.delivery.preferences.links)."""
+
+    ref: str | None = None
+    address: str | None = None
+    unusable_ref: bool = False  # a `userRef` that cannot key a person (too long, a control character)
+
+    def people(self) -> list[str]:
+        return list(dict.fromkeys(p for p in (self.ref, self.address) if p is not None))
+
+
+def claim_of(recipient: Mapping[str, Any] | None) -> Claim:
+    """A recipient's claim; nobody's for a group (a group is nobody's preference, its address included)."""
+    if recipient is None:
+        return Claim()
     ref = recipient.get("userRef")
-    if isinstance(ref, str) and ref.strip():
-        return None if ref.lower().startswith(_NOT_A_PERSON) else ref.strip()
+    if isinstance(ref, str) and ref.strip().lower().startswith(_NOT_A_PERSON):
+        return Claim()
     email = email_of(dict(recipient))
-    return email.lower() if email else None
+    address = email.lower() if email is not None and valid_email(email) else None
+    if not isinstance(ref, str) or not ref.strip():
+        return Claim(None, address)
+    key = person_key(ref)
+    return Claim(key, address, unusable_ref=key is None)
 
 
-def person_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> str | None:
-    """The person a delivery is addressed to: only a per_recipient channel's delivery to one recipient."""
+def person_of(recipient: Mapping[str, Any] | None) -> str | None:
+    """Who a recipient is, in one key: their `userRef`, else their e-mail address lower-cased; None for a group or
+    nobody (a support desk's view; planning reads every person of `claim_of`)."""
+    claim = claim_of(recipient)
+    return claim.ref or claim.address
+
+
+def recipient_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> dict[str, Any] | None:
+    """The recipient a delivery is addressed to: only a per_recipient channel's delivery to one recipient."""
     channel = config.channels.get(delivery.channel)
     if channel is None or not channel.per_recipient or delivery.recipientIndex is None:
         return None
@@ -201,7 +237,26 @@ def person_of_delivery(config: Config, notification: Notification, delivery: Del
     recipients = notification.messages[delivery.messageIndex].recipients
     if delivery.recipientIndex >= len(recipients):
         return None
-    return person_of(recipients[delivery.recipientIndex])
+    return dict(recipients[delivery.recipientIndex])
+
+
+def people_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> list[str]:
+    """Every person whose preferences a delivery obeys: its recipient's `userRef` and the address the payload
+    gives (a choice made through a link sent to that address is that address's: relay.web.links)."""
+    return claim_of(recipient_of_delivery(config, notification, delivery)).people()
+
+
+def literal_opt_out(kind: str, channel: str) -> bool:
+    """Whether an opt-out of exactly this kind on this channel can be made from a link (one click, a switch of
+    the page) and change only that: a kind with no glob character (`*`, `?`, `[` would opt out of other kinds
+    too), a channel that is not `*`, and an opt-out that is stored and read back under the same rule."""
+    if _GLOB & set(kind) or channel == ANY_CHANNEL:
+        return False
+    try:
+        OptOutModel(kind=kind, channel=channel)
+    except ValidationError:
+        return False
+    return True
 
 
 def critical(config: Config, kind: str) -> bool:
@@ -225,34 +280,40 @@ Effect = Skip | Hold | None
 
 def effect(
     config: Config,
-    preference: Preference | None,
+    preferences: Preference | Sequence[Preference] | None,
     delivery: Delivery,
     now: float,
     route_until: Callable[[datetime], datetime | None],
 ) -> Effect:
-    """What a person's preference does to one planned delivery addressed to them: skip it, hold it until an
-    instant (the later of theirs and the route's, found together), or nothing. `route_until`: when the
-    delivery's route lets it go, asked at an instant (relay.core.quiet.held_until)."""
-    if preference is None or delivery.state not in (State.QUEUED, State.HELD):
+    """What the preferences of the people a delivery is addressed to do to it: skip it (any one's opt-out),
+    hold it until an instant (the first at which every one's active hours and the route let it go, found
+    together), or nothing. `route_until`: when the delivery's route lets it go, asked at an instant
+    (relay.core.quiet.held_until)."""
+    found = [preferences] if isinstance(preferences, Preference) else list(preferences or [])
+    if not found or delivery.state not in (State.QUEUED, State.HELD):
         return None
     if critical(config, delivery.kind):
         return None
-    opted = preference.opted_out(delivery.kind, delivery.channel)
-    if opted is not None:
-        return Skip(f"opted out of {opted.describe()}", delivery.kind, delivery.channel)
-    hours = preference.hours()
-    if hours is None:
+    for preference in found:
+        opted = preference.opted_out(delivery.kind, delivery.channel)
+        if opted is not None:
+            return Skip(f"opted out of {opted.describe()}", delivery.kind, delivery.channel)
+    hours = [h for p in found if (h := p.hours()) is not None]
+    if not hours:
         return None
     start = datetime.fromtimestamp(delivery.notBefore or now, tz=UTC)
     at = start
     for _ in range(MAX_ROUNDS):
-        mine = hold_until(at, [hours], [])
-        if mine is not None:
-            at = mine
+        moved = False
+        for interval in hours:
+            mine = hold_until(at, [interval], [])
+            if mine is not None and mine > at:
+                at, moved = mine, True
         theirs = route_until(at)
-        if theirs is None or theirs <= at:
+        if theirs is not None and theirs > at:
+            at, moved = theirs, True
+        if not moved:
             break
-        at = theirs
     if at <= datetime.fromtimestamp(now, tz=UTC):
         return None
     return Hold(at.timestamp()) if at != start or delivery.state is not State.HELD else None

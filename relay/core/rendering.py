@@ -23,15 +23,26 @@ from jinja2 import (
 )
 from jinja2.runtime import Context
 
+from relay.core.limits import MAX_VALUE, RENDER_SECONDS, LimitExceeded, limited
+from relay.core.markdown import unescape_markdown
 from relay.core.model import Delivery, Notification, kind_name, recipient_type_name
 from relay.core.sandbox import BUILTIN_DIR, RenderError, make_environment
 
 # Read from here by the check, the preview and the tests.
-__all__ = ["AUTO", "BUILTIN_DIR", "FORMATS", "PLATFORM", "RenderError", "Rendered", "Renderer", "make_environment"]
+__all__ = [
+    "AUTO",
+    "BUILTIN_DIR",
+    "FORMATS",
+    "PLATFORM",
+    "LimitExceeded",
+    "RenderError",
+    "Rendered",
+    "Renderer",
+    "make_environment",
+]
 
 FORMATS = ("md", "html", "txt")
-MAX_OUTPUT_CHARS = 200_000
-RENDER_SECONDS = 2.0
+MAX_OUTPUT_CHARS = MAX_VALUE
 PLATFORM = "platform"
 AUTO = "auto"
 OPERATOR_LOOKUP_TTL = 2.0  # seconds an answer about the operator's template files is trusted
@@ -68,9 +79,9 @@ def _bounded(chunks: Iterator[str], deadline: float) -> str:
     for chunk in chunks:
         size += len(chunk)
         if size > MAX_OUTPUT_CHARS:
-            raise RenderError(f"output larger than {MAX_OUTPUT_CHARS} characters")
+            raise LimitExceeded(f"output larger than {MAX_OUTPUT_CHARS:,} characters")
         if time.monotonic() > deadline:
-            raise RenderError(f"rendering took longer than {RENDER_SECONDS:g}s")
+            raise LimitExceeded(f"rendering took longer than {RENDER_SECONDS:g}s")
         out.append(chunk)
     return "".join(out)
 
@@ -115,20 +126,24 @@ def render_template(
 ) -> tuple[str | None, str]:
     """(title from the `title` block or None, body without that block).
 
-    The body sees the resulting title as `title`, so a layout can show it without repeating it.
+    The body sees the resulting title as `title`, so a layout can show it without repeating it. Both run under
+    one set of limits (`relay.core.limits`): a template that breaks one raises LimitExceeded.
     """
     deadline = time.monotonic() + RENDER_SECONDS
-    title: str | None = None
-    title_block = find_block(tpl, "title")
-    if title_block is not None:
-        title = _bounded(title_block(tpl.new_context(context)), deadline).strip()
-        if fmt == "html":
-            title = html.unescape(title)
-        title = " ".join(title.split())
-    shown = title if title is not None else context.get("title", default_title)
-    ctx = tpl.new_context({**context, "title": shown})
-    ctx.blocks["title"] = [_empty_block]
-    body = _bounded(tpl.root_render_func(ctx), deadline).strip()
+    with limited(RENDER_SECONDS):
+        title: str | None = None
+        title_block = find_block(tpl, "title")
+        if title_block is not None:
+            title = _bounded(title_block(tpl.new_context(context)), deadline).strip()
+            if fmt == "html":
+                title = html.unescape(title)
+            elif fmt == "md":  # titles are plain text: its values' markdown escapes undone
+                title = unescape_markdown(title)
+            title = " ".join(title.split())
+        shown = title if title is not None else context.get("title", default_title)
+        ctx = tpl.new_context({**context, "title": shown})
+        ctx.blocks["title"] = [_empty_block]
+        body = _bounded(tpl.root_render_func(ctx), deadline).strip()
     return title, body
 
 

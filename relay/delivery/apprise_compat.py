@@ -1,4 +1,4 @@
-"""What Apprise does not tell or cannot do, in one place (README: "Upgrading dependencies").
+"""What Apprise does not tell or cannot do, in one place (docs/development.md: "Upgrading dependencies").
 
 1. **The answers behind a failed send.** A plugin's `notify` returns only True or False and logs a line
    of text; relay needs the HTTP status (to retry or not), the `Retry-After` of a 429 or 503 (to wait

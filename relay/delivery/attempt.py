@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from relay import tracing
 from relay.core.digest import digest_of
-from relay.core.lookup import Expand, Skip, after_look_up
+from relay.core.lookup import Expand, Skip, after_look_up, unusable_ref
 from relay.core.model import Delivery, Notification
 from relay.core.outcome import Transient
 from relay.core.quiet import held_until
@@ -25,7 +25,7 @@ from relay.core.states import OPEN, State
 from relay.delivery import digests
 from relay.delivery.catalog import CatalogUnavailable
 from relay.delivery.channels import AddressError, address_url, channel_format, send
-from relay.delivery.compose import compose
+from relay.delivery.compose import compose, fitted_title
 from relay.delivery.context import Context
 from relay.delivery.preferences import links, person_hold, with_unsubscribe_headers
 from relay.delivery.recording import decide, derived, queue_new, store
@@ -146,6 +146,7 @@ def _attempt(rt: Context, record: Delivery, notification: Notification | None) -
     except AddressError as exc:
         return store(rt, record, previous, State.SKIPPED, f"recipient address rejected: {exc}", ctx)
     url = with_unsubscribe_headers(url, extra)
+    title = fitted_title(record, url, title)
     record.attempts += 1
     record.attemptTimes.append(now())
     started = time.monotonic()
@@ -159,6 +160,9 @@ def _address(rt: Context, record: Delivery, previous: State, ctx: dict[str, str]
     ref = record.recipient
     if rt.catalog is None or not ref:
         return store(rt, record, previous, State.SKIPPED, "recipient has no e-mail address", ctx)
+    refused = unusable_ref(ref)
+    if refused is not None:  # never asked: its path would leave the catalog's entity path
+        return store(rt, record, previous, State.SKIPPED, refused, ctx)
     try:
         emails = rt.catalog.emails(ref)
     except CatalogUnavailable as exc:

@@ -23,6 +23,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from relay.config import PlatformConfig
+from relay.core.lookup import DOT_SEGMENTS, split_ref, unusable_ref
 from relay.core.recipients import valid_email
 from relay.storage.store import METRICS, PREFIX, metric_field
 from relay.storage.tally import Tally
@@ -45,14 +46,12 @@ class EntityRef:
 
     @classmethod
     def parse(cls, ref: str) -> EntityRef | None:
-        """`user:default/jane.doe`, `group:team-a` (namespace `default`), `User:ns/name`."""
-        if ":" not in ref:
+        """`user:default/jane.doe`, `group:team-a` (namespace `default`), `User:ns/name`; None for one that
+        cannot be looked up (`relay.core.lookup.unusable_ref`: a part that is `.` or `..`)."""
+        parts = split_ref(ref)
+        if parts is None or unusable_ref(ref) is not None:
             return None
-        kind, _, rest = ref.partition(":")
-        namespace, _, name = rest.rpartition("/")
-        if not kind or not name:
-            return None
-        return cls(kind.lower(), namespace or "default", name)
+        return cls(*parts)
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.namespace}/{self.name}"
@@ -157,10 +156,12 @@ class Catalog:
         raise CatalogUnavailable("catalog refused the credentials")
 
     def entity(self, ref: EntityRef) -> dict[str, Any] | None:
-        path = "/api/catalog/entities/by-name/" + "/".join(
-            quote(p, safe="") for p in (ref.kind, ref.namespace, ref.name)
-        )
-        return self._get(path)
+        parts = (ref.kind, ref.namespace, ref.name)
+        # One path segment each, every reserved character percent-encoded (no `/`, `?`, `#`, `%` left); a dot
+        # segment is never sent (EntityRef.parse refuses it), so the path cannot leave the entity path.
+        if any(p in DOT_SEGMENTS or not p for p in parts):
+            return None
+        return self._get("/api/catalog/entities/by-name/" + "/".join(quote(p, safe="") for p in parts))
 
     # -- look-ups ------------------------------------------------------------------------------
 

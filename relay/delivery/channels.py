@@ -8,6 +8,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import apprise
 
 from relay import tracing
+from relay.core.markdown import escape_markdown
 from relay.core.outcome import Delivered, Outcome, Permanent
 from relay.core.recipients import valid_email
 from relay.core.redaction import url_secrets
@@ -36,6 +37,9 @@ CHAT_SCHEMES = frozenset(
         "feishu",
     }
 )
+# Services that render a message's title as markdown (a Teams card's title is a markdown TextBlock); Slack's
+# header is plain text, which Apprise escapes itself.
+MARKDOWN_TITLES = frozenset({"workflows", "workflow"})
 _FORMATS = {"txt": apprise.NotifyFormat.TEXT, "md": apprise.NotifyFormat.MARKDOWN, "html": apprise.NotifyFormat.HTML}
 
 
@@ -134,6 +138,12 @@ def native_url(url: str, fmt: str) -> str:
     return base + "?" + "&".join(q for q in (query, "blocks=yes") if q)
 
 
+def card_title(url: str, title: str) -> str:
+    """The title as the service must receive it to show it as written: titles are plain text (SPEC), so where
+    the service reads markdown into them, a link or a mention in one is escaped (relay.core.markdown)."""
+    return escape_markdown(title) if scheme_of(url) in MARKDOWN_TITLES else title
+
+
 def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> Outcome:
     """One send, in the calling thread, through a fresh Apprise service object (a shared one throttles
     between sends). Apprise's `Apprise.notify` would add tags, escalation and a hop to its own thread
@@ -143,7 +153,7 @@ def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> 
     """
     scheme = scheme_of(url)
     with tracing.span("relay.send", **{"relay.channel.scheme": scheme}) as span:
-        outcome, status = _send(native_url(url, fmt), title, body, fmt, text)
+        outcome, status = _send(native_url(url, fmt), card_title(url, title), body, fmt, text)
         span.set("relay.outcome", type(outcome).__name__.lower())  # delivered, transient, permanent
         # The service's answer: an SMTP server's reply code (a message accepted is a 250), or the HTTP status.
         if scheme in EMAIL_SCHEMES:

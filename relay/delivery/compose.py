@@ -1,5 +1,6 @@
 """The title and body of one delivery, rendered in the channel's format (`relay.core.rendering`); a template
-that failed is counted and logged, and the platform's text used."""
+that failed (or broke a limit) is counted and logged, and the platform's text used. The title is cut to what
+the channel takes (`relay.core.titles`) just before it is sent."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 from relay import tracing
 from relay.core.model import Delivery, Notification
 from relay.core.rendering import Rendered
+from relay.core.titles import fit_title
+from relay.delivery.channels import scheme_of
 from relay.delivery.context import Context
 
 log = logging.getLogger("relay.delivery.jobs")
@@ -32,3 +35,19 @@ def compose(
         )
     record.templateUsed = rendered.template  # as `relay preview` names it
     return rendered
+
+
+def fitted_title(record: Delivery, url: str, title: str) -> str:
+    """`title` as the channel at `url` takes it (`relay.core.titles`). Every attempt cuts it the same way; the
+    first says so in the log."""
+    scheme = scheme_of(url)
+    fitted = fit_title(title, scheme)
+    if fitted != title and record.attempts == 0:
+        log.info(
+            "title cut from %d to %d characters, as a %s channel takes it",
+            len(title),
+            len(fitted),
+            scheme,
+            extra={"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel},
+        )
+    return fitted

@@ -31,7 +31,7 @@ from relay.core.digest import (
 from relay.core.model import Delivery, Notification, State
 from relay.core.rendering import Rendered
 from relay.delivery.channels import AddressError, address_url, channel_format, send
-from relay.delivery.compose import compose
+from relay.delivery.compose import compose, fitted_title
 from relay.delivery.context import Context
 from relay.delivery.preferences import links
 from relay.delivery.recording import decide, store
@@ -121,11 +121,12 @@ def send_digest(rt: Context, record: Delivery, channel: ChannelConfig | None, ct
     except AddressError as exc:
         why = f"recipient address rejected: {exc}"
         return store(rt, record, previous, State.SKIPPED, why, ctx, followers=items)
+    title = fitted_title(record, url, rendered.title)
     record.attempts += 1
     record.attemptTimes.append(now())
     started = time.monotonic()
     with tracing.span("relay.digest", None, [i.trace for i in items], **{"relay.digest.items": len(items)}):
-        outcome = send(url, rendered.title, rendered.body, rendered.format, rendered.text)
+        outcome = send(url, title, rendered.body, rendered.format, rendered.text)
     return decide(rt, record, previous, outcome, ctx, time.monotonic() - started, followers=items)
 
 

@@ -1,6 +1,10 @@
 """The preference stages of the pipeline: at planning, each person's choices applied to the deliveries
 addressed to them (relay.core.preferences); at sending, the links that let them choose (their preference
-page, one-click unsubscribe) in the template's context and the e-mail's headers (RFC 8058)."""
+page, one-click unsubscribe) in the template's context and the e-mail's headers (RFC 8058).
+
+A link goes to whoever reads the delivery's address, so it may change only that address's person: the
+recipient's `userRef` when the platform catalog gives that address for it, else the address itself
+(`link_person`). Planning obeys both, so a choice made through either kind of link takes effect."""
 
 from __future__ import annotations
 
@@ -11,8 +15,18 @@ from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 from relay.core.model import Delivery, Notification, State
-from relay.core.preferences import Hold, Skip, apply, critical, effect, person_of_delivery
+from relay.core.preferences import (
+    Hold,
+    Skip,
+    apply,
+    claim_of,
+    critical,
+    effect,
+    people_of_delivery,
+    recipient_of_delivery,
+)
 from relay.core.quiet import held_until
+from relay.delivery.catalog import CatalogUnavailable
 from relay.delivery.channels import EMAIL_SCHEMES, scheme_of
 from relay.delivery.context import Context
 from relay.storage.preferences import Preferences
@@ -25,9 +39,9 @@ ONE_CLICK = "List-Unsubscribe=One-Click"
 
 @dataclass
 class Applied:
-    """What preferences did to a planning: each delivery's person, and the deliveries they skipped."""
+    """What preferences did to a planning: each delivery's people, and the deliveries they skipped."""
 
-    people: dict[str, str] = field(default_factory=dict)  # delivery id -> person
+    people: dict[str, list[str]] = field(default_factory=dict)  # delivery id -> its people
     skipped: set[str] = field(default_factory=set)
     at: float = 0.0
 
@@ -36,21 +50,21 @@ def apply_preferences(rt: Context, notification: Notification, planned: list[Del
     """Skip or hold the planned deliveries that their people's preferences say to (after the routes' own
     holds). One read of Redis for everyone's preferences; `count_planned` counts, once they are stored."""
     config = rt.config
-    people = {r.id: p for r in planned if (p := person_of_delivery(config, notification, r)) is not None}
+    people = {r.id: p for r in planned if (p := people_of_delivery(config, notification, r))}
     applied = Applied(people, set(), rt.clock())
     if not people:
         return applied
-    found = Preferences(rt.redis).get_many(people.values())
+    found = Preferences(rt.redis).get_many(p for each in people.values() for p in each)
     for record in planned:
-        person = people.get(record.id)
-        if person is None:
+        persons = people.get(record.id)
+        if not persons:
             continue
         route = record.route
 
         def route_until(instant: datetime, route: str | None = route) -> datetime | None:
             return held_until(config, route, instant)
 
-        result = effect(config, found.get(person), record, applied.at, route_until)
+        result = effect(config, [found[p] for p in persons if p in found], record, applied.at, route_until)
         apply(record, result)
         if isinstance(result, Skip):
             applied.skipped.add(record.id)
@@ -62,12 +76,13 @@ def count_planned(rt: Context, applied: Applied, created: list[Delivery]) -> Non
     created: planned twice (two workers, or again after a crash), a notification counts once."""
     sent: list[tuple[str, str, str]] = []
     for record in created:
-        person = applied.people.get(record.id)
-        if person is None:
+        persons = applied.people.get(record.id)
+        if not persons:
             continue
         if record.id in applied.skipped:
             rt.store.incr(SKIPS, kind=record.kind, channel=record.channel)
-        sent.append((person, record.kind, record.channel))
+        # Each person's page lists it: the one a link to this address opens is among them.
+        sent += [(person, record.kind, record.channel) for person in persons]
     if sent:
         Preferences(rt.redis).note_sent(sent, applied.at)
 
@@ -90,29 +105,64 @@ def person_hold(rt: Context, record: Delivery, at: float) -> float | None:
     if event is None:
         return None
     notification = Notification.model_validate_json(event.payload)
-    person = person_of_delivery(rt.config, notification, record)
-    pref = Preferences(rt.redis).get(person) if person is not None else None
-    if pref is None or pref.activeHours is None:
+    people = people_of_delivery(rt.config, notification, record)
+    found = list(Preferences(rt.redis).get_many(people).values()) if people else []
+    if not any(p.activeHours is not None for p in found):
         return None
     config = rt.config
     fresh = replace(record, state=State.QUEUED, notBefore=None)
-    result = effect(config, pref, fresh, at, lambda instant: held_until(config, record.route, instant))
+    result = effect(config, found, fresh, at, lambda instant: held_until(config, record.route, instant))
     return result.until if isinstance(result, Hold) else None
 
 
 def links(rt: Context, notification: Notification, record: Delivery) -> dict[str, Any]:
-    """`preferences_url` and `unsubscribe_url` for a delivery to one person (none without a public URL)."""
+    """`preferences_url` and `unsubscribe_url` for a delivery to one person (none without a public URL), bound
+    to its address: they change only that address's person (`link_person`)."""
     prefs = rt.config.preferences
-    if not prefs.links or record.items:
+    if not prefs.links or record.items or not record.address:
         return {}
-    person = person_of_delivery(rt.config, notification, record)
+    person = link_person(rt, notification, record)
     if person is None:
         return {}
     at = rt.clock()
-    found = {"preferences_url": preferences_url(prefs, person, at)}
+    address = record.address.lower()
+    found = {"preferences_url": preferences_url(prefs, person, at, address)}
     if not critical(rt.config, record.kind):  # a critical kind goes whatever one chooses: nothing to unsubscribe
-        found["unsubscribe_url"] = unsubscribe_url(prefs, person, record.kind, record.channel, at)
+        found["unsubscribe_url"] = unsubscribe_url(prefs, person, record.kind, record.channel, at, address)
     return {k: v for k, v in found.items() if v is not None}
+
+
+def link_person(rt: Context, notification: Notification, record: Delivery) -> str | None:
+    """Whose preferences the links in a delivery may change. Whoever reads its address gets them, and the
+    payload's `userRef` is only a claim (a webhook's caller could pair anyone's `userRef` with their own
+    address): the `userRef` when the platform catalog gives this address for it, else the address itself when
+    the payload gave it (so planning obeys what is chosen there), else nobody (no links: a `userRef` relay
+    cannot key a person by, whose address came from the catalog)."""
+    claim = claim_of(recipient_of_delivery(rt.config, notification, record))
+    address = (record.address or "").lower()
+    if claim.ref is not None and address and _catalog_ties(rt, claim.ref, address):
+        return claim.ref
+    if claim.address is not None and claim.address == address:
+        return claim.address
+    if claim.unusable_ref:
+        log.info(
+            "no preference links: the recipient's userRef cannot name a person (too long, or a control character)"
+            " and the payload gave no address of theirs",
+            extra={"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel},
+        )
+    return None
+
+
+def _catalog_ties(rt: Context, ref: str, address: str) -> bool:
+    """Whether the platform catalog gives `address` for `ref` (its answers are cached: relay.delivery.catalog);
+    not when no catalog is configured or it does not answer (the link is then the address's own)."""
+    if rt.catalog is None:
+        return False
+    try:
+        return address in {e.lower() for e in rt.catalog.emails(ref)}
+    except CatalogUnavailable as exc:
+        log.info("preference links bound to the address: the catalog did not answer (%s)", exc)
+        return False
 
 
 def with_unsubscribe_headers(url: str, context: dict[str, Any]) -> str:

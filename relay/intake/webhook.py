@@ -24,8 +24,10 @@ from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
 
 from relay import tracing
-from relay.config import LimitsConfig, ServerConfig
+from relay.config import Config, LimitsConfig, ServerConfig
+from relay.core.fanout import deliveries_per_message
 from relay.core.model import LIMIT_ERROR, Notification, json_depth, too_deep_at
+from relay.core.numbers import constant_at, may_hold_non_finite, non_finite_at
 from relay.storage.queue import Acceptance, NotReplicated, QueueUnavailable
 from relay.web.auth import signature_offered, signature_problem, webhook_allowed
 from relay.web.errors import RETRY_AFTER, error_response, is_json, validation_response
@@ -118,6 +120,17 @@ def _bad_json(reason: str) -> Refused:
     return _refused(400, reason, "The notification is not valid JSON.", "Send one JSON object as the body.", "json")
 
 
+def _not_a_number(path: str, status: int) -> Refused:
+    return _refused(
+        status,
+        f"{path or 'the body'}: not a finite number (NaN, Infinity, or past the range of a double, like 1e400)",
+        "The notification holds a number relay cannot store.",
+        "Send numbers between about -1.8e308 and 1.8e308 (or send the value as a string).",
+        "json",
+        field=path,
+    )
+
+
 def _too_deep(limit: int, path: str) -> Refused:
     return _refused(
         422,
@@ -180,10 +193,16 @@ def parse_json(raw: bytes, max_depth: int) -> Any:
     if openings > max_depth and json_depth(text) > max_depth:
         raise _too_deep(max_depth, too_deep_at(text, max_depth) or "")
     try:
-        # NaN and Infinity are not JSON, whatever some encoders write.
-        return from_json(raw, allow_inf_nan=False)
+        # NaN and Infinity are not JSON, whatever some encoders write (the answer names where they are).
+        data = from_json(raw, allow_inf_nan=False)
     except ValueError as exc:
-        raise _bad_json(f"body is not valid JSON: {exc}") from None
+        literal = constant_at(text)
+        refused = _bad_json(f"body is not valid JSON: {exc}") if literal is None else _not_a_number(literal, 400)
+        raise refused from None
+    # 1e400 is JSON, but reads as infinity, which no worker could store or send on.
+    if may_hold_non_finite(raw) and (path := non_finite_at(data)) is not None:
+        raise _not_a_number(path, 422)
+    return data
 
 
 def validate_notification(raw: bytes, limits: LimitsConfig) -> Notification:
@@ -196,6 +215,25 @@ def validate_notification(raw: bytes, limits: LimitsConfig) -> Notification:
     except ValidationError as exc:
         over = any(e["type"] == LIMIT_ERROR for e in exc.errors())
         raise Refused(validation_response(exc), "limits" if over else "schema") from None
+
+
+def bounded_fan_out(config: Config, notification: Notification) -> None:
+    """Refuse a notification that would plan more deliveries than `server.limits.max_deliveries`: counted from
+    the routes (`relay.core.fanout`), so that what is answered 202 is what relay plans whole."""
+    limit = config.server.limits.max_deliveries
+    total = sum(deliveries_per_message(config, notification))
+    if total <= limit:
+        return
+    raise _refused(
+        422,
+        f"messages: {total} deliveries is over the limit of {limit} for one notification",
+        f"The notification would make {total} deliveries; relay takes at most {limit} for one notification.",
+        f"Split it into notifications of at most {limit} deliveries (each message counts once per channel its "
+        "routes take, and once per recipient for a per-recipient channel), or raise "
+        "server.limits.max_deliveries.",
+        "limits",
+        field="messages",
+    )
 
 
 async def authenticated_body(request: Request, server: ServerConfig, guard: Guard) -> bytes:
@@ -247,17 +285,17 @@ class Accepted(TypedDict):
 
 class Webhook:
     """POST server.path. The webhook path and the intake are fixed for the life of the process; the
-    server settings are read at each call, so that a reload takes effect."""
+    config (server settings, routes) is read at each call, so that a reload takes effect."""
 
     def __init__(
         self,
         intake: Intake,
         counters: Counting,
-        server: Callable[[], ServerConfig],
+        config: Callable[[], Config],
         connect: Callable[[], AsyncRedis],
         guard: Guard,
     ) -> None:
-        self.intake, self.counters, self.server, self.connect = intake, counters, server, connect
+        self.intake, self.counters, self.config, self.connect = intake, counters, config, connect
         self.guard = guard
         # Durable intake on an asyncio connection of the running loop (one client per loop).
         self.clients: dict[asyncio.AbstractEventLoop, AsyncRedis] = {}
@@ -285,12 +323,14 @@ class Webhook:
     )
     async def receive(self, request: Request) -> Response:
         try:
-            server = self.server()
+            config = self.config()
+            server = config.server
             raw = await authenticated_body(request, server, self.guard)
             if not is_json(request.headers.get("content-type", "")):
                 raise not_json_type(request.headers.get("content-type"))
             # Parsing and validating is CPU work: a thread would add its hop and still hold the GIL.
             notification = validate_notification(raw, server.limits)
+            bounded_fan_out(config, notification)
         except Refused as refusal:
             if refusal.reason is not None:
                 await run_in_threadpool(self.rejected, refusal.response.status_code, refusal.reason)

@@ -1,9 +1,10 @@
 """The pages people reach from their notifications, through signed links (relay.web.links): their preference
 page, and one-click unsubscribe (RFC 8058).
 
-No login: the signed link is the key, and it opens only its own person's preferences; no other person's
-data or address is ever shown. Every page works without JavaScript. A POST that saves the page carries a
-token derived from its link (HMAC under `preferences.secret`) and any Origin it names must be this host.
+No login: the signed link is the key, and it opens only its own person's preferences (the person of the
+address it was sent to: relay.web.links); no other person's data or address is ever shown. Every page works
+without JavaScript. A POST that saves the page carries a token derived from its link (HMAC under
+`preferences.secret`) and any Origin it names must be this host.
 The one-click POST needs neither (mail providers send it bare); a GET never changes anything (mail scanners
 fetch links), it only shows what a button would do.
 """
@@ -14,6 +15,7 @@ import hashlib
 import hmac
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from functools import lru_cache
 from zoneinfo import available_timezones
 
@@ -24,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from relay.config import Config
-from relay.core.preferences import Preference, human_kind
+from relay.core.preferences import Preference, PreferenceError, human_kind
 from relay.people.render import page
 from relay.people.view import DAYS, apply_switches, hours_form, hours_from_form, other_opt_outs, rows
 from relay.storage.preferences import SEEN_DAYS, Preferences
@@ -118,8 +120,7 @@ class PeoplePages:
         form = await read_fields(request, MAX_FORM_BYTES, MAX_FIELDS)
         if form is None:
             return error_response(413, ["the form is too large"], "The form could not be read.")
-        secret = self.settings().preferences.secret or ""
-        if not _from_page(request, dict(form), secret, token):
+        if not _from_page(request, dict(form), self.settings(), token):
             return error_response(403, ["the form did not come from this page"], "Reload the page and save again.")
         try:
             hours = hours_from_form(form)
@@ -138,6 +139,10 @@ class PeoplePages:
             await run_in_threadpool(self.store.update, link.person, change, self.clock())
         except RedisError:
             return _unavailable()
+        except PreferenceError as exc:  # nothing stored: one that could not be read back
+            pref, sent = await run_in_threadpool(self._read, link.person)
+            problem = f"Not saved: {exc.message}."
+            return self._preferences_page(token, link.person, pref, sent, problem=problem, status=422)
         log.info("preferences saved from the preference page")
         return RedirectResponse(f"{PREFERENCES_PATH}{token}?saved=1", 303, headers=_NO_STORE)
 
@@ -198,7 +203,7 @@ class PeoplePages:
         _operation(
             "One-click unsubscribe (RFC 8058: `List-Unsubscribe=One-Click`), or its undo (`undo`, `csrf`)",
             {200: "Done (idempotent)"},
-            (400, 403, 404, 410, 413, 415, 429, 503),
+            (400, 403, 404, 409, 410, 413, 415, 429, 503),
             form=True,
         )
     )
@@ -216,14 +221,19 @@ class PeoplePages:
         at = self.clock()
         try:
             if values.get("List-Unsubscribe") == "One-Click":
-                await run_in_threadpool(
-                    self.store.update, link.person, lambda p: p.with_opt_out(link.kind, link.channel), at
-                )
+                problem = await run_in_threadpool(self._opt_out, link, at)
+                if problem is not None:
+                    return error_response(
+                        409,
+                        [f"the opt-out cannot be stored: {problem}"],
+                        "You are not unsubscribed: relay cannot keep this choice with the others you made.",
+                        solutions=["Use the link to your preference page, or ask your support desk."],
+                        headers=_NO_STORE,
+                    )
                 log.info("one-click unsubscribe")
                 return self._unsubscribe_page(link, token, True, "out")
             if values.get("undo"):
-                secret = self.settings().preferences.secret or ""
-                if not _from_page(request, values, secret, token):
+                if not _from_page(request, values, self.settings(), token):
                     return error_response(
                         403, ["the form did not come from this page"], "Reload the page and try again."
                     )
@@ -242,10 +252,24 @@ class PeoplePages:
             solutions=["POST List-Unsubscribe=One-Click (form-encoded) to unsubscribe."],
         )
 
+    def _opt_out(self, link: Link, at: float) -> str | None:
+        """Opt the link's person out of its kind on its channel, read back as planning reads it
+        (relay.delivery.preferences): None when it holds, else why not. "Unsubscribed" is never answered for
+        a choice that would be ignored (one over the most opt-outs a person may have, say)."""
+        try:
+            self.store.update(link.person, lambda p: p.with_opt_out(link.kind, link.channel), at)
+        except PreferenceError as exc:
+            log.warning("one-click unsubscribe not stored: %s", exc.message)
+            return exc.message
+        pref = self.store.get(link.person)
+        return None if pref is not None and pref.opted_out(link.kind, link.channel) is not None else "not read back"
+
     def _unsubscribe_page(self, link: Link, token: str, opted_out: bool, done: str | None) -> Response:
         config = self.settings()
         secret = config.preferences.secret or ""
-        prefs_token = make_token(secret, Link(link.person, SCOPE_PREFERENCES, self.clock()))
+        # The page of the same person, bound to the same address and made at the same time (so it expires with
+        # this link): following it grants nothing the e-mail's own "Manage your notifications" link does not.
+        prefs_token = make_token(secret, replace(link, scope=SCOPE_PREFERENCES, kind="", channel=""))
         return page(
             "unsubscribe.html.j2",
             200,
@@ -278,24 +302,25 @@ class PeoplePages:
         except LinkRefused as exc:
             if self.guard is not None and exc.status == 403:
                 await self.guard.failed(request, surface, "invalid link")
-            return _refused(request, exc.status, exc.message)
+            return _refused(request, exc.status, exc.message, exc.reason)
 
 
 _NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
 
-def _from_page(request: Request, form: dict[str, str], secret: str, token: str) -> bool:
+def _from_page(request: Request, form: dict[str, str], config: Config, token: str) -> bool:
     """A form posted by the page itself: its token (derived from the link) and, if named, this origin."""
     given = form.get("csrf", "").encode("utf-8", "replace")
-    return same_origin(request) and hmac.compare_digest(given, csrf_for(secret, token).encode())
+    expected = csrf_for(config.preferences.secret or "", token).encode()
+    return same_origin(request, config) and hmac.compare_digest(given, expected)
 
 
-def _refused(request: Request, status: int, message: str) -> Response:
+def _refused(request: Request, status: int, message: str, reason: str | None = None) -> Response:
     if "text/html" in request.headers.get("accept", ""):
-        titles = {403: "This link is not valid", 404: "Not available", 410: "This link has expired"}
+        titles = {403: "This link is not valid", 404: "Not available", 410: "This link no longer works"}
         return page("error.html.j2", status, title=titles.get(status, "Not available"), message=message)
-    reason = {403: "invalid link", 404: "preferences are not enabled", 410: "expired link"}.get(status, "refused")
-    return error_response(status, [reason], message, headers=_NO_STORE)
+    reason = reason or {403: "invalid link", 404: "preferences are not enabled", 410: "expired link"}.get(status)
+    return error_response(status, [reason or "refused"], message, headers=_NO_STORE)
 
 
 def _unavailable() -> Response:

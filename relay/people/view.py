@@ -13,12 +13,11 @@ from pydantic import ValidationError
 from relay.config import Config
 from relay.config.intervals import TimePeriodConfig
 from relay.config.time_intervals import WEEKDAYS
-from relay.core.preferences import ANY_CHANNEL, Preference, critical, human_kind
+from relay.core.preferences import ANY_CHANNEL, Preference, critical, human_kind, literal_opt_out
 
 # Monday first, as people read a week.
 DAYS = (*WEEKDAYS[1:], WEEKDAYS[0])
 DEFAULT_HOURS = ("09:00", "17:00")
-_GLOB = frozenset("*?[")
 
 
 @dataclass(frozen=True)
@@ -40,9 +39,11 @@ def rows(config: Config, pref: Preference | None, sent: Mapping[tuple[str, str],
     """A row per kind and channel sent to the person lately, and per exact opt-out of theirs (so that what they
     switched off stays there to switch on), on the channels that reach people one by one."""
     personal = {name for name, ch in config.channels.items() if ch.per_recipient}
-    pairs = {p: n for p, n in sent.items() if p[1] in personal}
+    # A switch changes its own kind on its own channel only: a kind that would read as a pattern, or could not
+    # be stored, gets no switch.
+    pairs = {p: n for p, n in sent.items() if p[1] in personal and literal_opt_out(*p)}
     for o in pref.optOuts if pref else []:
-        if o.channel in personal and not (_GLOB & set(o.kind)) and o.kind.startswith("notification:"):
+        if o.channel in personal and literal_opt_out(o.kind, o.channel) and o.kind.startswith("notification:"):
             pairs.setdefault((o.kind, o.channel), 0)
     found = [
         Row(

@@ -79,7 +79,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     # Refused credentials of every surface, counted in Redis (relay/web/throttle.py).
     # The runtime's clock as it is then; refusals counted in this process's tally too.
     guard = Guard(connect, lambda: rt.config.server, lambda: rt.clock(), rt.store.tally)
-    webhook = Webhook(rt.intake, rt.store, lambda: rt.config.server, connect, guard)
+    webhook = Webhook(rt.intake, rt.store, settings, connect, guard)
     health = Health(rt.redis, rt.store, counters, rt.counted)
     api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock, guard)

@@ -3,6 +3,9 @@ Linux's PR_SET_PDEATHSIG has the kernel send them SIGTERM, so nothing is left be
 
 - `die_with_parent`: the preexec_fn of the processes relay starts (the embedded Redis, `relay serve`'s
   workers).
+- `parent_gone`: for a worker of `relay serve`, whether relay serve is gone, so that one the signal missed
+  ends anyway. It compares the parent's pid with the one relay serve gave (`PARENT_PID_ENV`): an orphan's
+  parent becomes PID 1 or a subreaper, and relay serve may itself be PID 1, in a container.
 - `forks_die_with_this_process`: the same for every process this one forks. A worker calls it for RQ's
   scheduler, which `Worker.work(with_scheduler=True)` forks (multiprocessing's fork context) and which
   would otherwise outlive a killed worker, holding RQ's scheduler lock until it is stopped by hand. On
@@ -20,6 +23,7 @@ import ctypes
 import os
 import signal
 
+PARENT_PID_ENV = "RELAY_PARENT_PID"  # set by `relay serve` for its workers
 _PR_SET_PDEATHSIG = 1
 try:
     # Loaded once, here: a forked child of a process with threads must not go through the dynamic loader,
@@ -36,6 +40,12 @@ def die_with_parent() -> None:
     if _LIBC is not None:
         with contextlib.suppress(OSError):
             _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def parent_gone() -> bool:
+    """A process started with `PARENT_PID_ENV` (relay serve's workers): whether its parent has died."""
+    expected = os.environ.get(PARENT_PID_ENV, "")
+    return expected.isdigit() and os.getppid() != int(expected)
 
 
 def _before_fork() -> None:

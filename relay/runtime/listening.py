@@ -11,6 +11,7 @@ import errno
 import logging
 import socket
 from collections.abc import Callable
+from types import FrameType
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -77,9 +78,18 @@ def local_url(host: str, port: int) -> str:
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, started: Callable[[], None]) -> None:
+    def __init__(
+        self, config: uvicorn.Config, started: Callable[[], None], on_exit: Callable[[], None] | None = None
+    ) -> None:
         super().__init__(config)
         self._started = started
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """uvicorn's handler of the stop signals: `on_exit` hears of the stop as it begins."""
+        if self._on_exit is not None:
+            self._on_exit()
+        super().handle_exit(sig, frame)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -87,10 +97,16 @@ class _Server(uvicorn.Server):
             self._started()
 
 
-def serve_http(app: ASGIApp, server: ServerConfig, sockets: list[socket.socket], also: str = "") -> None:
+def serve_http(
+    app: ASGIApp,
+    server: ServerConfig,
+    sockets: list[socket.socket],
+    also: str = "",
+    on_exit: Callable[[], None] | None = None,
+) -> None:
     """Serve `app` on the bound sockets until a stop signal; logs where, and the admin page, once serving.
 
-    `also` ends the "listening" line, e.g. " with 2 worker(s)".
+    `also` ends the "listening" line, e.g. " with 2 worker(s)"; `on_exit` is called when a stop signal comes.
     """
     port = int(sockets[0].getsockname()[1])  # the port the system chose, for server.port 0
 
@@ -112,4 +128,4 @@ def serve_http(app: ASGIApp, server: ServerConfig, sockets: list[socket.socket],
         # from server.trusted_proxies (relay/web/throttle.py), so that no client names itself another.
         proxy_headers=False,
     )
-    _Server(config, started).run(sockets=sockets)
+    _Server(config, started, on_exit).run(sockets=sockets)

@@ -1,9 +1,15 @@
-"""Logging: JSON lines (one event a line) or readable text on a terminal; secrets scrubbed from both."""
+"""Logging: JSON lines (one event a line) or readable text on a terminal; secrets scrubbed from both.
+
+Values come from payloads (an eventId, a kind), so no value may start a line of its own: JSON escapes
+control characters itself; the text format escapes them (and quotes a value with spaces or brackets), and
+indents a traceback's lines, so every line that starts flush left is one that relay wrote.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from typing import Any
@@ -13,6 +19,32 @@ from relay.core.redaction import remember
 from relay.core.redaction import scrub as _scrub
 
 _FIELDS = ("eventId", "deliveryId", "channel", "state", "kind", "template")
+# C0 and C1 controls, DEL, and the Unicode line and paragraph separators: each breaks a line somewhere.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NEEDS_QUOTES = re.compile(r'[\s"=\[\]]')
+
+
+def _escaped(char: re.Match[str]) -> str:
+    c = char.group()
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c) or f"\\u{ord(c):04x}"
+
+
+def escape(text: str) -> str:
+    """`text` on one line: each control character written as its escape (`\\n`, `\\u001b`)."""
+    return _CONTROL.sub(_escaped, text)
+
+
+def text_value(value: object) -> str:
+    """A field's value in a text line: quoted when it holds a space, a control character, a quote, `=` or a
+    bracket (so that no value reads as another field), with its control characters escaped."""
+    text = str(value)
+    if text and not _NEEDS_QUOTES.search(text) and not _CONTROL.search(text):
+        return text
+    return '"' + escape(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
+
+
+# Line breaks to some readers that JSON leaves unescaped (ensure_ascii=False): written as JSON escapes.
+_JSON_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 class JsonFormatter(logging.Formatter):
@@ -34,23 +66,34 @@ class JsonFormatter(logging.Formatter):
             out["exc"] = _scrub(self.formatException(record.exc_info))
         if record.stack_info:
             out["stack"] = _scrub(self.formatStack(record.stack_info))
-        return json.dumps(out, ensure_ascii=False)
+        return json.dumps(out, ensure_ascii=False).translate(_JSON_BREAKS)
 
 
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        extras = " ".join(f"{n}={getattr(record, n)}" for n in _FIELDS if getattr(record, n, None) is not None)
+        # Scrubbed before escaping: a secret is remembered as written, not as its escape.
+        extras = " ".join(
+            f"{n}={text_value(_scrub(str(getattr(record, n))))}"
+            for n in _FIELDS
+            if getattr(record, n, None) is not None
+        )
         ids = tracing.log_ids()
         if ids is not None:
             extras = f"{extras} traceId={ids[0]}".strip()
-        line = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        message = escape(_scrub(record.getMessage()))
+        line = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {message}"
         if extras:
             line += f"  [{extras}]"
         if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+            line += _indented(_scrub(self.formatException(record.exc_info)))
         if record.stack_info:
-            line += "\n" + self.formatStack(record.stack_info)
-        return _scrub(line)
+            line += _indented(_scrub(self.formatStack(record.stack_info)))
+        return line
+
+
+def _indented(block: str) -> str:
+    """A traceback under its line: each of its lines indented, and escaped within itself."""
+    return "".join("\n    " + escape(part) for part in block.splitlines())
 
 
 def setup_logging(level: str = "INFO", fmt: str = "auto", secrets: list[str] | None = None) -> None:

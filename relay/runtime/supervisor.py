@@ -7,10 +7,9 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 from redis.exceptions import RedisError
@@ -19,61 +18,33 @@ from relay import tracing
 from relay.config import Config
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build, reload_on_sighup
-from relay.runtime.children import die_with_parent
 from relay.runtime.datalock import lock_data_dir
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.listening import bind, serve_http
+from relay.runtime.pool import Workers
 from relay.runtime.redis_keeper import GIVE_UP_EXIT_CODE, RESTARTS_METRIC, RedisKeeper
 
 log = logging.getLogger("relay.serve")
-STOP_SECONDS = 20.0
+# The embedded Redis's share of the stop, after the workers' (`relay.runtime.pool.STOP_SECONDS`): 20 s in all.
+REDIS_STOP_SECONDS = 4.0
 
 
-class Workers:
-    """Worker processes, restarted if one dies while relay runs."""
+def stop_self() -> None:
+    """Stop as on SIGTERM (uvicorn, then the workers): the way a part that gives up stops relay serve."""
+    os.kill(os.getpid(), signal.SIGTERM)
 
-    def __init__(self, count: int, config_file: Path | None, env: dict[str, str], tally_dir: Path) -> None:
-        self.count = count
-        # Their counts go to files in `tally_dir`, for serve's /metrics; none serves a /metrics of its own.
-        self.args = [sys.executable, "-m", "relay", "worker", "--metrics-dir", str(tally_dir), "--metrics-port", "0"]
-        if config_file is not None:
-            self.args += ["--config", str(config_file)]
-        self.env = {**env, "RELAY_SUPERVISED": "1"}
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()
 
-    def _spawn(self) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            self.args, env=self.env, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent
-        )
+def redis_context(embedded: EmbeddedRedis | None) -> Callable[[], Hashable]:
+    """Which embedded Redis runs (None while none does): a worker that ends then or after it changed is not
+    given up on (`relay.runtime.pool`)."""
+    if embedded is None:
+        return lambda: 0  # an external Redis: relay serve knows no more of it than a worker does
 
-    def start(self) -> None:
-        with self.lock:
-            self.procs = [self._spawn() for _ in range(self.count)]
-        threading.Thread(target=self._watch, daemon=True).start()
+    def running() -> Hashable:
+        proc = embedded.proc
+        return proc.pid if proc is not None and proc.poll() is None else None
 
-    def _watch(self) -> None:
-        while not self.stopping.wait(1.0):
-            with self.lock:
-                for i, proc in enumerate(self.procs):
-                    if proc.poll() is not None and not self.stopping.is_set():
-                        log.warning("worker %d exited with %s; starting another", proc.pid, proc.returncode)
-                        self.procs[i] = self._spawn()
-
-    def stop(self) -> None:
-        """SIGTERM: each worker finishes the delivery in hand, then exits."""
-        self.stopping.set()
-        with self.lock:
-            for proc in self.procs:
-                if proc.poll() is None:
-                    proc.terminate()
-            for proc in self.procs:
-                try:
-                    proc.wait(STOP_SECONDS)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+    return running
 
 
 def keep_redis(embedded: EmbeddedRedis, rt: Runtime) -> RedisKeeper:
@@ -86,7 +57,7 @@ def keep_redis(embedded: EmbeddedRedis, rt: Runtime) -> RedisKeeper:
             log.warning("restart %d of the embedded Redis not counted: %s", restarts, type(exc).__name__)
 
     # Given up: stop as on SIGTERM (uvicorn, then the workers); serve() then exits with GIVE_UP_EXIT_CODE.
-    keeper = RedisKeeper(embedded, on_give_up=lambda: os.kill(os.getpid(), signal.SIGTERM), on_restart=count)
+    keeper = RedisKeeper(embedded, on_give_up=stop_self, on_restart=count)
     with contextlib.suppress(RedisError):
         rt.store.incr(RESTARTS_METRIC, 0)  # the series exists, at 0, from the start
     return keeper.start()
@@ -120,8 +91,13 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
                 embedded.url,
             )
         tally_dir = Path(tempfile.mkdtemp(prefix="relay-counts-"))
-        pool = Workers(workers, config_file, env, tally_dir)
-        pool.start()
+        # Their counts go to files in `tally_dir`, for serve's /metrics; none serves a /metrics of its own.
+        command = [sys.executable, "-m", "relay", "worker", "--metrics-dir", str(tally_dir), "--metrics-port", "0"]
+        if config_file is not None:
+            command += ["--config", str(config_file)]
+        pool = Workers(
+            workers, config_file, env, on_give_up=stop_self, command=command, context=redis_context(embedded)
+        ).start()
         rt = build(config, config_file=config_file)
         rt.tally_dir = tally_dir
         tracing.start(config, "api", rt.name)  # the workers start theirs, each its own service instance
@@ -134,17 +110,20 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
         # the workers and the embedded Redis are stopped below, in order.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: None)
-        serve_http(app, config.server, sockets, f" with {workers} worker(s)")
-        return GIVE_UP_EXIT_CODE if keeper is not None and keeper.gave_up else 0
+        # The workers get SIGTERM as soon as the stop begins, while uvicorn finishes its requests.
+        serve_http(app, config.server, sockets, f" with {workers} worker(s)", on_exit=pool.begin_stop)
+        return GIVE_UP_EXIT_CODE if (keeper is not None and keeper.gave_up) or pool.failure else 0
     finally:
         if pool is not None:
             pool.stop()
         if keeper is not None:
             keeper.stop()
         if embedded is not None:
-            embedded.stop()
+            embedded.stop(REDIS_STOP_SECONDS)
         if tally_dir is not None:
             shutil.rmtree(tally_dir, ignore_errors=True)
         if lock is not None:
             lock.close()  # last: no other relay starts on data_dir before our Redis has stopped
         log.info("relay stopped")
+        if pool is not None and pool.failure:
+            print(f"relay: {pool.failure}", file=sys.stderr)  # the cause, last, where an operator looks

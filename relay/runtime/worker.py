@@ -37,6 +37,7 @@ from rq import Queue, SimpleWorker
 from relay import tracing
 from relay.config import DEAD_WORKER_AFTER, Config, ConfigError, load_config
 from relay.delivery.jobs import LINGER_SECONDS, lost
+from relay.runtime import beatfile
 from relay.runtime.bootstrap import (
     CONFIG_GENERATION,
     Runtime,
@@ -46,7 +47,7 @@ from relay.runtime.bootstrap import (
     redis_url,
     reload_runtime,
 )
-from relay.runtime.children import forks_die_with_this_process
+from relay.runtime.children import forks_die_with_this_process, parent_gone
 from relay.storage.leases import delivery_unit, orphaned
 from relay.storage.queue import QUEUE_NAME
 from relay.storage.tally import write_tally
@@ -130,6 +131,7 @@ def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, gene
     while not stop.is_set():
         try:
             rt.store.heartbeat(rt.name)
+            beatfile.touch()
             now_generation = _generation(rt.redis)
             if reload.is_set() or now_generation != generation:
                 # SIGHUP here, or a reload elsewhere (`relay serve`, POST /api/v1/reload): read our file again.
@@ -141,10 +143,18 @@ def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, gene
             log.warning("heartbeat failed: %s", type(exc).__name__)
         except Exception:  # the beat must go on whatever a sweep meets: a silent worker is taken for dead
             log.exception("heartbeat: a sweep failed unexpectedly")
-        if os.getppid() == 1 and os.environ.get("RELAY_SUPERVISED") == "1":
+        if parent_gone():
             # `relay serve` died without stopping us: do not linger as an orphan.
+            _forget(rt)
             os._exit(0)
         stop.wait(heartbeat_seconds(rt.config))
+
+
+def _forget(rt: Runtime) -> None:
+    """This worker stops: its beat goes at once, so that /readyz counts live workers only."""
+    beatfile.remove()
+    with contextlib.suppress(RedisError):
+        rt.store.forget_worker(rt.name)
 
 
 def _generation(conn: Redis) -> bytes | None:
@@ -242,9 +252,10 @@ def run_worker(
     stop = threading.Event()
     reload = threading.Event()
     signal.signal(signal.SIGHUP, lambda *_: reload.set())
-    threading.Thread(
+    beating = threading.Thread(
         target=_heartbeat, args=(rt, stop, reload, generation), name="relay-heartbeat", daemon=True
-    ).start()
+    )
+    beating.start()
     # RQ blocks on BLPOP: its connection must not have a short socket timeout.
     conn = open_redis(redis_url(config), socket_connect_timeout=5, health_check_interval=30)
     log.info("worker %s started with %d sender thread(s)", rt.name, config.worker_threads)
@@ -265,3 +276,5 @@ def run_worker(
         published.set()
         if publisher is not None:
             publisher.join(5)
+        beating.join(2.0)  # a beat under way would bring the worker back into the count
+        _forget(rt)

@@ -15,7 +15,7 @@ from typing import Any
 from redis import Redis
 from redis.client import Pipeline
 
-from relay.core.preferences import Preference, from_stored
+from relay.core.preferences import Preference, check_person, from_stored
 from relay.storage.records import PREFIX, _text
 
 PREFERENCES = PREFIX + "prefs"  # set of the people who have preferences
@@ -54,6 +54,7 @@ class Preferences:
     def put(self, preference: Preference, at: float) -> Preference:
         """Store (replace) one person's preferences, stamped `at`."""
         preference.updatedAt = at
+        _check(preference)
         pipe = self.redis.pipeline(transaction=True)
         _write(pipe, preference)
         pipe.execute()
@@ -61,7 +62,9 @@ class Preferences:
 
     def update(self, person: str, change: Callable[[Preference], bool], at: float) -> Preference:
         """Change one person's preferences where they stand (a one-click opt-out while the page saves: both
-        count); `change` says whether it changed anything (nothing stored when not)."""
+        count); `change` says whether it changed anything (nothing stored when not). PreferenceError, nothing
+        stored, for a person or a change that could not be read back."""
+        person = check_person(person)
         key = preference_key(person)
         result: list[Preference] = []
 
@@ -70,6 +73,7 @@ class Preferences:
             result[:] = [current]
             if change(current):
                 current.updatedAt = at
+                _check(current)
                 pipe.multi()
                 _write(pipe, current)
 
@@ -93,6 +97,7 @@ class Preferences:
         count = 0
         pipe = self.redis.pipeline(transaction=False)
         for pref in preferences:
+            _check(pref)
             _write(pipe, pref)
             count += 1
             if count % 500 == 0:
@@ -136,6 +141,12 @@ def _read(raw: Any) -> Preference | None:
         return from_stored(data) if isinstance(data, dict) else None
     except ValueError:
         return None
+
+
+def _check(preference: Preference) -> None:
+    """What is stored passes the rule it is read back under (`from_stored`): a value that reading would refuse
+    is never written, so no change is ever answered as done and then ignored. PreferenceError naming why."""
+    from_stored(preference.stored())
 
 
 def _write(pipe: Pipeline, preference: Preference) -> None:

@@ -22,7 +22,7 @@ from weakref import WeakKeyDictionary
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 from redis.commands.core import AsyncScript, Script
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 from rq import Queue
 from rq.job import Job
 
@@ -38,6 +38,7 @@ from relay.storage.leases import (
     Leases,
     delivery_unit,
 )
+from relay.storage.records import legacy_keys
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
     EVENTS,
@@ -138,7 +139,7 @@ class Intake:
             else:
                 answer = self._script(keys, args)
         except RedisError as exc:
-            raise QueueUnavailable(type(exc).__name__) from exc
+            raise QueueUnavailable(_why(exc)) from exc
         acceptance = self._counted(_acceptance(answer), label)
         if acceptance.wake_job is not None:
             self.queue_wake(acceptance.wake_job, event_id)
@@ -164,7 +165,7 @@ class Intake:
             else:
                 answer = await script(keys, args)
         except RedisError as exc:
-            raise QueueUnavailable(type(exc).__name__) from exc
+            raise QueueUnavailable(_why(exc)) from exc
         return self._counted(_acceptance(answer), label)
 
     def _counted(self, acceptance: Acceptance, label: str) -> Acceptance:
@@ -193,7 +194,9 @@ class Intake:
     ) -> tuple[list[str], list[Any]]:
         """The keys and arguments of the accept script for one notification; `trace`: its trace context;
         `label`: the kind as counted (`relay.storage.tally.KindLabels`), the kind itself by default."""
+        legacy = legacy_keys(event_id)
         keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, WAKE, LISTENING]
+        keys.append(legacy.dedup if legacy else keys[0])
         args: list[Any] = [
             max(1, int(self.dedup_ttl)),
             event_id,
@@ -381,6 +384,12 @@ def _acceptance(answer: Any) -> Acceptance:
     if answer == 1:
         return Acceptance("accepted")
     return Acceptance("accepted", answer.decode() if isinstance(answer, bytes) else str(answer))
+
+
+def _why(exc: RedisError) -> str:
+    """What the 503's log line says: the error's type; and the script's own words when it refused (a key of
+    the wrong type, named), which carry no address or credential."""
+    return f"{type(exc).__name__}: {exc}" if isinstance(exc, ResponseError) else type(exc).__name__
 
 
 def _requeued(item: Delivery, previous: State) -> StateChange:

@@ -40,16 +40,47 @@ def now() -> float:
     return time.time()
 
 
+def key_part(value: str) -> str:
+    """A payload's value (an eventId) as one part of a key: `%` and `:` percent-escaped, so that no value ends
+    one of relay's keys with another's suffix (eventId `X:deliveries` is not the delivery list of `X`) and no
+    two values share a key. A value with neither (a UUID) is its own key part: the keys an earlier relay
+    stored, with the value as it was, are the same keys."""
+    return value.replace("%", "%25").replace(":", "%3A")
+
+
 def event_key(event_id: str) -> str:
-    return f"{PREFIX}event:{event_id}"
+    return f"{PREFIX}event:{key_part(event_id)}"
 
 
 def event_deliveries_key(event_id: str) -> str:
-    return f"{PREFIX}event:{event_id}:deliveries"
+    return f"{PREFIX}event:{key_part(event_id)}:deliveries"
 
 
 def dedup_key(event_id: str) -> str:
-    return f"{PREFIX}dedup:{event_id}"
+    return f"{PREFIX}dedup:{key_part(event_id)}"
+
+
+@dataclass(frozen=True)
+class LegacyKeys:
+    """Where a relay before key escaping stored an event whose id holds `%` or `:` (read when today's keys
+    hold nothing; docs/operations.md, upgrading)."""
+
+    event: str
+    deliveries: str
+    dedup: str
+
+
+def legacy_keys(event_id: str) -> LegacyKeys | None:
+    """The event's keys as an earlier relay named them, when they are not today's; None for most ids."""
+    if key_part(event_id) == event_id:
+        return None
+    return LegacyKeys(f"{PREFIX}event:{event_id}", f"{PREFIX}event:{event_id}:deliveries", f"{PREFIX}dedup:{event_id}")
+
+
+def squatter_key(event_id: str) -> str:
+    """Where the event to move goes, when an earlier relay stored one (with the raw id `<key part>:deliveries`)
+    at the key of this event's delivery list: its own key today."""
+    return event_key(key_part(event_id) + ":deliveries")
 
 
 def delivery_key(delivery_id: str) -> str:
@@ -196,7 +227,8 @@ def hash_pairs(flat: Any) -> dict[Any, Any]:
 
 
 def event_from_hash(data: Any) -> EventRecord | None:
-    """The event stored in a hash read with HGETALL (None when there was none)."""
+    """The event stored in a hash read with HGETALL (None when there was none); ValueError or KeyError for a
+    hash that is no event relay wrote (its fields missing or malformed)."""
     if not data:
         return None
     d = {_text(k): _text(v) for k, v in data.items()}

@@ -6,15 +6,18 @@ lease, and the counters, so that what /metrics and the events API show always ag
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis import Redis
+from redis.exceptions import RedisError
 
 from relay.core.model import Delivery, State, delivery_id, iso
 from relay.storage.digests import Digests
+from relay.storage.events import read_delivery_ids, read_delivery_page, read_events
 from relay.storage.leases import LEASES, LOSSES, READY, UNPLANNED, Leases, delivery_unit, event_unit
 from relay.storage.records import (
     DELIVERIES,
@@ -43,6 +46,7 @@ from relay.storage.records import (
     metric_field,
     now,
     parse_since,
+    squatter_key,
 )
 from relay.storage.scripts import CREATE, RESERVE_SLOT, UPDATE
 from relay.storage.tally import KindLabels, Tally
@@ -77,6 +81,9 @@ __all__ = [
 
 
 log = logging.getLogger("relay.storage")
+# Records stored by one script call (`Store.create_deliveries`): about 55 arguments each, so some 28,000 a
+# call, far from the 1,048,576 arguments Redis takes in one command (and a few MB at most).
+PLAN_CHUNK = 500
 
 
 def _held_op(record: Delivery, previous_state: State | None) -> str:
@@ -93,15 +100,22 @@ def _due(record: Delivery, at: float) -> str:
     return repr(at) if record.state in (State.QUEUED, State.RETRYING) else "-"
 
 
-def _read(data: Any) -> Delivery | None:
+def _read(data: Any, ident: str = "") -> Delivery | None:
     """The record in a hash as redis-py returns it; None for none, and for one in a state this relay does
-    not know (a newer relay's): such a record is listed by nobody and left as it is, never overwritten."""
+    not know (a newer relay's): such a record is listed by nobody and left as it is, never overwritten. A
+    record that cannot be read (a key of another type, a hash relay did not write) is logged, and None."""
+    if isinstance(data, Exception):
+        log.error("delivery unreadable (%s): left out", data, extra={"deliveryId": ident})
+        return None
     if not data:
         return None
     try:
         return delivery_from_hash({_text(k): _text(v) for k, v in data.items()})
     except UnknownState as exc:
         log.warning("delivery left alone: %s", exc, extra={"deliveryId": exc.delivery_id})
+        return None
+    except (KeyError, ValueError, TypeError) as exc:
+        log.error("delivery unreadable (%s: %s): left out", type(exc).__name__, exc, extra={"deliveryId": ident})
         return None
 
 
@@ -129,26 +143,22 @@ class Store:
         self.digests = Digests(redis, self.retention, self.tally)
         self._reserve = redis.register_script(RESERVE_SLOT)
         self._update = redis.register_script(UPDATE)
-        self._create = redis.register_script(CREATE)
+        self._create_script = redis.register_script(CREATE)
 
-    # -- events ---------------------------------------------------------------------------------
+    # -- events ----------------------------------------------------------------------------------
 
     def event(self, event_id: str) -> EventRecord | None:
-        return event_from_hash(self.redis.hgetall(event_key(event_id)))
+        return self.events([event_id]).get(event_id)
 
     def events(self, event_ids: Iterable[str]) -> dict[str, EventRecord]:
-        """The events of these ids that are still stored, in one round trip."""
-        ids = list(dict.fromkeys(event_ids))
-        if not ids:
-            return {}
-        pipe = self.redis.pipeline(transaction=False)
-        for i in ids:
-            pipe.hgetall(event_key(i))
-        found = (event_from_hash(data) for data in pipe.execute())
-        return {i: e for i, e in zip(ids, found, strict=True) if e is not None}
+        """The events of these ids that are still stored, in one round trip (`relay.storage.events`)."""
+        return read_events(self.redis, event_ids)
 
     def event_delivery_ids(self, event_id: str) -> list[str]:
-        return [_text(v) for v in self.redis.lrange(event_deliveries_key(event_id), 0, -1)]
+        return read_delivery_ids(self.redis, event_id)
+
+    def event_delivery_page(self, event_id: str, start: int, count: int) -> tuple[list[str], int]:
+        return read_delivery_page(self.redis, event_id, start, count)
 
     # -- deliveries -----------------------------------------------------------------------------
 
@@ -156,13 +166,33 @@ class Store:
         self, event_id: str, records: list[Delivery], take: set[str] | None = None, planned: str = ""
     ) -> list[Delivery]:
         """Store records that do not exist yet; return the stored state of every record. In the same round
-        trip (`relay.storage.leases`): this worker leases the records in `take` that it creates (one that
+        trips (`relay.storage.leases`): this worker leases the records in `take` that it creates (one that
         existed is another planner's, or due already), the other open ones are put among the due deliveries,
-        and the notification is done with
-        (`planned`: `leased`, this worker's lease on it dropped; `unleased`, taken out of the notifications to
-        plan). The records returned that this worker leased say so (`held_lease`)."""
-        to_take = take or set()
+        and the notification is done with (`planned`: `leased`, this worker's lease on it dropped; `unleased`,
+        taken out of the notifications to plan). The records returned that this worker leased say so
+        (`held_lease`).
+
+        The records go in chunks of PLAN_CHUNK, each one atomic script, and the notification is done with only
+        by the last: a planning stopped part way (Redis gone, the worker killed) is planned again whole, and
+        what the first try stored is found stored (never created, nor sent, twice). The leases taken by the
+        chunks stored before a failure are given back, due now."""
+        stored: list[Delivery] = []
+        try:
+            for start in range(0, max(1, len(records)), PLAN_CHUNK):
+                last = start + PLAN_CHUNK >= len(records)
+                chunk = records[start : start + PLAN_CHUNK]
+                stored += self._create(event_id, chunk, take or set(), planned if last else "")
+        except RedisError:
+            taken = [delivery_unit(r.id) for r in stored if r.held_lease]
+            with contextlib.suppress(RedisError):  # else this worker's sweep of its own leases does it
+                self.leases.give_back(self.owner, taken, now())
+            raise
+        return stored
+
+    def _create(self, event_id: str, records: list[Delivery], to_take: set[str], planned: str) -> list[Delivery]:
+        """One chunk of `create_deliveries`, in one round trip."""
         keys = [event_deliveries_key(event_id), DELIVERIES, FAILED, METRICS, LEASES, HELD, READY, LOSSES, UNPLANNED]
+        keys.append(squatter_key(event_id))
         args: list[Any] = [
             self.retention,
             self.owner,
@@ -182,7 +212,7 @@ class Store:
             args += [_held_op(record, None), _due(record, at), len(fields)]
             for pair in fields.items():
                 args.extend(pair)
-        outcome = [int(v) for v in self._create(keys=keys, args=args)]
+        outcome = [int(v) for v in self._create_script(keys=keys, args=args)]
         self.tally.add_many((metric, 1) for metric, made in zip(metrics, outcome, strict=True) if made % 2)
         for record, made in zip(records, outcome, strict=True):
             record.held_lease = made >= 2
@@ -200,16 +230,18 @@ class Store:
         return stored
 
     def delivery(self, delivery_id_: str) -> Delivery | None:
-        return _read(self.redis.hgetall(delivery_key(delivery_id_)))
+        return self.deliveries([delivery_id_])[0]
 
     def deliveries(self, ids: Iterable[str]) -> list[Delivery | None]:
+        """The records of these ids, None for each that is not stored, or cannot be read (logged: one bad
+        record takes no listing down)."""
         ids = list(ids)
         if not ids:  # a record that is no digest asks for its items: no round trip
             return []
         pipe = self.redis.pipeline(transaction=False)
         for i in ids:
             pipe.hgetall(delivery_key(i))
-        return [_read(data) for data in pipe.execute()]
+        return [_read(data, i) for i, data in zip(ids, pipe.execute(raise_on_error=False), strict=True)]
 
     def update(
         self,
@@ -335,6 +367,10 @@ class Store:
 
     def heartbeat(self, worker: str) -> None:
         self.redis.zadd(WORKERS, {worker: now()})
+
+    def forget_worker(self, worker: str) -> None:
+        """A worker that stops: no longer counted as seen (/readyz)."""
+        self.redis.zrem(WORKERS, worker)
 
     def worker_beats(self) -> dict[str, float]:
         """Each worker's last heartbeat."""

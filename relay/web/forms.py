@@ -3,23 +3,44 @@ read of its URL-encoded (or, for one-click unsubscribe, multipart) body."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from urllib.parse import parse_qsl, urlsplit
 
 from starlette.requests import ClientDisconnect, Request
 
+from relay.config import Config
+from relay.config.server import Network
+
 _MULTIPART_FIELD = re.compile(rb'name="([^"\r\n]{1,100})"\r\n(?:[^\r\n]*\r\n)*?\r\n([^\r\n]{0,1000})\r\n')
 
 
-def same_origin(request: Request) -> bool:
-    """A browser's POST names its page's origin: it must be this host (absent: an older client, allowed)."""
+def same_origin(request: Request, config: Config) -> bool:
+    """A browser's POST names its page's origin: it must be relay's own (absent: an older client, allowed).
+
+    relay's own host is the Host the request came to, `preferences.public_url`'s, and X-Forwarded-Host when
+    the request came from one of `server.trusted_proxies` (its last value: the one that proxy set). From
+    any other peer X-Forwarded-Host is the client's own word, and ignored."""
     source = request.headers.get("origin") or request.headers.get("referer")
     if source is None:
         return True
     if source == "null":
         return False
-    hosts = {request.headers.get("host", ""), request.headers.get("x-forwarded-host", "")} - {""}
-    return urlsplit(source).netloc in hosts
+    hosts = {request.headers.get("host", "")}
+    if config.preferences.public_url:
+        hosts.add(urlsplit(str(config.preferences.public_url)).netloc)
+    forwarded = request.headers.get("x-forwarded-host", "").rsplit(",", 1)[-1].strip()
+    if forwarded and _from_trusted_proxy(request, config.server.trusted_networks()):
+        hosts.add(forwarded)
+    return urlsplit(source).netloc in hosts - {""}
+
+
+def _from_trusted_proxy(request: Request, trusted: tuple[Network, ...]) -> bool:
+    try:
+        peer = ipaddress.ip_address(request.client.host if request.client else "")
+    except ValueError:
+        return False
+    return any(peer in network for network in trusted)
 
 
 FORM_MEDIA = ("application/x-www-form-urlencoded", "multipart/form-data")

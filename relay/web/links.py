@@ -1,10 +1,14 @@
 """Signed links to a person's preference page and one-click unsubscribe (relay.people).
 
-A link carries the person, its scope (`prefs`: the preference page; `unsub`: one kind on one channel) and
-when it was made, signed with HMAC-SHA256 under `preferences.secret`. A link that is tampered with, signed
-by another secret or made for another scope is refused (403); one older than `preferences.link_ttl` (as
-configured now, so shortening the TTL retires old links at once) is refused with 410. No state on the
-server: nothing to store, nothing to clean.
+A link carries the person whose preferences it may change, the address the message it came in was sent to,
+its scope (`prefs`: the preference page; `unsub`: one kind on one channel) and when it was made, signed with
+HMAC-SHA256 under `preferences.secret`. Whoever reads an address gets its links, so a link sent to an address
+names that address's person: the address itself, or the recipient's `userRef` only when relay could tie that
+address to it (relay.delivery.preferences.links). A link made by a support desk names its person and no
+address. A link that is tampered with, signed by another secret or made for another scope is refused (403);
+one older than `preferences.link_ttl` (as configured now, so shortening the TTL retires old links at once) is
+refused with 410, as is a link of the first shape (`v1`, before links named their address) for a `userRef`.
+No state on the server: nothing to store, nothing to clean.
 """
 
 from __future__ import annotations
@@ -13,27 +17,33 @@ import base64
 import binascii
 import hashlib
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from relay.config import PreferencesConfig
+from relay.core.preferences import literal_opt_out, person_key
 
 PREFERENCES_PATH = "/preferences/"
 UNSUBSCRIBE_PATH = "/unsubscribe/"
 SCOPE_PREFERENCES = "prefs"
 SCOPE_UNSUBSCRIBE = "unsub"
-_VERSION = "v1"
+_VERSION = "v2"
+_OLD_VERSION = "v1"  # person, no address: honoured only where the person is the address itself
 _SEP = "\n"
 MAX_TOKEN = 2048
+_RETIRED = (
+    "This link is from an older version of relay and no longer works. The link in your latest notification works."
+)
 CLOCK_SKEW = 300.0  # seconds: a link "made" further ahead than this was not made by this relay's clock
 
 
 class LinkRefused(Exception):
     """A link that is not honoured: 403 (not valid here) or 410 (expired). The message is safe to show."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, reason: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.reason = reason or {403: "invalid link", 410: "expired link"}.get(status, "refused")
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,7 @@ class Link:
     issued: float
     kind: str = ""  # unsubscribe links: the kind and channel they opt out of
     channel: str = ""
+    address: str = ""  # where the message with this link went ("" for a support desk's link)
 
 
 def _b64(data: bytes) -> str:
@@ -58,7 +69,7 @@ def _mac(secret: str, payload: bytes) -> bytes:
 
 
 def make_token(secret: str, link: Link) -> str:
-    fields = [_VERSION, link.scope, link.person, str(int(link.issued)), link.kind, link.channel]
+    fields = [_VERSION, link.scope, link.person, link.address, str(int(link.issued)), link.kind, link.channel]
     payload = _SEP.join(fields).encode()
     return f"{_b64(payload)}.{_b64(_mac(secret, payload))}"
 
@@ -79,14 +90,28 @@ def read_token(secret: str, token: str, scope: str, now: float, ttl: float) -> L
         fields = payload.decode().split(_SEP)
     except UnicodeDecodeError:
         raise invalid from None
-    if len(fields) != 6 or fields[0] != _VERSION or not fields[3].isdigit():
+    if len(fields) == 6 and fields[0] == _OLD_VERSION:
+        fields.insert(3, "")  # no address: read below as the first shape
+    elif len(fields) != 7 or fields[0] != _VERSION:
         raise invalid
-    link = Link(person=fields[2], scope=fields[1], issued=float(fields[3]), kind=fields[4], channel=fields[5])
-    if link.scope != scope or not link.person or link.issued > now + CLOCK_SKEW:
+    if not fields[4].isdigit():
         raise invalid
+    link = Link(fields[2], fields[1], float(fields[4]), fields[5], fields[6], fields[3])
+    if link.scope != scope or person_key(link.person) != link.person or link.issued > now + CLOCK_SKEW:
+        raise invalid
+    if link.scope == SCOPE_UNSUBSCRIBE and not literal_opt_out(link.kind, link.channel):
+        raise invalid  # one click changes its own kind on its own channel, never a pattern of kinds
     if now - link.issued > ttl:
         raise LinkRefused(410, "This link has expired. The link in your latest notification works.")
+    if fields[0] == _OLD_VERSION:
+        if not _is_address(link.person):
+            raise LinkRefused(410, _RETIRED, "retired link")
+        link = replace(link, address=link.person)  # sent to that address, as it names: honoured as such
     return link
+
+
+def _is_address(person: str) -> bool:
+    return ":" not in person and "@" in person
 
 
 def _base(config: PreferencesConfig) -> str | None:
@@ -95,18 +120,22 @@ def _base(config: PreferencesConfig) -> str | None:
     return config.public_url.rstrip("/")
 
 
-def preferences_url(config: PreferencesConfig, person: str, now: float) -> str | None:
-    """The person's preference page, signed (None without `preferences.public_url`)."""
+def preferences_url(config: PreferencesConfig, person: str, now: float, address: str = "") -> str | None:
+    """The person's preference page, signed (None without `preferences.public_url`); `address`: where the
+    message that carries it goes ("" for a support desk's link)."""
     base = _base(config)
     if base is None or config.secret is None:
         return None
-    return base + PREFERENCES_PATH + make_token(config.secret, Link(person, SCOPE_PREFERENCES, now))
+    return base + PREFERENCES_PATH + make_token(config.secret, Link(person, SCOPE_PREFERENCES, now, address=address))
 
 
-def unsubscribe_url(config: PreferencesConfig, person: str, kind: str, channel: str, now: float) -> str | None:
-    """One-click unsubscribe of this person from this kind on this channel, signed (None without a public URL)."""
+def unsubscribe_url(
+    config: PreferencesConfig, person: str, kind: str, channel: str, now: float, address: str = ""
+) -> str | None:
+    """One-click unsubscribe of this person from this kind on this channel, signed (None without a public URL,
+    or for what one click cannot change alone: `literal_opt_out`)."""
     base = _base(config)
-    if base is None or config.secret is None:
+    if base is None or config.secret is None or not literal_opt_out(kind, channel):
         return None
-    link = Link(person, SCOPE_UNSUBSCRIBE, now, kind, channel)
+    link = Link(person, SCOPE_UNSUBSCRIBE, now, kind, channel, address)
     return base + UNSUBSCRIBE_PATH + make_token(config.secret, link)

@@ -85,9 +85,9 @@ def test_a_merge_key_override_and_an_alias_are_no_repeat(tmp_path: Path) -> None
     assert problems == []
 
 
-def readme_snippet(title: str) -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split(f"## {title}", 1)[1]
+def docs_snippet(title: str) -> str:
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    section = text.split(f"## {title}", 1)[1]
     found = re.search(r"```yaml\n(.*?)```", section, re.DOTALL)
     assert found is not None
     return found.group(1)
@@ -95,7 +95,7 @@ def readme_snippet(title: str) -> str:
 
 def test_a_readme_snippet_appended_to_the_example_names_both_places(tmp_path: Path) -> None:
     example = (ROOT / "config.example.yaml").read_text(encoding="utf-8")
-    snippet = readme_snippet("Two routes worth copying")
+    snippet = docs_snippet("Two routes worth copying")
     lines = (example + snippet).splitlines()
     at = {key: [n for n, line in enumerate(lines, 1) if line.startswith(f"{key}:")] for key in ("channels", "routes")}
     assert all(len(found) == 2 for found in at.values())

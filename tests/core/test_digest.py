@@ -67,7 +67,8 @@ def test_relay_s_own_digest_in_each_format() -> None:
     assert txt.body.splitlines()[:4] == ["1. First <b>", "   one", "   two", "   received 2026-11-25T06:00:00.000Z"]
     assert "2. Second" in txt.body
     md = render_digest(renderer, ITEMS, "slack", None, 900, "md")
-    assert md.body.startswith("**1. First <b>**\none\ntwo\n_received 2026-11-25T06:00:00.000Z_")
+    # the platform's title and text are escaped for chat markdown, as every value in an md template
+    assert md.body.startswith("**1. First \\<b\\>**\none\ntwo\n_received 2026-11-25T06:00:00.000Z_")
     html = render_digest(renderer, ITEMS, "mail", "alice@example.com", 900, "html")
     assert html.format == "html" and "First &lt;b&gt;" in html.body and "First <b>" not in html.body
     assert "over 15m for alice@example.com" in html.body

@@ -19,6 +19,7 @@ from relay.core.preferences import (
     PreferenceError,
     Skip,
     apply,
+    claim_of,
     effect,
     from_stored,
     person_of,
@@ -70,6 +71,30 @@ def test_a_person_is_their_user_ref_else_their_email_lower_cased_and_never_a_gro
     assert person_of({"userRef": None, "spec": {"email": "Alice.Rossi@Example.COM"}}) == "alice.rossi@example.com"
     assert person_of({"userRef": "group:default/analytics"}) is None
     assert person_of({"userRef": None, "spec.email": None}) is None
+
+
+def test_a_recipient_claims_a_user_ref_and_an_address_and_a_user_ref_relay_cannot_key_is_no_person() -> None:
+    claim = claim_of({"userRef": "user:default/alice.rossi", "spec.email": "Alice@Example.com"})
+    assert claim.people() == ["user:default/alice.rossi", "alice@example.com"]
+    for unusable in ("user:default/" + "a" * 320, "user:default/a\x07b", "user:default/a\nb"):
+        claim = claim_of({"userRef": unusable, "spec.email": "carla@example.com"})
+        assert claim.people() == ["carla@example.com"] and claim.unusable_ref
+        assert person_of({"userRef": unusable, "spec.email": "carla@example.com"}) == "carla@example.com"
+    assert claim_of({"userRef": "group:default/analytics", "spec.email": "team@example.com"}).people() == []
+    assert claim_of({"userRef": None, "spec.email": "not an address"}).people() == []
+
+
+def test_a_delivery_obeys_every_one_of_its_people() -> None:
+    """Its userRef's and its address's preferences: either's opt-out skips it; it goes when both are in hours."""
+    by_ref = Preference("user:default/a", [], OFFICE)
+    evenings = [{"times": [{"start_time": "17:00", "end_time": "23:00"}], "location": "Europe/Rome"}]
+    by_address = Preference("a@example.com", [OptOut("notification:y")], evenings)
+    assert isinstance(
+        effect(_config(), [by_ref, by_address], _delivery("notification:y"), FRIDAY_EVENING, _never), Skip
+    )
+    monday_17_rome = datetime(2026, 11, 30, 16, 0, tzinfo=UTC).timestamp()
+    assert effect(_config(), [by_ref, by_address], _delivery(), FRIDAY_EVENING, _never) == Hold(monday_17_rome)
+    assert effect(_config(), [], _delivery(), FRIDAY_EVENING, _never) is None
 
 
 def test_an_opt_out_matches_by_kind_glob_with_or_without_prefix_and_by_channel() -> None:

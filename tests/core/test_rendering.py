@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from relay.core.markdown import escape_markdown
 from relay.core.model import Delivery, Notification
 from relay.core.rendering import PLATFORM, Renderer, candidates
 
@@ -338,15 +339,55 @@ HOSTILE_NAME = "<script>alert('x')</script> & \"Bob\""
     ("fmt", "expected_body"),
     [
         ("html", "<p>&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &#34;Bob&#34;</p>"),
-        ("md", f"<p>{HOSTILE_NAME}</p>"),
+        ("md", "<p>\\<script\\>alert\\('x'\\)\\</script\\> & \"Bob\"</p>"),  # escaped for chat markdown
         ("txt", f"<p>{HOSTILE_NAME}</p>"),
     ],
 )
-def test_payload_values_are_autoescaped_in_html_only(tdir: Path, fmt: str, expected_body: str) -> None:
+def test_payload_values_are_escaped_in_html_and_md_only(tdir: Path, fmt: str, expected_body: str) -> None:
     write(tdir, f"{KNAME}/default.{fmt}.j2", "<p>{{ body.requester.displayName }}</p>")
     out = Renderer(tdir).render(notification(body={"requester": {"displayName": HOSTILE_NAME}}), delivery(), fmt)
     assert out.error is None
     assert out.body == expected_body
+
+
+EVE = "<!channel> Eve <https://evil.example|re-login here>"
+EVE_MD = "\\<!channel\\> Eve \\<https://evil.example|re-login here\\>"
+
+
+def test_md_values_are_escaped_once_through_blocks_macros_and_partials(tdir: Path) -> None:
+    """What a `{% set %}` block, a macro or an included `.md.j2` partial outputs is not escaped again; the
+    operator's own markdown in them stays markdown."""
+    write(tdir, "_macros.md.j2", "{% macro row(label, value) %}- **{{ label }}:** {{ value }}{% endmacro %}")
+    write(tdir, "_part.md.j2", "[{{ body.name }}](https://docs.example/x_(y))")
+    write(
+        tdir,
+        f"{KNAME}/default.md.j2",
+        '{% import "_macros.md.j2" as m %}{% set intro %}Hi **{{ body.name }}** <3{% endset %}'
+        '{{ intro|trim }}\n{{ m.row("Who", body.name) }}\n{% include "_part.md.j2" %}',
+    )
+    out = Renderer(tdir).render(notification(body={"name": EVE}), delivery(), "md")
+    assert out.error is None
+    assert out.body == f"Hi **{EVE_MD}** <3\n- **Who:** {EVE_MD}\n[{EVE_MD}](https://docs.example/x_(y))"
+
+
+def test_safe_lets_an_operator_put_a_value_in_as_markdown(tdir: Path) -> None:
+    write(tdir, f"{KNAME}/default.md.j2", "{{ body.note|safe }} / {{ body.note }}")
+    out = Renderer(tdir).render(notification(body={"note": "see [docs](https://docs.example)"}), delivery(), "md")
+    assert out.body == "see [docs](https://docs.example) / see \\[docs\\]\\(https://docs.example\\)"
+
+
+def test_a_partial_not_named_md_is_not_escaped(tdir: Path) -> None:
+    """Escaping follows the file's name, as Jinja's HTML autoescape does: `x.j2` writes no known format."""
+    write(tdir, "_part.j2", "{{ body.name }}")
+    write(tdir, f"{KNAME}/default.md.j2", '{% include "_part.j2" %} {{ body.name }}')
+    out = Renderer(tdir).render(notification(body={"name": "<b>"}), delivery(), "md")
+    assert out.body == "<b> \\<b\\>"
+
+
+def test_md_titles_are_plain_text(tdir: Path) -> None:
+    write(tdir, f"{KNAME}/default.md.j2", "{% block title %}For {{ body.name }} \\o/{% endblock %}x")
+    out = Renderer(tdir).render(notification(body={"name": EVE + " a\\*b \\"}), delivery(), "md")
+    assert out.title == f"For {EVE} a\\*b \\ \\o/"
 
 
 @pytest.mark.parametrize("fmt", ["html", "md", "txt"])
@@ -365,7 +406,7 @@ def test_payload_values_are_never_evaluated(tdir: Path, payload_value: str, fmt:
     write(tdir, f"{KNAME}/default.{fmt}.j2", "{% block title %}{{ body.t }}{% endblock %}[{{ body.v }}]")
     out = Renderer(tdir).render(notification(body={"t": payload_value, "v": payload_value}), delivery(), fmt)
     assert out.error is None
-    assert out.body == f"[{payload_value}]"
+    assert out.body == f"[{escape_markdown(payload_value) if fmt == 'md' else payload_value}]"
     assert out.title == payload_value
     assert "49" not in out.body
 

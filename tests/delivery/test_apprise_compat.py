@@ -1,5 +1,5 @@
 """relay.delivery.apprise_compat: what relay reads behind Apprise's True/False, for each channel's real
-failure answers. These fail when a new Apprise or requests changes what relay relies on (see the README,
+failure answers. These fail when a new Apprise or requests changes what relay relies on (see docs/development.md,
 "Upgrading dependencies")."""
 
 from __future__ import annotations

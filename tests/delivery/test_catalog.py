@@ -130,6 +130,40 @@ def test_unknown_user_or_user_without_email_is_skipped(
     assert smtp.mails == []
 
 
+def test_references_with_dot_segments_never_reach_the_platform(
+    catalog_rt: Runtime, platform: FakePlatform, smtp: SmtpSink
+) -> None:
+    """`..:../secrets` made relay GET /api/catalog/secrets with its JWT (the client removes dot segments).
+    Each part is one percent-encoded segment; `.` and `..` are refused, the delivery skipped, nothing asked."""
+    platform.groups["sneaky"] = ["user:../secrets", "user:default/dario.blu"]
+    payload = managers_message(
+        user("..:../secrets"),
+        user("user:default/.."),
+        user("user:./x"),
+        user("user:team a/b?c#d%2E%2E"),
+        {"userRef": "group:default/sneaky", "spec.email": None},
+    )
+    with TestClient(create_app(catalog_rt)) as client:
+        post(client, payload)
+        run_worker(catalog_rt)
+        records = {d["recipient"]: d for d in states(client, payload) if d["channel"] == "requester-email"}
+    prefix = "/api/catalog/entities/by-name/"
+    assert sorted(platform.paths) == [
+        prefix + "group/default/sneaky",
+        prefix + "user/default/dario.blu",  # the group's other member
+        prefix + "user/team%20a/b%3Fc%23d%252E%252E",  # reserved characters and `%` encoded: still one segment
+    ]
+    reasons = {ref: records[ref]["lastError"] for ref in ("..:../secrets", "user:default/..", "user:./x")}
+    said = "recipient reference {!r} not looked up in the platform catalog: its {} is {!r}"
+    assert reasons == {
+        "..:../secrets": said.format("..:../secrets", "kind", ".."),
+        "user:default/..": said.format("user:default/..", "name", ".."),
+        "user:./x": said.format("user:./x", "namespace", "."),
+    }
+    assert all(records[ref]["state"] == "skipped" for ref in reasons)
+    assert [m.envelope_to for m in smtp.mails] == [["dario.blu@example.com"]]
+
+
 def test_platform_down_retries_the_lookup_and_others_go_on(
     catalog_rt: Runtime, platform: FakePlatform, smtp: SmtpSink, sink: HttpSink
 ) -> None:

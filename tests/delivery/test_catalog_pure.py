@@ -21,6 +21,11 @@ from relay.delivery.catalog import EntityRef, entity_email, member_refs
         ("group:data-managers", ("group", "default", "data-managers")),
         ("jane", None),
         ("user:", None),
+        # a part that is a dot segment is refused; one with a slash is one encoded segment
+        ("..:../secrets", None),
+        ("user:default/..", None),
+        ("user:./jane", None),
+        ("user:../../api/jane", ("user", "../../api", "jane")),
     ],
 )
 def test_entity_refs(text: str, parsed: tuple[str, str, str] | None) -> None:

@@ -15,7 +15,9 @@ import pytest
 import responses
 from starlette.testclient import TestClient
 
+from relay.core.model import Delivery, Notification
 from relay.core.outcome import Delivered, Permanent, Transient
+from relay.core.rendering import Rendered, Renderer
 from relay.delivery.channels import native_url, send
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
@@ -133,6 +135,85 @@ def test_teams_workflow_gets_an_adaptive_card(http: responses.RequestsMock) -> N
             }
         ],
     }
+
+
+# --- payload values are text, not markup ----------------------------------------------------------
+
+EVE = "<!channel> Eve <https://evil.example|re-login here>"  # an @channel ping and a disguised link in Slack
+RESOURCE = "Invoices [re-login](https://evil.example)"  # a disguised link in Teams
+FIELDS = (
+    "- *Resource URN:* urn:dmb:cmp:finance:invoices:1:output-port-sql\n- *System:* Invoices 1.2.0\n"
+    "- *Domain:* finance\n- *Environment:* production\n- *Requested at:* 2026-11-20 09:14 UTC\n"
+    "- *Requested for:* user:default/alice.rossi, group:default/analytics-team\n- *Reason:* Quarterly close analysis"
+)
+OPEN = "https://platform.example.com/marketplace/systems/urn:dmb:dp:finance:invoices:1"
+
+
+def hostile_rendering() -> Rendered:
+    """The system owner's message from relay's shipped md template, with hostile names in the payload."""
+    data = sample_notification()
+    data["body"]["requester"]["displayName"] = EVE
+    data["body"]["requestedResource"]["consumableInterface"]["displayName"] = RESOURCE
+    notification = Notification.model_validate(data)
+    rtype = notification.messages[0].recipientType_v2
+    record = Delivery("d1", "e1", notification.kind, 0, "owners", "auto", 3, 0.0, 0.0, rtype)
+    rendered = Renderer(None, {"platform_url": "https://platform.example.com"}).render(notification, record, "md")
+    assert rendered.template == "access-control-request-failed/system-owner.md.j2"
+    return rendered
+
+
+def test_payload_values_reach_slack_as_text_with_no_ping_and_no_link(http: responses.RequestsMock) -> None:
+    http.add(responses.POST, SLACK_HOOK, body="ok")
+    rendered = hostile_rendering()
+    assert isinstance(send(SLACK_URL, rendered.title, rendered.body, "md"), Delivered)
+    header, section = posted(http)["attachments"][0]["blocks"][:2]
+    assert header["text"] == {"type": "plain_text", "text": f"Access request failed: {RESOURCE}", "emoji": True}
+    # Slack shows &lt; &gt; &amp; as < > &: the same words, with no @channel and no link but the template's own.
+    eve = "&lt;!channel&gt; Eve &lt;https://evil.example|re-login here&gt;"
+    assert section["text"] == {
+        "type": "mrkdwn",
+        "text": f"The access request by *{eve}* for *{RESOURCE}* (Invoices 1.2.0, production) failed.\n\n"
+        f"You receive this because you own Invoices.\n\n- *Requester:* {eve}\n- *Resource:* {RESOURCE}\n"
+        f"{FIELDS}\n\nPlease review the request and the system's access settings.\n\n"
+        f"<{OPEN}|Open Invoices in the platform>",
+    }
+
+
+def test_payload_values_reach_a_teams_card_as_text_with_no_link(http: responses.RequestsMock) -> None:
+    http.add(responses.POST, re.compile(r"https://prod-01\.westeurope\.logic\.azure\.com(:443)?/.*"))
+    rendered = hostile_rendering()
+    assert isinstance(send(TEAMS_URL, rendered.title, rendered.body, "md"), Delivered)
+    title, body = posted(http)["attachments"][0]["content"]["body"][1:]
+    # A card's TextBlocks are markdown, its title too: CommonMark's backslash escapes show the characters.
+    resource = "Invoices \\[re-login\\]\\(https://evil.example\\)"
+    eve = "\\<!channel\\> Eve \\<https://evil.example|re-login here\\>"
+    assert title["text"] == f"Access request failed: {resource}"
+    assert body["text"] == (
+        f"The access request by **{eve}** for **{resource}** (Invoices 1.2.0, production) failed.\n\n"
+        f"You receive this because you own Invoices.\n\n- **Requester:** {eve}\n- **Resource:** {resource}\n"
+        + FIELDS.replace("*", "**")
+        + f"\n\nPlease review the request and the system's access settings.\n\n[Open Invoices in the platform]({OPEN})"
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (SLACK_URL, "&lt;!channel&gt; Eve &lt;https://evil.example|re-login here&gt; &amp; [x](https://e.example)"),
+        (
+            TEAMS_URL,
+            "<\\!channel\\> Eve <https://evil\\.example\\|re\\-login here\\> & \\[x\\]\\(https://e\\.example\\)",
+        ),
+    ],
+)
+def test_the_platforms_own_text_is_sent_as_text(http: responses.RequestsMock, url: str, expected: str) -> None:
+    """With no template the platform's text goes as plain text, which Apprise escapes for each service (a
+    guard: this held before relay escaped template values)."""
+    http.add(responses.POST, re.compile(r"https://.*"), body="ok")
+    assert isinstance(send(url, "T", f"{EVE} & [x](https://e.example)", "txt"), Delivered)
+    sent = posted(http)
+    text = sent["attachments"][0]["text"] if url == SLACK_URL else sent["attachments"][0]["content"]["body"][2]["text"]
+    assert text == expected
 
 
 def test_slack_failure_is_reported_without_the_token(http: responses.RequestsMock) -> None:

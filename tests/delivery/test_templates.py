@@ -195,10 +195,16 @@ def hostile_sample() -> dict[str, Any]:
     return data
 
 
-@pytest.mark.parametrize("fmt", ["md", "txt"])
-def test_payload_values_are_raw_in_text_formats(fmt: str) -> None:
-    out = render(hostile_sample(), fmt)
+def test_payload_values_are_raw_in_text() -> None:
+    out = render(hostile_sample(), "txt")
     assert HOSTILE in out.body
+    assert "49" not in out.body
+
+
+def test_payload_values_are_escaped_for_chat_markdown() -> None:
+    out = render(hostile_sample(), "md")
+    assert "\\<script\\>alert\\('x'\\)\\</script\\> & {{ 7*7 }} {% if true %}yes{% endif %}" in out.body
+    assert "**R&D \\<data\\>**" in out.body
     assert "49" not in out.body
 
 

@@ -22,7 +22,7 @@ from tests.servers import HttpSink, SmtpSink, free_port, wait_for
 RELAY = str(Path(sys.executable).parent / "relay")
 TOKEN = "serve-token-1234"
 ADMIN = "serve-admin-5678"
-ALICE = "user:default/alice.rossi"
+ALICE_MAIL = "alice.rossi@example.com"  # no catalog: her links are her address's
 
 
 def _call(
@@ -106,7 +106,7 @@ def test_one_click_through_relay_serve_holds_across_a_restart(tmp_path: Path, si
         assert link.startswith(base + "/unsubscribe/")
         # A scanner's GET changes nothing; the one-click POST does.
         assert _call(link)[0] == 200
-        assert _admin(base, f"/api/v1/people/{quote(ALICE, safe='')}/preferences")["optOuts"] == []
+        assert _admin(base, f"/api/v1/people/{quote(ALICE_MAIL, safe='')}/preferences")["optOuts"] == []
         form = urlencode({"List-Unsubscribe": "One-Click"}).encode()
         status, _, _ = _call(link, form, {"Content-Type": "application/x-www-form-urlencoded"}, "POST")
         assert status == 200
@@ -117,7 +117,7 @@ def test_one_click_through_relay_serve_holds_across_a_restart(tmp_path: Path, si
         wait_for(lambda: len(sink.at("/serve-owners")) == 4, timeout=30)
 
     with _serve(config, base):  # relay and its embedded Redis started again
-        stored = _admin(base, f"/api/v1/people/{quote(ALICE, safe='')}/preferences")
+        stored = _admin(base, f"/api/v1/people/{quote(ALICE_MAIL, safe='')}/preferences")
         assert stored["optOuts"] == [{"kind": "notification:access-control-request-failed", "channel": "email"}]
         event_id = _post(base)
         state = wait_for(lambda: _email_state(base, event_id), timeout=30)

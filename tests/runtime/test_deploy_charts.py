@@ -41,6 +41,7 @@ EXPECTED_KINDS = {
     ("autoscaling/v2", "HorizontalPodAutoscaler"),
     ("policy/v1", "PodDisruptionBudget"),
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("networking.k8s.io/v1", "Ingress"),
 }
 
 
@@ -118,6 +119,10 @@ def helm_sets() -> list[str]:
         "secrets.RELAY_WEBHOOK_TOKEN=w",
         "--set",
         "metrics.serviceMonitor.enabled=true",
+        "--set",
+        "ingress.public.enabled=true",
+        "--set",
+        "ingress.internal.enabled=true",
     ]
 
 
@@ -246,6 +251,50 @@ def test_the_chart_config_is_a_valid_relay_config(tmp_path: Path) -> None:
     assert config.server.host == "0.0.0.0" and config.server.port == v["api"]["port"]
     assert config.redis.url == "redis://redis:6379/0" and config.worker_threads == v["worker"]["threads"]
     assert config.server.auth.enabled and config.server.admin_tokens
+
+
+def _paths(ingress: dict[str, Any]) -> dict[str, str]:
+    [rule] = ingress["spec"]["rules"]
+    return {p["path"]: p["pathType"] for p in rule["http"]["paths"]}
+
+
+def test_the_public_ingress_carries_the_webhook_and_peoples_pages_only() -> None:
+    docs = rendered_docs()
+    public, internal = by_name(docs, "Ingress", "-public"), by_name(docs, "Ingress", "-internal")
+    webhook = values()["config"]["server"]["path"] if HELM else PLACEHOLDER
+    assert _paths(public) == {webhook: "Exact", "/preferences/": "Prefix", "/unsubscribe/": "Prefix"}
+    # The routes of relay's app that these prefixes reach are exactly the public ones.
+    app = (DEPLOY.parent / "relay" / "runtime" / "app.py").read_text()
+    public_routes = set(re.findall(r'Route\("(/(?:preferences|unsubscribe)/[^"]*)"', app))
+    assert public_routes == {"/preferences/{token}", "/unsubscribe/{token}"}
+    for path in _paths(public):
+        assert not path.startswith(("/ui", "/api", "/metrics", "/openapi")), path
+    assert _paths(internal) == {"/": "Prefix"}
+    for ingress in (public, internal):
+        for p in ingress["spec"]["rules"][0]["http"]["paths"]:
+            assert p["backend"]["service"]["port"] == {"name": "http"}  # the Service's port name
+    v = values()["ingress"]
+    assert v["public"]["enabled"] is False and v["internal"]["enabled"] is False  # opt-in: hosts are yours
+
+
+def test_values_are_right_about_sentinel_and_replicas() -> None:
+    from relay.config.urls import SENTINEL
+
+    text = (CHART / "values.yaml").read_text()
+    assert "not supported" not in text.lower() and "one URL today" not in text
+    assert f"{SENTINEL}://" in text
+    redis = values()["redis"]
+    assert redis["minReplicas"] == 0 and redis["replicaTimeout"] == "1s"
+    helpers = (TEMPLATES / "_helpers.tpl").read_text()
+    assert "RELAY_REDIS__MIN_REPLICAS" in helpers and "RELAY_REDIS__REPLICA_TIMEOUT" in helpers
+    assert "{{- if .Values.redis.minReplicas }}" in helpers  # 0: nothing set, the config's default
+
+
+def test_the_chart_version_names_relays_version() -> None:
+    import relay
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == relay.__version__
 
 
 def _values_paths(text: str) -> set[str]:

@@ -84,6 +84,7 @@ def test_idle_worker_stops_promptly(redis: Redis, redis_server: EmbeddedRedis, t
         # Idle: RQ registers a worker a moment before it installs its signal handlers; once it waits for
         # jobs, they are in place.
         wait_for(lambda: [w.get_state() for w in Worker.all(connection=redis)] == ["idle"], timeout=30)
+        wait_for(lambda: redis.zcard(WORKERS) == 1, timeout=10)  # its beat: /readyz counts it
         proc.send_signal(signal.SIGTERM)
         started = time.monotonic()
         assert proc.wait(20) == 0
@@ -93,6 +94,7 @@ def test_idle_worker_stops_promptly(redis: Redis, redis_server: EmbeddedRedis, t
             proc.kill()
             proc.wait()
     assert Worker.all(connection=redis) == []
+    assert redis.zcard(WORKERS) == 0  # stopped, it is no longer counted as a live worker
 
 
 def _scheduled_job_runs(redis: Redis, timeout: float) -> float:

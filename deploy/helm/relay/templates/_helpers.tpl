@@ -49,7 +49,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
-{{/* Environment both Deployments share: the Redis URL (from a Secret) and the data directory. */}}
+{{/* Environment both Deployments share: the Redis URL (from a Secret), the replicas a 202 waits for, and
+the data directory. */}}
 {{- define "relay.env" -}}
 {{- if .Values.redis.existingSecret }}
 - name: RELAY_REDIS__URL
@@ -59,6 +60,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
       key: {{ .Values.redis.existingSecretKey }}
 {{- else if not (or .Values.redis.url .Values.existingSecret) }}
 {{- fail "set redis.url (or redis.existingSecret): relay needs an external Redis with persistence" }}
+{{- end }}
+{{- if .Values.redis.minReplicas }}
+- name: RELAY_REDIS__MIN_REPLICAS
+  value: {{ .Values.redis.minReplicas | quote }}
+- name: RELAY_REDIS__REPLICA_TIMEOUT
+  value: {{ .Values.redis.replicaTimeout | quote }}
 {{- end }}
 - name: RELAY_DATA_DIR
   value: /data

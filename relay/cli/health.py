@@ -1,0 +1,92 @@
+"""`relay health`: the container image's HEALTHCHECK, right for the role the container runs.
+
+- The API (`relay serve`, `relay api`): GET /healthz on this machine, on `server.port` as configured (the
+  config file and environment, and the `--config`, `--host` and `--port` that relay was started with).
+- A worker (`relay worker`): its own heartbeat, the file it touches at each beat that reached Redis
+  (`relay.runtime.beatfile`), at most `WORKER_SEEN_WITHIN` seconds old.
+
+Without `--api` or `--worker`, the role is read from the command line of PID 1, which in a container is
+relay itself; elsewhere (PID 1 is an init system) it is the API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from relay.cli.common import Command
+
+ROLES = ("serve", "api", "worker")
+TIMEOUT = 3.0
+MAX_BEAT_AGE = 30.0  # as /readyz: a worker seen in the last 30 s
+
+
+def relay_command(cmdline: bytes) -> tuple[str | None, argparse.Namespace]:
+    """The relay role a process's command line runs, and its --config, --host and --port (or None)."""
+    argv = [a.decode(errors="replace") for a in cmdline.split(b"\0") if a]
+    options = argparse.ArgumentParser(add_help=False)
+    for flag in ("--config", "--host", "--port"):
+        options.add_argument(flag)
+    for i, arg in enumerate(argv[1:], start=1):
+        # `relay serve` (the console script, any path) or `python -m relay serve`
+        if arg in ROLES and Path(argv[i - 1]).name == "relay":
+            found, _ = options.parse_known_args(argv[i + 1 :])
+            return arg, found
+    return None, options.parse_known_args([])[0]
+
+
+def _pid1() -> tuple[str | None, argparse.Namespace]:
+    try:
+        return relay_command(Path("/proc/1/cmdline").read_bytes())
+    except OSError:
+        return relay_command(b"")
+
+
+def check_worker() -> tuple[bool, str]:
+    from relay.runtime import beatfile
+
+    age = beatfile.age()
+    if age is None:
+        return False, f"no worker heartbeat here ({beatfile.beat_file()} is missing)"
+    if age > MAX_BEAT_AGE:
+        return False, f"the worker's last heartbeat is {age:.0f} s old (more than {MAX_BEAT_AGE:.0f} s)"
+    return True, f"the worker beat {age:.0f} s ago"
+
+
+def check_api(config_file: str | None, host: str | None, port: str | None) -> tuple[bool, str]:
+    from relay.config import load_config
+    from relay.runtime.listening import local_url
+
+    server = load_config(config_file).server
+    url = local_url(host or server.host, int(port) if port else server.port) + "/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as answer:
+            status = answer.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except OSError as exc:
+        return False, f"{url}: {exc}"
+    return status == 200, f"{url} answered {status}"
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    role, started_with = _pid1()
+    if args.role is not None:
+        role = args.role
+    if role == "worker":
+        ok, text = check_worker()
+    else:
+        ok, text = check_api(args.config or started_with.config, started_with.host, started_with.port)
+    print(f"{'healthy' if ok else 'unhealthy'}: {text}", file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1
+
+
+def add_commands(command: Command) -> None:
+    c = command("health", "exit 0 if this machine's relay is healthy: the API's /healthz, or a worker's heartbeat")
+    role = c.add_mutually_exclusive_group()
+    role.add_argument("--api", dest="role", action="store_const", const="api", help="check the API's /healthz")
+    role.add_argument("--worker", dest="role", action="store_const", const="worker", help="check a worker's beat")
+    c.set_defaults(func=cmd_health, role=None)

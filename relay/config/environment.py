@@ -1,0 +1,197 @@
+"""Settings from the environment, read by pydantic-settings: `RELAY_SECTION__KEY=value` (docs/configuration.md,
+"Settings from the environment"). A value is the exact string given (a token `1234`, `0x1f`, `yes`, a date,
+`null` and `~` all stay strings), converted only by the config's own validation (`9000` for a port);
+lists and mappings are JSON. `RELAY_<KEY>_FILE=/run/secrets/x` reads the value from a file (Docker and
+Kubernetes mount secrets as files). Every problem is returned, never the value of a variable."""
+
+from __future__ import annotations
+
+import functools
+import json
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+from pydantic import BaseModel, create_model
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+
+from relay.config.messages import key_path
+
+ENV_PREFIX = "RELAY_"
+FILE_SUFFIX = "_FILE"
+NESTED = "__"
+# Config keys that are not settings: where the file was read from.
+_NOT_SETTINGS = frozenset({"base_dir"})
+_JSON_HINT = 'write a list as JSON (["a", "b"]) and a mapping as JSON ({"key": "value"})'
+
+
+class _Settings(BaseSettings):
+    # The source only gathers values, it never validates: a key the models lack reaches the config's own
+    # validation, which names it (`server.bogus: unknown key`).
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter=NESTED, case_sensitive=False, extra="ignore"
+    )
+
+
+class _NotJson:
+    """A list or mapping value that JSON could not read: reported with its variable's name, then dropped."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class _Source(EnvSettingsSource):
+    """pydantic-settings' own environment source, reading the given variables (not the process's, so that a
+    caller and the tests choose them) and keeping a value that is not JSON where JSON is needed as a problem
+    rather than stopping at the first."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        super().__init__(settings_cls)
+        # Names are matched in any case after the prefix (case_sensitive=False lowers them).
+        self.env_vars = {name.lower(): value for name, value in environ.items()}
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo | None, value: Any) -> Any:
+        try:
+            return super().decode_complex_value(field_name, field, value)  # type: ignore[arg-type]
+        except ValueError as exc:
+            # A union (`digest: 15m` or a mapping) or a mapping's value keeps its string: validation reads it.
+            if field is None or _is_union(field.annotation):
+                raise
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not JSON"
+            return _NotJson(reason)
+
+
+def _is_union(annotation: Any) -> bool:
+    return get_origin(annotation) in (typing.Union, types.UnionType)
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+@functools.cache
+def _settings_class(model: type[BaseModel]) -> type[BaseSettings]:
+    """A settings class with the model's fields, for pydantic-settings to know which names are keys and which
+    keys take JSON; the model itself validates what comes out."""
+    fields: dict[str, Any] = {
+        name: (info.annotation, info) for name, info in model.model_fields.items() if name not in _NOT_SETTINGS
+    }
+    return create_model(f"{model.__name__}FromEnvironment", __base__=_Settings, **fields)
+
+
+def _key_path(model: type[BaseModel], rest: str) -> list[str] | None:
+    """The key path whose names, joined by '_', spell `rest` (server_max_body_bytes -> server.max_body_bytes)."""
+    found: list[list[str]] = []
+    for field_name, info in model.model_fields.items():
+        key = info.alias or field_name
+        if rest == key:
+            found.append([key])
+        elif rest.startswith(key + "_") and _is_model(info.annotation):
+            tail = _key_path(info.annotation, rest[len(key) + 1 :])  # type: ignore[arg-type]
+            if tail:
+                found.append([key, *tail])
+    return found[0] if len(found) == 1 else None
+
+
+def _parts(model: type[BaseModel], name: str) -> list[str] | None:
+    """The key path a RELAY_ variable names (`__` between levels, or a single `_` where it names exactly one
+    key), or None when its first name is not a section of the config."""
+    rest = name[len(ENV_PREFIX) :].lower()
+    parts = [p for p in rest.split(NESTED) if p] if NESTED in rest else _key_path(model, rest) or []
+    # Only names of config sections count: RELAY_WEBHOOK_TOKEN may be a secret for ${...}.
+    if not parts or parts[0] not in model.model_fields or parts[0] in _NOT_SETTINGS:
+        return None
+    return parts
+
+
+def _is_key(model: type[BaseModel], parts: list[str]) -> bool:
+    """Whether the path names a key of the model (through sections and the entries of a mapping)."""
+    annotation: Any = model
+    for part in parts:
+        if _is_model(annotation):
+            info = next(
+                (f for n, f in annotation.model_fields.items() if part in {n, f.alias}),
+                None,
+            )
+            if info is None:
+                return False
+            annotation = info.annotation
+        elif get_origin(annotation) is dict:
+            annotation = get_args(annotation)[-1]
+        else:
+            return False
+        if _is_union(annotation):  # `DigestConfig | None`: the model in it
+            annotation = next((a for a in get_args(annotation) if _is_model(a)), annotation)
+    return True
+
+
+def _read_secret(name: str, file: str, problems: list[str]) -> str | None:
+    """The file's text without its trailing newline; a problem naming the variable and the file (never the
+    content) when it cannot be read."""
+    try:
+        return Path(file).read_text(encoding="utf-8").rstrip("\r\n")
+    except OSError as exc:
+        problems.append(f"{name}: cannot read the file {file!r} it names: {exc.strerror or exc}")
+    except UnicodeDecodeError:
+        problems.append(f"{name}: the file {file!r} it names is not UTF-8 text")
+    return None
+
+
+def _variables(model: type[BaseModel], environ: Mapping[str, str], problems: list[str]) -> dict[str, tuple[str, str]]:
+    """The RELAY_ variables under a section of the config, by key path (joined by `__`, single-`_` names spelt
+    out) with the name given and the value (a `_FILE` one read from its file); a key set twice is a problem."""
+    found: dict[str, str | None] = {}
+    given: dict[str, str] = {}  # key -> the name that set it, for messages
+    for name, value in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        parts = _parts(model, name)
+        stem = name[: -len(FILE_SUFFIX)] if name.upper().endswith(FILE_SUFFIX) else ""
+        stem_parts = _parts(model, stem) if stem else None
+        wanted: str | None = value
+        if (parts is None or not _is_key(model, parts)) and stem_parts and _is_key(model, stem_parts):
+            parts, wanted = stem_parts, _read_secret(name, value, problems)
+        if parts is None:
+            continue  # not a config key: free for ${...}
+        # An unknown key under a section goes on: validation names it (`server.bogus: unknown key`).
+        key = NESTED.join(parts)
+        if key in given:
+            problems.append(f"{given[key]} and {name}: both set {key_path(tuple(parts))}; keep one")
+            continue
+        given[key], found[key] = name, wanted
+    return {key: (given[key], value) for key, value in found.items() if value is not None}
+
+
+def environment_settings(model: type[BaseModel], environ: Mapping[str, str], problems: list[str]) -> dict[str, Any]:
+    """The config's keys set by RELAY_ variables, as nested data for the model to validate; each problem (a
+    `_FILE` that cannot be read, a list that is not JSON, a key set twice) added to problems."""
+    found = _variables(model, environ, problems)
+    data = _Source(_settings_class(model), {ENV_PREFIX + key: value for key, (_, value) in found.items()})()
+    names = {tuple(key.split(NESTED)): name for key, (name, _) in found.items()}
+    _drop_not_json(data, (), names, problems)
+    return data
+
+
+def _drop_not_json(
+    node: dict[str, Any], loc: tuple[str, ...], names: dict[tuple[str, ...], str], problems: list[str]
+) -> None:
+    for key in list(node):
+        value, here = node[key], (*loc, key)
+        if isinstance(value, dict):
+            _drop_not_json(value, here, names, problems)
+        elif isinstance(value, _NotJson):
+            name = names.get(tuple(k.lower() for k in here), ENV_PREFIX + NESTED.join(here).upper())
+            problems.append(f"{key_path(here)}: {name} is not JSON ({value.reason}); {_JSON_HINT}")
+            del node[key]
+
+
+def merge(data: dict[str, Any], overrides: dict[str, Any]) -> None:
+    """The overrides laid over the file's data: mappings merged key by key, any other value replaced."""
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            merge(data[key], value)
+        else:
+            data[key] = value

@@ -1,0 +1,23 @@
+"""How many deliveries a notification plans, counted at intake from the routes alone (no I/O): what
+`server.limits.max_deliveries` bounds. Pure, like the routing it follows (`relay.core.routing`)."""
+
+from __future__ import annotations
+
+from relay.config import Config
+from relay.core.model import Notification
+from relay.core.routing import matcher_view, route_message
+
+
+def deliveries_per_message(config: Config, notification: Notification) -> list[int]:
+    """Per message, the deliveries planning makes for it at most: one per channel its routes take, and, for a
+    per-recipient channel, one per recipient listed. An upper bound: planning makes one delivery per
+    address, so a recipient listed twice with one e-mail counts twice here and is planned once. A group's
+    members and fallbacks are made later, one delivery at a time, and are not counted."""
+    fields = matcher_view(notification) if any(r.compiled_matchers for r in config.routes) else None
+    counts = []
+    for message in notification.messages:
+        routing = route_message(config, notification.kind, message, fields)
+        channels = dict.fromkeys(name for route in routing.routes for name in route.channels)
+        per_recipient = sum(1 for name in channels if config.channels[name].per_recipient)
+        counts.append(len(channels) - per_recipient + per_recipient * len(message.recipients))
+    return counts

@@ -1,0 +1,41 @@
+"""A worker's heartbeat on this machine: a file touched at each beat that reached Redis.
+
+`relay health --worker` (a container's HEALTHCHECK for `relay worker`) reads its age: a worker serves no
+HTTP, and this file says what its beat in Redis says (alive, and reaching Redis) without asking Redis which
+beat is this container's. It lives in the temporary directory ($TMPDIR, else /tmp), one a machine (a
+container), and goes when the worker stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from pathlib import Path
+
+NAME = "relay-worker.beat"
+
+
+def beat_file() -> Path:
+    return Path(tempfile.gettempdir()) / NAME
+
+
+def touch(path: Path | None = None) -> None:
+    """A beat; a temporary directory that cannot be written only leaves the health check without one."""
+    with contextlib.suppress(OSError):
+        (path or beat_file()).touch()
+
+
+def remove(path: Path | None = None) -> None:
+    with contextlib.suppress(OSError):
+        (path or beat_file()).unlink()
+
+
+def age(path: Path | None = None, now: float | None = None) -> float | None:
+    """Seconds since the last beat, or None if no worker beats here."""
+    try:
+        mtime = os.stat(path or beat_file()).st_mtime
+    except OSError:
+        return None
+    return max(0.0, (time.time() if now is None else now) - mtime)

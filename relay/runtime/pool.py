@@ -1,0 +1,190 @@
+"""`relay serve`'s worker processes: started, restarted with back-off when one dies, given up on when one
+cannot start, and stopped within a deadline.
+
+- One thread (`relay-workers`) starts every worker and watches them: the kernel SIGTERMs a worker when the
+  thread that started it ends (`relay.runtime.children`), and this thread lives until the stop.
+- Restarts follow `relay.runtime.restarts`: back-off 1 s doubling to 30 s; a worker that fails to start
+  `GIVE_UP_AFTER` times in a row makes the pool call `on_give_up` (relay serve stops and exits non-zero),
+  with the cause in `failure`: the worker's exit and the last line it wrote on stderr.
+- Each worker's stderr goes through a pipe to relay serve's own stderr, line by line, so that its last
+  line is known when it dies.
+- Each worker knows relay serve's pid (`PARENT_PID_ENV`): a worker whose parent is no longer that process
+  ends (`relay.runtime.children.parent_gone`), right even when relay serve is PID 1 of a container.
+- The stop: SIGTERM to every worker at once (`begin_stop`, as soon as relay serve is asked to stop), then
+  SIGKILL to any still running `STOP_SECONDS` later, a worker that was just restarted included.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from relay.core.redaction import scrub
+from relay.runtime.children import PARENT_PID_ENV, die_with_parent
+from relay.runtime.redis_keeper import describe_exit
+from relay.runtime.restarts import DEFAULT_POLICY, Backoff, Policy
+
+log = logging.getLogger("relay.serve")
+# From the stop's start to SIGKILL: with the embedded Redis's stop after it, relay serve stops within 20 s.
+STOP_SECONDS = 15.0
+POLL_SECONDS = 0.25
+
+
+@dataclass
+class Child:
+    proc: subprocess.Popen[bytes]
+    pump: threading.Thread | None = None
+    context: Hashable = None  # what `Workers.context` said at its start
+    last_line: list[str] = field(default_factory=lambda: [""])  # written by the pump thread
+
+    def cause(self) -> str:
+        code = self.proc.returncode
+        text = describe_exit(code if code is not None else 0)
+        line = scrub(self.last_line[0])  # a worker's log lines are scrubbed already; a traceback is not
+        return f"{text} (its last line on stderr: {line})" if line else f"{text} (nothing on stderr)"
+
+
+@dataclass
+class Slot:
+    backoff: Backoff
+    child: Child | None = None
+    start_at: float = 0.0
+
+
+class Workers:
+    def __init__(
+        self,
+        count: int,
+        config_file: Path | None,
+        env: dict[str, str],
+        on_give_up: Callable[[], None] = lambda: None,
+        policy: Policy = DEFAULT_POLICY,
+        poll: float = POLL_SECONDS,
+        stop_seconds: float = STOP_SECONDS,
+        command: list[str] | None = None,
+        context: Callable[[], Hashable] = lambda: 0,
+    ) -> None:
+        self.args = command if command is not None else [sys.executable, "-m", "relay", "worker"]
+        if config_file is not None and command is None:
+            self.args += ["--config", str(config_file)]
+        self.env = {**env, PARENT_PID_ENV: str(os.getpid())}
+        self.on_give_up = on_give_up
+        # What a worker needs from relay serve (its embedded Redis: which one runs, None while none does):
+        # a worker that ends while it is None or after it changed did not fail to start by itself.
+        self.context = context
+        self.poll = poll
+        self.stop_seconds = stop_seconds
+        self.slots = [Slot(Backoff(policy)) for _ in range(count)]
+        self.failure: str | None = None  # why the pool gave up
+        self.stopping = threading.Event()
+        self.deadline: float | None = None
+        self.thread = threading.Thread(target=self._watch, name="relay-workers", daemon=True)
+
+    def start(self) -> Workers:
+        self.thread.start()
+        return self
+
+    def live(self) -> list[subprocess.Popen[bytes]]:
+        return [s.child.proc for s in self.slots if s.child is not None and s.child.proc.poll() is None]
+
+    def _watch(self) -> None:
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            for slot in self.slots:
+                self._tend(slot, now)
+            self.stopping.wait(self.poll)
+
+    def _tend(self, slot: Slot, now: float) -> None:
+        child = slot.child
+        if child is not None:
+            if child.proc.poll() is None:
+                return
+            if child.pump is not None:
+                child.pump.join(1.0)  # its last lines, which the pipe may still hold
+            slot.child = None
+            if self.stopping.is_set():
+                return
+            now_context = self.context()
+            excused = now_context is None or child.context is None or now_context != child.context
+            wait = slot.backoff.exited(excused)
+            if wait is None:
+                self._give_up(slot, child)
+                return
+            log.warning("worker %d %s; starting another in %.0f s", child.proc.pid, child.cause(), wait)
+            slot.start_at = now + wait
+        if self.failure is None and now >= slot.start_at and not self.stopping.is_set():
+            slot.child = self._spawn()
+            slot.backoff.started()
+
+    def _give_up(self, slot: Slot, child: Child) -> None:
+        window = slot.backoff.policy.start_window
+        self.failure = (
+            f"a worker failed to start {slot.backoff.failed_starts} times in a row (each ended within "
+            f"{window:.0f} s of its start); the last one {child.cause()}"
+        )
+        log.error("%s; relay serve stops", self.failure)
+        self.on_give_up()
+
+    def _spawn(self) -> Child:
+        proc = subprocess.Popen(
+            self.args,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # Ctrl-C reaches relay serve alone, which stops the workers in order
+            preexec_fn=die_with_parent,
+        )
+        child = Child(proc, context=self.context())
+        if proc.stderr is not None:
+            child.pump = threading.Thread(target=_pump, args=(proc.stderr, child.last_line), daemon=True)
+            child.pump.start()
+        return child
+
+    def begin_stop(self) -> None:
+        """SIGTERM to every worker now (each finishes the delivery in hand); the SIGKILL deadline starts now."""
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.stop_seconds
+        self.stopping.set()
+        for proc in self.live():
+            proc.terminate()
+
+    def stop(self) -> None:
+        """The stop, whole: what `begin_stop` does if it was not done, then SIGKILL at the deadline."""
+        self.begin_stop()
+        if self.thread.is_alive():
+            self.thread.join()  # it starts no worker once stopping is set
+        for proc in self.live():
+            proc.terminate()  # one started while the stop began
+        assert self.deadline is not None
+        for proc in [s.child.proc for s in self.slots if s.child is not None]:
+            try:
+                proc.wait(max(0.0, self.deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("worker %d still running %.0f s after SIGTERM: killed", proc.pid, self.stop_seconds)
+                proc.kill()
+                proc.wait()
+        for slot in self.slots:
+            if slot.child is not None and slot.child.pump is not None:
+                slot.child.pump.join(1.0)
+
+
+def _pump(stream: IO[bytes], last: list[str]) -> None:
+    """A worker's stderr, copied line by line to ours; its last non-blank line kept in `last`."""
+    with stream:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode(errors="replace")
+            try:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+            except (OSError, ValueError):  # our stderr closed: the line is still kept below
+                pass
+            if line.strip():
+                last[0] = line.strip()
