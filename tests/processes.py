@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -44,3 +45,31 @@ def stop(proc: subprocess.Popen[Any], timeout: float = 30) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+class Restarted:
+    """A process started again whenever it exits (as Kubernetes restarts a container) until `stop`; its output
+    appended to `log`."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.args, self.log = args, log
+        self.stopping = threading.Event()
+        self.starts = 0
+        self.proc = self._spawn()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        self.starts += 1
+        with self.log.open("ab") as out:  # a file, not a pipe: a pipe nobody reads would block the process
+            return subprocess.Popen(self.args, stdout=out, stderr=out)
+
+    def _watch(self) -> None:
+        while not self.stopping.wait(0.2):
+            if self.proc.poll() is not None:
+                self.proc = self._spawn()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join()
+        stop(self.proc)

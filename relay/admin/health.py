@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from redis import Redis
@@ -35,9 +36,11 @@ class Ready(TypedDict):
 
 
 class Health:
-    def __init__(self, redis: Redis, store: Store, counters: CounterReader) -> None:
+    def __init__(
+        self, redis: Redis, store: Store, counters: CounterReader, counted: Callable[[], dict[str, float]]
+    ) -> None:
         self.redis, self.store = redis, store
-        self.registry = metrics_registry(counters.read)
+        self.registry = metrics_registry(counters.read, counted)
 
     @documented(Operation("Liveness", {200: Answer("Alive", Alive)}))
     async def healthz(self, request: Request) -> Response:

@@ -1,4 +1,6 @@
-"""/metrics through prometheus-client: a collector over the counters every relay process keeps in Redis."""
+"""/metrics through prometheus-client: the counts of this process (`relay.storage.tally`; serve's with its
+workers'), so that summed over every scraped process each counter is the fleet's; and the gauges of the
+fleet's state read from Redis, the same in every API process (take their max(), not their sum())."""
 
 from __future__ import annotations
 
@@ -131,21 +133,24 @@ def _order(sample: Sample) -> tuple[str, Labels, float]:
 
 
 class RelayCollector(Collector):
-    """Reads the counters at each scrape. With Redis down: relay_up 0, the counters and histograms empty."""
+    """At each scrape: this process's counts (`counted`) and, with `read` (an API process), the fleet's gauges
+    and the latency buckets' exemplars from Redis. With Redis down: relay_up 0, no gauges."""
 
-    def __init__(self, read: Callable[[], Counters]) -> None:
-        self.read = read
+    def __init__(self, read: Callable[[], Counters] | None, counted: Callable[[], dict[str, float]]) -> None:
+        self.read, self.counted = read, counted
 
     def collect(self) -> Iterator[Metric]:
-        try:
-            counters: Counters | None = self.read()
-        except RedisError:
-            counters = None
-        samples = _samples(counters) if counters is not None else {}
-        if counters is not None:
-            for name in ZERO_FROM_THE_START:
-                samples.setdefault(name, [Sample(name, (), 0.0)])
-        gauges = {"relay_up": 1.0 if counters is not None else 0.0}
+        counters: Counters | None = None
+        if self.read is not None:
+            try:
+                counters = self.read()
+            except RedisError:
+                counters = None
+        exemplars = counters.exemplars if counters is not None else {}
+        samples = _samples(Counters(self.counted(), 0, 0, 0, exemplars=exemplars))
+        for name in ZERO_FROM_THE_START:
+            samples.setdefault(name, [Sample(name, (), 0.0)])
+        gauges = {"relay_up": 1.0 if counters is not None else 0.0} if self.read is not None else {}
         if counters is not None:
             gauges |= {
                 "relay_queue_depth": counters.queue_depth,
@@ -166,10 +171,11 @@ class RelayCollector(Collector):
             yield family
 
 
-def metrics_registry(read: Callable[[], Counters]) -> CollectorRegistry:
-    """A registry of relay's own (not the process-wide one) holding only the collector over Redis."""
+def metrics_registry(read: Callable[[], Counters] | None, counted: Callable[[], dict[str, float]]) -> CollectorRegistry:
+    """A registry of relay's own (not the process-wide one) holding only relay's collector; `read` None (a
+    worker): the counts alone."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RelayCollector(read))
+    registry.register(RelayCollector(read, counted))
     return registry
 
 

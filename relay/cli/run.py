@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from relay.cli.common import Command, config, config_file, log, no_config_file_warning, refuse_open_bind
 
@@ -56,7 +57,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     cfg = config(args)
     log(cfg)
-    run_worker(cfg, burst=args.burst, config_file=config_file(args))
+    if args.metrics_port is not None:
+        cfg.metrics.port = args.metrics_port or None
+    run_worker(cfg, burst=args.burst, config_file=config_file(args), tally_dir=args.metrics_dir)
     return 0
 
 
@@ -69,4 +72,9 @@ def add_commands(command: Command) -> None:
     command("api", "the HTTP API alone, against redis.url").set_defaults(func=cmd_api)
     c = command("worker", "one delivery worker, against redis.url")
     c.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    c.add_argument(
+        "--metrics-port", type=int, help="serve this worker's /metrics on this port (config metrics.port; 0: none)"
+    )
+    # `relay serve` hands its workers a directory to write their counts in, for its own /metrics.
+    c.add_argument("--metrics-dir", type=Path, help=argparse.SUPPRESS)
     c.set_defaults(func=cmd_worker)

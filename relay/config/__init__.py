@@ -56,6 +56,20 @@ class RedisConfig(_Model):
     # durable: with everysec, Redis 6.2 answers before writing while a slow fsync is pending, so even a
     # SIGKILL of Redis alone can lose acknowledged notifications (docs/operations.md has the figures).
     appendfsync: Literal["always", "everysec"] = "always"
+    # With replicas (Sentinel): a 202 only once this many replicas acknowledged the notification's write
+    # (Redis WAIT), so that a failover loses nothing answered 202; 0 answers once the primary has it.
+    min_replicas: int = Field(default=0, ge=0, le=16)
+    # How long the accept waits for those replicas before it answers 503 with Retry-After.
+    replica_timeout: Seconds = Field(default=1.0, gt=0, le=30)
+
+
+class MetricsConfig(_Model):
+    # `relay worker` serves its own /metrics on this port (prometheus-client's HTTP exposition); none by default.
+    port: int | None = Field(default=None, ge=1, le=65535)
+    host: str = "127.0.0.1"  # 0.0.0.0 in a container, for Prometheus to reach it
+    # Distinct notification kinds given their own metric series and Redis counter fields, fleet-wide; the
+    # kinds seen after these are counted under kind="other" (a sender must not grow the series without end).
+    max_kinds: int = Field(default=200, ge=1, le=100_000)
 
 
 class RetryConfig(_Model):
@@ -255,6 +269,7 @@ class Config(_Model):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     preferences: PreferencesConfig = Field(default_factory=PreferencesConfig)
     tracing: TracingConfig = Field(default_factory=TracingConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     # Where the file was read from; relative paths in the file are relative to it.
     base_dir: str = Field(".", exclude=True)
     _intervals: dict[str, Interval] = PrivateAttr(default_factory=dict)

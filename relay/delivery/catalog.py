@@ -26,6 +26,7 @@ from relay.config import PlatformConfig
 from relay.core.lookup import DOT_SEGMENTS, split_ref, unusable_ref
 from relay.core.recipients import valid_email
 from relay.storage.store import METRICS, PREFIX, metric_field
+from relay.storage.tally import Tally
 
 log = logging.getLogger("relay.delivery.catalog")
 NEGATIVE_TTL = 300.0  # seconds an unknown user or a user without e-mail is remembered
@@ -82,11 +83,14 @@ def member_refs(entity: dict[str, Any]) -> list[str]:
 
 
 class Catalog:
-    def __init__(self, config: PlatformConfig, redis: Redis, session: requests.Session | None = None) -> None:
+    def __init__(
+        self, config: PlatformConfig, redis: Redis, session: requests.Session | None = None, tally: Tally | None = None
+    ) -> None:
         assert config.url, "the catalog needs platform.url"
         self.config = config
         self.base = config.url.rstrip("/")
         self.redis = redis
+        self.tally = tally if tally is not None else Tally()  # this process's counts (relay.storage.tally)
         self.http = session or requests.Session()
         self._jwt: str | None = None
         self._jwt_expires = 0.0
@@ -201,5 +205,7 @@ class Catalog:
         return [own] if own else []
 
     def _count(self, result: str) -> None:
+        field = metric_field("relay_catalog_lookups_total", result=result)
+        self.tally.add(field)
         with contextlib.suppress(RedisError):
-            self.redis.hincrby(METRICS, metric_field("relay_catalog_lookups_total", result=result), 1)
+            self.redis.hincrby(METRICS, field, 1)

@@ -28,7 +28,7 @@ from relay.config import Config, LimitsConfig, ServerConfig
 from relay.core.fanout import deliveries_per_message
 from relay.core.model import LIMIT_ERROR, Notification, json_depth, too_deep_at
 from relay.core.numbers import constant_at, may_hold_non_finite, non_finite_at
-from relay.storage.queue import Acceptance, QueueUnavailable
+from relay.storage.queue import Acceptance, NotReplicated, QueueUnavailable
 from relay.web.auth import signature_offered, signature_problem, webhook_allowed
 from relay.web.errors import RETRY_AFTER, error_response, is_json, validation_response
 from relay.web.operation import WEBHOOK_SECURITY, Answer, Operation, documented
@@ -160,6 +160,19 @@ def unavailable() -> Response:
         "relay cannot store notifications right now.",
         problems=["Redis did not answer or did not confirm the write."],
         solutions=["Send the notification again after Retry-After seconds."],
+        headers={"Retry-After": RETRY_AFTER},
+    )
+
+
+def not_replicated() -> Response:
+    """503 for a notification the primary holds but too few replicas acknowledged (`redis.min_replicas`): its
+    retry with the same eventId is answered 202 once they hold it."""
+    return error_response(
+        503,
+        ["the notification is not yet held by enough Redis replicas; it was not acknowledged"],
+        "relay cannot confirm the notification is stored safely right now.",
+        problems=["Fewer Redis replicas than redis.min_replicas acknowledged the write within redis.replica_timeout."],
+        solutions=["Send the notification again, with the same eventId, after Retry-After seconds."],
         headers={"Retry-After": RETRY_AFTER},
     )
 
@@ -325,6 +338,11 @@ class Webhook:
         try:
             # The payload is stored as received (unknown fields kept); it decoded as UTF-8 above.
             acceptance = await self.accept(notification.event_id, notification.kind, raw.decode())
+        except NotReplicated as exc:
+            log.warning(
+                "not acknowledged by the replicas, answered 503: %s", exc, extra={"eventId": notification.event_id}
+            )
+            return not_replicated()
         except QueueUnavailable as exc:
             log.error("queue unavailable, answered 503: %s", exc, extra={"eventId": notification.event_id})
             return unavailable()

@@ -30,7 +30,7 @@ from relay.config import Config
 from relay.core.redaction import hide_path_keys, remember_config
 from relay.intake.webhook import Webhook
 from relay.people.pages import PeoplePages
-from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan
+from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan, socket_timeout
 from relay.web.errors import error_response
 from relay.web.throttle import Guard
 
@@ -73,13 +73,14 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     url = redis_url(rt.config)
 
     def connect() -> AsyncRedis:
-        return open_async_redis(url, socket_timeout=10, socket_connect_timeout=5)
+        return open_async_redis(url, socket_timeout=socket_timeout(rt.config), socket_connect_timeout=5)
 
     counters = CounterReader(rt.redis, rt.store)
     # Refused credentials of every surface, counted in Redis (relay/web/throttle.py).
-    guard = Guard(connect, lambda: rt.config.server, lambda: rt.clock())  # the runtime's clock as it is then
+    # The runtime's clock as it is then; refusals counted in this process's tally too.
+    guard = Guard(connect, lambda: rt.config.server, lambda: rt.clock(), rt.store.tally)
     webhook = Webhook(rt.intake, rt.store, settings, connect, guard)
-    health = Health(rt.redis, rt.store, counters)
+    health = Health(rt.redis, rt.store, counters, rt.counted)
     api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock, guard)
     release = ReleasePage(page)

@@ -28,6 +28,7 @@ from relay.runtime import embedded
 from relay.runtime.stopping import StopWatch
 from relay.storage.queue import Intake
 from relay.storage.store import Store
+from relay.storage.tally import add_tallies, read_tallies
 
 
 def redis_url(config: Config) -> str:
@@ -82,7 +83,13 @@ def _open(url: str, options: dict[str, Any], client_class: Any, sentinel_class: 
 
 
 def connect(config: Config) -> Redis:
-    return open_redis(redis_url(config), socket_timeout=10, socket_connect_timeout=5, health_check_interval=30)
+    timeout = socket_timeout(config)
+    return open_redis(redis_url(config), socket_timeout=timeout, socket_connect_timeout=5, health_check_interval=30)
+
+
+def socket_timeout(config: Config) -> float:
+    """How long a command may take before the connection gives up: longer than the accept's WAIT."""
+    return max(10.0, config.redis.replica_timeout + 5.0)
 
 
 def process_name() -> str:
@@ -106,10 +113,17 @@ class Runtime:
     # How long a wake-up job with nothing left listens for more (`relay worker` sets it; 0: it ends at once).
     linger: float = 0.0
     stops: StopWatch = field(default_factory=StopWatch)
+    # `relay serve`: where its workers write what they counted (`relay.storage.tally`), added to its own.
+    tally_dir: Path | None = None
 
     @property
     def name(self) -> str:
         return self.store.owner
+
+    def counted(self) -> dict[str, float]:
+        """What this process counted, with what `relay serve`'s workers did: its /metrics."""
+        own = self.store.tally.snapshot()
+        return add_tallies(own, read_tallies(self.tally_dir)) if self.tally_dir is not None else own
 
     def stop_requested(self) -> bool:
         return self.stops.requested()
@@ -118,15 +132,16 @@ class Runtime:
 def build(config: Config, redis: Redis | None = None, config_file: Path | None = None) -> Runtime:
     conn = redis if redis is not None else connect(config)
     store = Store(conn, config.retention, owner=process_name())
+    store.kinds.limit = config.metrics.max_kinds
     extra = {"platform_url": (config.platform.url or "").rstrip("/")}
     return Runtime(
         config=config,
         redis=conn,
         store=store,
-        intake=Intake.create(conn, store, config.dedup_ttl),
+        intake=Intake.create(conn, store, config.dedup_ttl, config.redis.min_replicas, config.redis.replica_timeout),
         renderer=Renderer(config.templates_path, extra, config.templates.builtin),
         sender=Sender(config.worker_threads),
-        catalog=Catalog(config.platform, conn) if config.platform.url else None,
+        catalog=Catalog(config.platform, conn, tally=store.tally) if config.platform.url else None,
         config_file=config_file,
     )
 
@@ -169,7 +184,8 @@ def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
         raise ConfigError(exposed)
     extra = {"platform_url": (new.platform.url or "").rstrip("/")}
     rt.renderer = Renderer(new.templates_path, extra, new.templates.builtin)
-    rt.catalog = Catalog(new.platform, rt.redis) if new.platform.url else None
+    rt.catalog = Catalog(new.platform, rt.redis, tally=rt.store.tally) if new.platform.url else None
+    rt.store.kinds.limit = new.metrics.max_kinds
     rt.intake.dedup_ttl = new.dedup_ttl
     rt.store.retention = int(new.retention)
     rt.config = new  # last: jobs and handlers pick up a complete new set

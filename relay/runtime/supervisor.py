@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
@@ -74,6 +76,7 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
     embedded: EmbeddedRedis | None = None
     pool: Workers | None = None
     keeper: RedisKeeper | None = None
+    tally_dir: Path | None = None
     try:
         if not config.redis.url:
             embedded = EmbeddedRedis(config.data_path, config.redis.appendfsync).start()
@@ -87,8 +90,16 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
                 config.data_path,
                 embedded.url,
             )
-        pool = Workers(workers, config_file, env, on_give_up=stop_self, context=redis_context(embedded)).start()
+        tally_dir = Path(tempfile.mkdtemp(prefix="relay-counts-"))
+        # Their counts go to files in `tally_dir`, for serve's /metrics; none serves a /metrics of its own.
+        command = [sys.executable, "-m", "relay", "worker", "--metrics-dir", str(tally_dir), "--metrics-port", "0"]
+        if config_file is not None:
+            command += ["--config", str(config_file)]
+        pool = Workers(
+            workers, config_file, env, on_give_up=stop_self, command=command, context=redis_context(embedded)
+        ).start()
         rt = build(config, config_file=config_file)
+        rt.tally_dir = tally_dir
         tracing.start(config, "api", rt.name)  # the workers start theirs, each its own service instance
         if embedded is not None:
             keeper = keep_redis(embedded, rt)
@@ -109,6 +120,8 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
             keeper.stop()
         if embedded is not None:
             embedded.stop(REDIS_STOP_SECONDS)
+        if tally_dir is not None:
+            shutil.rmtree(tally_dir, ignore_errors=True)
         if lock is not None:
             lock.close()  # last: no other relay starts on data_dir before our Redis has stopped
         log.info("relay stopped")

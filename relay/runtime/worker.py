@@ -28,6 +28,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from wsgiref.simple_server import WSGIServer
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -49,6 +50,7 @@ from relay.runtime.bootstrap import (
 from relay.runtime.children import forks_die_with_this_process, parent_gone
 from relay.storage.leases import delivery_unit, orphaned
 from relay.storage.queue import QUEUE_NAME
+from relay.storage.tally import write_tally
 
 log = logging.getLogger("relay.runtime.worker")
 MAINTENANCE_INTERVAL = 15  # seconds between RQ's maintenance passes
@@ -60,6 +62,7 @@ ORPHAN_GRACE = DEAD_WORKER_AFTER
 # Work due this long with no wake-up queued (one lost) gets one at the next beat.
 STALE_SECONDS = 10.0
 DRAIN_SECONDS = 60.0  # at a stop, the longest wait for the senders to finish what they hold
+TALLY_SECONDS = 0.5  # between two writes of a `relay serve` worker's counts (relay.storage.tally)
 
 
 def heartbeat_seconds(config: Config) -> float:
@@ -116,7 +119,9 @@ def sweep(rt: Runtime, now: float, seen: Sweep | None = None) -> int:
         log.warning("%d units leased to this worker but not in hand are due again", len(again))
     seen.suspects = loose - set(again)
     oldest = rt.store.leases.oldest_due(now)
-    if not back and oldest is not None and now - oldest > STALE_SECONDS and rt.intake.request_wake():
+    stale = not back and oldest is not None and now - oldest > STALE_SECONDS
+    # A flag naming a lost job (a failover) is overridden, else nothing would wake a worker until it expires.
+    if stale and oldest is not None and rt.intake.request_wake(force=rt.intake.wake_lost()):
         log.warning("work due for %.0f s with no wake-up queued: one queued", now - oldest)
     return back
 
@@ -200,10 +205,49 @@ def work_burst(rt: Runtime, connection: Redis | None = None) -> None:
             return
 
 
-def run_worker(config: Config, burst: bool = False, config_file: Path | None = None) -> None:
+def _publish_tally(rt: Runtime, directory: Path, stop: threading.Event) -> None:
+    """Write this worker's counts for `relay serve`'s /metrics, each time they changed (at most twice a
+    second), and once more at the end."""
+    written = -1
+    while True:
+        stopping = stop.wait(TALLY_SECONDS)
+        if rt.store.tally.changes != written:
+            written = rt.store.tally.changes
+            try:
+                write_tally(directory, rt.name, rt.store.tally.snapshot())
+            except OSError as exc:
+                log.warning("counts not written for relay serve's /metrics: %s", exc)
+        if stopping:
+            return
+
+
+def serve_metrics(rt: Runtime) -> WSGIServer | None:
+    """This worker's /metrics (its own counts; `metrics.port`), on prometheus-client's HTTP server (a daemon
+    thread); the server, or None when no port is set."""
+    from prometheus_client.exposition import start_http_server
+
+    from relay.admin.metrics import metrics_registry
+
+    port = rt.config.metrics.port
+    if port is None:
+        return None
+    server, _ = start_http_server(port, rt.config.metrics.host, registry=metrics_registry(None, rt.counted))
+    log.info("worker %s serves /metrics on %s:%d", rt.name, rt.config.metrics.host, port)
+    return server
+
+
+def run_worker(
+    config: Config, burst: bool = False, config_file: Path | None = None, tally_dir: Path | None = None
+) -> None:
     config, generation = _fresh_config(config, config_file)
     rt = install(build(config, config_file=config_file))
     tracing.start(config, "worker", rt.name)
+    serve_metrics(rt)
+    published = threading.Event()
+    publisher = None
+    if tally_dir is not None:
+        publisher = threading.Thread(target=_publish_tally, args=(rt, tally_dir, published), name="relay-tally")
+        publisher.start()
     _warm_up(config)
     stop = threading.Event()
     reload = threading.Event()
@@ -229,5 +273,8 @@ def run_worker(config: Config, burst: bool = False, config_file: Path | None = N
             log.warning("worker %s stopped with deliveries in hand; other workers take them over", rt.name)
     finally:
         stop.set()
+        published.set()
+        if publisher is not None:
+            publisher.join(5)
         beating.join(2.0)  # a beat under way would bring the worker back into the count
         _forget(rt)

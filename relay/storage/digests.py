@@ -23,6 +23,7 @@ from relay.storage.records import (
     metric_field,
 )
 from relay.storage.scripts import CLOSE_DIGEST, GATHER
+from relay.storage.tally import Tally
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,9 @@ def open_digest_key(key: str) -> str:
 
 
 class Digests:
-    def __init__(self, redis: Redis, retention: int) -> None:
+    def __init__(self, redis: Redis, retention: int, tally: Tally | None = None) -> None:
         self.redis = redis
+        self.tally = tally if tally is not None else Tally()
         self.retention = retention
         self._gather = redis.register_script(GATHER)
         self._close = redis.register_script(CLOSE_DIGEST)
@@ -73,6 +75,8 @@ class Digests:
         for pair in fields.items():
             args.extend(pair)
         ident, count, created, full, not_before = self._gather(keys=keys, args=args)
+        if int(created):
+            self.tally.add(metric)
         at = _text(not_before)
         return Gathered(_text(ident), int(count), bool(int(created)), bool(int(full)), float(at) if at else None)
 

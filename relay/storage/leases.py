@@ -40,6 +40,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from relay.storage.records import METRICS, PREFIX, _text
+from relay.storage.tally import Tally
 
 UNPLANNED = PREFIX + "unplanned"  # zset event id -> received (or given back) time: notifications to plan
 READY = PREFIX + "ready"  # zset delivery id -> when it may go: deliveries to send
@@ -252,8 +253,9 @@ def orphaned(
 
 
 class Leases:
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, tally: Tally | None = None) -> None:
         self.redis = redis
+        self.tally = tally if tally is not None else Tally()
         self._claim = redis.register_script(_CLAIM)
         self._give_back = redis.register_script(_GIVE_BACK)
         self._release = redis.register_script(_RELEASE)
@@ -299,7 +301,11 @@ class Leases:
             return 0, []
         args: list[Any] = [owner, repr(now), int(failed), MAX_LOSSES, LOSS_TTL, *units]
         back, given_up = self._give_back(keys=[UNPLANNED, READY, LEASES, LOSSES, METRICS], args=args)
-        return int(back), [_text(u) for u in given_up]
+        dropped = [_text(u) for u in given_up]
+        events = sum(1 for u in dropped if u.startswith(EVENT))
+        if events:
+            self.tally.add(GIVEN_UP, events)
+        return int(back), dropped
 
     def release(self, units: Iterable[str], owner: str) -> None:
         """Drop the leases `owner` still holds on `units` (one another worker took over stays)."""

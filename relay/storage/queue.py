@@ -24,6 +24,7 @@ from redis.asyncio import Redis as AsyncRedis
 from redis.commands.core import AsyncScript, Script
 from redis.exceptions import RedisError, ResponseError
 from rq import Queue
+from rq.job import Job
 
 from relay.core.model import Delivery, State
 from relay.storage.leases import (
@@ -66,6 +67,12 @@ class QueueUnavailable(Exception):
     """Redis could not be reached or did not confirm the write; nothing was accepted."""
 
 
+class NotReplicated(QueueUnavailable):
+    """The primary holds the notification, but fewer replicas than `redis.min_replicas` acknowledged it within
+    `redis.replica_timeout`: not answered 202 (a failover now could lose it). The platform's retry finds it
+    (a duplicate) and is answered 202 only once the replicas hold it (`Intake.replicated`)."""
+
+
 def job_id(prefix: str, ident: str) -> str:
     # RQ ids allow letters, digits, '_' and '-': ours are hashes and numbers, so they always fit.
     return f"relay-{prefix}-{ident}"
@@ -92,6 +99,9 @@ class Intake:
     queue: Queue
     dedup_ttl: float
     job_timeout: int
+    # `redis.min_replicas` and `redis.replica_timeout` (seconds): see `replicated`.
+    min_replicas: int = 0
+    replica_timeout: float = 1.0
     # redis-py's own script objects: EVALSHA, and the script loaded again when a restarted Redis forgot it.
     _script: Script = field(init=False, repr=False)
     _wake: Script = field(init=False, repr=False)
@@ -104,8 +114,11 @@ class Intake:
         self._wake = self.redis.register_script(_WAKE)
 
     @classmethod
-    def create(cls, redis: Redis, store: Store, dedup_ttl: float) -> Intake:
-        return cls(redis, store, Queue(QUEUE_NAME, connection=redis), dedup_ttl, JOB_TIMEOUT)
+    def create(
+        cls, redis: Redis, store: Store, dedup_ttl: float, min_replicas: int = 0, replica_timeout: float = 1.0
+    ) -> Intake:
+        queue = Queue(QUEUE_NAME, connection=redis)
+        return cls(redis, store, queue, dedup_ttl, JOB_TIMEOUT, min_replicas, replica_timeout)
 
     @property
     def leases(self) -> Leases:
@@ -116,10 +129,18 @@ class Intake:
         with a listening worker nudged, else a wake-up queued unless one is; else 'duplicate'. Raises
         QueueUnavailable on any Redis error of the accept itself: nothing was accepted then."""
         try:
-            answer = self._script(*self._accept_call(event_id, kind, payload))
+            label = self.store.kinds.label(kind)
+            keys, args = self._accept_call(event_id, kind, payload, label=label)
+            if self.min_replicas:
+                pipe = self.redis.pipeline(transaction=False)
+                self._script(keys, args, client=pipe)
+                pipe.wait(*self._wait_args())
+                answer = self.replicated(pipe.execute())
+            else:
+                answer = self._script(keys, args)
         except RedisError as exc:
             raise QueueUnavailable(_why(exc)) from exc
-        acceptance = _acceptance(answer)
+        acceptance = self._counted(_acceptance(answer), label)
         if acceptance.wake_job is not None:
             self.queue_wake(acceptance.wake_job, event_id)
         return acceptance.status
@@ -134,13 +155,45 @@ class Intake:
         if script is None:
             script = self._async_scripts[client] = client.register_script(ACCEPT)
         try:
-            answer = await script(*self._accept_call(event_id, kind, payload, trace))
+            label = await self.store.kinds.label_async(client, kind)
+            keys, args = self._accept_call(event_id, kind, payload, trace, label)
+            if self.min_replicas:
+                pipe = client.pipeline(transaction=False)
+                await script(keys, args, client=pipe)
+                pipe.wait(*self._wait_args())
+                answer = self.replicated(await pipe.execute())
+            else:
+                answer = await script(keys, args)
         except RedisError as exc:
             raise QueueUnavailable(_why(exc)) from exc
-        return _acceptance(answer)
+        return self._counted(_acceptance(answer), label)
 
-    def _accept_call(self, event_id: str, kind: str, payload: str, trace: str = "") -> tuple[list[str], list[Any]]:
-        """The keys and arguments of the accept script for one notification; `trace`: its trace context."""
+    def _counted(self, acceptance: Acceptance, label: str) -> Acceptance:
+        """Counted in this process's tally as answered (202 accepted, or duplicate), the script having
+        counted it in the fleet's totals already."""
+        accepted = acceptance.status == "accepted"
+        self.store.tally.add(_received_field(label) if accepted else _DUPLICATE_FIELD)
+        return acceptance
+
+    def _wait_args(self) -> tuple[int, int]:
+        return self.min_replicas, max(1, int(self.replica_timeout * 1000))
+
+    def replicated(self, results: list[Any]) -> Any:
+        """The accept script's answer, from a pipeline of the script then Redis WAIT on one connection, once
+        enough replicas acknowledged: WAIT waits for every write of its connection so far, so a
+        duplicate (whose script counts it, a write) waits for the first call's write too. Raises
+        NotReplicated when too few acknowledged: the primary keeps the write, the answer is a 503."""
+        answer, acked = results
+        if int(acked) < self.min_replicas:
+            wanted, within = self.min_replicas, self.replica_timeout
+            raise NotReplicated(f"{acked} of {wanted} replica(s) acknowledged the write within {within:g} s")
+        return answer
+
+    def _accept_call(
+        self, event_id: str, kind: str, payload: str, trace: str = "", label: str = ""
+    ) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of the accept script for one notification; `trace`: its trace context;
+        `label`: the kind as counted (`relay.storage.tally.KindLabels`), the kind itself by default."""
         legacy = legacy_keys(event_id)
         keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, WAKE, LISTENING]
         keys.append(legacy.dedup if legacy else keys[0])
@@ -151,7 +204,7 @@ class Intake:
             repr(now()),
             payload,
             self.store.retention,
-            _received_field(kind),
+            _received_field(label or kind),
             _DUPLICATE_FIELD,
             wake_job_id(event_id),
             WAKE_TTL,
@@ -189,6 +242,12 @@ class Intake:
         if answer == 1:
             return True  # a listener was nudged
         return self.queue_wake(ident)
+
+    def wake_lost(self) -> bool:
+        """Whether the wake-up flag names a job RQ does not have: one lost with a primary that failed over
+        before it replicated the job. The flag would hold back every wake-up until it expires (WAKE_TTL)."""
+        flag = self.redis.get(WAKE)
+        return isinstance(flag, bytes) and not Job.exists(flag.decode(), connection=self.redis)
 
     def wake_at(self, at: float) -> None:
         """A wake-up at `at` (epoch seconds; no sooner) as an RQ scheduled job: one per second, however many
@@ -256,6 +315,7 @@ class Intake:
             released.append(current.id)
         if released:
             self.redis.hincrby(METRICS, metric_field("relay_releases_total"), len(released))
+            self.store.tally.add(metric_field("relay_releases_total"), len(released))
             self.enqueue_deliveries(released)
         return len(released)
 
@@ -295,6 +355,7 @@ class Intake:
             replayed.append(record.id)
         if replayed:
             self.redis.hincrby(METRICS, metric_field("relay_replays_total"), len(replayed))
+            self.store.tally.add(metric_field("relay_replays_total"), len(replayed))
             self.enqueue_deliveries(replayed)
         return len(replayed)
 

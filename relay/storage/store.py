@@ -49,6 +49,7 @@ from relay.storage.records import (
     squatter_key,
 )
 from relay.storage.scripts import CREATE, RESERVE_SLOT, UPDATE
+from relay.storage.tally import KindLabels, Tally
 
 # Names other modules read from here; they live in `relay.storage.records` (and the core's model).
 __all__ = [
@@ -135,8 +136,11 @@ class Store:
         self.retention = int(retention)
         # The worker this process is, as its leases name it.
         self.owner = owner
-        self.leases = Leases(redis)
-        self.digests = Digests(redis, self.retention)
+        # What this process counted (its /metrics), and the kinds given a series of their own.
+        self.tally = Tally()
+        self.kinds = KindLabels(redis)
+        self.leases = Leases(redis, self.tally)
+        self.digests = Digests(redis, self.retention, self.tally)
         self._reserve = redis.register_script(RESERVE_SLOT)
         self._update = redis.register_script(UPDATE)
         self._create_script = redis.register_script(CREATE)
@@ -196,17 +200,20 @@ class Store:
             event_id if planned == "unleased" else "",
         ]
         at = now()
+        metrics: list[str] = []
         for record in records:
             keys.append(delivery_key(record.id))
             fields = delivery_to_hash(record)
-            labels = {"state": record.state, "channel": record.channel, "kind": record.kind}
+            labels = {"state": record.state, "channel": record.channel, "kind": self.kinds.label(record.kind)}
             metric = metric_field("relay_deliveries_total", **labels)
+            metrics.append(metric)
             failed = int(record.state is State.FAILED)
             args += [record.id, repr(record.createdAt), failed, int(record.id in to_take), metric]
             args += [_held_op(record, None), _due(record, at), len(fields)]
             for pair in fields.items():
                 args.extend(pair)
         outcome = [int(v) for v in self._create_script(keys=keys, args=args)]
+        self.tally.add_many((metric, 1) for metric, made in zip(metrics, outcome, strict=True) if made % 2)
         for record, made in zip(records, outcome, strict=True):
             record.held_lease = made >= 2
         if all(made % 2 for made in outcome):
@@ -252,6 +259,7 @@ class Store:
         """`update` for several records, in one round trip."""
         keys: list[str] = [FAILED, METRICS, LEASES, HELD, LOSSES]
         args: list[Any] = [self.retention, self.owner]
+        counted: list[tuple[str, float]] = []
         for outcome in outcomes:
             record, previous_state = outcome.record, outcome.previous_state
             record.updatedAt = now()
@@ -263,7 +271,8 @@ class Store:
             ints: list[tuple[str, int]] = []
             floats: list[tuple[str, float]] = []
             if record.state != previous_state:
-                labels = {"state": record.state, "channel": record.channel, "kind": record.kind, **outcome.labels}
+                kind = self.kinds.label(record.kind)
+                labels = {"state": record.state, "channel": record.channel, "kind": kind, **outcome.labels}
                 ints.append((metric_field("relay_deliveries_total", **labels), 1))
             if outcome.latency_from is not None:
                 self._observe(ints, floats, LATENCY, max(0.0, record.updatedAt - outcome.latency_from))
@@ -276,12 +285,15 @@ class Store:
             for pair in fields.items():
                 args.extend(pair)
             args += [len(ints), len(floats)]
+            counted += ints
+            counted += floats
             for name, amount in ints:
                 args.extend((name, amount))
             for name, value in floats:
                 args.extend((name, repr(value)))
         if outcomes:
             self._update(keys=keys, args=args)
+            self.tally.add_many(counted)
         for outcome in outcomes:
             outcome.record.held_lease = False
 
@@ -333,7 +345,12 @@ class Store:
     # -- metrics and liveness -------------------------------------------------------------------
 
     def incr(self, name: str, amount: int = 1, **labels: str) -> None:
-        self.redis.hincrby(METRICS, metric_field(name, **labels), amount)
+        """Count in the fleet's totals (Redis) and in this process's tally; a `kind` label is bounded."""
+        if "kind" in labels:
+            labels["kind"] = self.kinds.label(labels["kind"])
+        field = metric_field(name, **labels)
+        self.redis.hincrby(METRICS, field, amount)
+        self.tally.add(field, amount)
 
     @staticmethod
     def _observe(

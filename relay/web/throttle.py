@@ -48,6 +48,7 @@ from starlette.responses import Response
 from relay.config import ServerConfig
 from relay.config.server import Network
 from relay.storage.records import METRICS, metric_field
+from relay.storage.tally import Tally
 from relay.web.errors import error_response
 
 log = logging.getLogger("relay.web.throttle")
@@ -156,8 +157,10 @@ class Guard:
         connect: Callable[[], AsyncRedis],
         server: Callable[[], ServerConfig],
         clock: Callable[[], float],
+        tally: Tally | None = None,
     ) -> None:
         self.connect, self.server, self.clock = connect, server, clock
+        self.tally = tally if tally is not None else Tally()  # this process's counts (relay.storage.tally)
         # One client (and its scripts) per running loop: an asyncio connection belongs to its loop.
         self.clients: dict[asyncio.AbstractEventLoop, tuple[AsyncScript, AsyncScript]] = {}
         self.quiet_until = 0.0  # Redis down: said once a minute, not at every call a client can make
@@ -196,6 +199,7 @@ class Guard:
         seconds = float(left)
         if seconds <= 0:
             return None
+        self.tally.add(metric_field(THROTTLED))
         return max(1, math.ceil(seconds))
 
     async def check(
@@ -223,6 +227,7 @@ class Guard:
         args = [repr(self.clock()), repr(limits.window), os.urandom(8).hex(), metric_field(FAILURES, endpoint=surface)]
         try:
             count = int(await fail(keys=[KEY_PREFIX + f"{surface}:{client}", METRICS], args=args))
+            self.tally.add(args[3])
         except RedisError as exc:
             self._redis_down(
                 "%s: refused credentials from %s (%s), not counted: Redis %s", surface, client, reason, exc

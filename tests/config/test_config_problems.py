@@ -198,7 +198,7 @@ def test_an_unknown_key_suggests_the_nearest_known_one(tmp_path: Path) -> None:
     )
     assert problems_of(tmp_path, text) == ["routes[2].recipient_type: unknown key; did you mean `recipient_types`?"]
     assert problems_of(tmp_path, "redis: {adress: x}\n") == [
-        "redis.adress: unknown key; the keys here are: url, appendfsync"
+        "redis.adress: unknown key; the keys here are: url, appendfsync, min_replicas, replica_timeout"
     ]
 
 

@@ -192,8 +192,10 @@ def test_api_and_worker_run_relay_commands_with_probes_and_config() -> None:
         assert spec["automountServiceAccountToken"] is False
     assert {"RELAY_SERVER__HOST", "RELAY_SERVER__PORT"} <= {e["name"] for e in api_c["env"]}
     assert "RELAY_WORKER_THREADS" in {e["name"] for e in worker_c["env"]}
-    service = by_name(docs, "Service", "")
+    [service] = [d for d in docs if d["kind"] == "Service" and not str(d["metadata"]["name"]).endswith("-worker")]
     assert service["spec"]["ports"][0]["targetPort"] == "http"
+    # The workers' headless Service is only their /metrics, for the ServiceMonitor.
+    assert by_name(docs, "Service", "-worker")["spec"]["ports"][0]["targetPort"] == "metrics"
 
 
 def test_pods_run_as_non_root_with_a_read_only_root() -> None:
@@ -433,4 +435,27 @@ def test_dashboard_latency_panel_has_p50_and_p95() -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     exprs = " ".join(dashboard_exprs(dashboard))
     for q in ("0.5", "0.95"):
-        assert f"histogram_quantile({q}, max by (le) (rate(relay_delivery_latency_seconds_bucket" in exprs
+        assert f"histogram_quantile({q}, sum by (le) (rate(relay_delivery_latency_seconds_bucket" in exprs
+
+
+COUNTERS_AND_HISTOGRAMS = re.compile(r"\b(max|min|avg)\b(?: by \([^)]*\))? ?\((?:rate|increase)\(")
+
+
+def test_dashboard_sums_counters_over_every_process_and_takes_max_of_fleet_gauges() -> None:
+    # Each process exports what it counted itself (docs/fleet.md): a counter's rate is summed over the
+    # processes, never a max() of them; the gauges of the fleet's state are the same in each API pod.
+    exprs = dashboard_exprs(json.loads(DASHBOARD.read_text()))
+    assert [e for e in exprs if COUNTERS_AND_HISTOGRAMS.search(e)] == []
+    for expr in exprs:
+        if "relay_queue_depth" in expr or "relay_workers_alive" in expr:
+            assert expr.startswith("max("), expr
+
+
+def test_the_service_monitor_scrapes_the_workers_too() -> None:
+    monitor = (TEMPLATES / "servicemonitor.yaml").read_text()
+    assert "port: metrics" in monitor and "component: api" not in monitor
+    service = (TEMPLATES / "worker-service.yaml").read_text()
+    assert "clusterIP: None" in service and "name: metrics" in service
+    worker = (TEMPLATES / "worker-deployment.yaml").read_text()
+    assert "RELAY_METRICS__PORT" in worker and "containerPort: {{ .Values.metrics.workerPort }}" in worker
+    assert values()["metrics"]["workerPort"]

@@ -2,48 +2,23 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from redis import Redis
 
 from relay.config import Config
 from relay.runtime.bootstrap import build, open_redis
-from relay.runtime.embedded import redis_executable
-from tests.servers import free_port, wait_for
+from tests.replicas import RedisGroup
 
 
 @pytest.fixture
 def sentinel_url(tmp_path: Path) -> Iterator[str]:
-    exe = redis_executable()
-    primary_port, sentinel_port = free_port(), free_port()
-    procs = [
-        subprocess.Popen(
-            [exe, "--port", str(primary_port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
-            stdout=subprocess.DEVNULL,
-        )
-    ]
-    conf = tmp_path / "sentinel.conf"
-    conf.write_text(
-        f"port {sentinel_port}\nbind 127.0.0.1\ndir {tmp_path}\nsentinel monitor relaymain 127.0.0.1 {primary_port} 1\n"
-    )
-    procs.append(subprocess.Popen([exe, str(conf), "--sentinel"], stdout=subprocess.DEVNULL))
+    group = RedisGroup(tmp_path, replicas=0, sentinels=1).start()
     try:
-
-        def up() -> bool:
-            try:
-                return bool(Redis(port=sentinel_port, socket_timeout=1).ping())
-            except Exception:
-                return False
-
-        wait_for(up, timeout=10)
-        yield f"redis+sentinel://127.0.0.1:{sentinel_port}/relaymain/0"
+        yield group.url
     finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait(10)
+        group.stop()
 
 
 def test_sentinel_url_reaches_the_primary(sentinel_url: str) -> None:

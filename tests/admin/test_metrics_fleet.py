@@ -1,0 +1,82 @@
+"""/metrics of a fleet: each process shows what it counted itself, so that the sum over every scraped process
+is the truth; workers serve theirs; the kinds given a series of their own are bounded."""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from redis import Redis
+from starlette.testclient import TestClient
+
+from relay.runtime.app import create_app
+from relay.runtime.bootstrap import Runtime
+from relay.runtime.worker import serve_metrics
+from relay.storage.store import METRICS
+from tests.admin.test_metrics import scrape
+from tests.conftest import post, run_worker, sample_notification
+from tests.servers import free_port
+
+RECEIVED = "relay_notifications_received_total"
+
+
+def _total(samples: dict[str, dict[Any, float]], name: str) -> float:
+    return sum(samples.get(name, {}).values())
+
+
+def test_the_sum_over_two_api_processes_is_the_accepted_count(make_runtime: Callable[..., Runtime]) -> None:
+    one, two = make_runtime(), make_runtime()  # two API processes on one Redis
+    with TestClient(create_app(one)) as first, TestClient(create_app(two)) as second:
+        for _ in range(3):
+            assert post(first, sample_notification()).status_code == 202
+        assert post(second, sample_notification()).status_code == 202
+        counts = [_total(scrape(first), RECEIVED), _total(scrape(second), RECEIVED)]
+    assert counts == [3.0, 1.0]
+    # The fleet's totals stay in Redis for the admin page.
+    assert one.store.counters()[f"{RECEIVED}|kind=notification:access-control-request-failed"] == 4.0
+
+
+def test_a_worker_serves_what_it_counted_and_no_fleet_gauge(make_runtime: Callable[..., Runtime]) -> None:
+    api = make_runtime()
+    port = free_port()
+    worker = make_runtime(metrics={"port": port})
+    with TestClient(create_app(api)) as client:
+        post(client, sample_notification())
+        server = serve_metrics(worker)
+        assert server is not None
+        run_worker(worker)
+        scraped = scrape(client)
+    assert _total(scraped, "relay_deliveries_total") == 0.0  # the API delivered nothing itself
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    delivered = [
+        line for line in text.splitlines() if line.startswith("relay_deliveries_total{") and "delivered" in line
+    ]
+    assert sum(float(line.rsplit(" ", 1)[1]) for line in delivered) == 3.0
+    assert RECEIVED not in text.replace(f"# HELP {RECEIVED}", "").replace(f"# TYPE {RECEIVED}", "")
+    assert "relay_queue_depth" not in text and "relay_up" not in text
+
+
+def test_kinds_past_the_limit_are_counted_as_other_in_metrics_and_redis(
+    make_runtime: Callable[..., Runtime], redis: Redis
+) -> None:
+    rt = make_runtime(metrics={"max_kinds": 2})
+    with TestClient(create_app(rt)) as client:
+        for i in range(5):
+            assert post(client, sample_notification(kind=f"notification:made-up-{i}")).status_code == 202
+        received = scrape(client)[RECEIVED]
+    assert received == {
+        (("kind", "notification:made-up-0"),): 1.0,
+        (("kind", "notification:made-up-1"),): 1.0,
+        (("kind", "other"),): 3.0,
+    }
+    fields = {k.decode() for k in redis.hkeys(METRICS) if k.startswith(RECEIVED.encode())}
+    assert fields == {f"{RECEIVED}|kind=notification:made-up-{i}" for i in (0, 1)} | {f"{RECEIVED}|kind=other"}
+    # Stored events keep their own kind: only the counting is folded.
+    run_worker(rt)
+    kinds = {k.decode() for k in redis.hkeys(METRICS) if k.startswith(b"relay_deliveries_total")}
+    assert not any("made-up-4" in k for k in kinds) and any("kind=other" in k for k in kinds)
