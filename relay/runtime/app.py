@@ -23,6 +23,7 @@ from relay.admin.counters import CounterReader
 from relay.admin.health import Health
 from relay.admin.openapi import OpenApi
 from relay.admin.people import PeopleApi
+from relay.admin.silences import SilencesApi
 from relay.admin.ui import AdminPage
 from relay.admin.ui_release import ReleasePage
 from relay.admin.ui_view import PageData
@@ -83,6 +84,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock, guard)
     release = ReleasePage(page)
+    silences = SilencesApi(rt.store, rt.redis, rt.intake, lambda: rt.clock())  # the runtime's clock then
     people = PeopleApi(rt.redis, settings, lambda: rt.clock())  # the runtime's clock as it is then (tests set it)
     pages = PeoplePages(rt.redis, settings, lambda: rt.clock(), guard)
     person = "/api/v1/people/{person:path}"
@@ -101,6 +103,9 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/api/v1/deliveries/replay", admin(api.replay), methods=["POST"]),
         Route("/api/v1/deliveries/release", admin(api.release), methods=["POST"]),
         Route("/api/v1/reload", admin(api.reload), methods=["POST"]),
+        Route("/api/v1/silences", admin(silences.create), methods=["POST"]),
+        Route("/api/v1/silences", admin(silences.list), methods=["GET"]),
+        Route("/api/v1/silences/{id}", admin(silences.expire), methods=["DELETE"]),
         Route(person + "/preferences", admin(people.get), methods=["GET"]),
         Route(person + "/preferences", admin(people.put), methods=["PUT"]),
         Route(person + "/link", admin(people.link), methods=["GET"]),
