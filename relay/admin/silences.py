@@ -49,10 +49,13 @@ class SilenceRequest(BaseModel):
     @field_validator("matchers")
     @classmethod
     def _compiles(cls, value: list[str]) -> list[str]:
-        try:
-            compile_matchers(value)
-        except MatcherError as exc:
-            raise ValueError(str(exc)) from None
+        for line in value:
+            try:
+                found = compile_matchers([line])
+            except MatcherError as exc:
+                raise ValueError(str(exc)) from None
+            if not found:  # `""` or `{}`: no matcher, which would silence everything unseen
+                raise ValueError(f"matcher {line!r} is empty; write one like channel=\"owners-slack\"")
         return value
 
     @field_validator("duration")

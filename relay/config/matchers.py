@@ -159,7 +159,7 @@ def _path(name: str, text: str, scalars: tuple[str, ...] = ()) -> tuple[str, ...
         )
     if root in _SCALAR_ROOTS + scalars and len(segments) > 1:
         raise MatcherError(f"matcher {text!r}: {root} is a plain string: it has no field {segments[1]!r}")
-    if root not in _SCALAR_ROOTS and len(segments) == 1:
+    if root not in _SCALAR_ROOTS + scalars and len(segments) == 1:
         raise MatcherError(f"matcher {text!r}: {root} is an object: name a field in it, like {root}.name")
     return segments
 

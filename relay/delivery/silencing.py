@@ -84,14 +84,14 @@ def _fields(rt: Context, record: Delivery, active: list[Silence]) -> dict[str, o
 
 
 class Scheduling(Protocol):
-    def deliver_at(self, delivery_id: str, at: float) -> None: ...
+    def enqueue_deliveries(self, ids: list[str]) -> None: ...
 
 
 def release_held(store: Store, silence: Silence, schedule: Scheduling, at: float) -> int:
-    """What `silence` held, due at `at` (it expired early): each asked again when a worker takes it (another
+    """What `silence` held, due now (it expired early at `at`): each asked again when a worker takes it (another
     silence, quiet hours may still hold it). Under a lease: a send a worker has in hand is never undone.
     Returns how many."""
-    moved = 0
+    moved: list[str] = []
     for record in store.deliveries(store.held_ids()):
         if record is None or record.state is not State.HELD or holder(record.lastError) != silence.id:
             continue
@@ -102,9 +102,9 @@ def release_held(store: Store, silence: Silence, schedule: Scheduling, at: float
             store.leases.release([delivery_unit(current.id)], store.owner)
             continue
         current.notBefore = at
-        schedule.deliver_at(current.id, at)
+        schedule.enqueue_deliveries([current.id])  # due now, before the state is stored
         store.update(current, State.HELD)  # lets go of the lease
-        moved += 1
-    return moved
+        moved.append(current.id)
+    return len(moved)
 
 __all__ = ["SILENCED", "Silenced", "count_silenced", "release_held", "silence_planned", "silenced_at_due"]

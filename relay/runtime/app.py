@@ -76,7 +76,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     def connect() -> AsyncRedis:
         return open_async_redis(url, socket_timeout=10, socket_connect_timeout=5)
 
-    counters = CounterReader(rt.redis, rt.store)
+    counters = CounterReader(rt.redis, rt.store, lambda: rt.clock())
     # Refused credentials of every surface, counted in Redis (relay/web/throttle.py).
     guard = Guard(connect, lambda: rt.config.server, lambda: rt.clock())  # the runtime's clock as it is then
     webhook = Webhook(rt.intake, rt.store, settings, connect, guard)
