@@ -55,7 +55,7 @@ class SilenceRequest(BaseModel):
             except MatcherError as exc:
                 raise ValueError(str(exc)) from None
             if not found:  # `""` or `{}`: no matcher, which would silence everything unseen
-                raise ValueError(f"matcher {line!r} is empty; write one like channel=\"owners-slack\"")
+                raise ValueError(f'matcher {line!r} is empty; write one like channel="owners-slack"')
         return value
 
     @field_validator("duration")
@@ -84,10 +84,10 @@ def create(silences: Silences, request: SilenceRequest, now: float) -> Silence:
     if (request.endsAt is None) == (request.duration is None):
         raise SilenceError("endsAt", "give endsAt or duration (one of them)")
     ends = _epoch(request.endsAt) if request.endsAt is not None else starts + parse_duration(str(request.duration))
-    if ends <= starts:
-        raise SilenceError("endsAt", "endsAt must be after startsAt")
     if ends <= now:
         raise SilenceError("endsAt", "endsAt is in the past: the silence would never be active")
+    if ends <= starts:
+        raise SilenceError("endsAt", "endsAt must be after startsAt")
     silence = Silence(
         new_id(), tuple(request.matchers), starts, ends, request.createdBy, request.comment, request.action
     )

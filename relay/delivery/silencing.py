@@ -107,4 +107,5 @@ def release_held(store: Store, silence: Silence, schedule: Scheduling, at: float
         moved.append(current.id)
     return len(moved)
 
+
 __all__ = ["SILENCED", "Silenced", "count_silenced", "release_held", "silence_planned", "silenced_at_due"]

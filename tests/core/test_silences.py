@@ -19,14 +19,14 @@ from relay.core.silences import (
 T = 1_800_000_000.0
 
 
-def _silence(*matchers: str, ident: str = "s1", start: float = T, end: float = T + 3600, action: str = "hold") -> Silence:
+def _silence(
+    *matchers: str, ident: str = "s1", start: float = T, end: float = T + 3600, action: str = "hold"
+) -> Silence:
     return Silence(ident, matchers, start, end, "ops", "db migration", action)  # type: ignore[arg-type]
 
 
 def _delivery(channel: str = "owners-slack", kind: str = "notification:quality-check-failed") -> Delivery:
-    return Delivery(
-        "d1", "e1", kind, 0, channel, "auto", 3, T, T, recipientType="recipient-type:system-owner"
-    )
+    return Delivery("d1", "e1", kind, 0, channel, "auto", 3, T, T, recipientType="recipient-type:system-owner")
 
 
 VIEW = delivery_view({"body": {"dataset": {"name": "sales"}}, "sender": "platform"}, _delivery())
@@ -78,7 +78,11 @@ def test_apply_holds_until_the_end_or_skips_and_says_who_and_why() -> None:
     hit = silenced([_silence('kind!=""', action="skip")], VIEW, T)
     assert hit is not None
     apply(skipped, hit)
-    assert (skipped.state, skipped.notBefore, skipped.lastError) == (State.SKIPPED, None, "silenced by s1: db migration")
+    assert (skipped.state, skipped.notBefore, skipped.lastError) == (
+        State.SKIPPED,
+        None,
+        "silenced by s1: db migration",
+    )
     assert holder(skipped.lastError) == "s1" and holder("timeout") is None and holder(None) is None
 
 

@@ -56,7 +56,9 @@ def _metric(api: TestClient, line: str) -> bool:
     return line in api.get("/metrics").text.splitlines()
 
 
-def test_held_at_planning_until_the_silence_ends_then_sent_once(silent: Runtime, api: TestClient, sink: HttpSink) -> None:
+def test_held_at_planning_until_the_silence_ends_then_sent_once(
+    silent: Runtime, api: TestClient, sink: HttpSink
+) -> None:
     silence = _silence(api)
     assert silence["state"] == "active" and silence["action"] == "hold"
     assert silence["endsAt"] == iso(NOW + 3600) and silence["startsAt"] == iso(NOW)
