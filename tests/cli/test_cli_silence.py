@@ -74,3 +74,30 @@ def test_bad_input_adds_nothing(
     assert main(["silence", "add", *args, "--comment", "c", "--config", str(config_file)]) == 2
     assert said in capsys.readouterr().err
     assert _listed(config_file, capsys, "--all") == []
+
+
+def test_preview_says_which_silence_would_hold_or_skip(
+    rt: Runtime, config_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = str(config_file)
+    hold = ["silence", "add", 'channel="owners-hook"', "--for", "1h", "--comment", "db move", "--by", "ana"]
+    skip = ["silence", "add", 'channel="managers-hook"', "--for", "1h", "--comment", "noisy", "--skip"]
+    assert main([*hold, "--config", config]) == 0 and main([*skip, "--config", config]) == 0
+    held, skipped = (s["id"] for s in _listed(config_file, capsys))
+    payload = tmp_path / "payload.json"
+    payload.write_text(json.dumps(sample_notification()))
+    assert main(["preview", str(payload), "--format", "json", "--config", config]) == 0
+    plan = {d["channel"]: d for d in json.loads(capsys.readouterr().out)["deliveries"]}
+    assert (
+        plan["owners-hook"]["state"] == "held" and plan["owners-hook"]["heldBy"] == f"silenced by {held} (ana): db move"
+    )
+    assert (
+        plan["managers-hook"]["state"] == "skipped"
+        and plan["managers-hook"]["reason"] == f"silenced by {skipped}: noisy"
+    )
+    assert plan["requester-email"]["state"] == "would send"
+    assert main(["preview", str(payload), "--config", config]) == 0
+    assert f"(silenced by {held} (ana): db move)" in capsys.readouterr().out
+    # Past the silences' end (--at), nothing is held.
+    assert main(["preview", str(payload), "--format", "json", "--at", "2999-01-01T00:00:00Z", "--config", config]) == 0
+    assert {d["state"] for d in json.loads(capsys.readouterr().out)["deliveries"]} == {"would send"}
