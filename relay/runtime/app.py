@@ -26,6 +26,7 @@ from relay.admin.people import PeopleApi
 from relay.admin.silences import SilencesApi
 from relay.admin.ui import AdminPage
 from relay.admin.ui_release import ReleasePage
+from relay.admin.ui_silences import SilencesPage
 from relay.admin.ui_view import PageData
 from relay.config import Config
 from relay.core.redaction import hide_path_keys, remember_config
@@ -84,6 +85,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock, guard)
     release = ReleasePage(page)
+    muting = SilencesPage(page)
     silences = SilencesApi(rt.store, rt.redis, rt.intake, lambda: rt.clock())  # the runtime's clock then
     people = PeopleApi(rt.redis, settings, lambda: rt.clock())  # the runtime's clock as it is then (tests set it)
     pages = PeoplePages(rt.redis, settings, lambda: rt.clock(), guard)
@@ -120,6 +122,8 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/ui/replay", page.replay, methods=["POST"]),
         Route("/ui/release", release.confirm, methods=["GET"]),
         Route("/ui/release", release.release, methods=["POST"]),
+        Route("/ui/silences", muting.add, methods=["POST"]),
+        Route("/ui/silences/expire", muting.expire, methods=["POST"]),
         *(extra_routes or []),
     ]
     return Starlette(
