@@ -102,9 +102,11 @@ def release_held(store: Store, silence: Silence, schedule: Scheduling, at: float
             store.leases.release([delivery_unit(current.id)], store.owner)
             continue
         current.notBefore = at
-        schedule.enqueue_deliveries([current.id])  # due now, before the state is stored
         store.update(current, State.HELD)  # lets go of the lease
         moved.append(current.id)
+    # Due now once no lease holds them, so a worker woken at once can take them (were this process to stop
+    # first, each still goes at its silence's old end: late, never lost).
+    schedule.enqueue_deliveries(moved)
     return len(moved)
 
 
