@@ -8,15 +8,18 @@ import json
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import sample_notification
+from relay.runtime.bootstrap import Runtime
+from tests.conftest import WEBHOOK_TOKEN, sample_notification
+from tests.processes import stop
 from tests.runtime.test_serve import RELAY  # the fixture: `relay serve` on a free port
 from tests.runtime.test_serve import served as served
-from tests.servers import HttpSink, http_get, wait_for
+from tests.servers import HttpSink, free_port, http_get, wait_for
 
 ADMIN = "serve-admin-5678"
 
@@ -52,9 +55,9 @@ def test_held_until_the_silence_ends_expired_early_released_skipped_never(
 ) -> None:
     base, config = str(served["base"]), str(served["config"])
     body = {"matchers": ['channel="owners"'], "createdBy": "ops", "comment": "deploy"}
-    status, silence = _call(base, "POST", "/api/v1/silences", {**body, "duration": "4s"})
+    status, silence = _call(base, "POST", "/api/v1/silences", {**body, "duration": "2s"})
     assert status == 201 and silence["state"] == "active"
-    ends = time.time() + 4
+    ends = time.time() + 2
     event_id = _send(config, tmp_path)
     wait_for(lambda: _owners_state(base, event_id)[0] == "held", timeout=15)
     assert _owners_state(base, event_id)[1] == f"silenced by {silence['id']} (ops): deploy"
@@ -86,3 +89,48 @@ def test_held_until_the_silence_ends_expired_early_released_skipped_never(
     assert 'relay_silenced_total{action="skip"} 2.0' in metrics.splitlines()
     assert "relay_silences_active 1.0" in metrics.splitlines()
     assert sink.at("/serve-owners") == []
+
+
+@pytest.mark.slow
+def test_through_relay_api_and_relay_worker_on_an_external_redis(
+    make_runtime: Callable[..., Runtime], sink: HttpSink, tmp_path: Path
+) -> None:
+    """The API that stores the silence and the worker that obeys it are two processes on one Redis (the
+    test's, outside both): the worker sees the silence at once and sends what it held when it ends."""
+    port = free_port()
+    rt = make_runtime(server={"port": port, "auth": {"tokens": [WEBHOOK_TOKEN]}, "admin_tokens": [ADMIN]})
+    path = tmp_path / "split.json"
+    path.write_text(json.dumps(rt.config.model_dump(mode="json", by_alias=True, exclude={"base_dir"})))
+    base = f"http://127.0.0.1:{port}"
+    procs = [
+        subprocess.Popen([RELAY, role, "--config", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for role in ("api", "worker")
+    ]
+    try:
+        wait_for(lambda: http_get(base + "/healthz")[0] == 200, timeout=30)
+        body = {"matchers": ['channel="owners-hook"'], "createdBy": "ops", "comment": "split", "duration": "2s"}
+        status, silence = _call(base, "POST", "/api/v1/silences", body)
+        assert status == 201 and silence["state"] == "active"
+        ends = time.time() + 2
+        payload = sample_notification()
+        request = urllib.request.Request(base + "/webhook", json.dumps(payload).encode(), method="POST")
+        request.add_header("Authorization", f"Bearer {WEBHOOK_TOKEN}")
+        request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.status == 202
+        event_id = payload["metadata"]["eventId"]
+        wait_for(lambda: _state(base, event_id) == "held", timeout=15)
+        wait_for(lambda: len(sink.at("/managers")) == 1, timeout=10)  # what no silence matches goes at once
+        assert sink.at("/owners") == []
+        wait_for(lambda: _state(base, event_id) == "delivered", timeout=20)
+        assert time.time() >= ends - 0.5 and len(sink.at("/owners")) == 1
+    finally:
+        for proc in procs:
+            stop(proc)
+
+
+def _state(base: str, event_id: str) -> str | None:
+    code, text = http_get(f"{base}/api/v1/events/{event_id}", ADMIN)
+    if code != 200:
+        return None
+    return next((d["state"] for d in json.loads(text)["deliveries"] if d["channel"] == "owners-hook"), None)
