@@ -11,10 +11,9 @@ from dataclasses import dataclass
 
 from redis import Redis
 
-from relay.core.silences import Silence
 from relay.storage.exemplars import EXEMPLARS, Exemplar, parse
 from relay.storage.leases import EVENT, LEASES, READY, UNPLANNED
-from relay.storage.silences import SILENCES
+from relay.storage.silences import SILENCES, parsed
 from relay.storage.store import FAILED, HELD, Store, now
 
 # A worker that sent no heartbeat for this long is not counted as alive (/readyz, /metrics, the page).
@@ -74,7 +73,7 @@ class CounterReader:
         pipe.hvals(SILENCES)
         due_events, due_deliveries, failed, held, waiting, leased, stored, silences = pipe.execute()
         at_clock = self.clock()
-        silenced = sum(1 for raw in silences if Silence.from_json(raw).active(at_clock))
+        silenced = sum(1 for raw in silences if parsed(raw.decode()).active(at_clock))
         workers = len(self.store.workers_seen(WORKER_SEEN_WITHIN))
         planning = sum(1 for unit in leased if unit.startswith(EVENT.encode()))
         # The queue's depth is the work due and not taken yet (`relay.storage.leases`), notifications to plan

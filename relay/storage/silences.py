@@ -3,6 +3,7 @@ and every delivery that comes due (a silence is seen at once, by every worker, a
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 from redis import Redis
@@ -15,6 +16,13 @@ SILENCES = PREFIX + "silences"
 KEPT_EXPIRED = 5 * 86400.0
 
 
+@functools.lru_cache(maxsize=256)
+def parsed(raw: str) -> Silence:
+    """A stored silence, parsed and its matchers compiled once per process (a pure function of its text:
+    each planning and each due delivery reads them all, and RE2 compiles are not free)."""
+    return Silence.from_json(raw)
+
+
 def new_id() -> str:
     return str(uuid.uuid4())
 
@@ -25,7 +33,7 @@ class Silences:
 
     def all(self) -> list[Silence]:
         """Every silence kept, oldest start first (one round trip; none stored: an empty answer, at once)."""
-        found = [Silence.from_json(_text(v)) for v in self.redis.hvals(SILENCES)]
+        found = [parsed(_text(v)) for v in self.redis.hvals(SILENCES)]
         return sorted(found, key=lambda s: (s.startsAt, s.id))
 
     def active(self, now: float) -> list[Silence]:
@@ -33,7 +41,7 @@ class Silences:
 
     def get(self, ident: str) -> Silence | None:
         raw = self.redis.hget(SILENCES, ident)
-        return Silence.from_json(_text(raw)) if raw is not None else None
+        return parsed(_text(raw)) if raw is not None else None
 
     def put(self, silence: Silence) -> None:
         self.redis.hset(SILENCES, silence.id, silence.to_json())
