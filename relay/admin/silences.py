@@ -26,6 +26,7 @@ from relay.web.errors import error_response, validation_response
 from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
 
 STATES = ("active", "pending", "expired")
+LAST_END = 253402300799.0  # 9999-12-31T23:59:59Z: the last time ISO 8601 (and the API) can write
 MAX_BODY = 64 * 1024
 
 
@@ -84,6 +85,8 @@ def create(silences: Silences, request: SilenceRequest, now: float) -> Silence:
     if (request.endsAt is None) == (request.duration is None):
         raise SilenceError("endsAt", "give endsAt or duration (one of them)")
     ends = _epoch(request.endsAt) if request.endsAt is not None else starts + parse_duration(str(request.duration))
+    if ends > LAST_END:
+        raise SilenceError("endsAt", "the silence would end after the year 9999")
     if ends <= now:
         raise SilenceError("endsAt", "endsAt is in the past: the silence would never be active")
     if ends <= starts:

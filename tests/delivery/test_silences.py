@@ -195,6 +195,7 @@ def test_silences_survive_a_restart(
         ({"endsAt": "2020-01-01T00:00:00Z"}, "endsAt"),
         ({"duration": None, "endsAt": "2020-01-01T00:00:00Z"}, "endsAt"),
         ({"action": "drop"}, "action"),
+        ({"duration": "99999999w"}, "endsAt"),
         ({"color": "red"}, "color"),
     ],
 )
