@@ -6,13 +6,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from redis import Redis
 
 from relay.storage.exemplars import EXEMPLARS, Exemplar, parse
 from relay.storage.leases import EVENT, LEASES, READY, UNPLANNED
+from relay.storage.silences import SILENCES, parsed
 from relay.storage.store import FAILED, HELD, Store, now
 
 # A worker that sent no heartbeat for this long is not counted as alive (/readyz, /metrics, the page).
@@ -37,6 +38,7 @@ class Counters:
     unplanned: int = 0  # notifications accepted and not yet planned into deliveries
     # With tracing on: per latency bucket (its stored field), the trace of the last delivery counted in it.
     exemplars: dict[str, Exemplar] = dataclasses.field(default_factory=dict)
+    silences_active: int = 0
 
     def labelled(self) -> Iterator[tuple[str, dict[str, str], float]]:
         for field, value in self.series.items():
@@ -53,8 +55,8 @@ class Counters:
 
 
 class CounterReader:
-    def __init__(self, redis: Redis, store: Store) -> None:
-        self.redis, self.store = redis, store
+    def __init__(self, redis: Redis, store: Store, clock: Callable[[], float] = now) -> None:
+        self.redis, self.store, self.clock = redis, store, clock  # the clock: which silences are active
 
     def read(self) -> Counters:
         """Raises RedisError when Redis does not answer."""
@@ -68,10 +70,14 @@ class CounterReader:
         pipe.zcard(UNPLANNED)
         pipe.hkeys(LEASES)
         pipe.hgetall(EXEMPLARS)
-        due_events, due_deliveries, failed, held, waiting, leased, stored = pipe.execute()
+        pipe.hvals(SILENCES)
+        due_events, due_deliveries, failed, held, waiting, leased, stored, silences = pipe.execute()
+        at_clock = self.clock()
+        silenced = sum(1 for raw in silences if parsed(raw.decode()).active(at_clock))
         workers = len(self.store.workers_seen(WORKER_SEEN_WITHIN))
         planning = sum(1 for unit in leased if unit.startswith(EVENT.encode()))
         # The queue's depth is the work due and not taken yet (`relay.storage.leases`), notifications to plan
         # and deliveries to send alike: what an autoscaler should see grow under a backlog.
         depth = int(due_events) + int(due_deliveries)
-        return Counters(series, depth, int(failed), workers, int(held), int(waiting) + planning, parse(stored))
+        waiting_all = int(waiting) + planning
+        return Counters(series, depth, int(failed), workers, int(held), waiting_all, parse(stored), silenced)

@@ -37,6 +37,8 @@ HELP = {
         "Deliveries skipped because their person opted out of the kind on the channel, by kind and channel.",
     ),
     "relay_releases_total": ("counter", "Held deliveries sent early by a release."),
+    "relay_silenced_total": ("counter", "Deliveries a silence held or skipped, by action (hold, skip)."),
+    "relay_silences_active": ("gauge", "Silences active right now."),
     "relay_catalog_lookups_total": ("counter", "Platform catalog look-ups, by result (cache_hit, fetched, ...)."),
     "relay_delivery_latency_seconds": ("histogram", "From acceptance of the notification to delivery."),
     "relay_send_duration_seconds": ("histogram", "One send through Apprise (any outcome), by channel."),
@@ -158,6 +160,7 @@ class RelayCollector(Collector):
                 "relay_deliveries_held": counters.held_now,
                 "relay_notifications_unplanned": counters.unplanned,
                 "relay_workers_alive": counters.workers_alive,
+                "relay_silences_active": counters.silences_active,
             }
         for name in sorted(set(HELP) | set(samples)):
             kind, text = HELP.get(name, ("untyped", name))

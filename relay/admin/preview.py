@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +15,8 @@ from relay.core.preferences import Hold, Preference, Skip, claim_of, effect, peo
 from relay.core.quiet import held_until, route_named
 from relay.core.recipients import reference_of
 from relay.core.rendering import Renderer, recipient_of
-from relay.core.routing import plan_notification
+from relay.core.routing import matcher_view, plan_notification
+from relay.core.silences import Silence, delivery_view, silenced
 from relay.delivery.channels import channel_format
 from relay.storage.store import iso
 
@@ -25,9 +26,11 @@ def preview_plan(
     data: dict[str, Any],
     now: datetime | None = None,
     preferences: Mapping[str, Preference] | None = None,
+    silences: Sequence[Silence] = (),
 ) -> list[dict[str, Any]]:
     """`now`: when the notification would arrive (default: now), for the routes' time intervals.
-    `preferences`: the people's, by person (relay.storage.preferences), to say what they would skip or hold."""
+    `preferences`: the people's, by person (relay.storage.preferences), to say what they would skip or hold.
+    `silences`: relay's (relay.storage.silences), to say which would hold or skip a delivery then."""
     notification = Notification.model_validate(data)
     at = now or datetime.now(UTC)
     extra = {"platform_url": (config.platform.url or "").rstrip("/")}
@@ -50,6 +53,9 @@ def preview_plan(
         chosen = _preference(config, notification, planned, at, preferences or {})
         if isinstance(chosen, Skip):
             planned.state, planned.lastError = State.SKIPPED, f"{chosen.reason} (the person's preferences)"
+        hush = silenced(silences, delivery_view(matcher_view(notification), planned), at.timestamp())
+        if hush is not None and hush.skip and planned.state is not State.SKIPPED:
+            planned.state, planned.lastError = State.SKIPPED, hush.reason
         if planned.state is State.SKIPPED:
             item.update(state=State.SKIPPED, reason=planned.lastError)
         else:
@@ -72,6 +78,8 @@ def preview_plan(
                 item.update(state=State.HELD, notBefore=iso(until.timestamp()))
             elif _has_intervals(config, planned.route):
                 item["quietHours"] = "inside the route's time intervals: goes out now"
+            if hush is not None and hush.until > _epoch(item.get("notBefore")):  # the later hold says when
+                item.update(state=State.HELD, notBefore=iso(hush.until), heldBy=hush.reason)
             digest = digest_of(config, planned.route)
             if digest is not None:
                 item["digest"] = {"window": human_duration(digest.window), "maxItems": digest.max_items}
@@ -85,8 +93,9 @@ def preview(
     fmt: str = "text",
     now: datetime | None = None,
     preferences: Mapping[str, Preference] | None = None,
+    silences: Sequence[Silence] = (),
 ) -> str:
-    plan = preview_plan(config, data, now, preferences)
+    plan = preview_plan(config, data, now, preferences, silences)
     if fmt == "json":
         return json.dumps({"deliveries": plan}, indent=2, ensure_ascii=False)
     if not plan:
@@ -120,6 +129,10 @@ def preview(
             lines.append("    " + item["text"].replace("\n", "\n    "))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _epoch(shown: str | None) -> float:
+    return datetime.fromisoformat(shown.replace("Z", "+00:00")).timestamp() if shown else 0.0
 
 
 def people_of(data: dict[str, Any]) -> list[str]:

@@ -36,6 +36,7 @@ from relay.admin.ui_session import (
 )
 from relay.admin.ui_view import DELIVERIES_OF_ONE, PageData, anchor
 from relay.config import Config
+from relay.delivery.silencing import Scheduling
 from relay.storage.sessions import EndedSessions
 from relay.web.auth import admin_allowed, admin_token_offered
 from relay.web.operation import ADMIN_SECURITY, FORM, HTML, Answer, Operation, documented
@@ -73,8 +74,8 @@ def _count(value: str) -> str | None:
     return value if value.isdigit() and len(value) <= 6 else None
 
 
-class PageIntake(Replaying, Releasing, Protocol):
-    """What the page asks of the queue: replays and releases."""
+class PageIntake(Replaying, Releasing, Scheduling, Protocol):
+    """What the page asks of the queue: replays, releases, and what an expired silence held made due."""
 
 
 class AdminPage:

@@ -13,7 +13,9 @@ from redis import Redis
 from relay.admin.counters import CounterReader, Counters
 from relay.admin.selection import Filters, ReleaseRequest, Releasing, Replaying
 from relay.core.model import Delivery, State, trace_id
+from relay.core.silences import Silence, holder
 from relay.storage.events import read_summaries
+from relay.storage.silences import Silences
 from relay.storage.store import EVENTS, FAILED, HELD, Store
 
 DELIVERIES_PER_EVENT = 50  # in the list of notifications
@@ -72,6 +74,8 @@ class DeliveryRow:
         """Why a held delivery waits."""
         if self.items:
             return f"digest of {self.items} gathering"
+        if holder(self.delivery.lastError) is not None:
+            return str(self.delivery.lastError)  # silenced by <id> (<createdBy>): <comment>
         return "waits in its digest" if self.delivery.digest else "quiet hours"
 
     @property
@@ -126,6 +130,12 @@ class FailedGroup:
         return anchor(self.event_id)
 
 
+@dataclass(frozen=True)
+class SilenceRow:
+    silence: Silence
+    state: str  # active or pending, now
+
+
 @dataclass
 class Page:
     counters: dict[str, int]
@@ -135,6 +145,7 @@ class Page:
     older: float | None
     held: list[DeliveryRow] = field(default_factory=list)  # soonest first
     held_total: int = 0
+    silences: list[SilenceRow] = field(default_factory=list)  # active and pending, oldest start first
 
     @property
     def failed_shown(self) -> int:
@@ -225,7 +236,11 @@ class PageData:
         ]
         self.link_digests(held, {})
         counters = page_counters(self.counters.read())
-        return Page(counters, events, list(groups.values()), int(failed_total), older, held, int(held_total))
+        at = self.counters.clock()
+        silences = [SilenceRow(s, s.state(at)) for s in Silences(self.redis).all() if s.endsAt > at]
+        page = Page(counters, events, list(groups.values()), int(failed_total), older, held, int(held_total))
+        page.silences = silences
+        return page
 
     def replay(
         self, intake: Replaying, attempts: int, delivery_id: str | None, event_id: str | None

@@ -53,7 +53,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     cfg = config(args)
     _, data = read_payload(args.payload)
     try:
-        text = preview(cfg, data, args.format, _at(args.at), _preferences(cfg, data))
+        text = preview(cfg, data, args.format, _at(args.at), _preferences(cfg, data), _silences(cfg))
     except ValidationError as exc:
         print(f"the payload is not a valid notification:\n{exc}", file=sys.stderr)
         return 2
@@ -85,6 +85,24 @@ def _preferences(cfg: Any, data: Any) -> Any:
             file=sys.stderr,
         )
         return {}
+
+
+def _silences(cfg: Any) -> Any:
+    """relay's silences, read from its Redis; none (said on stderr) when it cannot be reached."""
+    from redis.exceptions import RedisError
+
+    from relay.runtime.bootstrap import open_redis, redis_url
+    from relay.storage.silences import Silences
+
+    try:
+        conn = open_redis(redis_url(cfg), socket_timeout=2, socket_connect_timeout=2)
+        try:
+            return Silences(conn).all()
+        finally:
+            conn.close()
+    except (RedisError, OSError):
+        print("relay preview: silences not read (Redis unreachable): shown as if there were none", file=sys.stderr)
+        return []
 
 
 def _at(value: str | None) -> datetime | None:

@@ -8,7 +8,7 @@ import sys
 from redis.exceptions import RedisError
 
 from relay import __version__
-from relay.cli import check, health, inspect, prefs, probe, run, send, token
+from relay.cli import check, health, inspect, prefs, probe, run, send, silence, token
 from relay.config import ConfigError
 
 
@@ -29,6 +29,7 @@ def parser() -> argparse.ArgumentParser:
     inspect.add_commands(command)
     token.add_commands(command)
     prefs.add_commands(command)
+    silence.add_commands(command)
     health.add_commands(command)
     return p
 

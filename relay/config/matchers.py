@@ -147,24 +147,26 @@ def _unquote(raw: str, text: str) -> str:
     return "".join(out)
 
 
-def _path(name: str, text: str) -> tuple[str, ...]:
+def _path(name: str, text: str, scalars: tuple[str, ...] = ()) -> tuple[str, ...]:
     segments = tuple(name.split("."))
     if not all(_SEGMENT.fullmatch(s) for s in segments) or not _FIRST.match(name):
         raise MatcherError(f"matcher {text!r}: {name!r} is not a dotted path (letters, digits, _, :, - between dots)")
     root = segments[0]
-    if root not in ROOTS:
+    if root not in ROOTS + scalars:
+        more = "".join(f", {s}" for s in scalars)
         raise MatcherError(
-            f"matcher {text!r}: the name must be body.…, metadata.…, sender or kind (it starts with {root!r})"
+            f"matcher {text!r}: the name must be body.…, metadata.…, sender{more} or kind (it starts with {root!r})"
         )
-    if root in _SCALAR_ROOTS and len(segments) > 1:
+    if root in _SCALAR_ROOTS + scalars and len(segments) > 1:
         raise MatcherError(f"matcher {text!r}: {root} is a plain string: it has no field {segments[1]!r}")
-    if root not in _SCALAR_ROOTS and len(segments) == 1:
+    if root not in _SCALAR_ROOTS + scalars and len(segments) == 1:
         raise MatcherError(f"matcher {text!r}: {root} is an object: name a field in it, like {root}.name")
     return segments
 
 
-def parse_matcher(text: str) -> Matcher:
-    """One matcher, `name op value`; raises MatcherError naming it and what is wrong."""
+def parse_matcher(text: str, scalars: tuple[str, ...] = ()) -> Matcher:
+    """One matcher, `name op value`; raises MatcherError naming it and what is wrong. `scalars`: more names a
+    matcher may read, plain strings (a silence's `channel`, `recipientType`: the delivery's)."""
     found = _MATCHER.fullmatch(text)
     if found is None:
         raise MatcherError(
@@ -184,7 +186,7 @@ def parse_matcher(text: str) -> Matcher:
             regex = compile_regex(value)
         except ValueError as exc:
             raise MatcherError(f"matcher {text!r}: the regex {value!r} is not valid (RE2): {exc}") from None
-    return Matcher(text.strip(), _path(name, text), Op(op), value, regex)
+    return Matcher(text.strip(), _path(name, text, scalars), Op(op), value, regex)
 
 
 def _split(line: str) -> list[str]:
@@ -215,10 +217,10 @@ def _split(line: str) -> list[str]:
     return pieces
 
 
-def parse_line(line: str) -> list[Matcher]:
+def parse_line(line: str, scalars: tuple[str, ...] = ()) -> list[Matcher]:
     """One entry of a route's `matchers:` list: one matcher, or several separated by commas; none for `{}`
     (or an empty string), as Alertmanager reads them."""
     if not isinstance(line, str):
         raise MatcherError(f"matcher {line!r}: not a string; write it in quotes, like 'kind=\"x\"'")
     pieces = _split(line)
-    return [parse_matcher(piece.strip()) for piece in pieces]
+    return [parse_matcher(piece.strip(), scalars) for piece in pieces]

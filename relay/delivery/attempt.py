@@ -29,6 +29,7 @@ from relay.delivery.compose import compose, fitted_title
 from relay.delivery.context import Context
 from relay.delivery.preferences import links, person_hold, with_unsubscribe_headers
 from relay.delivery.recording import decide, derived, queue_new, store
+from relay.delivery.silencing import silenced_at_due
 from relay.storage.leases import delivery_unit
 from relay.storage.store import iso, now
 
@@ -59,10 +60,16 @@ def _steps(rt: Context, current: Delivery, notification: Notification | None, sl
         return current.state
     if current.state is State.HELD and not current.released and _held_again(rt, current):
         return current.state
+    if silenced_at_due(rt, current, _ctx(current)):
+        return current.state
     if _throttled(rt, current, slot_at):
         return "throttled"
     with tracing.attempt(current):  # a span in its notification's trace (relay.tracing)
         return _attempt(rt, current, notification)
+
+
+def _ctx(record: Delivery) -> dict[str, str]:
+    return {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}
 
 
 def _read(rt: Context, record: Delivery | str) -> Delivery | None:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from relay.core.model import State
 from relay.core.quiet import held_until
+from relay.core.silences import holder
 from relay.delivery.context import Context
 from relay.delivery.preferences import person_hold
 from relay.storage.leases import delivery_unit
@@ -36,6 +37,8 @@ def replan_held(rt: Context) -> int:
             continue
         if record.digest or record.items:
             continue  # a digest goes at the end of its window, asking the intervals then; its items go in it
+        if holder(record.lastError) is not None:
+            continue  # a silence holds it: due at the silence's end, when the intervals are asked again
         until = held_until(rt.config, record.route, at)
         mine = person_hold(rt, record, now)  # a person's active hours hold it too, with the route's
         base = mine if mine is not None else until.timestamp() if until is not None else now

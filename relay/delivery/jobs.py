@@ -32,6 +32,7 @@ from relay.delivery import attempt
 from relay.delivery.context import Context, bound
 from relay.delivery.preferences import apply_preferences, count_planned
 from relay.delivery.recording import created, follow, wake_for
+from relay.delivery.silencing import count_silenced, silence_planned
 from relay.storage.leases import DELIVERY, EVENT, UNPLANNED, Claimed, delivery_unit, split_unit
 from relay.storage.store import EventRecord, StateChange, iso, now
 
@@ -246,16 +247,20 @@ def _plan(rt: Context, event_id: str, event: EventRecord, leased: bool) -> int:
     tracing.stamp(records)  # their tries continue this trace
     _Holds(rt).apply(records)
     applied = apply_preferences(rt, notification, records)  # after the routes' holds: the later notBefore wins
+    silenced = silence_planned(rt, notification, records)  # last: a silence's hold or skip says why
     here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
     rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
     stored = rt.store.create_deliveries(event_id, records, take=here, planned="leased" if leased else "unleased")
-    count_planned(rt, applied, created(records, stored))  # counted before any of them is sent: as they show
+    new = created(records, stored)
+    count_planned(rt, applied, new)  # counted before any of them is sent: as they show
+    count_silenced(rt, silenced, new)
     for record in stored:
         ctx = {"eventId": event_id, "deliveryId": record.id, "channel": record.channel}
         if record.state is State.SKIPPED:
             log.info("delivery skipped: %s", record.lastError, extra=ctx)
         elif record.state is State.HELD and record.notBefore is not None:
-            log.info("delivery held by quiet hours until %s", iso(record.notBefore), extra=ctx)
+            why = record.lastError or "quiet hours"
+            log.info("delivery held until %s: %s", iso(record.notBefore), why, extra=ctx)
     wake_for(rt, stored)
     in_hand = rt.sender.in_hand()  # planned again while this worker still sends them: not twice
     for record in stored:

@@ -23,8 +23,10 @@ from relay.admin.counters import CounterReader
 from relay.admin.health import Health
 from relay.admin.openapi import OpenApi
 from relay.admin.people import PeopleApi
+from relay.admin.silences import SilencesApi
 from relay.admin.ui import AdminPage
 from relay.admin.ui_release import ReleasePage
+from relay.admin.ui_silences import SilencesPage
 from relay.admin.ui_view import PageData
 from relay.config import Config
 from relay.core.redaction import hide_path_keys, remember_config
@@ -75,7 +77,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     def connect() -> AsyncRedis:
         return open_async_redis(url, socket_timeout=socket_timeout(rt.config), socket_connect_timeout=5)
 
-    counters = CounterReader(rt.redis, rt.store)
+    counters = CounterReader(rt.redis, rt.store, lambda: rt.clock())
     # Refused credentials of every surface, counted in Redis (relay/web/throttle.py).
     # The runtime's clock as it is then; refusals counted in this process's tally too.
     guard = Guard(connect, lambda: rt.config.server, lambda: rt.clock(), rt.store.tally)
@@ -84,6 +86,8 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock, guard)
     release = ReleasePage(page)
+    muting = SilencesPage(page)
+    silences = SilencesApi(rt.store, rt.redis, rt.intake, lambda: rt.clock())  # the runtime's clock then
     people = PeopleApi(rt.redis, settings, lambda: rt.clock())  # the runtime's clock as it is then (tests set it)
     pages = PeoplePages(rt.redis, settings, lambda: rt.clock(), guard)
     person = "/api/v1/people/{person:path}"
@@ -102,6 +106,9 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/api/v1/deliveries/replay", admin(api.replay), methods=["POST"]),
         Route("/api/v1/deliveries/release", admin(api.release), methods=["POST"]),
         Route("/api/v1/reload", admin(api.reload), methods=["POST"]),
+        Route("/api/v1/silences", admin(silences.create), methods=["POST"]),
+        Route("/api/v1/silences", admin(silences.list), methods=["GET"]),
+        Route("/api/v1/silences/{id}", admin(silences.expire), methods=["DELETE"]),
         Route(person + "/preferences", admin(people.get), methods=["GET"]),
         Route(person + "/preferences", admin(people.put), methods=["PUT"]),
         Route(person + "/link", admin(people.link), methods=["GET"]),
@@ -116,6 +123,8 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/ui/replay", page.replay, methods=["POST"]),
         Route("/ui/release", release.confirm, methods=["GET"]),
         Route("/ui/release", release.release, methods=["POST"]),
+        Route("/ui/silences", muting.add, methods=["POST"]),
+        Route("/ui/silences/expire", muting.expire, methods=["POST"]),
         *(extra_routes or []),
     ]
     return Starlette(

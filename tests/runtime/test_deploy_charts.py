@@ -332,7 +332,7 @@ PROMQL_WORDS = {
     "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool", "offset", "topk", "bottomk",
     "label_values", "clamp_min", "clamp_max", "abs", "vector", "scalar",
 }  # fmt: skip
-LABELS = {"kind", "status", "reason", "state", "channel", "result", "le", "job", "instance", "endpoint"}
+LABELS = {"kind", "status", "reason", "state", "channel", "result", "le", "job", "instance", "endpoint", "action"}
 
 
 def exported_metrics() -> set[str]:

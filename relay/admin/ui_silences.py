@@ -1,0 +1,81 @@
+"""The admin page's silences: add one (a form on the page) and expire one (its Expire button); both posted
+with the session's CSRF token and guarded as the replay is (`AdminPage.posted_form`). The page lists the
+active and pending ones (`relay.admin.ui_view.PageData`); the work is the admin API's (relay.admin.silences)."""
+
+from __future__ import annotations
+
+import logging
+
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from relay.admin.silences import SilenceError, SilenceRequest, create, expire
+from relay.admin.ui import THROTTLED, AdminPage, html_answer, page_operation
+from relay.storage.silences import Silences
+from relay.web.operation import Answer, documented
+
+log = logging.getLogger("relay.admin.ui")
+_ANSWERS = {
+    303: Answer("Done: back to the page's silences"),
+    401: html_answer("Not logged in"),
+    403: html_answer("Not from this page"),
+    429: THROTTLED,
+    503: html_answer("Redis is unavailable"),
+}
+
+
+class SilencesPage:
+    def __init__(self, page: AdminPage) -> None:
+        self.page = page
+
+    @documented(
+        page_operation(
+            "Add a silence: `matchers` (one a line), `duration`, `comment`, `createdBy`, `action`; `csrf`",
+            {**_ANSWERS, 422: html_answer("Not a silence: the page says which field")},
+            form=True,
+        )
+    )
+    async def add(self, request: Request) -> Response:
+        form = await self.page.posted_form(request, "silence")
+        if isinstance(form, Response):
+            return form
+        body = {
+            "matchers": [line.strip() for line in form.get("matchers", "").splitlines() if line.strip()],
+            "duration": form.get("duration", "").strip() or None,
+            "createdBy": form.get("createdBy", "").strip() or "admin page",
+            "comment": form.get("comment", "").strip(),
+            "action": "skip" if form.get("action") == "skip" else "hold",
+        }
+        try:
+            wanted = SilenceRequest.model_validate(body)
+            silence = await run_in_threadpool(create, Silences(self.page.data.redis), wanted, self.page.clock())
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"]) or "silence"
+            return self.page.error(422, "Not a silence", f"{where}: {first['msg'].removeprefix('Value error, ')}")
+        except SilenceError as exc:
+            return self.page.error(422, "Not a silence", f"{exc.field}: {exc}")
+        except RedisError as exc:
+            log.warning("admin page: silence not added, Redis unavailable (%s)", type(exc).__name__)
+            return self.page.redis_down("No silence was added. Try again shortly.")
+        log.info("admin page: silence %s added by %s: %s", silence.id, silence.createdBy, silence.comment)
+        return RedirectResponse("/ui#silences", 303)
+
+    @documented(page_operation("Expire a silence now (form field `id`); `csrf`", _ANSWERS, form=True))
+    async def expire(self, request: Request) -> Response:
+        form = await self.page.posted_form(request, "expiry")
+        if isinstance(form, Response):
+            return form
+        ident = form.get("id", "").strip()
+        try:
+            done = await run_in_threadpool(expire, self.page.data.store, self.page.intake, ident, self.page.clock())
+        except RedisError as exc:
+            log.warning("admin page: silence not expired, Redis unavailable (%s)", type(exc).__name__)
+            return self.page.redis_down("The silence was not expired. Try again shortly.")
+        if done is None:
+            return self.page.error(404, "No such silence", "That silence is unknown: reload the page.")
+        log.info("admin page: silence %s expired, %d held deliveries released", ident, done[1])
+        return RedirectResponse(f"/ui?released={done[1]}#silences", 303)

@@ -1,0 +1,119 @@
+"""`relay silence add|list|expire`: silences in relay's Redis, as the API makes them (relay.admin.silences)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+import time
+from typing import Any
+
+from relay.cli.common import Command, config, table
+
+COLUMNS = ["id", "state", "action", "matchers", "startsAt", "endsAt", "createdBy", "comment"]
+
+
+def _runtime(args: argparse.Namespace) -> Any:
+    from relay.runtime.bootstrap import build
+
+    return build(config(args))
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from relay.admin.silences import SilenceError, SilenceRequest, create
+    from relay.storage.silences import Silences
+
+    body: dict[str, Any] = {
+        "matchers": args.matchers,
+        "createdBy": args.by,
+        "comment": args.comment,
+        "action": "skip" if args.skip else "hold",
+    }
+    body |= {"duration": args.for_} if args.for_ else {"endsAt": args.until}
+    if args.start:
+        body["startsAt"] = args.start
+    rt = _runtime(args)
+    try:
+        silence = create(Silences(rt.redis), SilenceRequest.model_validate(body), time.time())
+    except ValidationError as exc:
+        for e in exc.errors(include_url=False):
+            where = ".".join(str(p) for p in e["loc"])
+            print(f"relay: silence not added: {where}: {e['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        return 2
+    except SilenceError as exc:
+        print(f"relay: silence not added: {exc.field}: {exc}", file=sys.stderr)
+        return 2
+    shown = silence.public(time.time())
+    what = "skips" if silence.action == "skip" else "holds"
+    print(f"silence {silence.id} {shown['state']}: {what} {', '.join(silence.matchers)} until {shown['endsAt']}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from relay.admin.silences import STATES, listed
+    from relay.storage.silences import Silences
+
+    rt = _runtime(args)
+    states = STATES if args.all else ("active", "pending")
+    found = listed(Silences(rt.redis), states, time.time())
+    if args.format == "json":
+        print(json.dumps(found, indent=2, ensure_ascii=False))
+        return 0
+    rows = [{**s, "matchers": ", ".join(s["matchers"])} for s in found]
+    print(table(rows, COLUMNS, args.wide))
+    return 0
+
+
+def cmd_expire(args: argparse.Namespace) -> int:
+    from relay.admin.silences import expire
+
+    rt = _runtime(args)
+    done = expire(rt.store, rt.intake, args.id, time.time())
+    if done is None:
+        print(f"relay: no silence with id {args.id!r} (relay silence list --all)", file=sys.stderr)
+        return 1
+    silence, released = done
+    print(
+        f"silence {silence.id} expired; {released} held {'delivery goes' if released == 1 else 'deliveries go'} out now"
+    )
+    return 0
+
+
+def add_commands(command: Command) -> None:
+    p = command("silence", "silence what matches for a while (held, or skipped): add, list, expire")
+    sub = p.add_subparsers(dest="silence_command", required=True)
+
+    def leaf(name: str, help_: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help_, description=help_)
+        c.add_argument("--config", default=argparse.SUPPRESS, help="config file (as for every command)")
+        return c
+
+    c = leaf("add", "add a silence: every MATCHER must match (the routes' syntax, plus channel and recipientType)")
+    c.add_argument("matchers", nargs="+", metavar="MATCHER", help='like kind=~"notification:quality-.*"')
+    until = c.add_mutually_exclusive_group(required=True)
+    until.add_argument("--for", dest="for_", metavar="DURATION", help="how long: 30m, 2h, 1d")
+    until.add_argument("--until", metavar="TIME", help="when it ends: an ISO 8601 time (UTC unless it says)")
+    c.add_argument("--start", metavar="TIME", help="when it begins (default: now)")
+    c.add_argument("--comment", required=True, help="why: shown with every delivery it holds or skips")
+    c.add_argument("--skip", action="store_true", help="skip what matches (default: hold it until the end)")
+    c.add_argument("--by", default=_user(), help="who adds it (default: your user name)")
+    c.set_defaults(func=cmd_add)
+    c = leaf("list", "the active and pending silences (--all: the expired ones too)")
+    c.add_argument("--all", action="store_true")
+    c.add_argument("--format", choices=["table", "json"], default="table")
+    c.add_argument("--json", action="store_const", const="json", dest="format")
+    c.add_argument("--wide", action="store_true", help="cells whole, never cut with an ellipsis")
+    c.set_defaults(func=cmd_list)
+    c = leaf("expire", "end a silence now: what it held goes out")
+    c.add_argument("id")
+    c.set_defaults(func=cmd_expire)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "relay-cli"

@@ -1,0 +1,167 @@
+"""Silences: Alertmanager's, except that nothing is lost. Pure: the silences, a delivery (and, when a matcher
+reads it, its notification) and the time in; whether a silence holds or skips it out.
+
+A silence mutes what its matchers all match (the routes' syntax, relay.config.matchers), between `startsAt`
+and `endsAt`. `hold` (the default) keeps a delivery `held` until the silence ends, then it goes; `skip`
+ends it `skipped`. The one question the planning and due paths ask is `silenced`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from relay.config.matchers import Matcher, parse_line
+from relay.core.model import Delivery, State, iso
+
+Action = Literal["hold", "skip"]
+HOLD: Action = "hold"
+SKIP: Action = "skip"
+# Names a silence's matcher may read besides the notification's: the delivery's own.
+DELIVERY_NAMES = ("recipientType", "channel")
+# The notification's parts: a silence that reads any of them needs the notification at a due delivery.
+_NOTIFICATION_ROOTS = ("body", "metadata", "sender")
+PREFIX = "silenced by "
+MAX_MATCHERS = 50
+MAX_TEXT = 1000  # a comment's or a creator's length
+
+
+def compile_matchers(lines: Iterable[str]) -> list[Matcher]:
+    """Every matcher of a silence, parsed; raises MatcherError naming the one that is wrong."""
+    return [m for line in lines for m in parse_line(line, DELIVERY_NAMES)]
+
+
+@dataclass(frozen=True)
+class Silence:
+    id: str
+    matchers: tuple[str, ...]
+    startsAt: float
+    endsAt: float
+    createdBy: str
+    comment: str
+    action: Action = HOLD
+    compiled: tuple[Matcher, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.compiled:
+            object.__setattr__(self, "compiled", tuple(compile_matchers(self.matchers)))
+
+    def state(self, now: float) -> str:
+        if now < self.startsAt:
+            return "pending"
+        return "active" if now < self.endsAt else "expired"
+
+    def active(self, now: float) -> bool:
+        return self.startsAt <= now < self.endsAt
+
+    def public(self, now: float) -> dict[str, Any]:
+        """As the API shows it (SPEC's shape, with its `state` at `now`)."""
+        return {
+            "id": self.id,
+            "matchers": list(self.matchers),
+            "startsAt": iso(self.startsAt),
+            "endsAt": iso(self.endsAt),
+            "createdBy": self.createdBy,
+            "comment": self.comment,
+            "action": self.action,
+            "state": self.state(now),
+        }
+
+    def to_json(self) -> str:
+        fields = ("id", "matchers", "startsAt", "endsAt", "createdBy", "comment", "action")
+        return json.dumps({k: getattr(self, k) if k != "matchers" else list(self.matchers) for k in fields})
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Silence:
+        data = json.loads(raw)
+        return cls(
+            id=str(data["id"]),
+            matchers=tuple(data["matchers"]),
+            startsAt=float(data["startsAt"]),
+            endsAt=float(data["endsAt"]),
+            createdBy=str(data.get("createdBy", "")),
+            comment=str(data.get("comment", "")),
+            action=SKIP if data.get("action") == SKIP else HOLD,
+        )
+
+    def ended(self, at: float) -> Silence:
+        """The silence expired at `at` (a pending one ends before it began: it never silenced anything)."""
+        return Silence(
+            self.id, self.matchers, min(self.startsAt, at), at, self.createdBy, self.comment, self.action, self.compiled
+        )
+
+
+def held_reason(silence: Silence) -> str:
+    """A held delivery's `lastError`: who silenced it and why (`relay.core.silences.holder` reads it back)."""
+    return f"{PREFIX}{silence.id} ({silence.createdBy}): {silence.comment}"
+
+
+def skip_reason(silence: Silence) -> str:
+    return f"{PREFIX}{silence.id}: {silence.comment}"  # SPEC's words
+
+
+def holder(last_error: str | None) -> str | None:
+    """The silence a held delivery waits for, read from its `lastError`; None: no silence holds it."""
+    if not last_error or not last_error.startswith(PREFIX):
+        return None
+    return last_error[len(PREFIX) :].split(" ", 1)[0].removesuffix(":")
+
+
+def reads_notification(silences: Iterable[Silence]) -> bool:
+    """Whether a matcher of these reads the notification's body, metadata or sender (else the delivery's
+    record is enough: its kind, channel and recipient type)."""
+    return any(m.path[0] in _NOTIFICATION_ROOTS for s in silences for m in s.compiled)
+
+
+def delivery_view(notification: Mapping[str, Any] | None, record: Delivery) -> dict[str, Any]:
+    """What a silence's matchers read: the notification as routes read it (relay.core.routing.matcher_view;
+    None when not needed) with the delivery's kind, recipient type and channel."""
+    return {
+        **(notification or {}),
+        "kind": record.kind,
+        "recipientType": record.recipientType or "",
+        "channel": record.channel,
+    }
+
+
+@dataclass(frozen=True)
+class Silenced:
+    """A silence's answer for one delivery: `silence` decides (a skip, else the hold that ends last)."""
+
+    silence: Silence
+    skip: bool
+
+    @property
+    def until(self) -> float:
+        return self.silence.endsAt
+
+    @property
+    def reason(self) -> str:
+        return skip_reason(self.silence) if self.skip else held_reason(self.silence)
+
+
+def silenced(silences: Iterable[Silence], view: Mapping[str, Any], now: float) -> Silenced | None:
+    """Whether an active silence matches the delivery `view` (`delivery_view`) at `now`. A skip wins over a
+    hold (the operator said not to send it at all); among holds, the one that ends last: the delivery waits
+    for all of them, with one wake-up."""
+    matching = [s for s in silences if s.active(now) and all(m.matches(view) for m in s.compiled)]
+    if not matching:
+        return None
+    skips = [s for s in matching if s.action == SKIP]
+    if skips:
+        return Silenced(min(skips, key=lambda s: (s.startsAt, s.id)), True)
+    return Silenced(max(matching, key=lambda s: (s.endsAt, s.id)), False)
+
+
+def apply(record: Delivery, found: Silenced) -> None:
+    """A delivery still to send, silenced: held until the silence ends (a later `notBefore`, quiet hours',
+    stays), or skipped."""
+    if found.skip:
+        record.state = State.SKIPPED
+        record.notBefore = None
+    else:
+        record.state = State.HELD
+        record.notBefore = max(found.until, record.notBefore or 0.0)
+    record.lastError = found.reason
