@@ -62,7 +62,10 @@ ORPHAN_GRACE = DEAD_WORKER_AFTER
 # Work due this long with no wake-up queued (one lost) gets one at the next beat.
 STALE_SECONDS = 10.0
 DRAIN_SECONDS = 60.0  # at a stop, the longest wait for the senders to finish what they hold
-TALLY_SECONDS = 0.5  # between two writes of a `relay serve` worker's counts (relay.storage.tally)
+# A `relay serve` worker writes its counts (relay.storage.tally) as they change, a burst once per gap, so that
+# serve's /metrics shows a delivery as soon as the records do; and every TALLY_SECONDS it looks for a stop.
+TALLY_GAP = 0.05
+TALLY_SECONDS = 0.5
 
 
 def heartbeat_seconds(config: Config) -> float:
@@ -206,19 +209,23 @@ def work_burst(rt: Runtime, connection: Redis | None = None) -> None:
 
 
 def _publish_tally(rt: Runtime, directory: Path, stop: threading.Event) -> None:
-    """Write this worker's counts for `relay serve`'s /metrics, each time they changed (at most twice a
-    second), and once more at the end."""
+    """Write this worker's counts for `relay serve`'s /metrics each time they change (a burst of changes once
+    per TALLY_GAP), and once more at the end."""
+    tally = rt.store.tally
     written = -1
     while True:
-        stopping = stop.wait(TALLY_SECONDS)
-        if rt.store.tally.changes != written:
-            written = rt.store.tally.changes
+        tally.changed.wait(TALLY_SECONDS)
+        tally.changed.clear()
+        stopping = stop.is_set()
+        if tally.changes != written:
+            written = tally.changes
             try:
-                write_tally(directory, rt.name, rt.store.tally.snapshot())
+                write_tally(directory, rt.name, tally.snapshot())
             except OSError as exc:
                 log.warning("counts not written for relay serve's /metrics: %s", exc)
         if stopping:
             return
+        stop.wait(TALLY_GAP)
 
 
 def serve_metrics(rt: Runtime) -> WSGIServer | None:
@@ -274,6 +281,7 @@ def run_worker(
     finally:
         stop.set()
         published.set()
+        rt.store.tally.changed.set()  # the last write, now
         if publisher is not None:
             publisher.join(5)
         beating.join(2.0)  # a beat under way would bring the worker back into the count

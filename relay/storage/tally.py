@@ -46,6 +46,7 @@ class Tally:
         self._lock = threading.Lock()
         self._counts: dict[str, float] = {}
         self.changes = 0  # bumped at each add: a writer of the tally's file skips a write when nothing changed
+        self.changed = threading.Event()  # set at each add: wakes the writer of the tally's file
 
     def add(self, field: str, amount: float = 1) -> None:
         self.add_many([(field, amount)])
@@ -55,6 +56,7 @@ class Tally:
             for field, amount in pairs:
                 self._counts[field] = self._counts.get(field, 0) + amount
             self.changes += 1
+        self.changed.set()
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:
