@@ -13,6 +13,7 @@ from redis import Redis
 
 from relay.storage.exemplars import EXEMPLARS, Exemplar, parse
 from relay.storage.leases import EVENT, LEASES, READY, UNPLANNED
+from relay.storage.outages import ChannelStates
 from relay.storage.store import FAILED, HELD, Store, now
 
 # A worker that sent no heartbeat for this long is not counted as alive (/readyz, /metrics, the page).
@@ -37,6 +38,7 @@ class Counters:
     unplanned: int = 0  # notifications accepted and not yet planned into deliveries
     # With tracing on: per latency bucket (its stored field), the trace of the last delivery counted in it.
     exemplars: dict[str, Exemplar] = dataclasses.field(default_factory=dict)
+    channels_up: dict[str, float] = dataclasses.field(default_factory=dict)  # channel -> 1 up, 0 down (outages)
 
     def labelled(self) -> Iterator[tuple[str, dict[str, str], float]]:
         for field, value in self.series.items():
@@ -74,4 +76,5 @@ class CounterReader:
         # The queue's depth is the work due and not taken yet (`relay.storage.leases`), notifications to plan
         # and deliveries to send alike: what an autoscaler should see grow under a backlog.
         depth = int(due_events) + int(due_deliveries)
-        return Counters(series, depth, int(failed), workers, int(held), int(waiting) + planning, parse(stored))
+        up = ChannelStates(self.redis).up()  # the fleet's state in Redis, not a count of this process's
+        return Counters(series, depth, int(failed), workers, int(held), int(waiting) + planning, parse(stored), up)
