@@ -19,8 +19,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from relay.admin.selection import Releasing, Replaying
 from relay.admin.channels import channel_rows
+from relay.admin.selection import Releasing, Replaying
 from relay.admin.ui_render import error_page, render
 from relay.admin.ui_session import (
     COOKIE,
