@@ -49,8 +49,9 @@ end
 """
 
 # Before a send: 'up', 'probe' (the channel is down and this delivery is its probe: the next one is not
-# before the next step of the schedule), or 'down' (held, as `_HOLD`). KEYS: channel, waiting, ready.
-# ARGV: clock, delivery id, createdAt, shift, MAX_PROBE, the probe schedule...
+# before the next step of the schedule, and the oldest waiting is due then), or 'down' (held, as
+# `_HOLD`). KEYS: channel, waiting, ready. ARGV: clock, delivery id, createdAt, shift, MAX_PROBE, the
+# probe schedule...
 _GATE = (
     _HOLD
     + """
@@ -58,8 +59,12 @@ if redis.call('HGET', KEYS[1], 'state') ~= 'down' then return {'up'} end
 local clock, shift = tonumber(ARGV[1]), tonumber(ARGV[4])
 local probe_at = tonumber(redis.call('HGET', KEYS[1], 'probeAt') or '0')
 if clock >= probe_at then
-  redis.call('HSET', KEYS[1], 'probeAt', tostring(clock + step(5)))
+  local next_at = clock + step(5)
+  redis.call('HSET', KEYS[1], 'probeAt', tostring(next_at))
   redis.call('ZREM', KEYS[2], ARGV[2])
+  -- should this probe end with no outcome (skipped, its worker dead), the oldest waiting probes next
+  local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  if oldest then redis.call('ZADD', KEYS[3], next_at + shift, oldest) end
   return {'probe'}
 end
 local due = hold(ARGV[2], ARGV[3], probe_at, shift, tonumber(ARGV[5]))

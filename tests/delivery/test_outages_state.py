@@ -123,3 +123,13 @@ def test_health_counts_the_last_hour_and_the_gauge_reads_the_fleet_state(states:
     for _ in range(5):
         note(states, TRANSIENT)
     assert states.up() == {CH: 0.0}
+
+
+def test_a_probe_that_ends_without_an_outcome_leaves_the_next_probe_to_the_oldest_waiting(
+    states: ChannelStates, redis: Redis
+) -> None:
+    for _ in range(5):
+        note(states, TRANSIENT, ident="p")
+    gate(states, T0 + 1, "old", created=T0 + 1)
+    assert gate(states, T0 + 30, "p", created=T0).state == "probe"
+    assert redis.zscore(READY, "old") == T0 + 60  # skipped, or its worker gone: `old` probes at the next time
