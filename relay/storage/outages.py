@@ -31,14 +31,15 @@ HOUR_MINUTES = 60
 # the oldest (it probes next), else MAX_PROBE later (should the probe's worker die, a waiting one probes
 # then). KEYS: channel, waiting, ready. Due times in the runtime's clock; `shift` makes them real.
 _HOLD = """
+local function num(x) return string.format('%.17g', x) end  -- exact: tostring keeps 14 digits
 local function hold(id, created, probe_at, shift, max)
   redis.call('ZADD', KEYS[2], created, id)
   local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  redis.call('ZADD', KEYS[3], probe_at + shift, oldest)
+  redis.call('ZADD', KEYS[3], num(probe_at + shift), oldest)
   local due = probe_at
   if oldest ~= id then
     due = probe_at + max
-    redis.call('ZADD', KEYS[3], due + shift, id)
+    redis.call('ZADD', KEYS[3], num(due + shift), id)
   end
   return due
 end
@@ -60,16 +61,16 @@ local clock, shift = tonumber(ARGV[1]), tonumber(ARGV[4])
 local probe_at = tonumber(redis.call('HGET', KEYS[1], 'probeAt') or '0')
 if clock >= probe_at then
   local next_at = clock + step(5)
-  redis.call('HSET', KEYS[1], 'probeAt', tostring(next_at))
+  redis.call('HSET', KEYS[1], 'probeAt', num(next_at))
   redis.call('ZREM', KEYS[2], ARGV[2])
   -- should this probe end with no outcome (skipped, its worker dead), the oldest waiting probes next
   local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  if oldest then redis.call('ZADD', KEYS[3], next_at + shift, oldest) end
+  if oldest then redis.call('ZADD', KEYS[3], num(next_at + shift), oldest) end
   return {'probe'}
 end
 local due = hold(ARGV[2], ARGV[3], probe_at, shift, tonumber(ARGV[5]))
 local h = redis.call('HMGET', KEYS[1], 'since', 'lastError')
-return {'down', h[1] or '', h[2] or '', tostring(due)}
+return {'down', h[1] or '', h[2] or '', num(due)}
 """
 )
 
@@ -107,7 +108,7 @@ if kind ~= 'transient' then
     redis.call('ZREM', KEYS[2], id)
     local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
     local probe_at = tonumber(redis.call('HGET', KEYS[1], 'probeAt') or ARGV[1])
-    if ARGV[6] == '1' and oldest then redis.call('ZADD', KEYS[3], probe_at + shift, oldest) end
+    if ARGV[6] == '1' and oldest then redis.call('ZADD', KEYS[3], num(probe_at + shift), oldest) end
   end
   return {'up'}
 end
@@ -116,14 +117,14 @@ if ARGV[5] ~= '1' then return {'up'} end
 if state ~= 'down' then
   if fails < tonumber(ARGV[4]) then return {'up'} end
   redis.call('HSET', KEYS[1], 'state', 'down', 'since', ARGV[1], 'probes', 0)
-  redis.call('HSET', KEYS[1], 'probeAt', tostring(clock + step(12)))
+  redis.call('HSET', KEYS[1], 'probeAt', num(clock + step(12)))
 elseif ARGV[6] == '1' then
   redis.call('HINCRBY', KEYS[1], 'probes', 1)
-  redis.call('HSET', KEYS[1], 'probeAt', tostring(clock + step(12)))
+  redis.call('HSET', KEYS[1], 'probeAt', num(clock + step(12)))
 end
 local probe_at = tonumber(redis.call('HGET', KEYS[1], 'probeAt'))
 local due = hold(id, ARGV[8], probe_at, shift, max)
-return {'down', redis.call('HGET', KEYS[1], 'since'), ARGV[3], tostring(due)}
+return {'down', redis.call('HGET', KEYS[1], 'since'), ARGV[3], num(due)}
 """.replace("@TTL@", str(MINUTE_TTL))
 )
 
