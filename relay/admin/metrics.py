@@ -43,7 +43,10 @@ HELP = {
         "Work due and not yet taken by a worker: notifications to plan and deliveries due now.",
     ),
     "relay_deliveries_failed_kept": ("gauge", "Failed deliveries kept for inspection and replay."),
-    "relay_deliveries_held": ("gauge", "Deliveries held by quiet hours or in a digest right now (state held)."),
+    "relay_deliveries_held": (
+        "gauge",
+        "Deliveries held by quiet hours, in a digest or for their down channel right now (state held).",
+    ),
     "relay_notifications_unplanned": ("gauge", "Accepted notifications not yet planned into deliveries."),
     "relay_planning_given_up_total": (
         "counter",
