@@ -87,7 +87,12 @@ def _hold(rt: Context, record: Delivery, gate: Gate, followers: list[Delivery], 
     record.lastError = down_reason(gate.since, gate.last_error)
     rt.intake.wake_at(gate.due + (now() - rt.clock()))  # due then (the script made it so) with a wake-up
     rt.store.update_many([StateChange(record, before, labels={"reason": "outage"}), *follow(record, followers)])
-    log.info("delivery held: channel down, next try about %s", iso(gate.due), extra={**_ctx(record), "state": "held"})
+    log.info(
+        "delivery held: %s (looked at again by %s, or sent as soon as the channel is up)",
+        record.lastError,
+        iso(gate.due),
+        extra={**_ctx(record), "state": "held"},
+    )
 
 
 def _ctx(record: Delivery) -> dict[str, str]:
