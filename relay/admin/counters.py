@@ -13,6 +13,7 @@ from redis import Redis
 
 from relay.storage.exemplars import EXEMPLARS, Exemplar, parse
 from relay.storage.leases import EVENT, LEASES, READY, UNPLANNED
+from relay.storage.outages import ChannelStates
 from relay.storage.silences import SILENCES, parsed
 from relay.storage.store import FAILED, HELD, Store, now
 
@@ -39,6 +40,7 @@ class Counters:
     # With tracing on: per latency bucket (its stored field), the trace of the last delivery counted in it.
     exemplars: dict[str, Exemplar] = dataclasses.field(default_factory=dict)
     silences_active: int = 0
+    channels_up: dict[str, float] = dataclasses.field(default_factory=dict)  # channel -> 1 up, 0 down (outages)
 
     def labelled(self) -> Iterator[tuple[str, dict[str, str], float]]:
         for field, value in self.series.items():
@@ -80,4 +82,7 @@ class CounterReader:
         # and deliveries to send alike: what an autoscaler should see grow under a backlog.
         depth = int(due_events) + int(due_deliveries)
         waiting_all = int(waiting) + planning
-        return Counters(series, depth, int(failed), workers, int(held), waiting_all, parse(stored), silenced)
+        up = ChannelStates(self.redis).up()  # the fleet's state in Redis, not a count of this process's
+        return Counters(
+            series, depth, int(failed), workers, int(held), waiting_all, parse(stored), silenced, channels_up=up
+        )

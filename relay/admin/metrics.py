@@ -47,7 +47,10 @@ HELP = {
         "Work due and not yet taken by a worker: notifications to plan and deliveries due now.",
     ),
     "relay_deliveries_failed_kept": ("gauge", "Failed deliveries kept for inspection and replay."),
-    "relay_deliveries_held": ("gauge", "Deliveries held by quiet hours or in a digest right now (state held)."),
+    "relay_deliveries_held": (
+        "gauge",
+        "Deliveries held by quiet hours, in a digest or for their down channel right now (state held).",
+    ),
     "relay_notifications_unplanned": ("gauge", "Accepted notifications not yet planned into deliveries."),
     "relay_planning_given_up_total": (
         "counter",
@@ -66,6 +69,7 @@ HELP = {
         "counter",
         "Calls answered 429 because their client address sent too many refused credentials (server.auth_failures).",
     ),
+    "relay_channel_up": ("gauge", "1 while a channel is up, 0 while it is down (an outage: its deliveries wait)."),
     "relay_up": ("gauge", "1 when Redis answered this scrape."),
 }
 # Unlabelled counters shown at 0 before their first increment, so that an alert on their increase sees the first.
@@ -167,6 +171,11 @@ class RelayCollector(Collector):
             if kind == "gauge":
                 if name in gauges:
                     yield GaugeMetricFamily(name, text, value=gauges[name])
+                elif name == "relay_channel_up" and counters is not None and counters.channels_up:
+                    gauge = GaugeMetricFamily(name, text, labels=["channel"])
+                    for channel, up in sorted(counters.channels_up.items()):
+                        gauge.add_metric([channel], up)
+                    yield gauge
                 continue
             family = _FAMILIES.get(kind, UnknownMetricFamily)(name, text)
             for sample in sorted(samples.get(name, []), key=_order):

@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from relay.admin.channels import channel_rows
 from relay.admin.selection import Releasing, Replaying
 from relay.admin.ui_render import error_page, render
 from relay.admin.ui_session import (
@@ -183,6 +184,7 @@ class AdminPage:
         event_id = (q.get("event") or "").strip() or None
         try:
             data = await run_in_threadpool(self.data.page, event_id, before, limit)
+            channels = await run_in_threadpool(channel_rows, self.data.redis, self.config(), self.clock())
         except RedisError as exc:
             log.warning("admin page: Redis unavailable (%s)", type(exc).__name__)
             return self.redis_down("relay cannot read its records right now. Try again shortly.")
@@ -191,6 +193,7 @@ class AdminPage:
             "index.html.j2",
             self.clock(),
             page=data,
+            channels=channels,
             trace_link=self.config().tracing.link,
             csrf=csrf_token(session) if session else "",
             open_mode=not self.tokens(),

@@ -13,6 +13,7 @@ from redis import Redis
 from relay.admin.counters import CounterReader, Counters
 from relay.admin.selection import Filters, ReleaseRequest, Releasing, Replaying
 from relay.core.model import Delivery, State, trace_id
+from relay.core.outages import held_by_outage
 from relay.core.silences import Silence, holder
 from relay.storage.events import read_summaries
 from relay.storage.silences import Silences
@@ -72,6 +73,8 @@ class DeliveryRow:
     @property
     def held_by(self) -> str:
         """Why a held delivery waits."""
+        if held_by_outage(self.delivery.lastError):
+            return f"channel down: {self.delivery.lastError}"
         if self.items:
             return f"digest of {self.items} gathering"
         if holder(self.delivery.lastError) is not None:

@@ -99,8 +99,22 @@ class TemplatesConfig(_Model):
     builtin: bool = False
 
 
+def _outage_off(value: Any) -> Any:
+    """`outage: off` (YAML reads a bare `off` as false) turns the outage rule off for the channel."""
+    return None if value is False or (isinstance(value, str) and value.strip().lower() == "off") else value
+
+
+class OutageConfig(_Model):
+    """When a channel is down (relay.core.outages): after `after` transient failures in a row its deliveries
+    wait as held, and one is tried every `probe` (doubling up to 10 min) until one is delivered."""
+
+    after: int = Field(default=5, ge=1, le=1000)
+    probe: Seconds = Field(default=30.0, ge=1, le=600)
+
+
 class ChannelConfig(_Model):
     url: str
+    outage: Annotated[OutageConfig | None, BeforeValidator(_outage_off)] = Field(default_factory=OutageConfig)
     per_recipient: bool = False
     # Force a body format; by default it follows the channel's scheme (md chat, html mail, txt others).
     format: Literal["md", "html", "txt"] | None = None

@@ -1,5 +1,5 @@
-"""One try of one leased delivery, as a short pipeline: read, hold, throttle, address, gather, render, send,
-decide, record.
+"""One try of one leased delivery, as a short pipeline: read, hold, wait for a down channel, throttle,
+address, gather, render, send, decide, record.
 
 Runs in a sender thread (`relay.delivery.sender`). Every decision is a pure function of the core
 (`relay.core.lookup.after_look_up`, `relay.core.outcome.next_step`, `relay.core.lookup.fallback_channels`,
@@ -22,7 +22,7 @@ from relay.core.model import Delivery, Notification
 from relay.core.outcome import Transient
 from relay.core.quiet import held_until
 from relay.core.states import OPEN, State
-from relay.delivery import digests
+from relay.delivery import digests, outages
 from relay.delivery.catalog import CatalogUnavailable
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose, fitted_title
@@ -61,6 +61,8 @@ def _steps(rt: Context, current: Delivery, notification: Notification | None, sl
     if current.state is State.HELD and not current.released and _held_again(rt, current):
         return current.state
     if silenced_at_due(rt, current, _ctx(current)):
+        return current.state
+    if outages.waits(rt, current):  # its channel is down: held (a release or replay too)
         return current.state
     if _throttled(rt, current, slot_at):
         return "throttled"
@@ -158,7 +160,10 @@ def _attempt(rt: Context, record: Delivery, notification: Notification | None) -
     record.attemptTimes.append(now())
     started = time.monotonic()
     outcome = send(url, title, rendered.body, rendered.format, rendered.text)
-    return decide(rt, record, previous, outcome, ctx, time.monotonic() - started)
+    took = time.monotonic() - started
+    if outages.after_send(rt, record, previous, outcome, took, []):
+        return record.state
+    return decide(rt, record, previous, outcome, ctx, took)
 
 
 def _address(rt: Context, record: Delivery, previous: State, ctx: dict[str, str]) -> str | None:

@@ -30,6 +30,7 @@ from relay.core.digest import (
 )
 from relay.core.model import Delivery, Notification, State
 from relay.core.rendering import Rendered
+from relay.delivery import outages
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose, fitted_title
 from relay.delivery.context import Context
@@ -127,7 +128,10 @@ def send_digest(rt: Context, record: Delivery, channel: ChannelConfig | None, ct
     started = time.monotonic()
     with tracing.span("relay.digest", None, [i.trace for i in items], **{"relay.digest.items": len(items)}):
         outcome = send(url, title, rendered.body, rendered.format, rendered.text)
-    return decide(rt, record, previous, outcome, ctx, time.monotonic() - started, followers=items)
+    took = time.monotonic() - started
+    if outages.after_send(rt, record, previous, outcome, took, items):  # its channel is down: held, with its items
+        return record.state
+    return decide(rt, record, previous, outcome, ctx, took, followers=items)
 
 
 def _rendered(rt: Context, record: Delivery, items: list[Delivery], fmt: str, ctx: dict[str, str]) -> Rendered | None:

@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute, Route
 
 from relay import tracing
 from relay.admin.api import AdminApi, Handler, admin_only
+from relay.admin.channels import ChannelsApi
 from relay.admin.counters import CounterReader
 from relay.admin.health import Health
 from relay.admin.openapi import OpenApi
@@ -90,6 +91,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     silences = SilencesApi(rt.store, rt.redis, rt.intake, lambda: rt.clock())  # the runtime's clock then
     people = PeopleApi(rt.redis, settings, lambda: rt.clock())  # the runtime's clock as it is then (tests set it)
     pages = PeoplePages(rt.redis, settings, lambda: rt.clock(), guard)
+    channels = ChannelsApi(rt.redis, settings, lambda: rt.clock())  # the runtime's clock as it is then
     person = "/api/v1/people/{person:path}"
 
     def admin(handler: Handler) -> Handler:
@@ -109,6 +111,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/api/v1/silences", admin(silences.create), methods=["POST"]),
         Route("/api/v1/silences", admin(silences.list), methods=["GET"]),
         Route("/api/v1/silences/{id}", admin(silences.expire), methods=["DELETE"]),
+        Route("/api/v1/channels", admin(channels.channels), methods=["GET"]),
         Route(person + "/preferences", admin(people.get), methods=["GET"]),
         Route(person + "/preferences", admin(people.put), methods=["PUT"]),
         Route(person + "/link", admin(people.link), methods=["GET"]),

@@ -95,7 +95,8 @@ def test_fallback_channel_gets_the_message_when_the_main_one_fails(make_runtime:
 def test_sink_down_then_back_everything_delivered_once_by_retry_or_replay(make_runtime: Any) -> None:
     port = free_port()
     rt = make_runtime(
-        channels={"flaky": {"url": f"json://127.0.0.1:{port}/in"}},
+        # Without the outage rule (tests/delivery/test_outages.py has it): retries, then failed and replayed.
+        channels={"flaky": {"url": f"json://127.0.0.1:{port}/in", "outage": "off"}},
         routes=[{"channels": ["flaky"]}],
         default={"channels": []},
     )

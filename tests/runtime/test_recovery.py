@@ -63,7 +63,8 @@ def _holder(procs: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes] | N
 
 
 def _setup(redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path) -> Any:
-    settings = {**SETTINGS, "channels": {"flaky": {"url": sink.url("/flaky")}}}
+    # These measure retries and lost workers: a channel down for a while waits apart (tests/delivery/test_outages.py).
+    settings = {**SETTINGS, "channels": {"flaky": {"url": sink.url("/flaky"), "outage": "off"}}}
     rt = install(build(base_config(sink, smtp, tmp_path, redis_server.url, **settings), redis))
     return rt, worker_config_file(tmp_path, redis_server.url, **settings)
 

@@ -1,0 +1,60 @@
+"""When a channel is down: the rules, as data and pure functions (the state itself lives in Redis,
+`relay.storage.outages`, shared by every worker).
+
+A channel is down after `after` transient failures in a row (any deliveries); its deliveries that come due
+then wait as held instead of spending their attempts, and one is tried every probe interval, doubling up
+to `MAX_PROBE`; the first success marks it up and its waiting deliveries go out, oldest first. Permanent
+failures (the request itself was refused) neither count toward `after` nor break the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from relay.core.model import iso
+from relay.core.outcome import Delivered, Outcome, Transient
+
+MAX_PROBE = 600.0  # seconds: the longest wait between two probes of a down channel
+DOWN_PREFIX = "channel down since "
+
+OK, TRANSIENT, PERMANENT = "ok", "transient", "permanent"
+
+
+def kind_of(outcome: Outcome) -> str:
+    """How a send's outcome counts for its channel: a success, a failure in a row, or neither."""
+    if isinstance(outcome, Delivered):
+        return OK
+    return TRANSIENT if isinstance(outcome, Transient) else PERMANENT
+
+
+def probe_schedule(probe: float) -> list[float]:
+    """The waits between probes: `probe`, doubling, up to MAX_PROBE (the last one repeats)."""
+    steps = [min(probe, MAX_PROBE)]
+    while steps[-1] < MAX_PROBE:
+        steps.append(min(steps[-1] * 2, MAX_PROBE))
+    return steps
+
+
+def down_reason(since: float, last_error: str) -> str:
+    """A held delivery's `lastError` while its channel is down (`last_error` is redacted already)."""
+    return f"{DOWN_PREFIX}{iso(since)}: {last_error}"
+
+
+def held_by_outage(last_error: str | None) -> bool:
+    """Whether a held delivery waits for its channel (not for quiet hours, a digest, a person's hours)."""
+    return bool(last_error) and str(last_error).startswith(DOWN_PREFIX)
+
+
+def p95(bounds: Sequence[float], counts: Sequence[int]) -> float | None:
+    """The 95th percentile of send durations counted per bucket (`counts[i]`: sends of at most `bounds[i]`
+    seconds and more than the bound before; one more count for above the last bound): the bucket's upper
+    bound, as Prometheus' histogram_quantile would name it at most. None without a send."""
+    total = sum(counts)
+    if total == 0:
+        return None
+    seen = 0
+    for i, count in enumerate(counts):
+        seen += count
+        if seen >= 0.95 * total:
+            return float(bounds[i]) if i < len(bounds) else float(bounds[-1])
+    return float(bounds[-1])

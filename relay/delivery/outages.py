@@ -1,0 +1,99 @@
+"""A channel that is down: its deliveries wait as held instead of spending their attempts.
+
+Two calls in a try (`relay.delivery.attempt`, `relay.delivery.digests`): `waits` before the send (the
+channel down and no probe due: the delivery is held, under its lease, and its try ends), and `after_send`
+after it (the outcome counted for the channel; a transient failure that leaves it down holds the delivery
+too, its attempt given back). The rules are `relay.core.outages`; the state is shared by every worker in
+Redis (`relay.storage.outages`). A delivery held here is woken by the channel coming up (it is due again
+then, oldest first, and its rate limit spaces the sends) or, should the probe's worker die, by a later
+wake-up of its own, which probes.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from relay.core.model import Delivery
+from relay.core.outages import TRANSIENT, down_reason, held_by_outage, kind_of
+from relay.core.outcome import Outcome
+from relay.core.states import State
+from relay.delivery.context import Context
+from relay.delivery.recording import follow
+from relay.storage.outages import ChannelStates, Gate
+from relay.storage.store import StateChange, iso, now
+
+log = logging.getLogger("relay.delivery.jobs")
+
+
+def _states(rt: Context) -> ChannelStates:
+    return ChannelStates(rt.redis)  # scripts are registered by hash: nothing is sent to Redis here
+
+
+def waits(rt: Context, record: Delivery) -> bool:
+    """Before a send: True when the record's channel is down and this is not its probe (the record is held
+    and stored, letting go of its lease). A record that goes marks whether it is the probe."""
+    channel = rt.config.channels.get(record.channel)
+    if channel is None or channel.outage is None or record.digest:
+        return False
+    clock = rt.clock()
+    gate = _states(rt).gate(record.channel, record.id, record.createdAt, channel.outage.probe, clock, now() - clock)
+    if gate.state != "down":
+        record.probing = gate.state == "probe"
+        if record.state is State.HELD and held_by_outage(record.lastError):
+            record.notBefore = None  # its wait for the channel was lateness, counted as such when delivered
+        if record.probing:
+            log.info("channel down: this delivery probes it", extra=_ctx(record))
+        return False
+    _hold(rt, record, gate, [])
+    return True
+
+
+def after_send(
+    rt: Context, record: Delivery, previous: State, outcome: Outcome, took: float, followers: list[Delivery]
+) -> bool:
+    """After a send: its outcome counted for the channel. True when a transient failure left the channel
+    down: the record (and a digest's `followers`) is held and stored, the attempt given back."""
+    channel = rt.config.channels.get(record.channel)
+    outage = channel.outage if channel is not None else None
+    clock = rt.clock()
+    kind = kind_of(outcome)
+    gate = _states(rt).note(
+        record.channel,
+        kind,
+        getattr(outcome, "reason", ""),
+        record.id,
+        record.createdAt,
+        clock,
+        now() - clock,
+        took=took,
+        after=outage.after if outage is not None else 0,
+        probe=outage.probe if outage is not None else None,
+        probing=record.probing,
+    )
+    if gate.state == "resumed":
+        log.info("channel up again: %d waiting deliveries go out", gate.resumed, extra=_ctx(record))
+        rt.intake.request_wake()  # they are due now
+    if kind != TRANSIENT or gate.state != "down":
+        return False
+    record.maxAttempts += 1  # a try while the channel is down spends nothing of the delivery's budget
+    _hold(rt, record, gate, followers, previous)
+    return True
+
+
+def _hold(rt: Context, record: Delivery, gate: Gate, followers: list[Delivery], previous: State | None = None) -> None:
+    before = previous if previous is not None else record.state
+    record.state = State.HELD
+    record.notBefore = gate.due
+    record.lastError = down_reason(gate.since, gate.last_error)
+    rt.intake.wake_at(gate.due + (now() - rt.clock()))  # due then (the script made it so) with a wake-up
+    rt.store.update_many([StateChange(record, before, labels={"reason": "outage"}), *follow(record, followers)])
+    log.info(
+        "delivery held: %s (looked at again by %s, or sent as soon as the channel is up)",
+        record.lastError,
+        iso(gate.due),
+        extra={**_ctx(record), "state": "held"},
+    )
+
+
+def _ctx(record: Delivery) -> dict[str, str]:
+    return {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}

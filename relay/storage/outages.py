@@ -1,0 +1,254 @@
+"""Each channel's health in Redis, shared by every worker: whether it is up or down, its failures in a row,
+its probe, the deliveries waiting for it, and its sends of the last hour. The rules are
+`relay.core.outages`; every change here is one script, so that workers never see the state diverge.
+
+Keys (relay's own): `relay:channel:<name>` (hash: state, fails, since, lastError, lastSuccessAt, probeAt,
+probes), `relay:channel:<name>:waiting` (zset delivery id -> createdAt: the deliveries it holds, oldest
+first), `relay:channel:<name>:m:<minute>` (hash: sends delivered `d`, failed `f`, durations per bucket
+`b<i>`; gone after an hour and a bit), `relay:channels` (set: the channels that ever sent, for the gauge).
+
+Times of the state are the runtime's clock (`Context.clock`); due times among the deliveries to send are
+the real clock, so the scripts take both (`shift`: real minus runtime clock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis import Redis
+
+from relay.core.outages import MAX_PROBE, OK, p95, probe_schedule
+from relay.storage.leases import READY
+from relay.storage.records import LATENCY_BUCKETS, PREFIX, _text
+
+CHANNELS = PREFIX + "channels"
+MINUTE_TTL = 3900  # seconds: a minute's sends are read for an hour
+HOUR_MINUTES = 60
+
+# Hold a delivery for its down channel: among the waiting (oldest first), due at the next probe when it is
+# the oldest (it probes next), else MAX_PROBE later (should the probe's worker die, a waiting one probes
+# then). KEYS: channel, waiting, ready. Due times in the runtime's clock; `shift` makes them real.
+_HOLD = """
+local function num(x) return string.format('%.17g', x) end  -- exact: tostring keeps 14 digits
+local function hold(id, created, probe_at, shift, max)
+  redis.call('ZADD', KEYS[2], created, id)
+  local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  redis.call('ZADD', KEYS[3], num(probe_at + shift), oldest)
+  local due = probe_at
+  if oldest ~= id then
+    due = probe_at + max
+    redis.call('ZADD', KEYS[3], num(due + shift), id)
+  end
+  return due
+end
+local function step(first)
+  local probes = tonumber(redis.call('HGET', KEYS[1], 'probes') or '0')
+  return tonumber(ARGV[first + math.min(probes + 1, #ARGV - first)])
+end
+"""
+
+# Before a send: 'up', 'probe' (the channel is down and this delivery is its probe: the next one is not
+# before the next step of the schedule, and the oldest waiting is due then), or 'down' (held, as
+# `_HOLD`). KEYS: channel, waiting, ready. ARGV: clock, delivery id, createdAt, shift, MAX_PROBE, the
+# probe schedule...
+_GATE = (
+    _HOLD
+    + """
+if redis.call('HGET', KEYS[1], 'state') ~= 'down' then return {'up'} end
+local clock, shift = tonumber(ARGV[1]), tonumber(ARGV[4])
+local probe_at = tonumber(redis.call('HGET', KEYS[1], 'probeAt') or '0')
+if clock >= probe_at then
+  local next_at = clock + step(5)
+  redis.call('HSET', KEYS[1], 'probeAt', num(next_at))
+  redis.call('ZREM', KEYS[2], ARGV[2])
+  -- should this probe end with no outcome (skipped, its worker dead), the oldest waiting probes next
+  local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  if oldest then redis.call('ZADD', KEYS[3], num(next_at + shift), oldest) end
+  return {'probe'}
+end
+local due = hold(ARGV[2], ARGV[3], probe_at, shift, tonumber(ARGV[5]))
+local h = redis.call('HMGET', KEYS[1], 'since', 'lastError')
+return {'down', h[1] or '', h[2] or '', num(due)}
+"""
+)
+
+# After a send: count it (a minute's stats) and apply its outcome. A success: no failures in a row, and a
+# down channel is up, its waiting deliveries due again at their createdAt (so oldest first, before newer
+# work): 'resumed', how many. A transient failure: one more in a row; at `after` the channel is down; a
+# failed probe waits the next step; a delivery that fails while the channel is down is held: 'down' (as
+# `_GATE`). A permanent failure counts for nothing (a down channel's next probe is its oldest waiting).
+# KEYS: channel, waiting, ready, minute, channels. ARGV: clock, outcome, error, after, enabled, probe,
+# delivery id, createdAt, shift, MAX_PROBE, duration bucket field, channel name, the probe schedule...
+_NOTE = (
+    _HOLD
+    + """
+local clock, kind, shift, max = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[9]), tonumber(ARGV[10])
+local id = ARGV[7]
+if kind == 'ok' then redis.call('HINCRBY', KEYS[4], 'd', 1) else redis.call('HINCRBY', KEYS[4], 'f', 1) end
+if ARGV[11] ~= '' then redis.call('HINCRBY', KEYS[4], ARGV[11], 1) end
+redis.call('EXPIRE', KEYS[4], @TTL@)
+redis.call('SADD', KEYS[5], ARGV[12])
+local state = redis.call('HGET', KEYS[1], 'state')
+if kind == 'ok' then
+  redis.call('HSET', KEYS[1], 'fails', 0, 'lastSuccessAt', ARGV[1])
+  redis.call('ZREM', KEYS[2], id)
+  if state ~= 'down' then return {'up'} end
+  redis.call('HSET', KEYS[1], 'state', 'up')
+  redis.call('HDEL', KEYS[1], 'since', 'probeAt', 'probes')
+  local waiting = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
+  for i = 1, #waiting, 2 do redis.call('ZADD', KEYS[3], waiting[i + 1], waiting[i]) end
+  redis.call('DEL', KEYS[2])
+  return {'resumed', tostring(#waiting / 2)}
+end
+redis.call('HSET', KEYS[1], 'lastError', ARGV[3])
+if kind ~= 'transient' then
+  if state == 'down' then
+    redis.call('ZREM', KEYS[2], id)
+    local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    local probe_at = tonumber(redis.call('HGET', KEYS[1], 'probeAt') or ARGV[1])
+    if ARGV[6] == '1' and oldest then redis.call('ZADD', KEYS[3], num(probe_at + shift), oldest) end
+  end
+  return {'up'}
+end
+local fails = redis.call('HINCRBY', KEYS[1], 'fails', 1)
+if ARGV[5] ~= '1' then return {'up'} end
+if state ~= 'down' then
+  if fails < tonumber(ARGV[4]) then return {'up'} end
+  redis.call('HSET', KEYS[1], 'state', 'down', 'since', ARGV[1], 'probes', 0)
+  redis.call('HSET', KEYS[1], 'probeAt', num(clock + step(12)))
+elseif ARGV[6] == '1' then
+  redis.call('HINCRBY', KEYS[1], 'probes', 1)
+  redis.call('HSET', KEYS[1], 'probeAt', num(clock + step(12)))
+end
+local probe_at = tonumber(redis.call('HGET', KEYS[1], 'probeAt'))
+local due = hold(id, ARGV[8], probe_at, shift, max)
+return {'down', redis.call('HGET', KEYS[1], 'since'), ARGV[3], num(due)}
+""".replace("@TTL@", str(MINUTE_TTL))
+)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A channel's answer for one delivery: `up`, `probe`, `down` (held until `due`, the channel down
+    since `since` with `last_error`) or `resumed` (up again: `resumed` waiting deliveries due now)."""
+
+    state: str
+    since: float = 0.0
+    last_error: str = ""
+    due: float = 0.0
+    resumed: int = 0
+
+
+@dataclass(frozen=True)
+class ChannelHealth:
+    name: str
+    down: bool
+    since: float | None
+    last_error: str | None
+    last_success_at: float | None
+    delivered_last_hour: int
+    failed_last_hour: int
+    p95_send_seconds: float | None
+
+
+def channel_key(name: str) -> str:
+    return f"{PREFIX}channel:{name}"
+
+
+def _keys(name: str) -> list[str]:
+    return [channel_key(name), channel_key(name) + ":waiting", READY]
+
+
+def _minute_key(name: str, minute: int) -> str:
+    return f"{channel_key(name)}:m:{minute}"
+
+
+def _bucket(seconds: float) -> str:
+    return f"b{next((i for i, b in enumerate(LATENCY_BUCKETS) if seconds <= b), len(LATENCY_BUCKETS))}"
+
+
+def _gate(answer: Sequence[Any]) -> Gate:
+    state = _text(answer[0])
+    if state == "resumed":
+        return Gate(state, resumed=int(float(_text(answer[1]))))
+    if state != "down":
+        return Gate(state)
+    since, error, due = (_text(a) for a in answer[1:4])
+    return Gate(state, float(since or 0), error, float(due))
+
+
+class ChannelStates:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self._gate = redis.register_script(_GATE)
+        self._note = redis.register_script(_NOTE)
+
+    def gate(self, name: str, delivery_id: str, created_at: float, probe: float, clock: float, shift: float) -> Gate:
+        """Before a send to `name`: go (`up`), go as the probe, or wait (`down`: held, due as it says)."""
+        args: list[Any] = [repr(clock), delivery_id, repr(created_at), repr(shift), MAX_PROBE]
+        return _gate(self._gate(keys=_keys(name), args=[*args, *probe_schedule(probe)]))
+
+    def note(
+        self,
+        name: str,
+        kind: str,
+        error: str,
+        delivery_id: str,
+        created_at: float,
+        clock: float,
+        shift: float,
+        took: float | None = None,
+        after: int = 0,
+        probe: float | None = None,
+        probing: bool = False,
+    ) -> Gate:
+        """After a send to `name` that came to `kind` (`relay.core.outages.kind_of`); `probe` None: the
+        channel has its outage rule off (its failures are counted, it is never down)."""
+        keys = [*_keys(name), _minute_key(name, int(clock // 60)), CHANNELS]
+        args: list[Any] = [repr(clock), kind, error if kind != OK else "", after, int(probe is not None), int(probing)]
+        args += [delivery_id, repr(created_at), repr(shift), MAX_PROBE, _bucket(took) if took is not None else ""]
+        args += [name, *probe_schedule(probe if probe is not None else MAX_PROBE)]
+        return _gate(self._note(keys=keys, args=args))
+
+    def health(self, names: Sequence[str], clock: float) -> list[ChannelHealth]:
+        """Each channel's state and its sends of the last hour (`clock`'s minute and the 59 before)."""
+        minute = int(clock // 60)
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            pipe.hgetall(channel_key(name))
+            for m in range(minute - HOUR_MINUTES + 1, minute + 1):
+                pipe.hgetall(_minute_key(name, m))
+        answers = pipe.execute()
+        out = []
+        per = HOUR_MINUTES + 1
+        for i, name in enumerate(names):
+            state = {_text(k): _text(v) for k, v in answers[i * per].items()}
+            totals: dict[str, int] = {}
+            for stats in answers[i * per + 1 : (i + 1) * per]:
+                for k, v in stats.items():
+                    totals[_text(k)] = totals.get(_text(k), 0) + int(v)
+            buckets = [totals.get(f"b{j}", 0) for j in range(len(LATENCY_BUCKETS) + 1)]
+            down = state.get("state") == "down"
+            out.append(
+                ChannelHealth(
+                    name=name,
+                    down=down,
+                    since=float(state["since"]) if down and state.get("since") else None,
+                    last_error=state.get("lastError") or None,
+                    last_success_at=float(state["lastSuccessAt"]) if state.get("lastSuccessAt") else None,
+                    delivered_last_hour=totals.get("d", 0),
+                    failed_last_hour=totals.get("f", 0),
+                    p95_send_seconds=p95(LATENCY_BUCKETS, buckets),
+                )
+            )
+        return out
+
+    def up(self) -> dict[str, float]:
+        """Each channel that ever sent: 1 up, 0 down (the gauge `relay_channel_up`)."""
+        names = sorted(_text(n) for n in self.redis.smembers(CHANNELS))
+        pipe = self.redis.pipeline(transaction=False)
+        for name in names:
+            pipe.hget(channel_key(name), "state")
+        return {n: 0.0 if s == b"down" else 1.0 for n, s in zip(names, pipe.execute(), strict=True)}
