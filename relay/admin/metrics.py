@@ -171,7 +171,7 @@ class RelayCollector(Collector):
             if kind == "gauge":
                 if name in gauges:
                     yield GaugeMetricFamily(name, text, value=gauges[name])
-                elif name == "relay_channel_up" and counters is not None and counters.channels_up:
+                elif name == "relay_channel_up" and counters is not None:  # no sample before a first send
                     gauge = GaugeMetricFamily(name, text, labels=["channel"])
                     for channel, up in sorted(counters.channels_up.items()):
                         gauge.add_metric([channel], up)
