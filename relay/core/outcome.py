@@ -24,7 +24,8 @@ class Transient:
 
     reason: str
     retry_after: float | None = None  # seconds the service asked for (Retry-After of a 429 or 503)
-    status: int | None = None
+    status: int | None = None  # the HTTP status or SMTP reply code the service answered
+    said: str | None = None  # the service's own words with it (scrubbed of secrets, bounded)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Permanent:
 
     reason: str
     status: int | None = None
+    said: str | None = None
 
 
 Outcome = Delivered | Transient | Permanent
