@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Route
 from relay import tracing
 from relay.admin.api import AdminApi, Handler, admin_only
 from relay.admin.counters import CounterReader
+from relay.admin.detail import DeliveryApi
 from relay.admin.health import Health
 from relay.admin.openapi import OpenApi
 from relay.admin.people import PeopleApi
@@ -100,6 +101,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/api/v1/deliveries", admin(api.deliveries), methods=["GET"]),
         Route("/api/v1/deliveries/replay", admin(api.replay), methods=["POST"]),
         Route("/api/v1/deliveries/release", admin(api.release), methods=["POST"]),
+        Route("/api/v1/deliveries/{deliveryId}", admin(DeliveryApi(rt.store).get), methods=["GET"]),
         Route("/api/v1/reload", admin(api.reload), methods=["POST"]),
         Route(person + "/preferences", admin(people.get), methods=["GET"]),
         Route(person + "/preferences", admin(people.put), methods=["PUT"]),
