@@ -25,6 +25,7 @@ from relay.admin.health import Health
 from relay.admin.openapi import OpenApi
 from relay.admin.people import PeopleApi
 from relay.admin.ui import AdminPage
+from relay.admin.ui_delivery import DeliveryPage
 from relay.admin.ui_release import ReleasePage
 from relay.admin.ui_view import PageData
 from relay.config import Config
@@ -117,6 +118,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/ui/replay", page.replay, methods=["POST"]),
         Route("/ui/release", release.confirm, methods=["GET"]),
         Route("/ui/release", release.release, methods=["POST"]),
+        Route("/ui/deliveries/{deliveryId}", DeliveryPage(page).show, methods=["GET"]),
         *(extra_routes or []),
     ]
     return Starlette(

@@ -10,7 +10,7 @@ from relay.core.outcome import MAX_LOGGED, MAX_LOGGED_TEXT, Delivered, Transient
 from relay.core.rendering import Rendered
 from relay.delivery.compose import note_sent
 from relay.runtime.bootstrap import Runtime
-from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
+from tests.conftest import ADMIN_TOKEN, admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink
 
 
@@ -79,3 +79,33 @@ def test_the_message_kept_has_no_link_token() -> None:
     rendered = Rendered("Hi", html, "html", "t", None, f"link: https://relay.example.com/preferences/{token}")
     note_sent(record, "Hi", rendered, links)
     assert record.sentTitle == "Hi" and record.sentText is not None and token not in record.sentText
+
+
+# -- the admin page's view of one delivery ----------------------------------------------------------------
+
+
+def test_the_delivery_page_shows_the_tries_and_the_message_and_the_overview_links_it(
+    rt: Runtime, client: TestClient, sink: HttpSink
+) -> None:
+    sink.script["/owners"] = [503]
+    payload = sample_notification()
+    assert post(client, payload).status_code == 202
+    run_worker(rt)
+    delivery_id = owners_delivery(rt, payload["metadata"]["eventId"])
+    assert client.post("/ui/login", data={"token": ADMIN_TOKEN}, follow_redirects=False).status_code == 303
+    overview = client.get("/ui")
+    assert f'href="/ui/deliveries/{delivery_id}"' in overview.text
+    page = client.get(f"/ui/deliveries/{delivery_id}")
+    assert page.status_code == 200
+    html = page.text
+    assert 'data-outcome="transient"' in html and "Service Unavailable: ok" in html
+    assert f"127.0.0.1:{sink.port} answered HTTP 503" in html
+    assert "Access request failed" in html and "Alice Rossi" in html
+    assert sink.url("/owners") not in html  # the channel's URL never shows
+
+
+def test_the_delivery_page_needs_a_session_and_says_404_for_an_unknown_id(client: TestClient) -> None:
+    assert client.get("/ui/deliveries/dnosuch", follow_redirects=False).headers["location"] == "/ui/login"
+    assert client.post("/ui/login", data={"token": ADMIN_TOKEN}, follow_redirects=False).status_code == 303
+    missing = client.get("/ui/deliveries/dnosuch")
+    assert missing.status_code == 404 and "No such delivery" in missing.text
