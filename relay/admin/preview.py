@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qsl
 
 from relay.admin.checks import shown_target
 from relay.config import Config
@@ -16,7 +18,9 @@ from relay.core.quiet import held_until, route_named
 from relay.core.recipients import reference_of
 from relay.core.rendering import Renderer, recipient_of
 from relay.core.routing import plan_notification
-from relay.delivery.channels import channel_format
+from relay.delivery.catalog import Catalog
+from relay.delivery.channels import channel_format, redact
+from relay.delivery.preferences import links, with_unsubscribe_headers
 from relay.storage.store import iso
 
 
@@ -53,16 +57,23 @@ def preview_plan(
         if planned.state is State.SKIPPED:
             item.update(state=State.SKIPPED, reason=planned.lastError)
         else:
-            rendered = renderer.render(notification, planned, fmt)
+            # The person's links, as sending makes them: a template's branch on them, the e-mail's footer and
+            # its List-Unsubscribe header show as they will go (their tokens scrubbed: `_scrubbed`).
+            person = links(_LinkContext(config, at.timestamp()), notification, planned)
+            rendered = renderer.render(notification, planned, fmt, person)
+            tokens = _tokens(person)
             item.update(
                 state="would send",
                 template=rendered.template,
                 format=rendered.format,
-                title=rendered.title,
-                body=rendered.body,
+                title=redact(rendered.title, tokens),
+                body=redact(rendered.body, tokens),
             )
             if rendered.text is not None:
-                item["text"] = rendered.text
+                item["text"] = redact(rendered.text, tokens)
+            headers = _headers(with_unsubscribe_headers(channel.url, person))
+            if headers:
+                item["headers"] = {k: redact(v, tokens) for k, v in headers.items()}
             if rendered.error:
                 item["templateError"] = rendered.error
             until = held_until(config, planned.route, at)
@@ -113,6 +124,8 @@ def preview(
         lines.append(f"    template: {item['template']} ({item['format']})")
         if "templateError" in item:
             lines.append(f"    template failed, the platform's text is used: {item['templateError']}")
+        for name, value in item.get("headers", {}).items():
+            lines.append(f"    header {name}: {value}")
         lines.append(f"    title: {item['title']}")
         lines.append("    " + item["body"].replace("\n", "\n    "))
         if "text" in item:
@@ -120,6 +133,32 @@ def preview(
             lines.append("    " + item["text"].replace("\n", "\n    "))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+@dataclass
+class _LinkContext:
+    """What `links` reads, for a preview: no catalog (a recipient whose address the catalog gives has none
+    yet here), and the time the notification would arrive."""
+
+    config: Config
+    at: float
+    catalog: Catalog | None = None
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return lambda: self.at
+
+
+def _tokens(person: Mapping[str, Any]) -> list[str]:
+    """The signed tokens of a person's links: a working one would let whoever reads the preview change that
+    person's preferences, so the preview shows `****` in their place."""
+    return [str(v).rsplit("/", 1)[-1] for v in person.values()]
+
+
+def _headers(sent: str) -> dict[str, str]:
+    """The List-Unsubscribe headers sending adds to an e-mail channel's URL (Apprise's `+Name=value`)."""
+    pairs = parse_qsl(sent.partition("?")[2], keep_blank_values=True)
+    return {k[1:]: v for k, v in pairs if k.lower().startswith("+list-unsubscribe")}
 
 
 def people_of(data: dict[str, Any]) -> list[str]:

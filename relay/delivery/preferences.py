@@ -9,11 +9,13 @@ recipient's `userRef` when the platform catalog gives that address for it, else 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, unquote, urlencode
 
+from relay.config import Config
 from relay.core.model import Delivery, Notification, State
 from relay.core.preferences import (
     Hold,
@@ -26,7 +28,7 @@ from relay.core.preferences import (
     recipient_of_delivery,
 )
 from relay.core.quiet import held_until
-from relay.delivery.catalog import CatalogUnavailable
+from relay.delivery.catalog import Catalog, CatalogUnavailable
 from relay.delivery.channels import EMAIL_SCHEMES, scheme_of
 from relay.delivery.context import Context
 from relay.storage.preferences import Preferences
@@ -115,7 +117,18 @@ def person_hold(rt: Context, record: Delivery, at: float) -> float | None:
     return result.until if isinstance(result, Hold) else None
 
 
-def links(rt: Context, notification: Notification, record: Delivery) -> dict[str, Any]:
+class LinkContext(Protocol):
+    """What the links of a delivery are made from: a `Context` has it, and so has `relay preview`'s own (no
+    catalog there: relay.admin.preview)."""
+
+    config: Config
+    catalog: Catalog | None
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+
+def links(rt: LinkContext, notification: Notification, record: Delivery) -> dict[str, Any]:
     """`preferences_url` and `unsubscribe_url` for a delivery to one person (none without a public URL), bound
     to its address: they change only that address's person (`link_person`)."""
     prefs = rt.config.preferences
@@ -132,7 +145,7 @@ def links(rt: Context, notification: Notification, record: Delivery) -> dict[str
     return {k: v for k, v in found.items() if v is not None}
 
 
-def link_person(rt: Context, notification: Notification, record: Delivery) -> str | None:
+def link_person(rt: LinkContext, notification: Notification, record: Delivery) -> str | None:
     """Whose preferences the links in a delivery may change. Whoever reads its address gets them, and the
     payload's `userRef` is only a claim (a webhook's caller could pair anyone's `userRef` with their own
     address): the `userRef` when the platform catalog gives this address for it, else the address itself when
@@ -153,7 +166,7 @@ def link_person(rt: Context, notification: Notification, record: Delivery) -> st
     return None
 
 
-def _catalog_ties(rt: Context, ref: str, address: str) -> bool:
+def _catalog_ties(rt: LinkContext, ref: str, address: str) -> bool:
     """Whether the platform catalog gives `address` for `ref` (its answers are cached: relay.delivery.catalog);
     not when no catalog is configured or it does not answer (the link is then the address's own)."""
     if rt.catalog is None:
