@@ -267,3 +267,15 @@ def test_preview_shows_the_persons_links_footer_and_list_unsubscribe_as_sending_
     assert "headers" not in text
     main(["preview", str(write_payload(tmp_path)), "--config", str(config)])
     assert "    header List-Unsubscribe: <https://relay.example.com/unsubscribe/****>" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text", ["routes: [\n  - {channels: [a]\n", "routes: 5\n"])
+def test_check_exits_1_on_malformed_yaml_as_on_a_schema_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    """Malformed YAML exited 2 (as a misused command line does), a schema error 1."""
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    assert main(["check", "--config", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "error " in err and "1 problem(s) found" in err
