@@ -20,7 +20,7 @@ from relay.core.rendering import Renderer, recipient_of
 from relay.core.routing import plan_notification
 from relay.delivery.catalog import Catalog
 from relay.delivery.channels import channel_format, redact
-from relay.delivery.preferences import links, with_unsubscribe_headers
+from relay.delivery.preferences import link_tokens, links, with_unsubscribe_headers
 from relay.storage.store import iso
 
 
@@ -58,10 +58,10 @@ def preview_plan(
             item.update(state=State.SKIPPED, reason=planned.lastError)
         else:
             # The person's links, as sending makes them: a template's branch on them, the e-mail's footer and
-            # its List-Unsubscribe header show as they will go (their tokens scrubbed: `_scrubbed`).
+            # its List-Unsubscribe header show as they will go (their tokens shown as ****: `link_tokens`).
             person = links(_LinkContext(config, at.timestamp()), notification, planned)
             rendered = renderer.render(notification, planned, fmt, person)
-            tokens = _tokens(person)
+            tokens = link_tokens(person)
             item.update(
                 state="would send",
                 template=rendered.template,
@@ -147,12 +147,6 @@ class _LinkContext:
     @property
     def clock(self) -> Callable[[], float]:
         return lambda: self.at
-
-
-def _tokens(person: Mapping[str, Any]) -> list[str]:
-    """The signed tokens of a person's links: a working one would let whoever reads the preview change that
-    person's preferences, so the preview shows `****` in their place."""
-    return [str(v).rsplit("/", 1)[-1] for v in person.values()]
 
 
 def _headers(sent: str) -> dict[str, str]:

@@ -307,7 +307,7 @@ def send_email(obj: NotifyEmail, title: str, html_body: str, text: str, scrub: C
                         failed.append(message.recipient)
         except (*SMTP_EXCEPTIONS, AppriseEmailException, AppriseException) as exc:
             if not seen.failures:  # not a refusal or network failure the observer saw: Apprise's own words
-                seen.failures.append(f"e-mail to {obj.smtp_host} failed: {exc or type(exc).__name__}")
+                seen.failures.append(f"e-mail to {obj.smtp_host} failed: {str(exc) or type(exc).__name__}")
             return outcome(False, seen, "", scrub)
     if failed:
         return outcome(False, seen, f"the SMTP server did not accept the e-mail to {', '.join(failed)}", scrub)

@@ -13,6 +13,7 @@ from relay.core.rendering import Rendered
 from relay.core.titles import fit_title
 from relay.delivery.channels import redact, scheme_of
 from relay.delivery.context import Context
+from relay.delivery.preferences import link_tokens
 
 log = logging.getLogger("relay.delivery.jobs")
 
@@ -61,7 +62,7 @@ def note_sent(record: Delivery, title: str, rendered: Rendered, links: dict[str,
     text (the plain part of an e-mail, else the body), bounded, with the person's link tokens scrubbed (a
     token is a password to that person's preferences)."""
     text = rendered.text if rendered.text is not None else rendered.body
-    tokens = [str(v).rsplit("/", 1)[-1] for v in (links or {}).values()]
+    tokens = link_tokens(links or {})
     text = redact(text, tokens)
     record.sentTitle = redact(title, tokens)[:1000]
     record.sentText = text if len(text) <= MAX_SENT_TEXT else text[: MAX_SENT_TEXT - 1] + "…"

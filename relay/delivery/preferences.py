@@ -145,6 +145,12 @@ def links(rt: LinkContext, notification: Notification, record: Delivery) -> dict
     return {k: v for k, v in found.items() if v is not None}
 
 
+def link_tokens(found: dict[str, Any]) -> list[str]:
+    """The signed tokens of a delivery's links (`links`): each is a key to that person's preferences, so
+    whatever shows a message after it went (the delivery's record, a preview) shows `****` in their place."""
+    return [str(v).rsplit("/", 1)[-1] for v in found.values()]
+
+
 def link_person(rt: LinkContext, notification: Notification, record: Delivery) -> str | None:
     """Whose preferences the links in a delivery may change. Whoever reads its address gets them, and the
     payload's `userRef` is only a claim (a webhook's caller could pair anyone's `userRef` with their own
