@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,11 +13,9 @@ from starlette.testclient import TestClient
 from relay.config import load_config
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import CONFIG_APPLIED, CONFIG_GENERATION, Runtime, build, install
+from relay.runtime.worker import _forget, _heartbeat
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, base_config, post, run_worker, sample_notification
-from tests.processes import stop
 from tests.servers import HttpSink, SmtpSink, wait_for
-
-RELAY = str(Path(sys.executable).parent / "relay")
 
 
 def _runtime(tmp_path: Path, redis_url: str, redis: Any, data: dict[str, Any]) -> Runtime:
@@ -88,27 +85,30 @@ def test_reload_answers_once_every_live_worker_uses_the_new_config(
     redis: Any, redis_server: Any, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
 ) -> None:
     """It answered at once, while the workers planned with the old config for up to a heartbeat (5 s). Now it
-    waits for them: a real worker says it runs with the new generation; a worker that never does (here one
-    that only beats) is named in `behind` once the wait (a heartbeat and a second) is over."""
+    waits for them: a worker's own heartbeat loop (in a thread here, as `relay worker` runs it) says it runs
+    with the new generation; a worker that never does (one that only beats) is named in `behind` once the
+    wait (a heartbeat and a second) is over."""
     data = base_config(sink, smtp, tmp_path, redis_server.url).model_dump(
         mode="json", by_alias=True, exclude={"base_dir"}
     )
     data["dead_worker_after"] = "1s"  # a beat every 0.25 s
     rt = _runtime(tmp_path, redis_server.url, redis, data)
-    worker = subprocess.Popen(
-        [RELAY, "worker", "--config", str(rt.config_file)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    worker = build(rt.config, redis, config_file=rt.config_file)  # the worker's own runtime, its own name
+    stop, reload = threading.Event(), threading.Event()
+    beating = threading.Thread(target=_heartbeat, args=(worker, stop, reload, redis.get(CONFIG_GENERATION)))
+    beating.start()
     try:
-        wait_for(lambda: redis.hlen(CONFIG_APPLIED) == 1, timeout=30)
-        [name] = redis.hkeys(CONFIG_APPLIED)
+        wait_for(lambda: redis.hget(CONFIG_APPLIED, worker.name) == b"0")  # said at its first beat
         rt.store.heartbeat("ghost-worker")
         with TestClient(create_app(rt)) as client:
             started = time.monotonic()
             body = client.post("/api/v1/reload", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).json()
             took = time.monotonic() - started
-        assert int(redis.hget(CONFIG_APPLIED, name)) == body["generation"] == 1
+        assert int(redis.hget(CONFIG_APPLIED, worker.name)) == body["generation"] == 1
         assert (body["applied"], body["workers"], body["behind"]) == (False, 2, ["ghost-worker"])
         assert 1.2 <= took < 3.0  # it waited for the ghost a heartbeat and a second, no longer
     finally:
-        stop(worker)
-    assert redis.hkeys(CONFIG_APPLIED) == []  # a worker that stops says so
+        stop.set()
+        beating.join(5)
+    _forget(worker)
+    assert redis.hget(CONFIG_APPLIED, worker.name) is None  # a worker that stops says so
