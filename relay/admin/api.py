@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired, Protocol, TypeVar
 
@@ -16,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
 
+from relay.admin.counters import WORKER_SEEN_WITHIN
 from relay.admin.selection import (
     EVENT_PAGE,
     MAX_LISTED,
@@ -30,7 +33,7 @@ from relay.admin.selection import (
 from relay.config import Config, ConfigError
 from relay.core.model import State, trace_id
 from relay.core.numbers import non_finite_at
-from relay.runtime.bootstrap import CONFIG_GENERATION
+from relay.runtime.bootstrap import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
 from relay.storage.store import Store, iso
 from relay.web.auth import admin_allowed
 from relay.web.errors import RETRY_AFTER, error_response, is_json, validation_response
@@ -101,6 +104,9 @@ class Reloaded(TypedDict):
     reloaded: bool
     generation: int
     notes: list[str]
+    applied: bool  # every live worker plans and sends with the new config (answered then, or at the wait's end)
+    workers: int  # workers alive (a heartbeat within 30 s)
+    behind: list[str]  # those that do not yet (or kept their old config: their log says why)
 
 
 def admin_only(handler: Handler, config: Callable[[], Config], guard: Guard) -> Handler:
@@ -303,7 +309,8 @@ class AdminApi:
 
     @documented(
         Operation(
-            "Read the config file again (routes, channels, templates, tokens); workers follow",
+            "Read the config file again (routes, channels, templates, tokens); answers once every live worker "
+            "uses it (at most a heartbeat and a second later: `applied`, `behind`)",
             {200: Answer("Reloaded", Reloaded)},
             errors=(401, 422, 429, 503),
             security=ADMIN_SECURITY,
@@ -323,4 +330,21 @@ class AdminApi:
         # Workers (any machine) watch this counter and read their own config file again.
         generation = await run_in_threadpool(self.redis.incr, CONFIG_GENERATION)
         log.info("config reloaded (generation %s)", generation)
-        return JSONResponse({"reloaded": True, "generation": generation, "notes": notes})
+        alive, behind = await workers_behind(self.store, self.redis, generation, heartbeat_seconds(self.config()) + 1)
+        if behind:
+            log.warning("config generation %s not yet used by workers %s", generation, ", ".join(behind))
+        answer = {"reloaded": True, "generation": generation, "notes": notes}
+        return JSONResponse({**answer, "applied": not behind, "workers": alive, "behind": behind})
+
+
+async def workers_behind(store: Store, redis: Redis, generation: int, within: float) -> tuple[int, list[str]]:
+    """Wait until every live worker says it runs with `generation` (each looks at every heartbeat), at most
+    `within` seconds; the live workers, and those still behind."""
+    deadline = time.monotonic() + within
+    while True:
+        alive = await run_in_threadpool(store.workers_seen, WORKER_SEEN_WITHIN)
+        said = await run_in_threadpool(redis.hmget, CONFIG_APPLIED, alive) if alive else []
+        behind = sorted(n for n, g in zip(alive, said, strict=True) if g is None or int(g) < generation)
+        if not behind or time.monotonic() >= deadline:
+            return len(alive), behind
+        await asyncio.sleep(0.05)

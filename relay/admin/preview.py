@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qsl
 
 from relay.admin.checks import shown_target
 from relay.config import Config
@@ -17,7 +19,9 @@ from relay.core.recipients import reference_of
 from relay.core.rendering import Renderer, recipient_of
 from relay.core.routing import matcher_view, plan_notification
 from relay.core.silences import Silence, delivery_view, silenced
-from relay.delivery.channels import channel_format
+from relay.delivery.catalog import Catalog
+from relay.delivery.channels import channel_format, redact
+from relay.delivery.preferences import link_tokens, links, with_unsubscribe_headers
 from relay.storage.store import iso
 
 
@@ -59,16 +63,23 @@ def preview_plan(
         if planned.state is State.SKIPPED:
             item.update(state=State.SKIPPED, reason=planned.lastError)
         else:
-            rendered = renderer.render(notification, planned, fmt)
+            # The person's links, as sending makes them: a template's branch on them, the e-mail's footer and
+            # its List-Unsubscribe header show as they will go (their tokens shown as ****: `link_tokens`).
+            person = links(_LinkContext(config, at.timestamp()), notification, planned)
+            rendered = renderer.render(notification, planned, fmt, person)
+            tokens = link_tokens(person)
             item.update(
                 state="would send",
                 template=rendered.template,
                 format=rendered.format,
-                title=rendered.title,
-                body=rendered.body,
+                title=redact(rendered.title, tokens),
+                body=redact(rendered.body, tokens),
             )
             if rendered.text is not None:
-                item["text"] = rendered.text
+                item["text"] = redact(rendered.text, tokens)
+            headers = _headers(with_unsubscribe_headers(channel.url, person))
+            if headers:
+                item["headers"] = {k: redact(v, tokens) for k, v in headers.items()}
             if rendered.error:
                 item["templateError"] = rendered.error
             until = held_until(config, planned.route, at)
@@ -122,6 +133,8 @@ def preview(
         lines.append(f"    template: {item['template']} ({item['format']})")
         if "templateError" in item:
             lines.append(f"    template failed, the platform's text is used: {item['templateError']}")
+        for name, value in item.get("headers", {}).items():
+            lines.append(f"    header {name}: {value}")
         lines.append(f"    title: {item['title']}")
         lines.append("    " + item["body"].replace("\n", "\n    "))
         if "text" in item:
@@ -133,6 +146,27 @@ def preview(
 
 def _epoch(shown: str | None) -> float:
     return datetime.fromisoformat(shown.replace("Z", "+00:00")).timestamp() if shown else 0.0
+
+
+@dataclass
+class _LinkContext:
+    """What `links` reads, for a preview: no catalog (a recipient whose address the catalog gives has none
+    yet here), and the time the notification would arrive."""
+
+    config: Config
+    at: float
+    catalog: Catalog | None = None
+    redis: None = None  # a preview binds no address (relay.delivery.preferences.link_person)
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return lambda: self.at
+
+
+def _headers(sent: str) -> dict[str, str]:
+    """The List-Unsubscribe headers sending adds to an e-mail channel's URL (Apprise's `+Name=value`)."""
+    pairs = parse_qsl(sent.partition("?")[2], keep_blank_values=True)
+    return {k[1:]: v for k, v in pairs if k.lower().startswith("+list-unsubscribe")}
 
 
 def people_of(data: dict[str, Any]) -> list[str]:

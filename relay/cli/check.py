@@ -10,13 +10,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from relay.cli.common import Command, config, no_config_file_warning, read_payload
-from relay.config import read_config
+from relay.config import ConfigError, read_config
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from relay.admin.checks import channel_url_problems, check_all
 
-    found = read_config(args.config)
+    try:
+        found = read_config(args.config)
+    except ConfigError as exc:  # a file that is not YAML (or not there): a problem like any other, exit 1
+        print(f"error {exc}", file=sys.stderr)
+        print("1 problem(s) found", file=sys.stderr)
+        return 1
     problems = list(found.problems)
     warnings: list[str] = []
     notes = [f"config file {found.file}" if found.file else "no config file"]

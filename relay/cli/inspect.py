@@ -46,6 +46,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         if trace_id(event.trace):
             event_json["traceId"] = trace_id(event.trace)
         print(json.dumps({**event_json, "deliveries": records}, indent=2))
+        print(_redis_line(rt), file=sys.stderr)  # stdout stays one JSON document
         return 0
     print(f"event {event.eventId}  kind {event.kind}  received {iso(event.receivedAt)}")
     print(deliveries_table(records, STATUS_COLUMNS, args.wide))

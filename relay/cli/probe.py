@@ -7,6 +7,7 @@ delivery would record it; it needs no Redis and records nothing.
 from __future__ import annotations
 
 import argparse
+import difflib
 import html
 import sys
 from datetime import UTC, datetime
@@ -54,7 +55,9 @@ def cmd_test(args: argparse.Namespace) -> int:
     channel = cfg.channels.get(args.channel)
     if channel is None:
         defined = ", ".join(sorted(cfg.channels)) or "(none)"
-        print(f"relay test: no channel {args.channel!r} in the config; defined: {defined}", file=sys.stderr)
+        close = difflib.get_close_matches(args.channel, sorted(cfg.channels), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        print(f"relay test: no channel {args.channel!r} in the config{hint}; defined: {defined}", file=sys.stderr)
         return 2
     if channel.per_recipient and not args.to:
         print(

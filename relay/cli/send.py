@@ -7,6 +7,7 @@ import base64
 import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from relay.cli.common import Command, config, read_payload, shown_redis_url
 from relay.config import Config, ConfigError
@@ -55,7 +56,7 @@ def _not_running(args: argparse.Namespace) -> str:
 def cmd_sink(args: argparse.Namespace) -> int:
     from relay.runtime.devsink import run_sink
 
-    run_sink(args.http_port, args.smtp_port, host=args.host, fail=args.fail)
+    run_sink(args.http_port, args.smtp_port, host=args.host, fail=args.fail, save=args.save)
     return 0
 
 
@@ -73,5 +74,11 @@ def add_commands(command: Command, sub: argparse._SubParsersAction[argparse.Argu
         "--fail",
         action="store_true",
         help="refuse everything (webhooks 500, e-mail 451) until restarted without it: to try failures and replay",
+    )
+    c.add_argument(
+        "--save",
+        type=Path,
+        metavar="DIR",
+        help="also keep each message as it came in DIR: an e-mail as .eml, a webhook's body as .json",
     )
     c.set_defaults(func=cmd_sink)

@@ -238,6 +238,12 @@ class Delivery:
     # and its first try's, which later tries (retries, replays) link to. None with tracing off.
     trace: str | None = None
     firstTry: str | None = None
+    # Its last tries (`relay.core.outcome.logged`: at most MAX_LOGGED, their texts bounded), oldest first, and
+    # the message its last try sent (title and text, the person's link tokens scrubbed): what
+    # GET /api/v1/deliveries/{id} and /ui/deliveries/{id} show.
+    attemptLog: list[dict[str, Any]] = field(default_factory=list)
+    sentTitle: str | None = None
+    sentText: str | None = None
     # This worker leases the delivery (it will send it): the update that stores the outcome lets go.
     held_lease: bool = field(default=False, init=False, compare=False, repr=False)
     # This try probes its down channel (relay.delivery.outages): a failure waits the next probe step.

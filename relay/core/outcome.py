@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from relay.core.model import State
 
@@ -24,7 +25,8 @@ class Transient:
 
     reason: str
     retry_after: float | None = None  # seconds the service asked for (Retry-After of a 429 or 503)
-    status: int | None = None
+    status: int | None = None  # the HTTP status or SMTP reply code the service answered
+    said: str | None = None  # the service's own words with it (scrubbed of secrets, bounded)
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class Permanent:
 
     reason: str
     status: int | None = None
+    said: str | None = None
 
 
 Outcome = Delivered | Transient | Permanent
@@ -64,3 +67,29 @@ def next_step(outcome: Outcome, attempts: int, max_attempts: int, backoff: Seque
         delay = outcome.retry_after if outcome.retry_after is not None else backoff_delay(backoff, attempts)
         return Step(State.RETRYING, delay, outcome.reason)
     return Step(State.FAILED, None, outcome.reason)
+
+
+MAX_LOGGED = 20  # tries a delivery's attempt log keeps (the last ones)
+MAX_LOGGED_TEXT = 500  # characters of an error, or of the service's words, each entry keeps
+
+
+def _cut(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_LOGGED_TEXT:
+        return text
+    return text[: MAX_LOGGED_TEXT - 1] + "…"
+
+
+def attempt_entry(outcome: Outcome, at: float, took: float | None) -> dict[str, Any]:
+    """One try, as the attempt log keeps it: when (epoch seconds), what it came to (delivered, transient,
+    permanent), the service's status (HTTP status, SMTP reply code) and words, the error, how long it took."""
+    entry: dict[str, Any] = {"at": at, "outcome": type(outcome).__name__.lower()}
+    entry.update(status=None, said=None, error=None)
+    if not isinstance(outcome, Delivered):
+        entry.update(status=outcome.status, said=_cut(outcome.said), error=_cut(outcome.reason))
+    entry["seconds"] = None if took is None else round(took, 4)
+    return entry
+
+
+def logged(log: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The attempt log with one more try, keeping the last MAX_LOGGED."""
+    return [*log, entry][-MAX_LOGGED:]

@@ -16,6 +16,14 @@
    so `service` keeps Apprise's own parse (`apprise.plugins.url_to_dict`) per URL and instantiates from a
    copy of it (`Apprise.instantiate` takes that dict).
 
+4. **Where and why a send failed.** Apprise's text names neither the port nor the cause of a network error
+   (`A Connection error occurred sending JSON notification to 127.0.0.1.`), and keeps an SMTP server's
+   reply code and words at debug level. The same observers note, per send: the host and port each request
+   or SMTP session went to, a network failure's cause (refused, timed out, ...), an HTTP answer's status
+   and words, and an SMTP reply's code and words (an observer on `smtplib.SMTP`'s `connect`, `login`,
+   `starttls` and `sendmail`, through which Apprise's SMTP controller talks). Never the URL's path, query
+   or user part: those may hold tokens.
+
 `tests/delivery/test_apprise_compat.py` fails when any of them stops working under a new Apprise or requests.
 """
 
@@ -49,6 +57,7 @@ from apprise.plugins.email.base import PGP_MODE_DEFAULT
 from apprise.plugins.email.smtp import SMTP_EXCEPTIONS, AppriseSMTPController
 
 from relay.core.outcome import Delivered, Outcome, Permanent, Transient
+from relay.delivery.answers import network_failure, where, words_of
 
 MAX_WAIT = 24 * 3600.0
 _TRANSIENT_CODES = frozenset({408, 425, 429})
@@ -68,6 +77,12 @@ class Seen:
     api_errors: list[tuple[str, str]] = field(default_factory=list)  # (code, text) of `ok: false` answers
     unanswered: int = 0  # requests that got no answer (a network error, a timeout)
     warnings: list[str] = field(default_factory=list)
+    # What went wrong, where (host:port), in relay's words: "127.0.0.1:8025 answered HTTP 503 Service
+    # Unavailable: overloaded", "connection to 127.0.0.1:9 refused", "SMTP server 127.0.0.1:25 answered 451 ...".
+    failures: list[str] = field(default_factory=list)
+    said: str | None = None  # the last refusing answer's own words (an HTTP reason and body, an SMTP reply)
+    smtp_code: int | None = None  # the last SMTP reply that refused (4xx, 5xx)
+    smtp_server: str = ""  # host:port of the SMTP session
 
     @property
     def failed_status(self) -> int | None:
@@ -95,6 +110,13 @@ def _note(response: Any, streamed: bool) -> None:
         return
     status = int(response.status_code)
     seen.statuses.append(status)
+    if status >= 300:
+        words = " ".join(str(response.reason or "").split())
+        if not streamed:
+            body = words_of(response.content)
+            words = f"{words}: {body}" if words and body else words or body
+        seen.said = words or None
+        seen.failures.append(f"{where(str(response.url))} answered HTTP {status}" + (f" {words}" if words else ""))
     if status in (429, 503):
         wait = parse_retry_after(response.headers.get("Retry-After"))
         if wait is not None:
@@ -132,15 +154,57 @@ def _install_observer() -> None:
     def send(self: requests.Session, request: Any, **kwargs: Any) -> Any:
         try:
             response = original(self, request, **kwargs)
-        except Exception:
+        except Exception as exc:
             seen: Seen | None = getattr(_local, "seen", None)
             if seen is not None:
                 seen.unanswered += 1
+                seen.failures.append(f"connection to {where(str(request.url))} {network_failure(exc)}")
             raise
         _note(response, bool(kwargs.get("stream")))
         return response
 
     requests.Session.send = send  # type: ignore[method-assign]
+
+
+def _smtp_refusal(seen: Seen, code: int, text: bytes | str) -> None:
+    words = words_of(text)
+    seen.smtp_code, seen.said = code, f"{code} {words}".strip()
+    seen.failures.append(f"SMTP server {seen.smtp_server or 'the SMTP server'} answered {seen.said}")
+
+
+def _observe_smtp(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def observed(self: smtplib.SMTP, *args: Any, **kwargs: Any) -> Any:
+        seen: Seen | None = getattr(_local, "seen", None)
+        if seen is None:
+            return original(self, *args, **kwargs)
+        if name == "connect":
+            host = str(args[0] if args else kwargs.get("host", "localhost"))
+            port = args[1] if len(args) > 1 else kwargs.get("port", 0)
+            seen.smtp_server = where(f"//{f'[{host}]' if ':' in host else host}:{port or smtplib.SMTP_PORT}")
+        try:
+            answer = original(self, *args, **kwargs)
+        except smtplib.SMTPRecipientsRefused as exc:
+            for code, text in list(exc.recipients.values())[-1:]:
+                _smtp_refusal(seen, code, text)
+            raise
+        except smtplib.SMTPResponseException as exc:
+            _smtp_refusal(seen, exc.smtp_code, exc.smtp_error)
+            raise
+        except OSError as exc:
+            seen.unanswered += 1
+            seen.failures.append(f"connection to SMTP server {seen.smtp_server or '?'} {network_failure(exc)}")
+            raise
+        if name == "sendmail" and isinstance(answer, dict) and answer:  # some recipients refused
+            for code, text in list(answer.values())[-1:]:
+                _smtp_refusal(seen, code, text)
+        return answer
+
+    return observed
+
+
+def _install_smtp_observer() -> None:
+    for name in ("connect", "starttls", "login", "sendmail"):
+        setattr(smtplib.SMTP, name, _observe_smtp(name, getattr(smtplib.SMTP, name)))
 
 
 class _Warnings(logging.Handler):
@@ -172,22 +236,31 @@ def transient_status(status: int | None) -> bool:
     return status is None or status in _TRANSIENT_CODES or status >= 500
 
 
-def outcome(ok: bool, seen: Seen, reason: str) -> Outcome:
-    """A send's outcome from Apprise's True/False and what the services answered. `reason`: the failure as
-    text, already scrubbed of secrets."""
+def outcome(ok: bool, seen: Seen, reason: str, scrub: Callable[[str], str] = str) -> Outcome:
+    """A send's outcome from Apprise's True/False and what the services answered. `reason`: Apprise's account
+    of the failure, already scrubbed of secrets; `scrub` takes them out of what the services said."""
     if ok:
         return Delivered()
+    told = scrub("; ".join(dict.fromkeys(seen.failures)))
+    reason = "; ".join(r for r in (told, reason) if r)[:1000] or "send failed"
+    said = scrub(seen.said) if seen.said else None
     status = seen.failed_status
     if seen.api_errors:
         code, text = seen.api_errors[-1]
-        reason = f"{text}; {reason}"
+        reason = f"{text}; {reason}"[:1000]
         if status is None:  # answered 200 with `ok: false`: the error code says whether to try again
-            return Transient(reason[:1000], seen.retry_after) if code in _SLACK_TRANSIENT else Permanent(reason[:1000])
+            if code in _SLACK_TRANSIENT:
+                return Transient(reason, seen.retry_after, said=code)
+            return Permanent(reason, said=code)
+    if seen.smtp_code is not None:  # an SMTP 4xx may mend; a 5xx (bad credentials, sender refused) will not
+        if seen.smtp_code >= 500:
+            return Permanent(reason, seen.smtp_code, said)
+        return Transient(reason, None, seen.smtp_code, said)
     if status is None and seen.statuses and not seen.unanswered:
-        return Permanent(reason[:1000], seen.statuses[-1])  # answered, yet refused: trying again will not help
+        return Permanent(reason, seen.statuses[-1], said)  # answered, yet refused: trying again will not help
     if transient_status(status):
-        return Transient(reason[:1000], seen.retry_after if status in (429, 503) else None, status)
-    return Permanent(reason[:1000], status)
+        return Transient(reason, seen.retry_after if status in (429, 503) else None, status, said)
+    return Permanent(reason, status, said)
 
 
 def with_text_part(raw: str, text: str) -> str:
@@ -205,45 +278,45 @@ def with_text_part(raw: str, text: str) -> str:
 def send_email(obj: NotifyEmail, title: str, html_body: str, text: str, scrub: Callable[[str], str]) -> Outcome:
     """An html e-mail whose text part is ours. `scrub` takes the URL's secrets out of an error text."""
     failed: list[str] = []
-    try:
-        messages = NotifyEmail.prepare_emails(
-            subject=title,
-            body=html_body,
-            notify_format=apprise.NotifyFormat.HTML,
-            from_addr=obj.from_addr,
-            to=obj.targets,
-            cc=obj.cc,
-            bcc=obj.bcc,
-            reply_to=obj.reply_to,
-            smtp_host=obj.smtp_host,
-            headers={"X-Application": obj.app_id, **obj.headers},
-            names=obj.names,
-        )
-        with AppriseSMTPController(
-            host=obj.smtp_host,
-            port=int(obj.port or 0),
-            secure_mode=str(obj.secure_mode),
-            user=obj.user,
-            password=obj.password,
-            verify_certificate=obj.verify_certificate,
-            socket_connect_timeout=int(obj.socket_connect_timeout),
-        ) as smtp:
-            for message in messages:
-                if not smtp.sendmail(str(obj.from_addr[1]), message.to_addrs, with_text_part(message.body, text)):
-                    failed.append(message.recipient)
-    except (*SMTP_EXCEPTIONS, AppriseEmailException, AppriseException) as exc:
-        reason = f"e-mail to {obj.smtp_host} failed: {scrub(str(exc)) or type(exc).__name__}"[:1000]
-        # SMTP 5xx (bad credentials, rejected sender) will not get better by retrying; 4xx may.
-        if isinstance(exc, smtplib.SMTPResponseException) and exc.smtp_code >= 500:
-            return Permanent(reason, exc.smtp_code)
-        return Transient(reason)
+    with watch() as seen:
+        try:
+            messages = NotifyEmail.prepare_emails(
+                subject=title,
+                body=html_body,
+                notify_format=apprise.NotifyFormat.HTML,
+                from_addr=obj.from_addr,
+                to=obj.targets,
+                cc=obj.cc,
+                bcc=obj.bcc,
+                reply_to=obj.reply_to,
+                smtp_host=obj.smtp_host,
+                headers={"X-Application": obj.app_id, **obj.headers},
+                names=obj.names,
+            )
+            with AppriseSMTPController(
+                host=obj.smtp_host,
+                port=int(obj.port or 0),
+                secure_mode=str(obj.secure_mode),
+                user=obj.user,
+                password=obj.password,
+                verify_certificate=obj.verify_certificate,
+                socket_connect_timeout=int(obj.socket_connect_timeout),
+            ) as smtp:
+                for message in messages:
+                    if not smtp.sendmail(str(obj.from_addr[1]), message.to_addrs, with_text_part(message.body, text)):
+                        failed.append(message.recipient)
+        except (*SMTP_EXCEPTIONS, AppriseEmailException, AppriseException) as exc:
+            if not seen.failures:  # not a refusal or network failure the observer saw: Apprise's own words
+                seen.failures.append(f"e-mail to {obj.smtp_host} failed: {str(exc) or type(exc).__name__}")
+            return outcome(False, seen, "", scrub)
     if failed:
-        return Transient(f"the SMTP server did not accept the e-mail to {', '.join(failed)}")
+        return outcome(False, seen, f"the SMTP server did not accept the e-mail to {', '.join(failed)}", scrub)
     return Delivered()
 
 
 logging.getLogger("apprise").addHandler(_Warnings())
 _install_observer()  # once, as the module is first imported (under Python's import lock)
+_install_smtp_observer()
 
 
 @lru_cache(maxsize=1024)

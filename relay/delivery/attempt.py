@@ -25,7 +25,7 @@ from relay.core.states import OPEN, State
 from relay.delivery import digests, outages
 from relay.delivery.catalog import CatalogUnavailable
 from relay.delivery.channels import AddressError, address_url, channel_format, send
-from relay.delivery.compose import compose, fitted_title
+from relay.delivery.compose import compose, fitted_title, note_sent
 from relay.delivery.context import Context
 from relay.delivery.preferences import links, person_hold, with_unsubscribe_headers
 from relay.delivery.recording import decide, derived, queue_new, store
@@ -156,6 +156,7 @@ def _attempt(rt: Context, record: Delivery, notification: Notification | None) -
         return store(rt, record, previous, State.SKIPPED, f"recipient address rejected: {exc}", ctx)
     url = with_unsubscribe_headers(url, extra)
     title = fitted_title(record, url, title)
+    note_sent(record, title, rendered, extra)
     record.attempts += 1
     record.attemptTimes.append(now())
     started = time.monotonic()

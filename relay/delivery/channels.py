@@ -183,5 +183,6 @@ def _send(url: str, title: str, body: str, fmt: str, text: str | None) -> tuple[
         except Exception as exc:  # a plugin's own bug: a failure like a network one, never a crash
             ok = False
             seen.warnings.append(f"{type(exc).__name__}: {exc}")
-    reason = redact("; ".join(dict.fromkeys(seen.warnings)) or "send failed", secrets)
-    return apprise_compat.outcome(ok, seen, reason), seen.statuses[-1] if seen.statuses else None
+    reason = redact("; ".join(dict.fromkeys(seen.warnings)), secrets)
+    sent = apprise_compat.outcome(ok, seen, reason, lambda t: redact(t, secrets))
+    return sent, sent.status if not isinstance(sent, Delivered) else seen.statuses[-1] if seen.statuses else None

@@ -11,8 +11,9 @@ from relay import tracing
 from relay.core.model import Delivery, Notification
 from relay.core.rendering import Rendered
 from relay.core.titles import fit_title
-from relay.delivery.channels import scheme_of
+from relay.delivery.channels import redact, scheme_of
 from relay.delivery.context import Context
+from relay.delivery.preferences import link_tokens
 
 log = logging.getLogger("relay.delivery.jobs")
 
@@ -51,3 +52,17 @@ def fitted_title(record: Delivery, url: str, title: str) -> str:
             extra={"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel},
         )
     return fitted
+
+
+MAX_SENT_TEXT = 8_000  # characters of the sent text a delivery's record keeps
+
+
+def note_sent(record: Delivery, title: str, rendered: Rendered, links: dict[str, Any] | None = None) -> None:
+    """Keep the message this try sends on the record (shown by GET /api/v1/deliveries/{id}): its title and its
+    text (the plain part of an e-mail, else the body), bounded, with the person's link tokens scrubbed (a
+    token is a password to that person's preferences)."""
+    text = rendered.text if rendered.text is not None else rendered.body
+    tokens = link_tokens(links or {})
+    text = redact(text, tokens)
+    record.sentTitle = redact(title, tokens)[:1000]
+    record.sentText = text if len(text) <= MAX_SENT_TEXT else text[: MAX_SENT_TEXT - 1] + "…"

@@ -32,7 +32,7 @@ from relay.core.model import Delivery, Notification, State
 from relay.core.rendering import Rendered
 from relay.delivery import outages
 from relay.delivery.channels import AddressError, address_url, channel_format, send
-from relay.delivery.compose import compose, fitted_title
+from relay.delivery.compose import compose, fitted_title, note_sent
 from relay.delivery.context import Context
 from relay.delivery.preferences import links
 from relay.delivery.recording import decide, store
@@ -93,6 +93,9 @@ def _new_digest(rt: Context, item: Delivery, key: str, at: float, until: float) 
         fallback=[],  # a digest has no fallback channels
         fallbackFor=None,
         attemptTimes=[],
+        attemptLog=[],
+        sentTitle=None,
+        sentText=None,
         members=[],
         notBefore=until,
         items=[],
@@ -123,6 +126,7 @@ def send_digest(rt: Context, record: Delivery, channel: ChannelConfig | None, ct
         why = f"recipient address rejected: {exc}"
         return store(rt, record, previous, State.SKIPPED, why, ctx, followers=items)
     title = fitted_title(record, url, rendered.title)
+    note_sent(record, title, rendered)
     record.attempts += 1
     record.attemptTimes.append(now())
     started = time.monotonic()

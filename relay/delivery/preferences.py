@@ -3,17 +3,22 @@ addressed to them (relay.core.preferences); at sending, the links that let them 
 page, one-click unsubscribe) in the template's context and the e-mail's headers (RFC 8058).
 
 A link goes to whoever reads the delivery's address, so it may change only that address's person: the
-recipient's `userRef` when the platform catalog gives that address for it, else the address itself
-(`link_person`). Planning obeys both, so a choice made through either kind of link takes effect."""
+recipient's `userRef` when that address is its own (the platform catalog's, or without one the first
+address its links went to), else the address itself (`link_person`). Planning obeys both, so a choice made
+through either kind of link takes effect."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, unquote, urlencode
 
+from redis import Redis
+
+from relay.config import Config
 from relay.core.model import Delivery, Notification, State
 from relay.core.preferences import (
     Hold,
@@ -26,7 +31,7 @@ from relay.core.preferences import (
     recipient_of_delivery,
 )
 from relay.core.quiet import held_until
-from relay.delivery.catalog import CatalogUnavailable
+from relay.delivery.catalog import Catalog, CatalogUnavailable
 from relay.delivery.channels import EMAIL_SCHEMES, scheme_of
 from relay.delivery.context import Context
 from relay.storage.preferences import Preferences
@@ -115,7 +120,22 @@ def person_hold(rt: Context, record: Delivery, at: float) -> float | None:
     return result.until if isinstance(result, Hold) else None
 
 
-def links(rt: Context, notification: Notification, record: Delivery) -> dict[str, Any]:
+class LinkContext(Protocol):
+    """What the links of a delivery are made from: a `Context` has it, and so has `relay preview`'s own (no
+    catalog there: relay.admin.preview)."""
+
+    config: Config
+    catalog: Catalog | None
+
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    @property
+    def redis(self) -> Redis | None:
+        """Where a `userRef`'s first address is bound (none in a preview, which binds nothing)."""
+
+
+def links(rt: LinkContext, notification: Notification, record: Delivery) -> dict[str, Any]:
     """`preferences_url` and `unsubscribe_url` for a delivery to one person (none without a public URL), bound
     to its address: they change only that address's person (`link_person`)."""
     prefs = rt.config.preferences
@@ -132,7 +152,13 @@ def links(rt: Context, notification: Notification, record: Delivery) -> dict[str
     return {k: v for k, v in found.items() if v is not None}
 
 
-def link_person(rt: Context, notification: Notification, record: Delivery) -> str | None:
+def link_tokens(found: dict[str, Any]) -> list[str]:
+    """The signed tokens of a delivery's links (`links`): each is a key to that person's preferences, so
+    whatever shows a message after it went (the delivery's record, a preview) shows `****` in their place."""
+    return [str(v).rsplit("/", 1)[-1] for v in found.values()]
+
+
+def link_person(rt: LinkContext, notification: Notification, record: Delivery) -> str | None:
     """Whose preferences the links in a delivery may change. Whoever reads its address gets them, and the
     payload's `userRef` is only a claim (a webhook's caller could pair anyone's `userRef` with their own
     address): the `userRef` when this address is its own (the platform catalog's, when one is configured; else
@@ -154,11 +180,13 @@ def link_person(rt: Context, notification: Notification, record: Delivery) -> st
     return None
 
 
-def _is_their_address(rt: Context, ref: str, address: str) -> bool:
+def _is_their_address(rt: LinkContext, ref: str, address: str) -> bool:
     """Whether `address` is `ref`'s own: the platform catalog says so when one is configured (its answers are
     cached: relay.delivery.catalog; when it does not answer, no); without one, it is the first address relay
     bound `ref`'s links to."""
     if rt.catalog is None:
+        if rt.redis is None:  # a preview: as sending would be, once the address is bound (it binds nothing)
+            return True
         return Preferences(rt.redis).bound_address(ref, address) == address
     try:
         return address in {e.lower() for e in rt.catalog.emails(ref)}

@@ -14,7 +14,7 @@ from redis.exceptions import RedisError
 from relay import tracing
 from relay.core.lookup import fallback_channels
 from relay.core.model import Delivery, Notification, delivery_id, trace_id
-from relay.core.outcome import Delivered, Outcome, Transient, next_step
+from relay.core.outcome import Delivered, Outcome, Transient, attempt_entry, logged, next_step
 from relay.core.states import SENDABLE, State
 from relay.delivery.context import Context
 from relay.delivery.preferences import apply_preferences, count_planned, personal
@@ -49,6 +49,8 @@ def _decide(
 ) -> str:
     step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
     record.state, record.lastError = step.state, step.reason
+    at = record.attemptTimes[-1] if record.attemptTimes else now()
+    record.attemptLog = logged(record.attemptLog, attempt_entry(outcome, at, took))
     if isinstance(outcome, Delivered):
         # From when it could go: the time a delivery was held by quiet hours (or gathered) is not latency.
         since = max(record.createdAt, record.notBefore or 0.0)
@@ -112,6 +114,7 @@ def follow(digest: Delivery, items: list[Delivery] | None) -> list[StateChange]:
         previous = item.state
         item.state = digest.state
         item.attempts, item.attemptTimes = digest.attempts, list(digest.attemptTimes)
+        item.attemptLog = list(digest.attemptLog)
         item.lastError = f"digest {digest.id}: {digest.lastError}" if digest.lastError else None
         changes.append(StateChange(item, previous))
     return changes
@@ -141,6 +144,9 @@ def derived(record: Delivery, key: str, **changes: Any) -> Delivery:
         createdAt=ts,
         updatedAt=ts,
         attemptTimes=[],
+        attemptLog=[],
+        sentTitle=None,
+        sentText=None,
         members=[],
         notBefore=None,  # born when its parent was sent: nothing holds it
         templateUsed=None,

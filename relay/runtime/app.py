@@ -21,11 +21,13 @@ from relay import tracing
 from relay.admin.api import AdminApi, Handler, admin_only
 from relay.admin.channels import ChannelsApi
 from relay.admin.counters import CounterReader
+from relay.admin.detail import DeliveryApi
 from relay.admin.health import Health
 from relay.admin.openapi import OpenApi
 from relay.admin.people import PeopleApi
 from relay.admin.silences import SilencesApi
 from relay.admin.ui import AdminPage
+from relay.admin.ui_delivery import DeliveryPage
 from relay.admin.ui_release import ReleasePage
 from relay.admin.ui_silences import SilencesPage
 from relay.admin.ui_view import PageData
@@ -107,6 +109,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/api/v1/deliveries", admin(api.deliveries), methods=["GET"]),
         Route("/api/v1/deliveries/replay", admin(api.replay), methods=["POST"]),
         Route("/api/v1/deliveries/release", admin(api.release), methods=["POST"]),
+        Route("/api/v1/deliveries/{deliveryId}", admin(DeliveryApi(rt.store).get), methods=["GET"]),
         Route("/api/v1/reload", admin(api.reload), methods=["POST"]),
         Route("/api/v1/silences", admin(silences.create), methods=["POST"]),
         Route("/api/v1/silences", admin(silences.list), methods=["GET"]),
@@ -128,6 +131,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/ui/release", release.release, methods=["POST"]),
         Route("/ui/silences", muting.add, methods=["POST"]),
         Route("/ui/silences/expire", muting.expire, methods=["POST"]),
+        Route("/ui/deliveries/{deliveryId}", DeliveryPage(page).show, methods=["GET"]),
         *(extra_routes or []),
     ]
     return Starlette(

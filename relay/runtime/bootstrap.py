@@ -147,6 +147,18 @@ def build(config: Config, redis: Redis | None = None, config_file: Path | None =
 
 
 CONFIG_GENERATION = "relay:config:generation"
+# Hash: worker name -> the config generation it runs with (written by each worker when it starts and when it
+# has read its file again; POST /api/v1/reload waits on it).
+CONFIG_APPLIED = "relay:config:applied"
+HEARTBEAT_SECONDS = 5.0
+
+
+def heartbeat_seconds(config: Config) -> float:
+    """Between two beats of a worker (each looks for a new config generation): at most HEARTBEAT_SECONDS,
+    and several beats within `dead_worker_after`."""
+    return max(0.2, min(HEARTBEAT_SECONDS, config.dead_worker_after / 4))
+
+
 FIXED_AT_START = ("server.host", "server.port", "server.path", "redis", "data_dir")
 
 

@@ -39,13 +39,18 @@ from relay.config import DEAD_WORKER_AFTER, Config, ConfigError, load_config
 from relay.delivery.jobs import LINGER_SECONDS, lost
 from relay.runtime import beatfile
 from relay.runtime.bootstrap import (
+    CONFIG_APPLIED,
     CONFIG_GENERATION,
     Runtime,
     build,
+    heartbeat_seconds,
     install,
     open_redis,
     redis_url,
     reload_runtime,
+)
+from relay.runtime.bootstrap import (
+    HEARTBEAT_SECONDS as HEARTBEAT_SECONDS,  # tests read it here
 )
 from relay.runtime.children import forks_die_with_this_process, parent_gone
 from relay.storage.leases import delivery_unit, orphaned
@@ -56,7 +61,6 @@ log = logging.getLogger("relay.runtime.worker")
 MAINTENANCE_INTERVAL = 15  # seconds between RQ's maintenance passes
 # RQ's own record of its workers (`rq info`); relay goes by its own heartbeat alone.
 WORKER_TTL = 30
-HEARTBEAT_SECONDS = 5.0
 # A worker not seen beating for `dead_worker_after` (config; this by default) is gone: its leases are swept.
 ORPHAN_GRACE = DEAD_WORKER_AFTER
 # Work due this long with no wake-up queued (one lost) gets one at the next beat.
@@ -66,11 +70,6 @@ DRAIN_SECONDS = 60.0  # at a stop, the longest wait for the senders to finish wh
 # serve's /metrics shows a delivery as soon as the records do; and every TALLY_SECONDS it looks for a stop.
 TALLY_GAP = 0.05
 TALLY_SECONDS = 0.5
-
-
-def heartbeat_seconds(config: Config) -> float:
-    """Between two beats: at most HEARTBEAT_SECONDS, and several beats within `dead_worker_after`."""
-    return max(0.2, min(HEARTBEAT_SECONDS, config.dead_worker_after / 4))
 
 
 def make_worker(rt: Runtime, connection: Redis) -> SimpleWorker:
@@ -129,8 +128,12 @@ def sweep(rt: Runtime, now: float, seen: Sweep | None = None) -> int:
     return back
 
 
+_UNTOLD = object()
+
+
 def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, generation: bytes | None) -> None:
     seen = Sweep()
+    told: object = _UNTOLD  # the generation this worker last said it runs with (CONFIG_APPLIED)
     while not stop.is_set():
         try:
             rt.store.heartbeat(rt.name)
@@ -140,7 +143,11 @@ def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, gene
                 # SIGHUP here, or a reload elsewhere (`relay serve`, POST /api/v1/reload): read our file again.
                 reload.clear()
                 generation = now_generation
-                _reload(rt)
+                if not _reload(rt):
+                    told = generation  # runs on its old config: it never says it runs with this generation
+            if generation != told:
+                rt.redis.hset(CONFIG_APPLIED, rt.name, generation or b"0")
+                told = generation
             sweep(rt, time.time(), seen)
         except RedisError as exc:
             log.warning("heartbeat failed: %s", type(exc).__name__)
@@ -158,6 +165,7 @@ def _forget(rt: Runtime) -> None:
     beatfile.remove()
     with contextlib.suppress(RedisError):
         rt.store.forget_worker(rt.name)
+        rt.redis.hdel(CONFIG_APPLIED, rt.name)
 
 
 def _generation(conn: Redis) -> bytes | None:
@@ -165,16 +173,19 @@ def _generation(conn: Redis) -> bytes | None:
     return value if isinstance(value, bytes) else None
 
 
-def _reload(rt: Runtime) -> None:
+def _reload(rt: Runtime) -> bool:
+    """Read the config file again; False when the running config is kept."""
     name = rt.name
     try:
         for note in reload_runtime(rt):
             log.warning("%s", note)
         log.info("worker %s reloaded its config", name)
+        return True
     except ConfigError as exc:
         log.error("worker %s kept its running config; the new one is invalid: %s", name, exc)
     except Exception:  # the heartbeat thread must live on whatever a reload meets
         log.exception("worker %s kept its running config; the reload failed", name)
+    return False
 
 
 def _warm_up(config: Config) -> None:

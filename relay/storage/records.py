@@ -163,6 +163,9 @@ def delivery_from_hash(data: dict[str, str]) -> Delivery:
         released=data.get("released") == "1",
         trace=data.get("trace") or None,
         firstTry=data.get("firstTry") or None,
+        attemptLog=json.loads(data.get("attemptLog") or "[]"),
+        sentTitle=data.get("sentTitle") or None,
+        sentText=data.get("sentText") or None,
     )
 
 
@@ -198,6 +201,10 @@ def delivery_to_hash(d: Delivery) -> dict[str, str]:
         # Only with tracing on (relay.tracing), and never unset.
         **({"trace": d.trace} if d.trace else {}),
         **({"firstTry": d.firstTry} if d.firstTry else {}),
+        # Written once tried (a record never tried has none): an earlier relay's records have none either.
+        **({"attemptLog": json.dumps(d.attemptLog)} if d.attemptLog else {}),
+        **({"sentTitle": d.sentTitle} if d.sentTitle is not None else {}),
+        **({"sentText": d.sentText} if d.sentText is not None else {}),
     }
 
 

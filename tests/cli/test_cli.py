@@ -108,6 +108,12 @@ def test_status_shows_each_address_and_the_redis_it_read(
     assert main(["status", "no-such-event", "--config", str(config_file)]) == 1
     assert f"redis {url}" in capsys.readouterr().err
 
+    # As JSON the answer is one document on stdout; the Redis line was missing, it now goes to stderr.
+    assert main(["status", payload["metadata"]["eventId"], "--config", str(config_file), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["eventId"] == payload["metadata"]["eventId"]
+    assert err.splitlines()[-1] == f"redis {url}  (rq info -u {url})"
+
 
 def test_a_redis_password_is_never_shown() -> None:
     from relay.cli.common import shown_redis_url

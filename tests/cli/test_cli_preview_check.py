@@ -226,3 +226,56 @@ def test_preview_names_the_route_of_each_delivery(tmp_path: Path, capsys: pytest
         ("requester-email", "routes[1]"),
         ("audit", "default"),
     ]
+
+
+PREFS_SECRET = "a-secret-of-at-least-thirty-two-bytes!"
+
+
+def test_preview_shows_the_persons_links_footer_and_list_unsubscribe_as_sending_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The e-mail's "Manage your notifications" footer, the text template's branch on `preferences_url`, and
+    the List-Unsubscribe header: a preview left them all out. The links' tokens show as ****."""
+    config = write_config(
+        tmp_path,
+        preferences={"public_url": "https://relay.example.com", "secret": PREFS_SECRET},
+        channels={
+            "requester-email": {
+                "url": f"mailtos://relay:{SMTP_PASSWORD}@smtp.example.com?from=relay@example.com",
+                "per_recipient": True,
+            },
+            "requester-text": {"url": "json://audit.example.com/in", "per_recipient": True, "format": "txt"},
+            "audit": {"url": "json://audit.example.com/in"},
+        },
+        routes=[
+            {
+                "recipient_types": ["recipient-type:access-control-requester"],
+                "channels": ["requester-email", "requester-text"],
+            }
+        ],
+    )
+    assert main(["preview", str(write_payload(tmp_path)), "--config", str(config), "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    assert PREFS_SECRET not in out
+    items = {d["channel"]: d for d in json.loads(out)["deliveries"]}
+    email, text = items["requester-email"], items["requester-text"]
+    assert "Manage your notifications" in email["body"]
+    assert "https://relay.example.com/preferences/****" in email["body"]
+    assert email["headers"]["List-Unsubscribe"].startswith("<https://relay.example.com/unsubscribe/****")
+    assert email["headers"]["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    assert "Manage your notifications: https://relay.example.com/preferences/****" in text["body"]  # its branch
+    assert "headers" not in text
+    main(["preview", str(write_payload(tmp_path)), "--config", str(config)])
+    assert "    header List-Unsubscribe: <https://relay.example.com/unsubscribe/****>" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text", ["routes: [\n  - {channels: [a]\n", "routes: 5\n"])
+def test_check_exits_1_on_malformed_yaml_as_on_a_schema_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    """Malformed YAML exited 2 (as a misused command line does), a schema error 1."""
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    assert main(["check", "--config", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "error " in err and "1 problem(s) found" in err

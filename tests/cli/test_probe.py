@@ -114,6 +114,8 @@ def test_an_unknown_channel_lists_the_defined_ones(config_file: Path, capsys: py
     assert relay_test(config_file, "nope") == 2
     err = capsys.readouterr().err
     assert "no channel 'nope' in the config; defined: broken, gone, hook, mail, refused, slack" in err
+    assert relay_test(config_file, "slak") == 2  # a slip: the closest name is offered
+    assert "no channel 'slak' in the config (did you mean 'slack'?); defined: broken," in capsys.readouterr().err
 
 
 def test_slack_invalid_auth_is_permanent_with_slacks_reason_and_no_token(

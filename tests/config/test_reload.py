@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +12,10 @@ from starlette.testclient import TestClient
 
 from relay.config import load_config
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import CONFIG_GENERATION, Runtime, build, install
+from relay.runtime.bootstrap import CONFIG_APPLIED, CONFIG_GENERATION, Runtime, build, install
+from relay.runtime.worker import _forget, _heartbeat
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, base_config, post, run_worker, sample_notification
-from tests.servers import HttpSink, SmtpSink
+from tests.servers import HttpSink, SmtpSink, wait_for
 
 
 def _runtime(tmp_path: Path, redis_url: str, redis: Any, data: dict[str, Any]) -> Runtime:
@@ -45,6 +48,7 @@ def test_reload_swaps_routes_and_tokens_and_refuses_a_broken_file(
         assert answer.status_code == 200, answer.text
         body = answer.json()
         assert body["reloaded"] is True and body["generation"] == 1
+        assert (body["applied"], body["workers"], body["behind"]) == (True, 0, [])  # no worker: nothing to wait for
         assert body["notes"] == ["server.port changed: it applies after a restart"]
         assert rt.config.server.port == 8080  # kept until a restart
 
@@ -75,3 +79,36 @@ def test_reload_without_a_config_file_is_refused(client: TestClient, rt: Runtime
     answer = client.post("/api/v1/reload", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
     assert answer.status_code == 422 and "without a config file" in answer.json()["errors"][0]
     assert rt.config is before
+
+
+def test_reload_answers_once_every_live_worker_uses_the_new_config(
+    redis: Any, redis_server: Any, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
+) -> None:
+    """It answered at once, while the workers planned with the old config for up to a heartbeat (5 s). Now it
+    waits for them: a worker's own heartbeat loop (in a thread here, as `relay worker` runs it) says it runs
+    with the new generation; a worker that never does (one that only beats) is named in `behind` once the
+    wait (a heartbeat and a second) is over."""
+    data = base_config(sink, smtp, tmp_path, redis_server.url).model_dump(
+        mode="json", by_alias=True, exclude={"base_dir"}
+    )
+    data["dead_worker_after"] = "1s"  # a beat every 0.25 s
+    rt = _runtime(tmp_path, redis_server.url, redis, data)
+    worker = build(rt.config, redis, config_file=rt.config_file)  # the worker's own runtime, its own name
+    stop, reload = threading.Event(), threading.Event()
+    beating = threading.Thread(target=_heartbeat, args=(worker, stop, reload, redis.get(CONFIG_GENERATION)))
+    beating.start()
+    try:
+        wait_for(lambda: redis.hget(CONFIG_APPLIED, worker.name) == b"0")  # said at its first beat
+        rt.store.heartbeat("ghost-worker")
+        with TestClient(create_app(rt)) as client:
+            started = time.monotonic()
+            body = client.post("/api/v1/reload", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).json()
+            took = time.monotonic() - started
+        assert int(redis.hget(CONFIG_APPLIED, worker.name)) == body["generation"] == 1
+        assert (body["applied"], body["workers"], body["behind"]) == (False, 2, ["ghost-worker"])
+        assert 1.2 <= took < 3.0  # it waited for the ghost a heartbeat and a second, no longer
+    finally:
+        stop.set()
+        beating.join(5)
+    _forget(worker)
+    assert redis.hget(CONFIG_APPLIED, worker.name) is None  # a worker that stops says so

@@ -12,9 +12,9 @@ import requests
 import responses
 
 from relay.core.outcome import Delivered, Permanent, Transient
-from relay.delivery import apprise_compat
+from relay.delivery import answers, apprise_compat
 from relay.delivery.channels import send
-from tests.servers import HttpSink, SmtpSink
+from tests.servers import HttpSink, SmtpSink, free_port
 
 SLACK_HOOK_URL = "slack://T1234ABCD/B1234ABCD/abcdefghijklmnopqrstuvwx"
 SLACK_HOOK = "https://hooks.slack.com/services/T1234ABCD/B1234ABCD/abcdefghijklmnopqrstuvwx"
@@ -110,17 +110,64 @@ def test_teams_400_is_permanent_and_429_transient_with_retry_after(http: respons
 
 
 @pytest.mark.parametrize("text", [None, "the text part"])
-def test_smtp_refusals_of_a_message_are_tried_again(smtp: SmtpSink, text: str | None) -> None:
-    """A 4xx or 5xx answer to the message itself: Apprise's SMTP controller reports only that it failed
-    (the code is logged at debug level), so relay retries both."""
+def test_smtp_refusals_of_a_message_keep_the_code_and_the_servers_words(smtp: SmtpSink, text: str | None) -> None:
+    """Apprise's SMTP controller keeps the reply at debug level; the observer on `smtplib.SMTP` reads it, on
+    Apprise's own send (text None) and on relay's (its own text part). Breaks when Apprise stops talking SMTP
+    through `smtplib.SMTP`: a 4xx is tried again, a 5xx is not."""
     url = smtp.url() + "&to=bob@example.com"
     smtp.clear()
-    smtp.answers[:] = ["451 4.3.0 try again later", "554 5.7.1 rejected"]
+    smtp.answers[:] = ["451 4.3.0 try again later", "554 5.7.1 rejected by policy"]
     first = send(url, "t", "<p>b</p>", "html", text)
     second = send(url, "t", "<p>b</p>", "html", text)
-    assert isinstance(first, Transient) and isinstance(second, Transient)
+    assert isinstance(first, Transient) and first.status == 451
+    assert f"SMTP server 127.0.0.1:{smtp.port} answered 451 4.3.0 try again later" in first.reason
+    assert first.said == "451 4.3.0 try again later"
+    assert isinstance(second, Permanent) and second.status == 554 and "554 5.7.1 rejected by policy" in second.reason
     assert isinstance(send(url, "t", "<p>b</p>", "html", text), Delivered)
     assert len(smtp.mails) == 1
+
+
+@pytest.mark.parametrize("text", [None, "the text part"])
+def test_a_refused_smtp_port_is_named_with_its_port_and_no_password(text: str | None) -> None:
+    port = free_port()
+    url = f"mailto://bob:Pa55word-9@127.0.0.1:{port}?from=relay@example.com&mode=insecure&to=al@example.com"
+    outcome = send(url, "t", "<p>b</p>", "html", text)
+    assert isinstance(outcome, Transient)
+    assert f"connection to SMTP server 127.0.0.1:{port} refused" in outcome.reason
+    assert "Pa55word-9" not in outcome.reason
+
+
+# --- where and why a web hook failed ------------------------------------------------------------
+
+
+def test_a_refused_port_is_named_with_host_port_and_refusal_and_no_secret() -> None:
+    """Apprise says only `A Connection error occurred sending JSON notification to 127.0.0.1.`"""
+    port = free_port()
+    outcome = send(f"json://user:S3cretPass@127.0.0.1:{port}/hook?token=T0kenValue42", "t", "b", "txt")
+    assert isinstance(outcome, Transient) and outcome.status is None
+    assert outcome.reason.startswith(f"connection to 127.0.0.1:{port} refused")
+    assert "S3cretPass" not in outcome.reason and "T0kenValue42" not in outcome.reason
+
+
+def test_an_http_503_is_named_with_host_port_status_and_the_services_words(sink: HttpSink) -> None:
+    sink.script["/hook"] = [503]
+    outcome = send(sink.url("/hook"), "t", "b", "txt")
+    assert isinstance(outcome, Transient) and outcome.status == 503
+    assert outcome.reason.startswith(f"127.0.0.1:{sink.port} answered HTTP 503 Service Unavailable")
+    assert outcome.said == "Service Unavailable: ok"  # the reason phrase and the body
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://u:p@hooks.example.com/services/T0KEN?x=1", "hooks.example.com:443"),
+        ("http://127.0.0.1:8025/a", "127.0.0.1:8025"),
+        ("http://[::1]:9/a", "[::1]:9"),
+        ("http://h:notaport/", "the service"),
+    ],
+)
+def test_where_keeps_only_host_and_port(url: str, expected: str) -> None:
+    assert answers.where(url) == expected
 
 
 # --- a service object per send, its URL parsed once ---------------------------------------------------------
