@@ -143,9 +143,12 @@ def test_replays_and_releases_to_a_down_channel_wait_too(down_rt: Runtime, sink:
         assert replayed["state"] == "held" and replayed["lastError"].startswith("channel down since ")
 
         released = admin(client, "/api/v1/deliveries/release", "POST", json={"channel": DOWN}).json()["released"]
-        assert released == 2  # the replayed one and the second of _make_down (the first is retrying)
+        # The replayed one and the second of _make_down; the first too when its retry (10 s, on the wall clock)
+        # came due meanwhile, on a loaded machine: then it waits held as well.
+        assert released in (2, 3)
         run_worker(rt)
-        assert sorted(d["state"] for d in deliveries(client)) == ["held", "held", "retrying"]  # waiting still
+        states = sorted(d["state"] for d in deliveries(client))
+        assert states == ["held"] * released + ["retrying"] * (3 - released)  # waiting still
         assert len(sink.started) == tried  # none of them tried the dead channel
         assert not deliveries(client, "failed")
 
