@@ -18,6 +18,19 @@ from relay.runtime.logs import setup_logging
 Command = Callable[[str, str], argparse.ArgumentParser]
 
 
+def command_group(command: Command, name: str, help_: str) -> Command:
+    """A command with subcommands (`relay prefs show`, `relay silence add`): the maker of its subcommands, each
+    taking `--config` after its own name too."""
+    sub = command(name, help_).add_subparsers(dest=f"{name}_command", required=True)
+
+    def leaf(leaf_name: str, leaf_help: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(leaf_name, help=leaf_help, description=leaf_help)
+        c.add_argument("--config", default=argparse.SUPPRESS, help="config file (as for every command)")
+        return c
+
+    return leaf
+
+
 def config(args: argparse.Namespace) -> Config:
     return load_config(args.config)
 

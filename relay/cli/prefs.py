@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from relay.cli.common import Command, config
+from relay.cli.common import Command, command_group, config
 
 EXPORT_VERSION = 1
 
@@ -138,13 +138,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def add_commands(command: Command) -> None:
-    p = command("prefs", "people's preferences: show, switch kinds off and on, link to their page, export, import")
-    sub = p.add_subparsers(dest="prefs_command", required=True)
-
-    def leaf(name: str, help_: str) -> argparse.ArgumentParser:
-        c = sub.add_parser(name, help=help_, description=help_)
-        c.add_argument("--config", default=argparse.SUPPRESS, help="config file (as for every command)")
-        return c
+    leaf = command_group(
+        command, "prefs", "people's preferences: show, switch kinds off and on, link to their page, export, import"
+    )
 
     c = leaf("show", "one person's preferences (a userRef, or an e-mail address)")
     c.add_argument("person")

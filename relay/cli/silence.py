@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from relay.cli.common import Command, config, table
+from relay.cli.common import Command, command_group, config, table
 
 COLUMNS = ["id", "state", "action", "matchers", "startsAt", "endsAt", "createdBy", "comment"]
 
@@ -83,13 +83,7 @@ def cmd_expire(args: argparse.Namespace) -> int:
 
 
 def add_commands(command: Command) -> None:
-    p = command("silence", "silence what matches for a while (held, or skipped): add, list, expire")
-    sub = p.add_subparsers(dest="silence_command", required=True)
-
-    def leaf(name: str, help_: str) -> argparse.ArgumentParser:
-        c = sub.add_parser(name, help=help_, description=help_)
-        c.add_argument("--config", default=argparse.SUPPRESS, help="config file (as for every command)")
-        return c
+    leaf = command_group(command, "silence", "silence what matches for a while (held, or skipped): add, list, expire")
 
     c = leaf("add", "add a silence: every MATCHER must match (the routes' syntax, plus channel and recipientType)")
     c.add_argument("matchers", nargs="+", metavar="MATCHER", help='like kind=~"notification:quality-.*"')
