@@ -5,21 +5,19 @@ page shows the same table (relay.admin.ui_view)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import WithJsonSchema
 from redis import Redis
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict
 
+from relay.admin.api import IsoTime
 from relay.config import Config
 from relay.storage.outages import ChannelStates
 from relay.storage.store import iso
 from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
-
-IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 
 
 class ChannelBody(TypedDict):

@@ -60,9 +60,11 @@ class CounterReader:
     def __init__(self, redis: Redis, store: Store, clock: Callable[[], float] = now) -> None:
         self.redis, self.store, self.clock = redis, store, clock  # the clock: which silences are active
 
-    def read(self) -> Counters:
-        """Raises RedisError when Redis does not answer."""
-        series = self.store.counters()
+    def read(self, scrape: bool = False) -> Counters:
+        """The fleet's counts and gauges: the series for the admin page; with `scrape` (/metrics, whose series are
+        this process's own: relay.storage.tally) none, and the fleet's silences and channel states instead.
+        Raises RedisError when Redis does not answer."""
+        series = {} if scrape else self.store.counters()
         at = repr(now())
         pipe = self.redis.pipeline(transaction=False)
         pipe.zcount(UNPLANNED, "-inf", at)
@@ -72,17 +74,20 @@ class CounterReader:
         pipe.zcard(UNPLANNED)
         pipe.hkeys(LEASES)
         pipe.hgetall(EXEMPLARS)
-        pipe.hvals(SILENCES)
-        due_events, due_deliveries, failed, held, waiting, leased, stored, silences = pipe.execute()
-        at_clock = self.clock()
-        silenced = sum(1 for raw in silences if parsed(raw.decode()).active(at_clock))
+        if scrape:
+            pipe.hvals(SILENCES)
+        due_events, due_deliveries, failed, held, waiting, leased, stored, *silences = pipe.execute()
         workers = len(self.store.workers_seen(WORKER_SEEN_WITHIN))
         planning = sum(1 for unit in leased if unit.startswith(EVENT.encode()))
         # The queue's depth is the work due and not taken yet (`relay.storage.leases`), notifications to plan
         # and deliveries to send alike: what an autoscaler should see grow under a backlog.
         depth = int(due_events) + int(due_deliveries)
-        waiting_all = int(waiting) + planning
-        up = ChannelStates(self.redis).up()  # the fleet's state in Redis, not a count of this process's
-        return Counters(
-            series, depth, int(failed), workers, int(held), waiting_all, parse(stored), silenced, channels_up=up
+        counters = Counters(series, depth, int(failed), workers, int(held), int(waiting) + planning, parse(stored))
+        if not scrape:
+            return counters
+        at_clock = self.clock()
+        return dataclasses.replace(
+            counters,
+            silences_active=sum(1 for raw in silences[0] if parsed(raw.decode()).active(at_clock)),
+            channels_up=ChannelStates(self.redis).up(),  # the fleet's state in Redis
         )

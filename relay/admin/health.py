@@ -40,7 +40,7 @@ class Health:
         self, redis: Redis, store: Store, counters: CounterReader, counted: Callable[[], dict[str, float]]
     ) -> None:
         self.redis, self.store = redis, store
-        self.registry = metrics_registry(counters.read, counted)
+        self.registry = metrics_registry(lambda: counters.read(scrape=True), counted)
 
     @documented(Operation("Liveness", {200: Answer("Alive", Alive)}))
     async def healthz(self, request: Request) -> Response:

@@ -35,6 +35,13 @@ def config(args: argparse.Namespace) -> Config:
     return load_config(args.config)
 
 
+def runtime(args: argparse.Namespace) -> Any:
+    """Everything built once (relay.runtime.bootstrap), for a command that works on relay's records."""
+    from relay.runtime.bootstrap import build
+
+    return build(config(args))
+
+
 def config_file(args: argparse.Namespace) -> Path | None:
     return Path(args.config) if args.config else default_config_path()
 

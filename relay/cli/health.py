@@ -17,11 +17,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from relay.admin.counters import WORKER_SEEN_WITHIN as MAX_BEAT_AGE  # as /readyz
 from relay.cli.common import Command
 
 ROLES = ("serve", "api", "worker")
 TIMEOUT = 3.0
-MAX_BEAT_AGE = 30.0  # as /readyz: a worker seen in the last 30 s
 
 
 def relay_command(cmdline: bytes) -> tuple[str | None, argparse.Namespace]:

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from relay.cli.common import Command, config, shown_redis_url
+from relay.cli.common import Command, runtime, shown_redis_url
 from relay.cli.tables import LIST_COLUMNS, STATUS_COLUMNS, deliveries_table
 from relay.core.states import State
 
@@ -16,12 +16,6 @@ from relay.core.states import State
 STATES = tuple(s.value for s in State)
 
 BATCH = 100
-
-
-def _runtime(args: argparse.Namespace) -> Any:
-    from relay.runtime.bootstrap import build
-
-    return build(config(args))
 
 
 def _redis_line(rt: Any) -> str:
@@ -32,7 +26,7 @@ def _redis_line(rt: Any) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    rt = _runtime(args)
+    rt = runtime(args)
     event = rt.store.event(args.event_id)
     if event is None:
         print(f"no notification with eventId {args.event_id!r}; {_redis_line(rt)}", file=sys.stderr)
@@ -76,7 +70,7 @@ def _filters(args: argparse.Namespace, state: State | None) -> Any:
 
 
 def cmd_deliveries(args: argparse.Namespace) -> int:
-    rt = _runtime(args)
+    rt = runtime(args)
     found = _filters(args, State(args.state) if args.state else None).select(rt.store, args.limit)
     rows = [r.public(with_event=True) for r in found]
     if args.format == "json":
@@ -118,7 +112,7 @@ def _act_on(
 ) -> int:
     """Replay or release what the filters pick in `state`, in batches, with a progress bar. The dry run's
     list, the bar and the count are the same deliveries: those that are sent (a digest once, for its items)."""
-    rt = _runtime(args)
+    rt = runtime(args)
     chosen, _ = _filters(args, state).chosen(rt.store)
     going = rt.intake.carried(chosen, state)
     if args.dry_run:

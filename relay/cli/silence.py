@@ -9,15 +9,9 @@ import sys
 import time
 from typing import Any
 
-from relay.cli.common import Command, command_group, config, table
+from relay.cli.common import Command, command_group, runtime, table
 
 COLUMNS = ["id", "state", "action", "matchers", "startsAt", "endsAt", "createdBy", "comment"]
-
-
-def _runtime(args: argparse.Namespace) -> Any:
-    from relay.runtime.bootstrap import build
-
-    return build(config(args))
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -35,7 +29,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     body |= {"duration": args.for_} if args.for_ else {"endsAt": args.until}
     if args.start:
         body["startsAt"] = args.start
-    rt = _runtime(args)
+    rt = runtime(args)
     try:
         silence = create(Silences(rt.redis), SilenceRequest.model_validate(body), time.time())
     except ValidationError as exc:
@@ -56,7 +50,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from relay.admin.silences import STATES, listed
     from relay.storage.silences import Silences
 
-    rt = _runtime(args)
+    rt = runtime(args)
     states = STATES if args.all else ("active", "pending")
     found = listed(Silences(rt.redis), states, time.time())
     if args.format == "json":
@@ -70,7 +64,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_expire(args: argparse.Namespace) -> int:
     from relay.admin.silences import expire
 
-    rt = _runtime(args)
+    rt = runtime(args)
     done = expire(rt.store, rt.intake, args.id, time.time())
     if done is None:
         print(f"relay: no silence with id {args.id!r} (relay silence list --all)", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from relay.config import Config
 from relay.core.model import Notification
-from relay.core.routing import matcher_view, route_message
+from relay.core.routing import matcher_fields, route_message
 
 
 def deliveries_per_message(config: Config, notification: Notification) -> list[int]:
@@ -13,7 +13,7 @@ def deliveries_per_message(config: Config, notification: Notification) -> list[i
     per-recipient channel, one per recipient listed. An upper bound: planning makes one delivery per
     address, so a recipient listed twice with one e-mail counts twice here and is planned once. A group's
     members and fallbacks are made later, one delivery at a time, and are not counted."""
-    fields = matcher_view(notification) if any(r.compiled_matchers for r in config.routes) else None
+    fields = matcher_fields(config, notification)
     counts = []
     for message in notification.messages:
         routing = route_message(config, notification.kind, message, fields)

@@ -38,6 +38,11 @@ def matcher_view(notification: Notification) -> dict[str, Any]:
     }
 
 
+def matcher_fields(config: Config, notification: Notification) -> dict[str, Any] | None:
+    """The notification's fields as the routes' matchers read them, or None when no route has a matcher."""
+    return matcher_view(notification) if any(r.compiled_matchers for r in config.routes) else None
+
+
 def route_matches(
     route: RouteConfig, kind: str, recipient_type: str | None, fields: Mapping[str, Any] | None = None
 ) -> bool:
@@ -133,7 +138,7 @@ def plan_notification(config: Config, notification: Notification, event_id: str,
     # With the platform configured, a recipient without a usable e-mail is looked up when sent.
     can_look_up = bool(config.platform.url)
     # Matchers only choose among the configured routes: no value read here reaches a target.
-    fields = matcher_view(notification) if any(r.compiled_matchers for r in config.routes) else None
+    fields = matcher_fields(config, notification)
     for index, message in enumerate(notification.messages):
         routing = route_message(config, notification.kind, message, fields)
         seen_channels: set[str] = set()

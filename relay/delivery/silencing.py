@@ -8,6 +8,7 @@ at once (`release_held`)."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Protocol
 
 from relay.core.model import Delivery, Notification, State
@@ -44,9 +45,8 @@ def silence_planned(rt: Context, notification: Notification, planned: list[Deliv
 
 
 def count_silenced(rt: Context, actions: dict[str, str], created: list[Delivery]) -> None:
-    for record in created:
-        if record.id in actions:
-            rt.store.incr(SILENCED, action=actions[record.id])
+    for action, count in Counter(actions[r.id] for r in created if r.id in actions).items():
+        rt.store.incr(SILENCED, count, action=action)
 
 
 def silenced_at_due(rt: Context, record: Delivery, ctx: dict[str, str]) -> bool:

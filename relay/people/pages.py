@@ -256,13 +256,12 @@ class PeoplePages:
         """Opt the link's person out of its kind on its channel, read back as planning reads it
         (relay.delivery.preferences): None when it holds, else why not. "Unsubscribed" is never answered for
         a choice that would be ignored (one over the most opt-outs a person may have, say)."""
-        try:
-            self.store.update(link.person, lambda p: p.with_opt_out(link.kind, link.channel), at)
+        try:  # what `update` stores has passed planning's own reading (it refuses, and stores nothing, else)
+            pref = self.store.update(link.person, lambda p: p.with_opt_out(link.kind, link.channel), at)
         except PreferenceError as exc:
             log.warning("one-click unsubscribe not stored: %s", exc.message)
             return exc.message
-        pref = self.store.get(link.person)
-        return None if pref is not None and pref.opted_out(link.kind, link.channel) is not None else "not read back"
+        return None if pref.opted_out(link.kind, link.channel) is not None else "not stored"
 
     def _unsubscribe_page(self, link: Link, token: str, opted_out: bool, done: str | None) -> Response:
         config = self.settings()

@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO
 
 from relay.core.redaction import scrub
@@ -63,18 +62,15 @@ class Workers:
     def __init__(
         self,
         count: int,
-        config_file: Path | None,
+        command: list[str],
         env: dict[str, str],
         on_give_up: Callable[[], None] = lambda: None,
         policy: Policy = DEFAULT_POLICY,
         poll: float = POLL_SECONDS,
         stop_seconds: float = STOP_SECONDS,
-        command: list[str] | None = None,
         context: Callable[[], Hashable] = lambda: 0,
     ) -> None:
-        self.args = command if command is not None else [sys.executable, "-m", "relay", "worker"]
-        if config_file is not None and command is None:
-            self.args += ["--config", str(config_file)]
+        self.args = command  # how to start one worker (`relay worker ...`)
         self.env = {**env, PARENT_PID_ENV: str(os.getpid())}
         self.on_give_up = on_give_up
         # What a worker needs from relay serve (its embedded Redis: which one runs, None while none does):

@@ -95,9 +95,7 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
         command = [sys.executable, "-m", "relay", "worker", "--metrics-dir", str(tally_dir), "--metrics-port", "0"]
         if config_file is not None:
             command += ["--config", str(config_file)]
-        pool = Workers(
-            workers, config_file, env, on_give_up=stop_self, command=command, context=redis_context(embedded)
-        ).start()
+        pool = Workers(workers, command, env, on_give_up=stop_self, context=redis_context(embedded)).start()
         rt = build(config, config_file=config_file)
         rt.tally_dir = tally_dir
         tracing.start(config, "api", rt.name)  # the workers start theirs, each its own service instance

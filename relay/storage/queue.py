@@ -314,8 +314,7 @@ class Intake:
             self.store.update(current, State.HELD)  # lets go of the lease
             released.append(current.id)
         if released:
-            self.redis.hincrby(METRICS, metric_field("relay_releases_total"), len(released))
-            self.store.tally.add(metric_field("relay_releases_total"), len(released))
+            self.store.incr("relay_releases_total", len(released))
             self.enqueue_deliveries(released)
         return len(released)
 
@@ -354,8 +353,7 @@ class Intake:
             self.store.update_many([StateChange(record, previous)] + [_requeued(i, previous) for i in items])
             replayed.append(record.id)
         if replayed:
-            self.redis.hincrby(METRICS, metric_field("relay_replays_total"), len(replayed))
-            self.store.tally.add(metric_field("relay_replays_total"), len(replayed))
+            self.store.incr("relay_replays_total", len(replayed))
             self.enqueue_deliveries(replayed)
         return len(replayed)
 

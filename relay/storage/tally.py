@@ -73,15 +73,14 @@ def write_tally(directory: Path, name: str, counts: dict[str, float]) -> None:
 
 def read_tallies(directory: Path) -> dict[str, float]:
     """The sum of the tallies written in `directory` (one unreadable is skipped: it is being replaced)."""
-    total: dict[str, float] = {}
+    loaded: list[dict[str, float]] = []
     for path in directory.glob("*.json"):
         try:
             counts: Any = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        for field, value in counts.items():
-            total[field] = total.get(field, 0) + float(value)
-    return total
+        loaded.append({field: float(value) for field, value in counts.items()})
+    return add_tallies(*loaded)
 
 
 def add_tallies(*tallies: dict[str, float]) -> dict[str, float]:

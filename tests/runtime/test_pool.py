@@ -35,7 +35,7 @@ def test_a_worker_that_cannot_start_is_given_up_on_with_its_exit_code_and_last_l
         "print('a line on stdout')\nsys.stderr.write('starting\\nboom: no such queue\\n\\n')\nsys.exit(7)\n",
     )
     gave_up = threading.Event()
-    pool = Workers(1, None, dict(os.environ), gave_up.set, FAST, poll=0.01, command=command).start()
+    pool = Workers(1, command, dict(os.environ), gave_up.set, FAST, poll=0.01).start()
     try:
         assert gave_up.wait(20)
         assert pool.failure is not None
@@ -52,9 +52,7 @@ def test_no_worker_is_given_up_on_while_what_it_needs_is_away(tmp_path: Path) ->
     command = _program(tmp_path, f"import sys\nopen({str(starts)!r}, 'a').write('x')\nsys.exit(2)\n")
     redis: list[int | None] = [None]  # relay serve's embedded Redis: down, being brought back
     gave_up = threading.Event()
-    pool = Workers(
-        1, None, dict(os.environ), gave_up.set, FAST, poll=0.01, command=command, context=lambda: redis[0]
-    ).start()
+    pool = Workers(1, command, dict(os.environ), gave_up.set, FAST, poll=0.01, context=lambda: redis[0]).start()
     try:
         wait_for(lambda: len(starts.read_text()) >= 4 if starts.exists() else False, timeout=20)
         assert not gave_up.is_set()
@@ -74,7 +72,7 @@ def test_every_stop_ends_by_its_deadline_workers_that_ignore_sigterm_or_are_mid_
         "time.sleep(random.uniform(0.05, 0.3))\n",
     )
     steady = Policy(first_delay=0.0, max_delay=0.0, start_window=0.0)  # never a failed start: no give-up
-    pool = Workers(2, None, dict(os.environ), policy=steady, poll=0.01, stop_seconds=0.5, command=command).start()
+    pool = Workers(2, command, dict(os.environ), policy=steady, poll=0.01, stop_seconds=0.5).start()
     wait_for(lambda: len(pool.live()) == 2, timeout=10)
     time.sleep(0.5)
     started = time.monotonic()
@@ -87,7 +85,7 @@ def test_every_stop_ends_by_its_deadline_workers_that_ignore_sigterm_or_are_mid_
 
 def test_a_worker_ends_on_sigterm_well_before_the_deadline(tmp_path: Path) -> None:
     command = _program(tmp_path, "import time\ntime.sleep(60)\n")
-    pool = Workers(2, None, dict(os.environ), poll=0.01, stop_seconds=30, command=command).start()
+    pool = Workers(2, command, dict(os.environ), poll=0.01, stop_seconds=30).start()
     procs = wait_for(lambda: pool.live() if len(pool.live()) == 2 else None, timeout=10)
     started = time.monotonic()
     pool.stop()
@@ -101,7 +99,7 @@ def test_a_worker_is_told_relay_serves_pid(tmp_path: Path) -> None:
         tmp_path,
         f"import os\nopen({str(out)!r}, 'w').write(os.environ[{PARENT_PID_ENV!r}] + ' ' + str(os.getppid()))\n",
     )
-    pool = Workers(1, None, dict(os.environ), poll=0.01, command=command).start()
+    pool = Workers(1, command, dict(os.environ), poll=0.01).start()
     try:
         wait_for(lambda: out.exists() and out.read_text(), timeout=10)
     finally:
