@@ -60,7 +60,7 @@ def _steps(rt: Context, current: Delivery, notification: Notification | None, sl
         return current.state
     if current.state is State.HELD and not current.released and _held_again(rt, current):
         return current.state
-    if silenced_at_due(rt, current, _ctx(current)):
+    if silenced_at_due(rt, current, _ctx(current), notification):
         return current.state
     if outages.waits(rt, current):  # its channel is down: held (a release or replay too)
         return current.state
@@ -127,7 +127,7 @@ def _throttled(rt: Context, record: Delivery, slot_at: float | None) -> bool:
 
 
 def _attempt(rt: Context, record: Delivery, notification: Notification | None) -> str:
-    ctx = {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}
+    ctx = _ctx(record)
     previous = record.state
     if record.items:
         return digests.send_digest(rt, record, rt.config.channels.get(record.channel), ctx)

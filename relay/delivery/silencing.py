@@ -49,15 +49,18 @@ def count_silenced(rt: Context, actions: dict[str, str], created: list[Delivery]
         rt.store.incr(SILENCED, count, action=action)
 
 
-def silenced_at_due(rt: Context, record: Delivery, ctx: dict[str, str]) -> bool:
+def silenced_at_due(
+    rt: Context, record: Delivery, ctx: dict[str, str], notification: Notification | None = None
+) -> bool:
     """A delivery come due (a retry, a held one, one queued): True when an active silence holds it again
     (due anew at the silence's end, stored) or skips it (stored); False: it goes on (and no longer says a
-    silence holds it)."""
+    silence holds it). `notification`: its notification when the caller has it (else read when a silence
+    reads its fields)."""
     if record.released or record.items:
         return False  # sent by an operator's word; a digest's items were asked as each was gathered
     now = rt.clock()
     active = Silences(rt.redis).active(now)
-    hit = silenced(active, delivery_view(_fields(rt, record, active), record), now) if active else None
+    hit = silenced(active, delivery_view(_fields(rt, record, active, notification), record), now) if active else None
     if hit is None:
         if holder(record.lastError) is not None:
             record.lastError = None  # its silence ended: the reason goes with it
@@ -76,9 +79,13 @@ def silenced_at_due(rt: Context, record: Delivery, ctx: dict[str, str]) -> bool:
     return True
 
 
-def _fields(rt: Context, record: Delivery, active: list[Silence]) -> dict[str, object] | None:
+def _fields(
+    rt: Context, record: Delivery, active: list[Silence], notification: Notification | None
+) -> dict[str, object] | None:
     if not reads_notification(active):
         return None
+    if notification is not None:
+        return matcher_view(notification)
     event = rt.store.event(record.eventId)
     return matcher_view(Notification.model_validate_json(event.payload)) if event is not None else None
 
