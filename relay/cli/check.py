@@ -58,7 +58,7 @@ def cmd_preview(args: argparse.Namespace) -> int:
     cfg = config(args)
     _, data = read_payload(args.payload)
     try:
-        text = preview(cfg, data, args.format, _at(args.at), _preferences(cfg, data), _silences(cfg))
+        text = preview(cfg, data, args.format, _at(args.at), *_relay_state(cfg, data))
     except ValidationError as exc:
         print(f"the payload is not a valid notification:\n{exc}", file=sys.stderr)
         return 2
@@ -66,48 +66,33 @@ def cmd_preview(args: argparse.Namespace) -> int:
     return 0
 
 
-def _preferences(cfg: Any, data: Any) -> Any:
-    """The preferences of the people the payload names, read from relay's Redis; none (said on stderr) when it
-    cannot be reached: the preview goes on without them."""
+def _relay_state(cfg: Any, data: Any) -> tuple[Any, Any]:
+    """The preferences of the people the payload names and relay's silences, read from its Redis on one
+    connection; neither (said once on stderr) when it cannot be reached: the preview goes on without them."""
     from redis.exceptions import RedisError
 
     from relay.admin.preview import people_of
     from relay.runtime.bootstrap import open_redis, redis_url
     from relay.storage.preferences import Preferences
-
-    try:
-        people = people_of(data)
-        if not people:
-            return {}
-        conn = open_redis(redis_url(cfg), socket_timeout=2, socket_connect_timeout=2)
-        try:
-            return Preferences(conn).get_many(people)
-        finally:
-            conn.close()
-    except (RedisError, OSError, ValidationError):
-        print(
-            "relay preview: people's preferences not read (Redis unreachable): shown as if they had none",
-            file=sys.stderr,
-        )
-        return {}
-
-
-def _silences(cfg: Any) -> Any:
-    """relay's silences, read from its Redis; none (said on stderr) when it cannot be reached."""
-    from redis.exceptions import RedisError
-
-    from relay.runtime.bootstrap import open_redis, redis_url
     from relay.storage.silences import Silences
 
     try:
+        people = people_of(data)
+    except ValidationError:
+        people = []  # not a notification: the preview says so
+    try:
         conn = open_redis(redis_url(cfg), socket_timeout=2, socket_connect_timeout=2)
         try:
-            return Silences(conn).all()
+            return (Preferences(conn).get_many(people) if people else {}), Silences(conn).all()
         finally:
             conn.close()
     except (RedisError, OSError):
-        print("relay preview: silences not read (Redis unreachable): shown as if there were none", file=sys.stderr)
-        return []
+        print(
+            "relay preview: people's preferences and silences not read (Redis unreachable): shown as if there"
+            " were none",
+            file=sys.stderr,
+        )
+        return {}, []
 
 
 def _at(value: str | None) -> datetime | None:
