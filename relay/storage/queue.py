@@ -130,7 +130,7 @@ class Intake:
         QueueUnavailable on any Redis error of the accept itself: nothing was accepted then."""
         try:
             label = self.store.kinds.label(kind)
-            keys, args = self._accept_call(event_id, kind, payload, label=label)
+            keys, args = self._accept_call(event_id, kind, payload, "", label)
             if self.min_replicas:
                 pipe = self.redis.pipeline(transaction=False)
                 self._script(keys, args, client=pipe)
@@ -190,10 +190,10 @@ class Intake:
         return answer
 
     def _accept_call(
-        self, event_id: str, kind: str, payload: str, trace: str = "", label: str = ""
+        self, event_id: str, kind: str, payload: str, trace: str, label: str
     ) -> tuple[list[str], list[Any]]:
         """The keys and arguments of the accept script for one notification; `trace`: its trace context;
-        `label`: the kind as counted (`relay.storage.tally.KindLabels`), the kind itself by default."""
+        `label`: the kind as counted (`relay.storage.tally.KindLabels`)."""
         legacy = legacy_keys(event_id)
         keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, WAKE, LISTENING]
         keys.append(legacy.dedup if legacy else keys[0])
@@ -204,7 +204,7 @@ class Intake:
             repr(now()),
             payload,
             self.store.retention,
-            _received_field(label or kind),
+            _received_field(label),
             _DUPLICATE_FIELD,
             wake_job_id(event_id),
             WAKE_TTL,
