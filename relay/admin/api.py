@@ -21,7 +21,6 @@ from typing_extensions import TypedDict  # pydantic reads only these TypedDicts 
 from relay.admin.counters import WORKER_SEEN_WITHIN
 from relay.admin.selection import (
     EVENT_PAGE,
-    MAX_LISTED,
     DeliveryQuery,
     EventQuery,
     Filters,
@@ -266,7 +265,7 @@ class AdminApi:
             query = DeliveryQuery.of(request.query_params)
         except ValidationError as exc:
             return validation_response(exc, "query")
-        found = await run_in_threadpool(Filters.from_query(query).select, self.store, min(query.limit, MAX_LISTED))
+        found = await run_in_threadpool(Filters.from_query(query, self.store.clock()).select, self.store, query.listed)
         # SPEC: "list deliveries": the answer is the list itself, newest first.
         return JSONResponse([r.public(with_event=True) for r in found])
 
@@ -285,7 +284,7 @@ class AdminApi:
         if isinstance(wanted, Response):
             return wanted
         attempts = self.config().retry.attempts
-        replay = Filters.from_body(wanted).replay
+        replay = Filters.from_body(wanted, self.store.clock()).replay
         replayed, not_replayed = await run_in_threadpool(replay, self.store, self.intake, attempts, wanted.dryRun)
         return JSONResponse({"replayed": replayed, "dryRun": wanted.dryRun, "notReplayed": not_replayed})
 
@@ -303,7 +302,7 @@ class AdminApi:
         wanted = await _filter_body(request, "release", ReleaseRequest)
         if isinstance(wanted, Response):
             return wanted
-        release = Filters.from_body(wanted, State.HELD).release
+        release = Filters.from_body(wanted, self.store.clock(), State.HELD).release
         released, not_released = await run_in_threadpool(release, self.store, self.intake, wanted.dryRun)
         return JSONResponse({"released": released, "dryRun": wanted.dryRun, "notReleased": not_released})
 

@@ -63,15 +63,15 @@ def _every_delivery(store: Any, event_id: str) -> list[dict[str, Any]]:
     return records
 
 
-def _filters(args: argparse.Namespace, state: State | None) -> Any:
+def _filters(args: argparse.Namespace, state: State | None, now: float) -> Any:
     from relay.admin.selection import Filters, since_value
 
-    return Filters(state, args.kind, args.channel, since_value(args.since), args.event)
+    return Filters(state, args.kind, args.channel, since_value(args.since, now), args.event)
 
 
 def cmd_deliveries(args: argparse.Namespace) -> int:
     rt = runtime(args)
-    found = _filters(args, State(args.state) if args.state else None).select(rt.store, args.limit)
+    found = _filters(args, State(args.state) if args.state else None, rt.clock()).select(rt.store, args.limit)
     rows = [r.public(with_event=True) for r in found]
     if args.format == "json":
         print(json.dumps(rows, indent=2))
@@ -113,7 +113,7 @@ def _act_on(
     """Replay or release what the filters pick in `state`, in batches, with a progress bar. The dry run's
     list, the bar and the count are the same deliveries: those that are sent (a digest once, for its items)."""
     rt = runtime(args)
-    chosen, _ = _filters(args, state).chosen(rt.store)
+    chosen, _ = _filters(args, state, rt.clock()).chosen(rt.store)
     going = rt.intake.carried(chosen, state)
     if args.dry_run:
         for r in going:

@@ -34,7 +34,7 @@ from relay.delivery.preferences import apply_preferences, count_planned
 from relay.delivery.recording import created, follow, wake_for
 from relay.delivery.silencing import count_silenced, silence_planned
 from relay.storage.leases import DELIVERY, EVENT, UNPLANNED, Claimed, delivery_unit, split_unit
-from relay.storage.store import EventRecord, StateChange, iso, now
+from relay.storage.store import EventRecord, StateChange, iso
 
 log = logging.getLogger("relay.delivery.jobs")
 # A planning hands this many of a notification's deliveries to its own worker's senders; the rest wait
@@ -94,7 +94,7 @@ def work(event_id: str = "") -> int:
     # by another worker.
     heard_last = rt.store.leases.stop_listening(rt.name)
     if rt.stop_requested():
-        if heard_last or rt.store.leases.oldest_due(now()) is not None:
+        if heard_last or rt.store.leases.oldest_due(rt.clock()) is not None:
             rt.intake.request_wake()
         return taken
     for arrival in filter(None, heard_last):
@@ -124,13 +124,13 @@ def _take_due(rt: Context, start: bool = False) -> tuple[int, bool]:
     leases, owner = rt.store.leases, rt.name
     deadline = time.monotonic() + WORK_SECONDS
     taken = 0
-    claimed, left = leases.claim(owner, _batch(rt), now(), start=start)
+    claimed, left = leases.claim(owner, _batch(rt), rt.clock(), start=start)
     if left:
         rt.intake.request_wake()  # more is due: another worker may take a share
     while claimed:
         for i, unit in enumerate(claimed):
             if i and time.monotonic() > deadline:
-                leases.give_back(owner, [c.unit for c in claimed[i:]], now())  # due still, for the next job
+                leases.give_back(owner, [c.unit for c in claimed[i:]], rt.clock())  # due still, for the next job
                 rt.intake.request_wake(force=True)
                 return taken, False
             taken += 1
@@ -143,7 +143,7 @@ def _take_due(rt: Context, start: bool = False) -> tuple[int, bool]:
             if left:
                 rt.intake.request_wake()
             return taken, not left
-        claimed, left = leases.claim(owner, _batch(rt), now())
+        claimed, left = leases.claim(owner, _batch(rt), rt.clock())
     return taken, True
 
 
@@ -157,7 +157,7 @@ def _listen(rt: Context, began: float) -> str | None:
         left = min(rt.linger - (moment - idle_since), JOB_SECONDS - (moment - began))
         if left <= 0:
             return None
-        heard = rt.store.leases.listen(rt.name, min(LISTEN_SECONDS, left), now())
+        heard = rt.store.leases.listen(rt.name, min(LISTEN_SECONDS, left), rt.clock())
         if heard is not None:
             return heard
     return None
@@ -167,7 +167,7 @@ def _let_go_of(rt: Context, units: list[str]) -> None:
     """Units taken and not worked on, when the job ends early (Redis gone a moment, a timeout): back among the
     due work; were Redis still away, no longer counted in hand, so this worker's own sweep puts them back."""
     with contextlib.suppress(RedisError):  # give_back stops counting them in hand before it calls Redis
-        rt.store.leases.give_back(rt.name, units, now())
+        rt.store.leases.give_back(rt.name, units, rt.clock())
 
 
 # Earlier relays queued these jobs; one still queued at an upgrade runs as a wake-up.
@@ -176,7 +176,8 @@ plan_batch = work
 
 def deliver_job(delivery_id_: str, slot_at: float | None = None) -> int:
     """A job queued by an earlier relay for one delivery: it is made due, and this worker takes due work."""
-    bound().intake.schedule({delivery_id_: now()}, {delivery_id_: slot_at} if slot_at is not None else None)
+    rt = bound()
+    rt.intake.schedule({delivery_id_: rt.clock()}, {delivery_id_: slot_at} if slot_at is not None else None)
     return work()
 
 
@@ -210,7 +211,7 @@ def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WOR
     """Work on `units` (leased to `owner`, this worker by default) was lost: each goes back among the due work
     with a loss counted, or is given up when lost too often (a delivery failed, saying `why`). Returns how
     many went back."""
-    back, given_up = rt.store.leases.give_back(owner or rt.name, units, now(), failed=True)
+    back, given_up = rt.store.leases.give_back(owner or rt.name, units, rt.clock(), failed=True)
     for unit in given_up:
         kind, ident = split_unit(unit)
         if kind == DELIVERY:
@@ -243,7 +244,7 @@ def plan_event(rt: Context, event_id: str, leased: bool = True) -> int:
 
 def _plan(rt: Context, event_id: str, event: EventRecord, leased: bool) -> int:
     notification = Notification.model_validate_json(event.payload)
-    records = plan_notification(rt.config, notification, event_id, now())
+    records = plan_notification(rt.config, notification, event_id, rt.clock())
     tracing.stamp(records)  # their tries continue this trace
     _Holds(rt).apply(records)
     applied = apply_preferences(rt, notification, records)  # after the routes' holds: the later notBefore wins

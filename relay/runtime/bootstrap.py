@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.sentinel import Sentinel
 
 from relay.config import Config, ConfigError, load_config
+from relay.core.clock import Clock, system_clock
 from relay.core.redaction import remember_config
 from relay.core.rendering import Renderer
 from relay.delivery.catalog import Catalog
@@ -108,8 +107,6 @@ class Runtime:
     catalog: Catalog | None = None
     # The file the config came from, to read again on a reload (None: defaults and environment).
     config_file: Path | None = None
-    # What handlers ask the time (sessions, "5 min ago"): a test may hand in its own.
-    clock: Callable[[], float] = time.time
     # How long a wake-up job with nothing left listens for more (`relay worker` sets it; 0: it ends at once).
     linger: float = 0.0
     stops: StopWatch = field(default_factory=StopWatch)
@@ -120,6 +117,12 @@ class Runtime:
     def name(self) -> str:
         return self.store.owner
 
+    @property
+    def clock(self) -> Clock:
+        """The one clock of every time relay stores or compares (`relay.core.clock`): the store's, which the
+        intake, the app, the workers and the commands read through it."""
+        return self.store.clock
+
     def counted(self) -> dict[str, float]:
         """What this process counted, with what `relay serve`'s workers did: its /metrics."""
         own = self.store.tally.snapshot()
@@ -129,9 +132,12 @@ class Runtime:
         return self.stops.requested()
 
 
-def build(config: Config, redis: Redis | None = None, config_file: Path | None = None) -> Runtime:
+def build(
+    config: Config, redis: Redis | None = None, config_file: Path | None = None, clock: Clock = system_clock
+) -> Runtime:
+    """Everything, on `clock` (a test hands in a `ManualClock`)."""
     conn = redis if redis is not None else connect(config)
-    store = Store(conn, config.retention, owner=process_name())
+    store = Store(conn, config.retention, clock, owner=process_name())
     store.kinds.limit = config.metrics.max_kinds
     extra = {"platform_url": (config.platform.url or "").rstrip("/")}
     return Runtime(

@@ -40,6 +40,7 @@ def _accept(rt: Runtime, count: int = 1) -> list[str]:
         event_id = payload["metadata"]["eventId"]
         assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "accepted"
         events.append(event_id)
+        rt.clock.advance(0.001)  # arrived one after the other
     return events
 
 

@@ -21,6 +21,7 @@ from rq import Queue
 from rq.registry import FinishedJobRegistry
 from starlette.testclient import TestClient
 
+from relay.core.clock import ManualClock, system_clock
 from relay.delivery import jobs
 from relay.delivery.context import bind, bound
 from relay.delivery.sender import Sender
@@ -30,7 +31,6 @@ from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.stopping import StopWatch
 from relay.storage.leases import LISTENING, NUDGES, UNPLANNED, WAKE, event_unit
 from relay.storage.queue import QUEUE_NAME
-from relay.storage.records import now
 from tests.conftest import post, sample_notification, worker_config_file
 from tests.servers import HttpSink, wait_for
 
@@ -40,9 +40,13 @@ LISTENER = "relay-listener-a"
 
 @pytest.fixture
 def hook(make_runtime: Callable[..., Runtime], sink: HttpSink) -> Runtime:
-    """Every notification of one message makes one delivery, to the sink's /hook."""
+    """Every notification of one message makes one delivery, to the sink's /hook. A listener waits on the wall
+    clock's pace (Redis `TIME`), so the runtime's clock runs at it too."""
     return make_runtime(
-        channels={"hook": {"url": sink.url("/hook")}}, routes=[{"channels": ["hook"]}], default={"channels": []}
+        channels={"hook": {"url": sink.url("/hook")}},
+        routes=[{"channels": ["hook"]}],
+        default={"channels": []},
+        clock=ManualClock(system_clock(), base=system_clock),
     )
 
 
@@ -63,7 +67,7 @@ class Listening:
     def __init__(self, rt: Runtime, owner: str, seconds: float = 5.0) -> None:
         self.heard: list[str | None] = []
         self.thread = threading.Thread(
-            target=lambda: self.heard.append(rt.store.leases.listen(owner, seconds, now())), daemon=True
+            target=lambda: self.heard.append(rt.store.leases.listen(owner, seconds, system_clock())), daemon=True
         )
         self.thread.start()
         wait_for(lambda: rt.redis.zscore(LISTENING, owner) is not None, timeout=5)
@@ -88,7 +92,7 @@ def test_an_arrival_nudges_a_listening_worker_and_queues_no_job(hook: Runtime, r
 
 
 def test_a_listener_past_its_time_is_not_nudged(hook: Runtime, redis: Redis) -> None:
-    redis.zadd(LISTENING, {LISTENER: now() - 1})  # a worker that died while it listened
+    redis.zadd(LISTENING, {LISTENER: system_clock() - 1})  # a worker that died while it listened
     _accept(hook)
     assert _queued(redis) == 1
     assert redis.zcard(LISTENING) == 0 and not redis.exists(NUDGES + LISTENER)
@@ -120,7 +124,7 @@ def test_of_two_listeners_one_is_nudged_and_the_other_keeps_listening(hook: Runt
 
 def test_a_listener_stays_registered_between_spells_and_leaves_with_stop_listening(hook: Runtime, redis: Redis) -> None:
     leases = hook.store.leases
-    assert leases.listen(LISTENER, 0.1, now()) is None
+    assert leases.listen(LISTENER, 0.1, system_clock()) is None
     # Still a listener for a moment (its next spell refreshes it): an arrival in between nudges it, no job.
     assert redis.zscore(LISTENING, LISTENER) is not None
     event_id = _accept(hook)
@@ -136,7 +140,7 @@ def test_work_already_due_ends_a_spell_at_once(hook: Runtime, redis: Redis) -> N
     _accept(hook)
     Queue(QUEUE_NAME, connection=redis).empty()
     began = time.monotonic()
-    assert hook.store.leases.listen(LISTENER, 5.0, now()) == ""
+    assert hook.store.leases.listen(LISTENER, 5.0, system_clock()) == ""
     assert time.monotonic() - began < 1
     assert redis.zscore(LISTENING, LISTENER) is None  # about to work: no longer a listener
 
@@ -151,7 +155,7 @@ def test_an_error_while_listening_leaves_no_registration(
 
     monkeypatch.setattr(hook.redis, "blpop", gone)
     with pytest.raises(RedisConnectionError):
-        hook.store.leases.listen(LISTENER, 5.0, now())
+        hook.store.leases.listen(LISTENER, 5.0, system_clock())
     monkeypatch.undo()
     assert redis.zscore(LISTENING, LISTENER) is None
     _accept(hook)
@@ -161,12 +165,12 @@ def test_an_error_while_listening_leaves_no_registration(
 def test_a_nudge_sent_as_a_listener_stops_is_handed_back(hook: Runtime, redis: Redis) -> None:
     """The nudge and the listener's leaving cross: the nudge comes back from `stop_listening`, and the
     notification still waits to be planned."""
-    redis.zadd(LISTENING, {LISTENER: now() + 5})  # listening, about to stop
+    redis.zadd(LISTENING, {LISTENER: system_clock() + 5})  # listening, about to stop
     event_id = _accept(hook)
     assert redis.lrange(NUDGES + LISTENER, 0, -1) == [event_id.encode()]
     assert hook.store.leases.stop_listening(LISTENER) == [event_id]
     assert not redis.exists(NUDGES + LISTENER) and redis.zcard(LISTENING) == 0
-    claimed, _ = hook.store.leases.claim(LISTENER, 10, now())
+    claimed, _ = hook.store.leases.claim(LISTENER, 10, system_clock())
     assert [c.unit for c in claimed] == [event_unit(event_id)]
 
 
@@ -238,7 +242,7 @@ def test_a_lingering_job_takes_work_that_comes_due_while_it_listens(
     event_id = _accept(hook)
     Queue(QUEUE_NAME, connection=redis).empty()
     redis.delete(WAKE)
-    redis.zadd(UNPLANNED, {event_id: now() + 0.6})  # due in a moment
+    redis.zadd(UNPLANNED, {event_id: hook.clock() + 0.6})  # due in a moment
     thread, taken, _ = _lingering(hook, linger=2.0)
     wait_for(lambda: len(sink.at("/hook")) == 1, timeout=5)
     thread.join(10)
