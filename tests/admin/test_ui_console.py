@@ -212,6 +212,14 @@ def test_the_console_fits_a_phone_and_a_desk(
             error_cell = page.locator(f"#failed tr.delivery[data-id='{failed.id}'] td.error")
             assert (error_cell.bounding_box() or {"width": 0})["width"] >= 150
 
+            # The release confirmation fits too, each recipient named; Cancel comes back.
+            page.locator("#held button.release").first.click()
+            expect(page.locator("#release tr.delivery td.recipient").first).to_contain_text("user:default/alice.rossi")
+            fits(page)
+            shoot(page, f"release-{width}.png")
+            page.get_by_role("link", name="Cancel").click()
+            expect(page).to_have_url(f"{base}/ui")
+
             # Filter by state with the form; replay from the filtered list: back to it, the notice in view.
             page.select_option("select[name=state]", "failed")
             page.get_by_role("button", name="Filter").click()
