@@ -206,9 +206,10 @@ def test_the_console_fits_a_phone_and_a_desk(
             expect(page.locator("#activity .legend-failed b")).to_have_text("1")
             for name in ("owners-hook", "managers-hook", "requester-email"):
                 expect(page.locator(f"#channels tr[data-channel='{name}']")).to_be_visible()
-            # Every action within the screen's width: Replay, Release, Log out.
+            # Every action within the screen's width: Replay, Release, Log out, a silence, the filters.
             assert reachable(page, "button.replay") >= 3 and reachable(page, "button.release") >= 6
-            assert reachable(page, "header.top button") == 1
+            assert reachable(page, "header.top button") == 1 and reachable(page, ".add-silence button") == 1
+            assert reachable(page, ".filters button") == 1 and reachable(page, ".filters select") == 2
             error_cell = page.locator(f"#failed tr.delivery[data-id='{failed.id}'] td.error")
             assert (error_cell.bounding_box() or {"width": 0})["width"] >= 150
 
