@@ -239,6 +239,7 @@ def test_the_console_fits_a_phone_and_a_desk(
             # One delivery's page fits too.
             page.goto(f"{base}/ui/deliveries/{quote(failed.id, safe='')}")
             expect(page.locator("tr.try").first).to_be_visible()
+            assert reachable(page, "header.top button") == 1  # Log out, here too
             shoot(page, f"delivery-{width}.png")
             fits(page)
             context.close()
