@@ -153,7 +153,8 @@ class AdminPage:
 
     @documented(
         page_operation(
-            "The admin page: recent notifications, failed and held deliveries, counters",
+            "The admin page: counters, the last hour, channels, failed and held deliveries, recent notifications "
+            "(query `event`, `before`, `limit`) or the deliveries of its filters (query `state`, `channel`, `kind`)",
             {
                 200: html_answer("The page"),
                 303: Answer("Not logged in: to /ui/login"),
