@@ -2,17 +2,19 @@
 renderer, the senders, the catalog and the clock, built once by the runtime's bootstrap. Delivery code takes
 them as a parameter and never imports the runtime (tests/test_layering.py).
 
-RQ calls a job by its function's name with the job's arguments alone, so the job functions
-(`relay.delivery.jobs`) find the context that the worker's bootstrap bound here, once per process: the one
-place where RQ calls in.
+RQ calls a job by its function's name with the job's arguments; a worker's RQ runs its jobs through
+`job_class(context)` (RQ's `job_class` option), which hands them the context as their first argument: the
+one place where RQ calls in, and no module holds the context.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from redis import Redis
+from rq.job import Job
 
 from relay.config import Config
 from relay.core.rendering import Renderer
@@ -52,17 +54,14 @@ class Context(Protocol):
         ...
 
 
-_bound: Context | None = None
+def job_class(context: Context) -> type[Job]:
+    """The RQ job class of a worker whose jobs run with `context`: RQ resolves a job's function by its name
+    (`Job.func`), and this class hands it `context` first, then the job's own arguments."""
 
+    class WithContext(Job):
+        @property
+        def func(self) -> Callable[..., Any] | None:
+            found: Callable[..., Any] | None = super().func
+            return functools.partial(found, context) if found is not None else None
 
-def bind(context: Context) -> Context:
-    """Make `context` what the jobs of this process run with (the worker's bootstrap calls this)."""
-    global _bound
-    _bound = context
-    return context
-
-
-def bound() -> Context:
-    if _bound is None:
-        raise RuntimeError("relay's jobs run in `relay worker` (or `relay serve`), which binds their context")
-    return _bound
+    return WithContext

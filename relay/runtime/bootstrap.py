@@ -21,7 +21,6 @@ from relay.config import Config, ConfigError, load_config
 from relay.core.redaction import remember_config
 from relay.core.rendering import Renderer
 from relay.delivery.catalog import Catalog
-from relay.delivery.context import bind
 from relay.delivery.holding import replan_held
 from relay.delivery.sender import Sender
 from relay.runtime import embedded
@@ -230,9 +229,3 @@ def reload_and_replan(rt: Runtime) -> list[str]:
     notes = reload_runtime(rt, listening=True)
     replan_held(rt)
     return notes
-
-
-def install(rt: Runtime) -> Runtime:
-    """Make `rt` what the jobs of this process run with (`relay.delivery.context`)."""
-    bind(rt)
-    return rt

@@ -36,6 +36,7 @@ from rq import Queue, SimpleWorker
 
 from relay import tracing
 from relay.config import DEAD_WORKER_AFTER, Config, ConfigError, load_config
+from relay.delivery.context import job_class
 from relay.delivery.jobs import LINGER_SECONDS, lost
 from relay.runtime import beatfile
 from relay.runtime.bootstrap import (
@@ -44,7 +45,6 @@ from relay.runtime.bootstrap import (
     Runtime,
     build,
     heartbeat_seconds,
-    install,
     open_redis,
     redis_url,
     reload_runtime,
@@ -77,6 +77,7 @@ def make_worker(rt: Runtime, connection: Redis) -> SimpleWorker:
         [Queue(QUEUE_NAME, connection=connection)],
         connection=connection,
         name=rt.name,
+        job_class=job_class(rt),  # hands the jobs this runtime (relay.delivery.context)
         worker_ttl=WORKER_TTL,
         maintenance_interval=MAINTENANCE_INTERVAL,
         log_job_description=False,  # a job's description holds its event id only; relay's own lines say more
@@ -258,7 +259,7 @@ def run_worker(
     config: Config, burst: bool = False, config_file: Path | None = None, tally_dir: Path | None = None
 ) -> None:
     config, generation = _fresh_config(config, config_file)
-    rt = install(build(config, config_file=config_file))
+    rt = build(config, config_file=config_file)
     tracing.start(config, "worker", rt.name)
     serve_metrics(rt)
     published = threading.Event()

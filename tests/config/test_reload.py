@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 from relay.config import load_config
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import CONFIG_APPLIED, CONFIG_GENERATION, Runtime, build, install
+from relay.runtime.bootstrap import CONFIG_APPLIED, CONFIG_GENERATION, Runtime, build
 from relay.runtime.worker import _forget, _heartbeat
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, base_config, post, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink, wait_for
@@ -21,7 +21,7 @@ from tests.servers import HttpSink, SmtpSink, wait_for
 def _runtime(tmp_path: Path, redis_url: str, redis: Any, data: dict[str, Any]) -> Runtime:
     path = tmp_path / "relay.json"
     path.write_text(json.dumps(data))
-    return install(build(load_config(path), redis, config_file=path))
+    return build(load_config(path), redis, config_file=path)
 
 
 def test_reload_swaps_routes_and_tokens_and_refuses_a_broken_file(

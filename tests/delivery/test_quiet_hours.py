@@ -22,7 +22,7 @@ from relay.cli import main
 from relay.config import Config
 from relay.delivery.holding import SETTLE_SECONDS
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import Runtime, install
+from relay.runtime.bootstrap import Runtime
 from relay.storage.leases import READY
 from relay.storage.queue import QUEUE_NAME
 from tests.conftest import ADMIN_TOKEN, admin, post, run_scheduled, run_worker, sample_notification
@@ -77,7 +77,6 @@ def quiet(make_runtime: Callable[..., Runtime]) -> Runtime:
 def _new_config(make_runtime: Callable[..., Runtime], rt: Runtime, **settings: Any) -> Config:
     """A config as a reload would read it; `rt` stays the runtime jobs use."""
     config = make_runtime(**settings).config
-    install(rt)
     return config
 
 
@@ -327,8 +326,8 @@ def test_planning_again_after_a_crash_schedules_the_held_wake_up_once(quiet: Run
     # A crash between storing the records and scheduling the wake-up: RQ runs the planning job again.
     ScheduledJobRegistry(queue=Queue(QUEUE_NAME, connection=quiet.redis)).remove(next(iter(before)), delete_job=True)
     assert _scheduled(quiet) == {}
-    plan_job(event_id)
-    plan_job(event_id)
+    plan_job(quiet, event_id)
+    plan_job(quiet, event_id)
     assert quiet.sender.drain(10)  # the deliveries sent before: found sent again, nothing more
     assert _scheduled(quiet) == before
     assert _email(quiet, event_id) == email
