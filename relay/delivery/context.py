@@ -1,6 +1,9 @@
-"""What the delivery stages are handed: the process's config, its stores on Redis, the intake (RQ), the
-renderer, the senders, the catalog and the clock, built once by the runtime's bootstrap. Delivery code takes
-them as a parameter and never imports the runtime (tests/test_layering.py).
+"""What the delivery stages are handed: the process's config with what is built from it (`Loaded`), its
+stores on Redis, the intake (RQ), the senders and the clock, built once by the runtime's bootstrap. Delivery
+code takes them as a parameter and never imports the runtime (tests/test_layering.py).
+
+A reload swaps the whole `Loaded` in one assignment; a unit of work (a planning, a try of a delivery) runs
+on `pinned()`, which reads it once: its config, renderer and catalog are always of one load.
 
 RQ calls a job by its function's name with the job's arguments; a worker's RQ runs its jobs through
 `job_class(context)` (RQ's `job_class` option), which hands them the context as their first argument: the
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from redis import Redis
@@ -24,14 +28,40 @@ from relay.storage.queue import Intake
 from relay.storage.store import Store
 
 
-class Context(Protocol):
+@dataclass(frozen=True)
+class Loaded:
+    """The config and what is built from it: the templates' renderer and the platform's catalog (None
+    without a platform URL)."""
+
     config: Config
+    renderer: Renderer
+    catalog: Catalog | None
+
+
+class Context(Protocol):
     redis: Redis
     store: Store
     intake: Intake
-    renderer: Renderer
     sender: Sender
-    catalog: Catalog | None
+
+    @property
+    def loaded(self) -> Loaded: ...
+
+    @property
+    def config(self) -> Config:
+        """`loaded.config`."""
+        ...
+
+    @property
+    def renderer(self) -> Renderer: ...
+
+    @property
+    def catalog(self) -> Catalog | None: ...
+
+    def pinned(self) -> Context:
+        """This context with what it has loaded read once: what one unit of work runs on, so that a reload
+        meanwhile never hands it a config of one load and a renderer or catalog of another."""
+        ...
 
     @property
     def clock(self) -> Callable[[], float]:

@@ -219,6 +219,7 @@ def plan_event(rt: Context, event_id: str, leased: bool = True) -> int:
     """Turn a stored notification into delivery records and sends; safe to run again after a crash. Once its
     deliveries are stored, the notification is done with: this worker's lease on it dropped (`leased`), or
     it is taken out of the notifications to plan."""
+    rt = rt.pinned()  # one config for the whole planning
     event = rt.store.event(event_id)
     if event is None:
         log.warning("event expired before it was planned", extra={"eventId": event_id})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -21,6 +22,7 @@ from relay.config import Config, ConfigError, load_config
 from relay.core.redaction import remember_config
 from relay.core.rendering import Renderer
 from relay.delivery.catalog import Catalog
+from relay.delivery.context import Loaded
 from relay.delivery.holding import replan_held
 from relay.delivery.sender import Sender
 from relay.runtime import embedded
@@ -98,13 +100,12 @@ def process_name() -> str:
 
 @dataclass
 class Runtime:
-    config: Config
+    # The config and what is built from it, swapped whole by a reload (`relay.delivery.context`).
+    loaded: Loaded
     redis: Redis
     store: Store
     intake: Intake
-    renderer: Renderer
     sender: Sender
-    catalog: Catalog | None = None
     # The file the config came from, to read again on a reload (None: defaults and environment).
     config_file: Path | None = None
     # What handlers ask the time (sessions, "5 min ago"): a test may hand in its own.
@@ -119,6 +120,22 @@ class Runtime:
     def name(self) -> str:
         return self.store.owner
 
+    @property
+    def config(self) -> Config:
+        return self.loaded.config
+
+    @property
+    def renderer(self) -> Renderer:
+        return self.loaded.renderer
+
+    @property
+    def catalog(self) -> Catalog | None:
+        return self.loaded.catalog
+
+    def pinned(self) -> Runtime:
+        """This runtime with `loaded` as it is now, for one unit of work (`relay.delivery.context`)."""
+        return dataclasses.replace(self)
+
     def counted(self) -> dict[str, float]:
         """What this process counted, with what `relay serve`'s workers did: its /metrics."""
         own = self.store.tally.snapshot()
@@ -132,16 +149,23 @@ def build(config: Config, redis: Redis | None = None, config_file: Path | None =
     conn = redis if redis is not None else connect(config)
     store = Store(conn, config.retention, owner=process_name())
     store.kinds.limit = config.metrics.max_kinds
-    extra = {"platform_url": (config.platform.url or "").rstrip("/")}
     return Runtime(
-        config=config,
+        loaded=load(config, conn, store),
         redis=conn,
         store=store,
         intake=Intake.create(conn, store, config.dedup_ttl, config.redis.min_replicas, config.redis.replica_timeout),
-        renderer=Renderer(config.templates_path, extra, config.templates.builtin),
         sender=Sender(config.worker_threads),
-        catalog=Catalog(config.platform, conn, tally=store.tally) if config.platform.url else None,
         config_file=config_file,
+    )
+
+
+def load(config: Config, redis: Redis, store: Store) -> Loaded:
+    """`config` with its renderer and catalog (the catalog caches in `redis`, counts in `store`'s tally)."""
+    extra = {"platform_url": (config.platform.url or "").rstrip("/")}
+    return Loaded(
+        config=config,
+        renderer=Renderer(config.templates_path, extra, config.templates.builtin),
+        catalog=Catalog(config.platform, redis, tally=store.tally) if config.platform.url else None,
     )
 
 
@@ -193,14 +217,13 @@ def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
     exposed = new.server.exposure_problem() if listening else None
     if exposed is not None:
         raise ConfigError(exposed)
-    extra = {"platform_url": (new.platform.url or "").rstrip("/")}
-    rt.renderer = Renderer(new.templates_path, extra, new.templates.builtin)
-    rt.catalog = Catalog(new.platform, rt.redis, tally=rt.store.tally) if new.platform.url else None
+    loaded = load(new, rt.redis, rt.store)
+    remember_config(new)  # its secrets are scrubbed before anything runs on it
+    # Numbers the stores were built with: each one assignment, read where it is used.
     rt.store.kinds.limit = new.metrics.max_kinds
     rt.intake.dedup_ttl = new.dedup_ttl
     rt.store.retention = int(new.retention)
-    rt.config = new  # last: jobs and handlers pick up a complete new set
-    remember_config(new)
+    rt.loaded = loaded  # one assignment: a unit of work pinned before runs on the old load whole, one after on this
     return notes
 
 

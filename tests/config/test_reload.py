@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 from relay.config import load_config
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import CONFIG_APPLIED, CONFIG_GENERATION, Runtime, build
+from relay.runtime.bootstrap import CONFIG_APPLIED, CONFIG_GENERATION, Runtime, build, reload_runtime
 from relay.runtime.worker import _forget, _heartbeat
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, base_config, post, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink, wait_for
@@ -112,3 +112,26 @@ def test_reload_answers_once_every_live_worker_uses_the_new_config(
         beating.join(5)
     _forget(worker)
     assert redis.hget(CONFIG_APPLIED, worker.name) is None  # a worker that stops says so
+
+
+def test_a_reload_swaps_the_config_and_what_is_built_from_it_whole(
+    redis: Any, redis_server: Any, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
+) -> None:
+    """A unit of work pinned before a reload runs on the old config, renderer and catalog together; one pinned
+    after, on the new ones together: never a config of one load with a renderer or catalog of another."""
+    data = base_config(sink, smtp, tmp_path, redis_server.url).model_dump(
+        mode="json", by_alias=True, exclude={"base_dir"}
+    )
+    rt = _runtime(tmp_path, redis_server.url, redis, data)
+    before = rt.pinned()
+    assert rt.catalog is None
+    data["platform"] = {"url": "https://platform.example.com"}
+    assert rt.config_file is not None
+    rt.config_file.write_text(json.dumps(data))
+    reload_runtime(rt)
+    after = rt.pinned()
+    assert (before.config.platform.url, before.catalog) == (None, None)
+    assert before.renderer.extra["platform_url"] == ""
+    assert after.config.platform.url == "https://platform.example.com" and after.catalog is not None
+    assert after.renderer.extra["platform_url"] == "https://platform.example.com"
+    assert after.loaded is rt.loaded and before.loaded is not rt.loaded

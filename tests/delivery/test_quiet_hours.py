@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -168,8 +169,11 @@ def test_a_reload_re_plans_a_held_delivery_under_the_new_intervals(
     event_id = _accept(quiet)
     # The new config mutes the whole Friday instead: when the wake-up comes, the hold is asked again.
     later = FRIDAY_EVENING + 60
-    quiet.config = _new_config(
-        make_runtime, quiet, time_intervals=[FREEZE], routes=_routes(mute_time_intervals=["change-freeze"])
+    quiet.loaded = replace(
+        quiet.loaded,
+        config=_new_config(
+            make_runtime, quiet, time_intervals=[FREEZE], routes=_routes(mute_time_intervals=["change-freeze"])
+        ),
     )
     quiet.clock = lambda: later
     run_scheduled(quiet)
@@ -177,7 +181,7 @@ def test_a_reload_re_plans_a_held_delivery_under_the_new_intervals(
     email = _email(quiet, event_id)
     assert (email.state, email.public()["notBefore"]) == ("held", SATURDAY)
     # With no interval on the route any more, the next wake-up sends it.
-    quiet.config = _new_config(make_runtime, quiet, routes=_routes())
+    quiet.loaded = replace(quiet.loaded, config=_new_config(make_runtime, quiet, routes=_routes()))
     run_scheduled(quiet)
     run_worker(quiet)
     assert _email(quiet, event_id).state == "delivered" and len(smtp.mails) == 1
