@@ -27,6 +27,7 @@ from relay.delivery.holding import replan_held
 from relay.delivery.sender import Sender
 from relay.runtime import embedded
 from relay.runtime.stopping import StopWatch
+from relay.storage.generations import CONFIG_GENERATION
 from relay.storage.queue import Intake
 from relay.storage.store import Store
 from relay.storage.tally import add_tallies, read_tallies
@@ -167,19 +168,6 @@ def load(config: Config, redis: Redis, store: Store) -> Loaded:
         renderer=Renderer(config.templates_path, extra, config.templates.builtin),
         catalog=Catalog(config.platform, redis, tally=store.tally) if config.platform.url else None,
     )
-
-
-CONFIG_GENERATION = "relay:config:generation"
-# Hash: worker name -> the config generation it runs with (written by each worker when it starts and when it
-# has read its file again; POST /api/v1/reload waits on it).
-CONFIG_APPLIED = "relay:config:applied"
-HEARTBEAT_SECONDS = 5.0
-
-
-def heartbeat_seconds(config: Config) -> float:
-    """Between two beats of a worker (each looks for a new config generation): at most HEARTBEAT_SECONDS,
-    and several beats within `dead_worker_after`."""
-    return max(0.2, min(HEARTBEAT_SECONDS, config.dead_worker_after / 4))
 
 
 FIXED_AT_START = ("server.host", "server.port", "server.path", "redis", "data_dir")

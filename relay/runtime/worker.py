@@ -40,19 +40,15 @@ from relay.delivery.context import job_class
 from relay.delivery.jobs import LINGER_SECONDS, lost
 from relay.runtime import beatfile
 from relay.runtime.bootstrap import (
-    CONFIG_APPLIED,
-    CONFIG_GENERATION,
     Runtime,
     build,
-    heartbeat_seconds,
     open_redis,
     redis_url,
     reload_runtime,
 )
-from relay.runtime.bootstrap import (
-    HEARTBEAT_SECONDS as HEARTBEAT_SECONDS,  # tests read it here
-)
 from relay.runtime.children import forks_die_with_this_process, parent_gone
+from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
+from relay.storage.generations import HEARTBEAT_SECONDS as HEARTBEAT_SECONDS  # tests read it here
 from relay.storage.leases import delivery_unit, orphaned
 from relay.storage.queue import QUEUE_NAME
 from relay.storage.tally import write_tally

@@ -12,8 +12,9 @@ from starlette.testclient import TestClient
 
 from relay.config import load_config
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import CONFIG_APPLIED, CONFIG_GENERATION, Runtime, build, reload_runtime
+from relay.runtime.bootstrap import Runtime, build, reload_runtime
 from relay.runtime.worker import _forget, _heartbeat
+from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, base_config, post, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink, wait_for
 
