@@ -50,11 +50,15 @@ def catalog_lookup(catalog: Catalog | None) -> Lookup | None:
 
 
 def remember_names(redis: Redis, notification: Notification, record: Delivery) -> None:
-    """Keep the name the payload gives the delivery's person (by reference and by address) for their page."""
+    """Keep the name the payload gives the delivery's recipient for their page, which is keyed by their
+    reference or by their address (relay.delivery.preferences.link_person): under both."""
     given = payload_names(notification)
-    persons = {p for p in (record.recipient, (record.address or "").lower()) if p}
+    persons = [p for p in (record.recipient, (record.address or "").lower()) if p]
+    name = next((given[p] for p in persons if p in given), None)
+    if name is None:
+        return
     try:
-        KnownNames(redis).remember({p: given[p] for p in persons if p in given})
+        KnownNames(redis).remember(dict.fromkeys(persons, name))
     except RedisError:
         log.info("a recipient's name was not kept for their page: Redis did not answer")
 
