@@ -29,7 +29,7 @@ TEAM = "group:default/analytics-team"
 @pytest.fixture
 def platform() -> Iterator[FakePlatform]:
     fake = FakePlatform(
-        users={"carla.neri": None},
+        users={"alice.rossi": "alice.rossi@example.com", "carla.neri": None},  # her address: her links, her page
         groups={"analytics-team": ["user:default/alice.rossi"]},
         display_names={"analytics-team": "Analytics Team", "carla.neri": "Carla Neri"},
     ).start()
