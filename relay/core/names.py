@@ -5,6 +5,7 @@ asked by relay.delivery.names, and what it answers comes in as data."""
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -68,11 +69,12 @@ def entity_display_name(entity: Mapping[str, Any]) -> str | None:
     return None
 
 
+# `kind:name` or `kind:namespace/name`: not a URL (`https://x`) nor a URN (`urn:a:b`), which have more colons.
+_REF = re.compile(r"[A-Za-z][A-Za-z0-9_-]*:(?:[^\s/:]+/)?[^\s/:]+")
+
+
 def _is_ref(value: Any) -> bool:
-    if not isinstance(value, str) or len(value) > 300:
-        return False
-    parts = split_ref(value)
-    return parts is not None and parts[0].isalpha()
+    return isinstance(value, str) and len(value) <= 300 and _REF.fullmatch(value) is not None
 
 
 def _nodes(value: Any) -> Iterator[tuple[str, Any]]:
@@ -90,8 +92,8 @@ def _nodes(value: Any) -> Iterator[tuple[str, Any]]:
 
 
 def _lists_people(key: str) -> bool:
-    """A key whose value is references (`requestedUsers`, `userRef`, `memberRefs`)."""
-    return key == "userRef" or key.lower().endswith(("users", "refs", "ref"))
+    """A key whose value is references (`userRef`, `requestedUsers`, `memberRefs`)."""
+    return key == "userRef" or key.endswith(("Users", "users", "Refs"))
 
 
 def refs_of(notification: Notification) -> list[str]:

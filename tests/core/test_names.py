@@ -69,6 +69,16 @@ def test_the_payload_names_its_people_where_it_can() -> None:
     assert refs_of(notification) == [BRUNO, ALICE, CARLA, TEAM]
 
 
+def test_only_references_of_people_are_named() -> None:
+    body = {
+        "reviewer": {"userRef": "user:default/rita", "href": "https://x.example/y", "urn": "urn:dmb:dp:x:1"},
+        "watchers": {"approvedUsers": ["user:default/ugo", "https://evil.example/z"], "memberRefs": "group:ops"},
+        "ownerRef": "user:default/not-a-list-of-people",
+    }
+    notification = Notification.model_validate(sample_notification(body=body, messages=[]))
+    assert refs_of(notification) == ["user:default/rita", "group:ops", "user:default/ugo"]
+
+
 def test_names_come_from_the_payload_then_the_look_up_then_the_reference() -> None:
     asked: list[list[str]] = []
 
