@@ -20,7 +20,7 @@ from redis.sentinel import Sentinel
 
 from relay.config import Config, ConfigError, load_config
 from relay.core.redaction import remember_config
-from relay.core.rendering import Renderer
+from relay.core.rendering import Renderer, template_globals
 from relay.delivery.catalog import Catalog
 from relay.delivery.context import Loaded
 from relay.delivery.holding import replan_held
@@ -162,7 +162,7 @@ def build(config: Config, redis: Redis | None = None, config_file: Path | None =
 
 def load(config: Config, redis: Redis, store: Store) -> Loaded:
     """`config` with its renderer and catalog (the catalog caches in `redis`, counts in `store`'s tally)."""
-    extra = {"platform_url": (config.platform.url or "").rstrip("/")}
+    extra = template_globals(config)
     return Loaded(
         config=config,
         renderer=Renderer(config.templates_path, extra, config.templates.builtin),
