@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 from relay.config import Config
 from relay.core.clock import Clock, ManualClock, system_clock
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import Runtime, build, install
+from relay.runtime.bootstrap import Runtime, build
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.worker import work_burst
 from relay.storage.queue import QUEUE_NAME
@@ -131,7 +131,7 @@ def make_runtime(
         """A runtime on `clock`: by default a `ManualClock` standing at the time it was made, which the test
         moves (`rt.clock.set`, `rt.clock.advance`, `run_scheduled`)."""
         config = base_config(sink, smtp, tmp_path, redis_server.url, **extra)
-        return install(build(config, redis, clock=clock if clock is not None else ManualClock(system_clock())))
+        return build(config, redis, clock=clock if clock is not None else ManualClock(system_clock()))
 
     return make
 

@@ -450,7 +450,7 @@ def test_an_open_digest_survives_a_redis_restart(sink: HttpSink, smtp: SmtpSink,
     from redis import Redis
 
     from relay.core.clock import ManualClock, system_clock
-    from relay.runtime.bootstrap import build, install
+    from relay.runtime.bootstrap import build
     from relay.runtime.embedded import EmbeddedRedis
     from tests.conftest import base_config
 
@@ -458,7 +458,7 @@ def test_an_open_digest_survives_a_redis_restart(sink: HttpSink, smtp: SmtpSink,
     try:
         conn = Redis.from_url(server.url, socket_timeout=2, socket_connect_timeout=1)
         config = base_config(sink, smtp, tmp_path, server.url, routes=_routes("1h"))
-        rt = install(build(config, conn, clock=ManualClock(system_clock())))
+        rt = build(config, conn, clock=ManualClock(system_clock()))
         events = _accept(rt, _notification("before 1"), _notification("before 2"))
         digest_id = _item(rt, events[0]).digest
         time.sleep(1.2)  # the append-only file is synced each second
