@@ -132,6 +132,7 @@ def state_of(data: dict[str, str]) -> State:
 def delivery_from_hash(data: dict[str, str]) -> Delivery:
     """A delivery as its hash holds it; UnknownState when its state is none this relay knows."""
     template, used = data.get("template", "auto"), data.get("templateUsed") or None
+    used = None if used == "-" else used  # none used yet, beside a template named like a file
     if "templateUsed" not in data and template.endswith(".j2"):
         template, used = legacy_choice(template, data.get("kind", "")), template
     return Delivery(
@@ -169,9 +170,18 @@ def delivery_from_hash(data: dict[str, str]) -> Delivery:
     )
 
 
+# Fields stored only when they differ from what `delivery_from_hash` reads in their absence (memory: issue 36);
+# a write deletes those that went back to it (`unset_fields`). An earlier relay stored them all, empty ones too.
+OMITTED_WHEN_EMPTY = (
+    "messageIndex", "recipientType", "recipient", "address", "template", "templateUsed", "attempts", "maxAttempts",
+    "lastError", "fallback", "attemptTimes", "fallbackFor", "recipientIndex", "members", "route", "notBefore",
+)  # fmt: skip
+_READ_AS = {"messageIndex": "0", "template": "auto", "attempts": "0", "maxAttempts": "1", "fallback": "[]"}
+
+
 def delivery_to_hash(d: Delivery) -> dict[str, str]:
     """The delivery's hash, as the scripts store it (`items` aside: only the gathering script writes it)."""
-    return {
+    full = {
         "id": d.id,
         "eventId": d.eventId,
         "kind": d.kind,
@@ -181,15 +191,16 @@ def delivery_to_hash(d: Delivery) -> dict[str, str]:
         "address": d.address or "",
         "channel": d.channel,
         "template": d.template,
-        "templateUsed": d.templateUsed or "",
+        # Kept beside a template named like a file, which an earlier relay's records read as the file used.
+        "templateUsed": d.templateUsed or ("-" if d.template.endswith(".j2") else ""),
         "state": d.state.value,
         "attempts": str(d.attempts),
         "maxAttempts": str(d.maxAttempts),
         "lastError": d.lastError or "",
         "createdAt": repr(d.createdAt),
         "updatedAt": repr(d.updatedAt),
-        "fallback": json.dumps(d.fallback),
-        "attemptTimes": json.dumps(d.attemptTimes),
+        "fallback": json.dumps(d.fallback) if d.fallback else "",
+        "attemptTimes": json.dumps(d.attemptTimes) if d.attemptTimes else "",
         "fallbackFor": d.fallbackFor or "",
         "recipientIndex": "" if d.recipientIndex is None else str(d.recipientIndex),
         "members": json.dumps(d.members) if d.members else "",
@@ -206,6 +217,12 @@ def delivery_to_hash(d: Delivery) -> dict[str, str]:
         **({"sentTitle": d.sentTitle} if d.sentTitle is not None else {}),
         **({"sentText": d.sentText} if d.sentText is not None else {}),
     }
+    return {k: v for k, v in full.items() if v not in ("", _READ_AS.get(k)) or k not in OMITTED_WHEN_EMPTY}
+
+
+def unset_fields(fields: dict[str, str]) -> list[str]:
+    """The fields a stored record may hold that `fields` leaves out: a write deletes them."""
+    return [k for k in OMITTED_WHEN_EMPTY if k not in fields]
 
 
 def legacy_choice(used: str, kind: str) -> str:
