@@ -94,7 +94,7 @@ def main() -> int:
         started = time.time()
         fill(store, args.n)
         print(f"stored {args.n} deliveries in {time.time() - started:.0f}s; used_memory {_mb(redis)} MB")
-        since = time.time() - 600
+        since = time.time() - 1800
         deep: list[str | None] = [None]
 
         def deep_page() -> list[Delivery]:
@@ -115,8 +115,8 @@ def main() -> int:
                 "state=failed channel=pager kind=...-03",
                 lambda: Filters(State.FAILED, KINDS[3], "pager").select(store, 50),
             ),
-            timed("since=10m", lambda: Filters(since=since).select(store, 50)),
-            timed("state=held since=10m", lambda: Filters(State.HELD, since=since).select(store, 50)),
+            timed("since=30m", lambda: Filters(since=since).select(store, 50)),
+            timed("state=held since=30m", lambda: Filters(State.HELD, since=since).select(store, 50)),
             timed("page 201 (10,000 deep), no filter", deep_page),
             timed("newest 500, no filter", lambda: Filters().select(store, 500), rounds=5),
         ]

@@ -1,9 +1,10 @@
 """P6 (issue 36): Redis memory per retained notification, measured from outside.
 
-Not a test. Starts a Redis of its own (no persistence: memory is what is measured), `relay serve` on it and the
-bench's sink, posts N one-message notifications (each delivered once to the sink), waits until every delivery
-is recorded as delivered, and prints `used_memory`'s growth per notification beside the payload's size, then
-where the bytes are: MEMORY USAGE of the keys of each kind (sampled) and of the shared indexes.
+Not a test. Starts `relay serve` with its defaults (its own embedded Redis; `--external`: a plain redis-server
+with Redis's defaults instead) and the bench's sink, posts N one-message notifications (each delivered once to
+the sink), waits until every delivery is recorded as delivered, and prints `used_memory`'s growth per
+notification beside the payload's size, then where the bytes are: MEMORY USAGE of the keys of each kind
+(sampled) and of the shared indexes.
 
     .venv/bin/python bench/memory.py              # 50,000 notifications (the issue's count)
     .venv/bin/python bench/memory.py -n 5000      # quicker
@@ -26,7 +27,9 @@ from redis import Redis
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import FAST_KIND, Procs, Sink, free_port, http, post_all, relay_config, wait_until  # noqa: E402
+from run import FAST_KIND, FSYNC, Procs, Sink, free_port, http, post_all, relay_config, wait_until  # noqa: E402
+
+from relay.runtime.embedded import url_for  # noqa: E402
 
 BIN = Path(sys.executable).parent
 PAYLOAD_BYTES = 446  # the issue's one-message notification
@@ -44,7 +47,7 @@ def body(token: str) -> bytes:
                 "recipientType": "recipient-type:system-owner",
                 "recipients": [],
                 "title": "Access request failed",
-                "message": f"The access request to Invoices SQL output port failed. tok-{token}",
+                "message": f"The access request failed. tok-{token}",
             }
         ],
     }
@@ -78,19 +81,25 @@ def breakdown(redis: Redis, n: int) -> list[tuple[str, int, float, str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=50_000, help="notifications (default 50,000)")
+    parser.add_argument("--external", action="store_true", help="on a plain redis-server")
     parser.add_argument("--show", action="store_true", help="also print one delivery's and one event's fields")
     args = parser.parse_args()
     procs = Procs()
     try:
         with tempfile.TemporaryDirectory(prefix="relay-p6-") as tmp_name:
             tmp = Path(tmp_name)
-            redis_port = free_port()
-            procs.start(["redis-server", "--port", str(redis_port), "--save", "", "--appendonly", "no"])
-            redis = Redis(port=redis_port)
-            wait_until(lambda: _pings(redis), 15, "redis")
             sink = Sink(procs)
             port = free_port()
-            config = relay_config(tmp, port, sink, f"redis://127.0.0.1:{redis_port}/0")
+            if args.external:
+                redis_port = free_port()
+                procs.start(["redis-server", "--port", str(redis_port), "--save", "", "--appendonly", "no"])
+                redis = Redis(port=redis_port)
+                wait_until(lambda: _pings(redis), 15, "redis")
+                config = relay_config(tmp, port, sink, f"redis://127.0.0.1:{redis_port}/0")
+            else:
+                FSYNC["policy"] = "everysec"  # memory is measured, not the disk
+                config = relay_config(tmp, port, sink, None)
+                redis = Redis.from_url(url_for(tmp / "data"))
             relay = procs.start([str(BIN / "relay"), "serve", "--config", str(config)], cwd=tmp)
             wait_until(lambda: http("GET", f"http://127.0.0.1:{port}/readyz")[0] == 200, 60, "relay serve ready")
             time.sleep(1)

@@ -222,13 +222,16 @@ class Lists:
         self._prune = redis.register_script(PRUNE)
         self._backfill = redis.register_script(BACKFILL)
         self._backfilled = False
-        self._parsed: dict[bytes, ListName | None] = {}  # a key's parts, parsed once (a few hundred keys)
+        self._parsed: dict[str, ListName | None] = {}  # a key's parts, parsed once (a few hundred keys)
 
     def names(self, state: str | None, channel: str | None, kind: str | None) -> list[str]:
         """The keys of the lists in use that these filters match (`kind` a glob, as the filters take it)."""
         found = []
         for raw in self.redis.smembers(LISTS):
-            name = self._parsed.get(raw) or self._parsed.setdefault(raw, parse_list_key(_text(raw)))
+            key = _text(raw)
+            if key not in self._parsed:
+                self._parsed[key] = parse_list_key(key)
+            name = self._parsed[key]
             if name is None or (state is not None and name.state != state):
                 continue
             if (channel and name.channel != channel) or (kind and not fnmatchcase(name.kind, kind)):
