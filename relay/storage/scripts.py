@@ -19,15 +19,17 @@ return tostring(nxt - now)
 # its lease (when this worker holds it), the held index and the metrics.
 # An outcome stored by the lease holder also ends the count of the delivery's lost tries (they count in a row).
 # The record moves to the list of its state (`relay.storage.lists`), scored by createdAt.
-# KEYS: failed index, metrics, leases, held index, losses, then each record's key. ARGV: retention, lease owner, then
+# KEYS: failed index, metrics, leases, held index, losses, then each record's key, then the minute's activity
+# (relay.storage.activity). ARGV: retention, lease owner, then
 # per record: id, updatedAt, failed-index op (add/rem/-), release lease (1/0), held-index op (its notBefore to
 # add, rem, or -), its state, its `list_rest`, createdAt, n, n field/value pairs, m, m fields to delete, the
-# counts of integer and of float increments, then those increments.
+# counts of integer and of float increments, then those increments; then, when a state changed, the activity's
+# TTL and its state/count pairs.
 UPDATE = (
     RELIST_LUA
     + """
 local i = 3
-for r = 6, #KEYS do
+for r = 6, #KEYS - 1 do
   local key = KEYS[r]
   local id, updated, failed, unlease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local held, state, rest, created = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
@@ -64,6 +66,10 @@ for r = 6, #KEYS do
     redis.call('HINCRBYFLOAT', KEYS[2], ARGV[i], ARGV[i + 1])
     i = i + 2
   end
+end
+if ARGV[i] then
+  for j = i + 1, #ARGV, 2 do redis.call('HINCRBY', KEYS[#KEYS], ARGV[j], ARGV[j + 1]) end
+  redis.call('EXPIRE', KEYS[#KEYS], ARGV[i])
 end
 return 1
 """
