@@ -14,7 +14,7 @@ from relay.admin.selection import Filters
 from relay.core.model import Delivery, State
 from relay.runtime.bootstrap import Runtime
 from relay.storage.lists import LISTS, Cursor, list_key
-from relay.storage.records import DELIVERIES, delivery_key
+from relay.storage.records import DELIVERIES, delivery_from_hash, delivery_key, delivery_to_hash
 from relay.storage.store import Store
 from tests.conftest import admin, post, run_worker, sample_notification
 
@@ -171,3 +171,16 @@ def test_the_api_pages_with_a_link_header(client: TestClient, rt: Runtime) -> No
     assert [d["id"] for d in first.json() + rest.json()] == [d["id"] for d in everything]
     assert "link" not in rest.headers
     assert admin(client, "/api/v1/deliveries?cursor=nonsense").status_code == 422
+
+
+def test_an_attempt_log_is_stored_without_its_nulls_and_read_whole() -> None:
+    record = _record(1, State.DELIVERED, "chat", "k", T0)
+    entry = {"at": T0 + 1, "outcome": "delivered", "status": None, "said": None, "error": None, "seconds": 0.01}
+    record.attemptLog, record.attemptTimes = [entry], [T0 + 1]
+    stored = delivery_to_hash(record)
+    assert "attemptTimes" not in stored and "null" not in stored["attemptLog"]
+    again = delivery_from_hash(stored)
+    assert again.attemptLog == [entry] and list(again.attemptLog[0]) == list(entry)
+    assert again.attemptTimes == [T0 + 1]
+    record.attemptTimes = [T0, T0 + 1]  # more tries than the log keeps: stored as they are
+    assert delivery_from_hash(delivery_to_hash(record)).attemptTimes == [T0, T0 + 1]
