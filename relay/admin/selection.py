@@ -172,17 +172,22 @@ class Filters:
             return [r for r in store.deliveries(store.event_delivery_ids(self.event_id)) if r is not None]
         found: list[Delivery] = []
         cursor: Cursor | None = None
+        # Failed or held ones since a time: those that failed (were held) since, too, as a replay always chose.
+        since = None if self.state in (State.FAILED, State.HELD) else self.since
         while len(found) < SCAN_LIMIT:
-            page, cursor = self._indexed(store, MAX_LISTED, cursor)
+            page, cursor = self._indexed(store, MAX_LISTED, cursor, since)
             found += page
             if cursor is None:
                 break
         return found
 
-    def _indexed(self, store: Store, limit: int, cursor: Cursor | None) -> tuple[list[Delivery], Cursor | None]:
-        """One page from the lists (`relay.storage.lists`); an entry whose record expired is left out."""
+    def _indexed(
+        self, store: Store, limit: int, cursor: Cursor | None, since: float | None
+    ) -> tuple[list[Delivery], Cursor | None]:
+        """One page from the lists (`relay.storage.lists`) of those created since `since`; an entry whose
+        record expired, or that the filters do not match, is left out."""
         state = self.state.value if self.state is not None else None
-        entries, after = store.lists.page(state, self.channel, self.kind, self.since, limit, cursor)
+        entries, after = store.lists.page(state, self.channel, self.kind, since, limit, cursor)
         found = [r for r in store.deliveries(i for i, _ in entries) if r is not None and self.matches(r)]
         return found, after
 
@@ -199,7 +204,7 @@ class Filters:
             return found, Cursor(repr(found[-1].createdAt), found[-1].id).text() if more else None
         found = []
         while len(found) < limit:  # records expired before the lists were pruned leave a page short: read on
-            page, after = self._indexed(store, limit - len(found), after)
+            page, after = self._indexed(store, limit - len(found), after, self.since)
             found += page
             if after is None:
                 break

@@ -184,3 +184,15 @@ def test_an_attempt_log_is_stored_without_its_nulls_and_read_whole() -> None:
     assert again.attemptTimes == [T0 + 1]
     record.attemptTimes = [T0, T0 + 1]  # more tries than the log keeps: stored as they are
     assert delivery_from_hash(delivery_to_hash(record)).attemptTimes == [T0, T0 + 1]
+
+
+def test_a_replay_since_a_time_chooses_what_failed_since_and_a_listing_what_was_created_since(store: Store) -> None:
+    record = _record(1, State.QUEUED, "chat", "k", T0)  # created ten minutes ago
+    store.create_deliveries("e1", [record])
+    record.state = State.FAILED
+    store.update(record, State.QUEUED)  # failed now
+    recently = time.time() - 60
+    chosen, _ = Filters(State.FAILED, since=recently).chosen(store)
+    assert _ids(chosen) == ["d0001"]
+    assert Filters(State.FAILED, since=recently).select(store, 50) == []
+    assert _ids(Filters(State.FAILED, since=T0 - 1).select(store, 50)) == ["d0001"]
