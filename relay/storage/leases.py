@@ -19,6 +19,11 @@ that kills its worker, or whose work raises) is given up: a notification is drop
 a delivery failed (replayable). A worker that stalls for less than that (a VM pause, a swap storm) keeps
 its leases and sends nothing twice; one that stalls longer may see its sends in flight made again by
 another worker (at-least-once).
+
+A lease says who holds a unit, not whether its holder still works on it (a send whose outcome could not be
+stored while Redis was away leaves its lease behind, its worker alive): each process notes what it has in
+hand (`in_hand` here, from a claim until the unit is handed on; the senders' own), and its sweep puts back
+a lease of its own held by nothing of it, at the second look (`relay.runtime.worker.sweep`).
 """
 
 from __future__ import annotations
