@@ -186,9 +186,8 @@ def _plan(rt: Context, event_id: str, event: EventRecord) -> int:
             why = record.lastError or "quiet hours"
             log.info("delivery held until %s: %s", iso(record.notBefore), why, extra=ctx)
     wake_for(rt, stored)
-    in_hand = rt.sender.in_hand()  # planned again while this worker still sends them: not twice
-    for record in stored:
-        if record.held_lease and record.id not in in_hand:
+    for record in stored:  # leased only when this planning created it: never one a sender holds already
+        if record.held_lease:
             rt.sender.submit(_task(rt, record, notification), record.id)
     if not records:
         log.info("no route for this notification", extra={"eventId": event_id, "kind": notification.kind})
