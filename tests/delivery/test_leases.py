@@ -337,6 +337,22 @@ def test_planning_again_leases_nothing_that_exists_and_keeps_a_retrys_wait(
     assert redis.hlen(LEASES) == 0
 
 
+def test_planning_by_hand_takes_the_notification_under_a_lease_like_a_worker(
+    hook: Runtime, redis: Redis, sink: HttpSink
+) -> None:
+    """No unleased planning: by hand, a notification a worker holds is left to it; one nobody holds is taken
+    out of the notifications to plan, leased, planned, and its lease dropped with its deliveries stored."""
+    from relay.delivery.jobs import plan_job
+
+    (event_id,) = _accept(hook)
+    redis.hset(LEASES, event_unit(event_id), DEAD)  # a worker plans it this moment
+    assert plan_job(event_id) == 0 and hook.store.event_delivery_ids(event_id) == []
+    redis.hdel(LEASES, event_unit(event_id))
+    assert plan_job(event_id) == 1 and redis.zscore(UNPLANNED, event_id) is None
+    hook.sender.drain()
+    assert len(sink.at("/hook")) == 1 and redis.hlen(LEASES) == 0
+
+
 @pytest.mark.parametrize("old_job", ["plan_batch", "deliver_job", "delivery_job_failed"])
 def test_a_job_queued_by_an_older_relay_fails_in_rq_and_the_sweep_takes_its_unit(
     hook: Runtime, redis: Redis, sink: HttpSink, old_job: str
