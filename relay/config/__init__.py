@@ -85,6 +85,7 @@ class RetryConfig(_Model):
 
 class PlatformConfig(_Model):
     url: HttpUrl = None
+    ui_url: HttpUrl = None  # the platform UI's base, for links to a notification's resource; default `url`
     access_token: str | None = None
     auth: Literal["bearer", "basic"] = "bearer"
     jwt_duration: Seconds = 300.0  # the platform's default; ask for no longer than needed
@@ -114,6 +115,7 @@ class OutageConfig(_Model):
 
 class ChannelConfig(_Model):
     url: str
+    label: str | None = Field(default=None, min_length=1, max_length=60)  # shown to recipients (relay.core.names)
     outage: Annotated[OutageConfig | None, BeforeValidator(_outage_off)] = Field(default_factory=OutageConfig)
     per_recipient: bool = False
     # Force a body format; by default it follows the channel's scheme (md chat, html mail, txt others).

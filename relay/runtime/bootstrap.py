@@ -19,7 +19,7 @@ from redis.sentinel import Sentinel
 
 from relay.config import Config, ConfigError, load_config
 from relay.core.redaction import remember_config
-from relay.core.rendering import Renderer
+from relay.core.rendering import Renderer, template_globals
 from relay.delivery.catalog import Catalog
 from relay.delivery.context import bind
 from relay.delivery.holding import replan_held
@@ -126,7 +126,7 @@ def build(config: Config, redis: Redis | None = None, config_file: Path | None =
     conn = redis if redis is not None else connect(config)
     store = Store(conn, config.retention, owner=process_name())
     store.kinds.limit = config.metrics.max_kinds
-    extra = {"platform_url": (config.platform.url or "").rstrip("/")}
+    extra = template_globals(config)
     return Runtime(
         config=config,
         redis=conn,
@@ -187,7 +187,7 @@ def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
     exposed = new.server.exposure_problem() if listening else None
     if exposed is not None:
         raise ConfigError(exposed)
-    extra = {"platform_url": (new.platform.url or "").rstrip("/")}
+    extra = template_globals(new)
     rt.renderer = Renderer(new.templates_path, extra, new.templates.builtin)
     rt.catalog = Catalog(new.platform, rt.redis, tally=rt.store.tally) if new.platform.url else None
     rt.store.kinds.limit = new.metrics.max_kinds
