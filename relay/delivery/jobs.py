@@ -27,7 +27,7 @@ from relay.core.quiet import held_until
 from relay.core.routing import plan_notification
 from relay.core.states import OPEN, SENDABLE, State
 from relay.delivery import attempt
-from relay.delivery.context import Context, bound
+from relay.delivery.context import Context
 from relay.delivery.preferences import apply_preferences, count_planned
 from relay.delivery.recording import created, follow, wake_for
 from relay.delivery.silencing import count_silenced, silence_planned
@@ -46,15 +46,16 @@ BATCH = 10
 WORK_SECONDS = 1.5
 
 
-def work(event_id: str = "") -> int:
+def work(rt: Context, event_id: str = "") -> int:
     """The wake-up job: take due work (`relay.storage.leases`), oldest first and a batch at a time, for up to
-    `WORK_SECONDS`. Returns how many units were taken. `event_id`: the notification whose arrival queued this
-    job, for RQ's listings; it is taken among the due work as any unit is, under a lease.
+    `WORK_SECONDS`. Returns how many units were taken. `rt`: this worker's runtime (RQ hands it in:
+    `relay.delivery.context.job_class`); `event_id`: the notification whose arrival queued this job, for RQ's
+    listings; it is taken among the due work as any unit is, under a lease.
 
     Its start clears the wake-up flag, so the next notification queues another job, which the other workers
     take meanwhile. Work still due when the time is up stays due, with a wake-up queued.
     """
-    return _take_due(bound())
+    return _take_due(rt)
 
 
 def _take_due(rt: Context) -> int:
@@ -135,11 +136,10 @@ def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WOR
     return back
 
 
-def plan_job(event_id: str) -> int:
+def plan_job(rt: Context, event_id: str) -> int:
     """Plan one notification again by hand (it must still be stored), under a lease as a worker's planning is
     (out of the notifications to plan, if it waits there); 0 when a worker has it in hand. Safe to run again
     after a crash."""
-    rt = bound()
     unit = event_unit(event_id)
     if not rt.store.leases.take(unit, rt.name):
         return 0
@@ -155,6 +155,7 @@ def plan_event(rt: Context, event_id: str) -> int:
     """Turn a stored notification that this worker leased into delivery records and sends; safe to run again
     after a crash. Once its deliveries are stored, the notification is done with: the script that stores the
     last of them drops this worker's lease on it."""
+    rt = rt.pinned()  # one config for the whole planning
     event = rt.store.event(event_id)
     if event is None:
         log.warning("event expired before it was planned", extra={"eventId": event_id})

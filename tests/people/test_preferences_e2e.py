@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from relay.cli import main
 from relay.delivery.holding import replan_held
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import Runtime, install
+from relay.runtime.bootstrap import Runtime
 from relay.storage.preferences import PREFERENCES, preference_key
 from tests.conftest import ADMIN_TOKEN, admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink
@@ -238,7 +238,6 @@ def test_a_change_takes_effect_for_the_next_notification_on_another_worker(
 ) -> None:
     api = make_runtime(**_settings(tmp_path))
     worker = make_runtime(**_settings(tmp_path))  # another process's runtime, bound for the jobs
-    install(worker)
     with TestClient(create_app(api)) as client:
         first = _send(worker, client)
         assert _email(worker, first).state == "delivered"
