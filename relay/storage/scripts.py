@@ -1,6 +1,5 @@
 """The Lua scripts that make each of the store's writes one atomic round trip (`relay.storage.store`)."""
 
-from relay.storage.leases import NUDGE_LUA
 from relay.storage.lists import RELIST_LUA
 
 # Slots of a channel's rate limit: each call books the next free one (a virtual schedule, GCRA-like),
@@ -80,8 +79,7 @@ return 1
 # not exist yet, a lease on those the caller sends at once (new ones only: one that existed is another
 # planner's, or due), the others that are open put among the due deliveries (`relay.storage.leases`: now, or a
 # held one at its notBefore; one that exists keeps a due time it has), and, with the last chunk, the
-# notification done with: the caller's lease on it dropped, or, planned by the wake-up its arrival queued (no
-# lease taken first), taken out of the notifications to plan. Returns per record 0 (it existed: read it) or 1
+# notification done with: the caller's lease on it dropped. Returns per record 0 (it existed: read it) or 1
 # (created), plus 2 when the lease was taken.
 # A hash at the delivery list's key is an event an earlier relay stored under the raw id `<this id>:deliveries`
 # (`relay.storage.records.key_part`): it is moved to its own key first. Any other type there (or that event's
@@ -89,20 +87,20 @@ return 1
 # A new record goes into the list of its state (`relay.storage.lists`, a key named by the caller), scored by
 # createdAt.
 # KEYS: event's delivery list, lists registry, failed index, metrics, leases, held index, due deliveries,
-# losses, notifications to plan, where a squatting event goes, then each record's key. ARGV: retention, owner,
-# the notification's unit ('' for none), its id to take out of the notifications to plan ('' for none), then
-# per record: id, createdAt, failed (1/0), take (1/0), its metric field, its notBefore when held (else -), when
-# it is due when not taken (else -), its list's key, n, n field/value pairs.
+# losses, where a squatting event goes, then each record's key. ARGV: retention, owner, the notification's unit
+# ('' for none: not the last chunk), then per record: id, createdAt, failed (1/0), take (1/0), its metric
+# field, its notBefore when held (else -), when it is due when not taken (else -), its list's key, n, n
+# field/value pairs.
 CREATE = """
 local listed = redis.call('TYPE', KEYS[1])['ok']
-if listed == 'hash' and redis.call('EXISTS', KEYS[10]) == 0 then
-  redis.call('RENAME', KEYS[1], KEYS[10])
+if listed == 'hash' and redis.call('EXISTS', KEYS[9]) == 0 then
+  redis.call('RENAME', KEYS[1], KEYS[9])
 elseif listed ~= 'list' and listed ~= 'none' then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a ' .. listed .. ', not a delivery list: nothing planned')
 end
 local out = {}
-local a = 5
-for r = 11, #KEYS do
+local a = 4
+for r = 10, #KEYS do
   local key = KEYS[r]
   local id, created, failed, take, metric = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   local held, due, list = ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]
@@ -135,7 +133,6 @@ if ARGV[3] ~= '' and redis.call('HGET', KEYS[5], ARGV[3]) == ARGV[2] then
   redis.call('HDEL', KEYS[5], ARGV[3])
   redis.call('HDEL', KEYS[8], ARGV[3])
 end
-if ARGV[4] ~= '' then redis.call('ZREM', KEYS[9], ARGV[4]) end
 return out
 """
 
@@ -195,31 +192,28 @@ return redis.call('HGET', KEYS[2], 'items') or '[]'
 # is checked first: one holding another type of value (written by hand, or by an earlier relay's layout) fails
 # the accept before anything is written, and the platform's retry is not taken for a duplicate. Only then
 # can the dedup (SET NX) refuse, still before anything is written; an earlier relay's dedup key of the same
-# eventId (KEYS[8], `relay.storage.records.legacy_keys`; KEYS[1] again when it has none) counts as one. Dedup
+# eventId (KEYS[7], `relay.storage.records.legacy_keys`; KEYS[1] again when it has none) counts as one. Dedup
 # keys hold 2 (an earlier relay's hold 1): today's key of `a:b` is where an earlier relay kept `a%3Ab`'s.
-# A worker listening for more work (`relay.storage.leases`) is nudged with the event id, and no job is needed;
-# else, when no wake-up job is queued, the script sets the wake-up flag to a new job's id and returns it: the
+# When no wake-up job is queued, the script sets the wake-up flag to a new job's id and returns it: the
 # caller then enqueues that job through RQ's own `Queue.enqueue_call`. Were that enqueue lost (the caller
 # died between the two), the notification still waits among the unplanned ones, and the heartbeat's sweep
 # wakes a worker for it.
-# KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 unplanned events, 6 wake-up flag, 7 listeners,
-#       8 the earlier relay's dedup key
+# KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 unplanned events, 6 wake-up flag,
+#       7 the earlier relay's dedup key
 # ARGV: 1 dedup ttl, 2 eventId, 3 kind, 4 receivedAt, 5 payload, 6 retention, 7 received counter field,
 #       8 duplicate counter field, 9 the wake-up job's id, 10 the flag's lifetime (s), 11 trace context
-#       (a W3C traceparent, "" with tracing off), 12 the listeners' nudge key prefix, 13 a nudge's lifetime (s)
-# Returns 0 (duplicate), 1 (accepted, a listener nudged or a wake-up queued already) or the job id ARGV[9]
+#       (a W3C traceparent, "" with tracing off)
+# Returns 0 (duplicate), 1 (accepted, a wake-up queued already) or the job id ARGV[9]
 # (accepted: enqueue it); an error, with nothing written, when a key holds another type of value.
-ACCEPT = (
-    NUDGE_LUA
-    + """
-local wanted = {'string', 'hash', 'zset', 'hash', 'zset', 'string', 'zset', 'string'}
+ACCEPT = """
+local wanted = {'string', 'hash', 'zset', 'hash', 'zset', 'string', 'string'}
 for i, want in ipairs(wanted) do
   local found = redis.call('TYPE', KEYS[i])['ok']
   if found ~= 'none' and found ~= want then
     return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. found .. ': nothing accepted')
   end
 end
-if redis.call('GET', KEYS[8]) == '1' or not redis.call('SET', KEYS[1], '2', 'NX', 'EX', ARGV[1]) then
+if redis.call('GET', KEYS[7]) == '1' or not redis.call('SET', KEYS[1], '2', 'NX', 'EX', ARGV[1]) then
   redis.call('HINCRBY', KEYS[4], ARGV[8], 1)
   return 0
 end
@@ -229,12 +223,8 @@ redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
 redis.call('HINCRBY', KEYS[4], ARGV[7], 1)
 redis.call('ZADD', KEYS[5], ARGV[4], ARGV[2])
-if nudge(KEYS[7], ARGV[12], ARGV[2], ARGV[13]) then
-  return 1
-end
 if redis.call('SET', KEYS[6], ARGV[9], 'NX', 'EX', ARGV[10]) then
   return ARGV[9]
 end
 return 1
 """
-)

@@ -19,7 +19,7 @@ from relay.core.model import Delivery, State, delivery_id, iso
 from relay.storage.activity import with_activity
 from relay.storage.digests import Digests
 from relay.storage.events import read_delivery_ids, read_delivery_page, read_events
-from relay.storage.leases import LEASES, LOSSES, READY, UNPLANNED, Leases, delivery_unit, event_unit
+from relay.storage.leases import LEASES, LOSSES, READY, Leases, delivery_unit, event_unit
 from relay.storage.lists import LISTS, Lists, list_key, list_rest
 from relay.storage.records import (
     DELIVERIES,
@@ -165,14 +165,13 @@ class Store:
     # -- deliveries -----------------------------------------------------------------------------
 
     def create_deliveries(
-        self, event_id: str, records: list[Delivery], take: set[str] | None = None, planned: str = ""
+        self, event_id: str, records: list[Delivery], take: set[str] | None = None, done: bool = False
     ) -> list[Delivery]:
         """Store records that do not exist yet; return the stored state of every record. In the same round
         trips (`relay.storage.leases`): this worker leases the records in `take` that it creates (one that
         existed is another planner's, or due already), the other open ones are put among the due deliveries,
-        and the notification is done with (`planned`: `leased`, this worker's lease on it dropped; `unleased`,
-        taken out of the notifications to plan). The records returned that this worker leased say so
-        (`held_lease`).
+        and the notification is done with (`done`: this worker's lease on it dropped). The records returned
+        that this worker leased say so (`held_lease`).
 
         The records go in chunks of PLAN_CHUNK, each one atomic script, and the notification is done with only
         by the last: a planning stopped part way (Redis gone, the worker killed) is planned again whole, and
@@ -183,7 +182,7 @@ class Store:
             for start in range(0, max(1, len(records)), PLAN_CHUNK):
                 last = start + PLAN_CHUNK >= len(records)
                 chunk = records[start : start + PLAN_CHUNK]
-                stored += self._create(event_id, chunk, take or set(), planned if last else "")
+                stored += self._create(event_id, chunk, take or set(), done and last)
         except RedisError:
             taken = [delivery_unit(r.id) for r in stored if r.held_lease]
             with contextlib.suppress(RedisError):  # else this worker's sweep of its own leases does it
@@ -191,16 +190,11 @@ class Store:
             raise
         return stored
 
-    def _create(self, event_id: str, records: list[Delivery], to_take: set[str], planned: str) -> list[Delivery]:
+    def _create(self, event_id: str, records: list[Delivery], to_take: set[str], done: bool) -> list[Delivery]:
         """One chunk of `create_deliveries`, in one round trip."""
-        keys = [event_deliveries_key(event_id), LISTS, FAILED, METRICS, LEASES, HELD, READY, LOSSES, UNPLANNED]
+        keys = [event_deliveries_key(event_id), LISTS, FAILED, METRICS, LEASES, HELD, READY, LOSSES]
         keys.append(squatter_key(event_id))
-        args: list[Any] = [
-            self.retention,
-            self.owner,
-            event_unit(event_id) if planned == "leased" else "",
-            event_id if planned == "unleased" else "",
-        ]
+        args: list[Any] = [self.retention, self.owner, event_unit(event_id) if done else ""]
         at = now()
         metrics: list[str] = []
         for record in records:
