@@ -265,9 +265,11 @@ class AdminApi:
             query = DeliveryQuery.of(request.query_params)
         except ValidationError as exc:
             return validation_response(exc, "query")
-        found = await run_in_threadpool(Filters.from_query(query, self.store.clock()).select, self.store, query.listed)
-        # SPEC: "list deliveries": the answer is the list itself, newest first.
-        return JSONResponse([r.public(with_event=True) for r in found])
+        page = Filters.from_query(query, self.store.clock()).page
+        found, nxt = await run_in_threadpool(page, self.store, query.limit, query.cursor)
+        # SPEC: "list deliveries": the answer is the list itself, newest first; the next page in a Link header.
+        more = {"Link": f'<{request.url.include_query_params(cursor=nxt)}>; rel="next"'} if nxt else None
+        return JSONResponse([r.public(with_event=True) for r in found], headers=more)
 
     @documented(
         Operation(
@@ -337,8 +339,7 @@ class AdminApi:
 
 
 async def workers_behind(store: Store, redis: Redis, generation: int, within: float) -> tuple[int, list[str]]:
-    """Wait until every live worker says it runs with `generation` (each looks at every heartbeat), at most
-    `within` seconds; the live workers, and those still behind."""
+    """Wait, `within` s at most, until every live worker says it runs with `generation`: the live, those behind."""
     deadline = time.monotonic() + within
     while True:
         alive = await run_in_threadpool(store.workers_seen, WORKER_SEEN_WITHIN)

@@ -7,8 +7,8 @@ written by one part is compared by another on the same clock, and a test moves t
 
 `system_clock` is the only place relay reads the wall clock. `time.monotonic()` stays where a process measures
 a duration or a deadline of its own (a render's time limit, how long a send took, a backoff), which nothing
-stores nor compares with another process; Redis `TIME` only inside a script that compares times written by
-several processes, said so where it is used.
+stores nor compares with another process. No Lua script reads Redis `TIME`: each is handed this clock's time;
+one that must compare across processes by Redis's clock would say so where it does.
 """
 
 from __future__ import annotations

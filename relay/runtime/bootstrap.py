@@ -6,7 +6,7 @@ import dataclasses
 import os
 import socket
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -25,7 +25,6 @@ from relay.delivery.context import Loaded
 from relay.delivery.holding import replan_held
 from relay.delivery.sender import Sender
 from relay.runtime import embedded
-from relay.runtime.stopping import StopWatch
 from relay.storage.generations import CONFIG_GENERATION
 from relay.storage.queue import Intake
 from relay.storage.store import Store
@@ -108,21 +107,12 @@ class Runtime:
     sender: Sender
     # The file the config came from, to read again on a reload (None: defaults and environment).
     config_file: Path | None = None
-    # How long a wake-up job with nothing left listens for more (`relay worker` sets it; 0: it ends at once).
-    linger: float = 0.0
-    stops: StopWatch = field(default_factory=StopWatch)
     # `relay serve`: where its workers write what they counted (`relay.storage.tally`), added to its own.
     tally_dir: Path | None = None
 
     @property
     def name(self) -> str:
         return self.store.owner
-
-    @property
-    def clock(self) -> Clock:
-        """The one clock of every time relay stores or compares (`relay.core.clock`): the store's, which the
-        intake, the app, the workers and the commands read through it."""
-        return self.store.clock
 
     @property
     def config(self) -> Config:
@@ -136,6 +126,12 @@ class Runtime:
     def catalog(self) -> Catalog | None:
         return self.loaded.catalog
 
+    @property
+    def clock(self) -> Clock:
+        """The one clock of every time relay stores or compares (`relay.core.clock`): the store's, which the
+        intake, the app, the workers and the commands read through it."""
+        return self.store.clock
+
     def pinned(self) -> Runtime:
         """This runtime with `loaded` as it is now, for one unit of work (`relay.delivery.context`)."""
         return dataclasses.replace(self)
@@ -144,9 +140,6 @@ class Runtime:
         """What this process counted, with what `relay serve`'s workers did: its /metrics."""
         own = self.store.tally.snapshot()
         return add_tallies(own, read_tallies(self.tally_dir)) if self.tally_dir is not None else own
-
-    def stop_requested(self) -> bool:
-        return self.stops.requested()
 
 
 def build(

@@ -152,7 +152,7 @@ def test_a_wake_up_before_the_interval_opens_takes_nothing_and_after_it_sends_on
     event_id = _accept(quiet)
     # A worker woken an hour later (other work): the held delivery is not due on the one clock, nothing sent.
     quiet.clock.set(FRIDAY_EVENING + 3600)
-    quiet.intake.request_wake(force=True)
+    quiet.intake.request_wake()
     run_worker(quiet)
     assert _email(quiet, event_id).state == "held" and smtp.mails == []
     assert len(_scheduled(quiet)) == 1  # its own wake-up still waits
