@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 
 from relay.config import Config
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import Runtime, build, install
+from relay.runtime.bootstrap import Runtime, build
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.worker import work_burst
 from relay.storage.queue import QUEUE_NAME
@@ -139,7 +139,7 @@ def make_runtime(
     redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
 ) -> Callable[..., Runtime]:
     def make(**extra: Any) -> Runtime:
-        return install(build(base_config(sink, smtp, tmp_path, redis_server.url, **extra), redis))
+        return build(base_config(sink, smtp, tmp_path, redis_server.url, **extra), redis)
 
     return make
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import threading
 import time
@@ -19,6 +20,8 @@ ACCESS_TOKEN = "svc-access-token-9f8e7d"
 class FakePlatform:
     users: dict[str, str | None] = field(default_factory=dict)  # name -> e-mail (None: no e-mail)
     groups: dict[str, list[str]] = field(default_factory=dict)  # name -> member refs
+    # name -> the name people know (a user's spec.profile.displayName, a group's metadata.title)
+    display_names: dict[str, str] = field(default_factory=dict)
     exchanges: list[dict[str, Any]] = field(default_factory=list)
     lookups: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)  # every GET's path, as it arrived
@@ -38,7 +41,8 @@ class FakePlatform:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
-                self.wfile.write(raw)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client that gave up waiting
+                    self.wfile.write(raw)
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
@@ -80,13 +84,17 @@ class FakePlatform:
                 kind, namespace, name = self.path[len(prefix) :].split("/")
                 with fake.lock:
                     fake.lookups.append(f"{kind}:{namespace}/{name}")
+                shown = fake.display_names.get(name)
                 if kind == "user" and name in fake.users:
                     email = fake.users[name]
-                    spec = {"profile": {"email": email, "displayName": name}} if email else {"profile": {}}
-                    return self._answer(200, {"kind": "User", "metadata": {"name": name}, "spec": spec})
+                    profile = {"email": email, "displayName": shown or name} if email else {}
+                    if shown and not email:
+                        profile["displayName"] = shown
+                    return self._answer(200, {"kind": "User", "metadata": {"name": name}, "spec": {"profile": profile}})
                 if kind == "group" and name in fake.groups:
                     relations = [{"type": "hasMember", "targetRef": ref} for ref in fake.groups[name]]
-                    return self._answer(200, {"kind": "Group", "metadata": {"name": name}, "relations": relations})
+                    metadata = {"name": name, **({"title": shown} if shown else {})}
+                    return self._answer(200, {"kind": "Group", "metadata": metadata, "relations": relations})
                 return self._answer(404, {"error": "not found"})
 
             def log_message(self, *args: Any) -> None:

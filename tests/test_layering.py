@@ -1,6 +1,7 @@
 """The layering contract, read from the source (docs/development.md, "Architecture"): the configuration sits
 below everything that reads it and imports nothing else of relay; the core is pure and imports only the
-configuration; intake does not reach into delivery; nothing imports the command line."""
+configuration; intake does not reach into delivery; the admin does not reach into the runtime; nothing imports the
+command line."""
 
 from __future__ import annotations
 
@@ -125,6 +126,13 @@ def test_the_people_pages_import_neither_the_admin_nor_intake_nor_delivery(modul
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.admin")))
 def test_admin_does_not_import_intake(module: str) -> None:
     assert not {i for i in MODULES[module] if _under(i, "relay.intake")}, module
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.admin")))
+def test_admin_does_not_import_the_runtime(module: str) -> None:
+    """The runtime builds the admin's handlers and hands them what they read (relay.runtime.app): what both
+    need (the config generation's keys) sits below, in relay.storage."""
+    assert not {i for i in MODULES[module] if _under(i, "relay.runtime")}, module
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _under(m, "relay.intake")))

@@ -33,7 +33,7 @@ from relay.admin.selection import (
 from relay.config import Config, ConfigError
 from relay.core.model import State, trace_id
 from relay.core.numbers import non_finite_at
-from relay.runtime.bootstrap import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
+from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
 from relay.storage.store import Store, iso
 from relay.web.auth import admin_allowed
 from relay.web.errors import RETRY_AFTER, error_response, is_json, validation_response

@@ -16,7 +16,7 @@ from relay.core.model import Delivery, Notification, State
 from relay.core.preferences import Hold, Preference, Skip, claim_of, effect, people_of_delivery
 from relay.core.quiet import held_until, route_named
 from relay.core.recipients import reference_of
-from relay.core.rendering import Renderer, recipient_of
+from relay.core.rendering import Renderer, recipient_of, template_globals
 from relay.core.routing import matcher_view, plan_notification
 from relay.core.silences import Silence, delivery_view, silenced
 from relay.delivery.catalog import Catalog
@@ -37,7 +37,7 @@ def preview_plan(
     `silences`: relay's (relay.storage.silences), to say which would hold or skip a delivery then."""
     notification = Notification.model_validate(data)
     at = now or datetime.now(UTC)
-    extra = {"platform_url": (config.platform.url or "").rstrip("/")}
+    extra = template_globals(config)
     renderer = Renderer(config.templates_path, extra, config.templates.builtin)
     out = []
     for planned in plan_notification(config, notification, notification.event_id, at.timestamp()):

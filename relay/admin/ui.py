@@ -9,7 +9,6 @@ channel's name only.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Mapping
 from typing import Protocol
 from urllib.parse import quote
@@ -21,6 +20,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from relay.admin.channels import channel_rows
 from relay.admin.selection import Releasing, Replaying
+from relay.admin.ui_chart import HEIGHT, WIDTH, chart
+from relay.admin.ui_query import PageQuery, back_query
 from relay.admin.ui_render import error_page, render
 from relay.admin.ui_session import (
     COOKIE,
@@ -37,6 +38,7 @@ from relay.admin.ui_session import (
 )
 from relay.admin.ui_view import DELIVERIES_OF_ONE, PageData, anchor
 from relay.config import Config
+from relay.core.model import State
 from relay.delivery.silencing import Scheduling
 from relay.storage.sessions import EndedSessions
 from relay.web.auth import admin_allowed, admin_token_offered
@@ -45,8 +47,6 @@ from relay.web.throttle import API, UI, Guard
 
 log = logging.getLogger("relay.admin.ui")
 
-EVENTS_PER_PAGE = 25
-MAX_EVENTS_PER_PAGE = 200
 _PAGE = {"type": "string"}  # an HTML page
 _SECURITY: list[dict[str, list[str]]] = [*ADMIN_SECURITY, {"adminSession": []}, {}]  # no admin token configured: open
 
@@ -68,11 +68,6 @@ def html_answer(description: str) -> Answer:
 
 # Admin tokens sent in a header to a page count with the admin API's refusals (relay/web/throttle.py).
 THROTTLED = html_answer("Too many wrong admin tokens from this address: wait Retry-After seconds")
-
-
-def _count(value: str) -> str | None:
-    """A count from the query (replayed=, released=): digits only, so nothing else is ever echoed."""
-    return value if value.isdigit() and len(value) <= 6 else None
 
 
 class PageIntake(Replaying, Releasing, Scheduling, Protocol):
@@ -158,7 +153,8 @@ class AdminPage:
 
     @documented(
         page_operation(
-            "The admin page: recent notifications, failed and held deliveries, counters",
+            "The admin page: counters, the last hour, channels, failed and held deliveries, recent notifications "
+            "(query `event`, `before`, `limit`) or the deliveries of its filters (query `state`, `channel`, `kind`)",
             {
                 200: html_answer("The page"),
                 303: Answer("Not logged in: to /ui/login"),
@@ -173,37 +169,35 @@ class AdminPage:
         if isinstance(viewing, Response):
             return viewing
         session, fresh = viewing
-        q = request.query_params
         try:
-            limit = max(1, min(MAX_EVENTS_PER_PAGE, int(q.get("limit", EVENTS_PER_PAGE))))
-            before = float(q["before"]) if q.get("before") else None
-            if before is not None and not math.isfinite(before):
-                raise ValueError("before must be finite")
+            query = PageQuery.of_query(request.query_params)
         except ValueError:
-            return self.error(400, "Invalid query", "limit must be a number of notifications; before a timestamp.")
-        event_id = (q.get("event") or "").strip() or None
+            return self.error(
+                400, "Invalid query", "limit must be a number of notifications; before a timestamp; state a state."
+            )
         try:
-            data = await run_in_threadpool(self.data.page, event_id, before, limit)
+            data = await run_in_threadpool(self.data.page, query)
             channels = await run_in_threadpool(channel_rows, self.data.redis, self.config(), self.clock())
         except RedisError as exc:
             log.warning("admin page: Redis unavailable (%s)", type(exc).__name__)
             return self.redis_down("relay cannot read its records right now. Try again shortly.")
-        refresh = q.get("refresh", "")
         response = render(
             "index.html.j2",
             self.clock(),
             page=data,
+            q=query,
+            chart=chart(data.activity),
+            chart_size=(WIDTH, HEIGHT),
+            anchor=anchor,
             channels=channels,
+            channel_names=list(self.config().channels),
+            states=list(State),
             trace_link=self.config().tracing.link,
             csrf=csrf_token(session) if session else "",
             open_mode=not self.tokens(),
             logged_in=bool(self.tokens()) and session is not None,
-            event_filter=event_id,
+            event_filter=query.event,
             view_max=DELIVERIES_OF_ONE,
-            limit=limit,
-            replayed=_count(q.get("replayed", "")),
-            released=_count(q.get("released", "")),
-            refresh=int(refresh) if refresh.isdigit() and len(refresh) <= 4 and 5 <= int(refresh) <= 3600 else None,
         )
         if fresh is not None:
             set_session(response, request, fresh)
@@ -341,11 +335,8 @@ def target_of(form: Mapping[str, str]) -> tuple[str | None, str | None]:
 
 
 def back_to(notice: str, form: Mapping[str, str], owner: str | None) -> str:
-    """Back to the view the button was on (one notification, or the list), at the notification."""
-    target = f"/ui?{notice}"
-    view = form.get("view", "").strip()
-    if view:
-        target += "&event=" + quote(view, safe="")
-    if owner:
-        target += "#" + anchor(owner)
-    return target
+    """Back to the view the button was on (one notification, or the filtered list), its notice at the top and
+    in view (`#notice`), linking to the notification it was about (`of`)."""
+    target = f"/ui?{notice}" + ("&of=" + quote(owner, safe="") if owner else "")
+    view = back_query(form)
+    return target + ("&" + view if view else "") + "#notice"

@@ -14,7 +14,7 @@ from starlette.responses import Response
 from relay.admin.detail import detail
 from relay.admin.ui import THROTTLED, AdminPage, html_answer, page_operation
 from relay.admin.ui_render import render
-from relay.admin.ui_session import set_session
+from relay.admin.ui_session import csrf_token, set_session
 from relay.web.operation import Answer, documented
 
 log = logging.getLogger("relay.admin.ui")
@@ -42,7 +42,7 @@ class DeliveryPage:
         viewing = await self.page.viewing_session(request)
         if isinstance(viewing, Response):
             return viewing
-        _, fresh = viewing
+        session, fresh = viewing
         delivery_id = request.path_params["deliveryId"]
         try:
             record = await run_in_threadpool(self.page.data.store.delivery, delivery_id)
@@ -58,6 +58,9 @@ class DeliveryPage:
             tries=record.attemptLog,  # as stored: `at` in epoch seconds, for the page's own time formats
             created=record.createdAt,
             updated=record.updatedAt,
+            csrf=csrf_token(session) if session else "",
+            open_mode=not self.page.tokens(),
+            logged_in=bool(self.page.tokens()) and session is not None,
         )
         if fresh is not None:
             set_session(response, request, fresh)

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from relay.admin.ui import THROTTLED, AdminPage, back_to, html_answer, page_operation, target_of
+from relay.admin.ui_query import back_query
 from relay.admin.ui_render import render
 from relay.admin.ui_session import csrf_token, set_session
 from relay.web.operation import Answer, documented
@@ -63,6 +64,7 @@ class ReleasePage:
             delivery_id=delivery_id,
             event_id=event_id,
             view=(request.query_params.get("view") or "").strip() or None,
+            back_query=back_query(request.query_params),
             csrf=csrf_token(session) if session else "",
         )
         if fresh is not None:

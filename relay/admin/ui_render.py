@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.responses import HTMLResponse
@@ -52,6 +52,7 @@ def render(
             when=when,
             iso=iso,
             quote=quote,
+            urlencode=urlencode,
             **context,
         ),
         status,

@@ -12,9 +12,11 @@ from redis import Redis
 
 from relay.admin.counters import CounterReader, Counters
 from relay.admin.selection import Filters, ReleaseRequest, Releasing, Replaying
+from relay.admin.ui_query import PageQuery
 from relay.core.model import Delivery, State, trace_id
 from relay.core.outages import held_by_outage
 from relay.core.silences import Silence, holder
+from relay.storage.activity import Minute, last_hour
 from relay.storage.events import read_summaries
 from relay.storage.silences import Silences
 from relay.storage.store import EVENTS, FAILED, HELD, Store
@@ -23,6 +25,7 @@ DELIVERIES_PER_EVENT = 50  # in the list of notifications
 DELIVERIES_OF_ONE = 500  # in the view of one notification (more: relay status, or the admin API's pages)
 FAILED_SHOWN = 100
 HELD_SHOWN = 100
+DELIVERIES_LISTED = 50  # chosen by the page's filters (more: the admin API's GET /api/v1/deliveries)
 ERROR_SHOWN = 300  # characters of a delivery's last error shown in a table cell
 
 
@@ -149,6 +152,9 @@ class Page:
     held: list[DeliveryRow] = field(default_factory=list)  # soonest first
     held_total: int = 0
     silences: list[SilenceRow] = field(default_factory=list)  # active and pending, oldest start first
+    activity: list[Minute] = field(default_factory=list)  # the last hour's, oldest minute first
+    listed: list[DeliveryRow] | None = None  # with filters: the deliveries they choose, newest first
+    listed_more: bool = False  # more than those listed match
 
     @property
     def failed_shown(self) -> int:
@@ -206,21 +212,26 @@ class PageData:
             if row.delivery.digest and row.delivery.digest in found:
                 row.digest_event = found[row.delivery.digest].eventId
 
-    def page(self, event_id: str | None, before: float | None, limit: int) -> Page:
+    def page(self, query: PageQuery) -> Page:
         older: float | None = None
-        if event_id is not None:
-            event_ids = [event_id]
-        else:
+        event_ids: list[str] = []
+        if query.event is not None:
+            event_ids = [query.event]
+        elif not query.filtered:
             # "(": strictly older than the last one shown
-            high = f"({before!r}" if before is not None else "+inf"
+            high = f"({query.before!r}" if query.before is not None else "+inf"
             found = cast(
                 list[tuple[bytes, float]],
-                self.redis.zrevrangebyscore(EVENTS, high, "-inf", start=0, num=limit + 1, withscores=True),
+                self.redis.zrevrangebyscore(EVENTS, high, "-inf", start=0, num=query.limit + 1, withscores=True),
             )
-            event_ids = [_text(e) for e, _ in found[:limit]]
-            if len(found) > limit:
-                older = float(found[limit - 1][1])
-        events = self.events(event_ids, DELIVERIES_OF_ONE if event_id is not None else DELIVERIES_PER_EVENT)
+            event_ids = [_text(e) for e, _ in found[: query.limit]]
+            if len(found) > query.limit:
+                older = float(found[query.limit - 1][1])
+        # With filters, their deliveries are listed instead of the notifications.
+        events = (
+            [] if query.filtered else self.events(event_ids, DELIVERIES_OF_ONE if query.event else DELIVERIES_PER_EVENT)
+        )
+        chosen = query.filters()
 
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrevrange(FAILED, 0, FAILED_SHOWN - 1)
@@ -230,12 +241,14 @@ class PageData:
         failed_ids, failed_total, held_ids, held_total = pipe.execute()
         groups: dict[str, FailedGroup] = {}
         for record in self.store.deliveries(_text(d) for d in failed_ids):
-            if record is None or record.state is not State.FAILED:
+            if record is None or record.state is not State.FAILED or (query.filtered and not chosen.matches(record)):
                 continue
             group = groups.setdefault(record.eventId, FailedGroup(record.eventId, record.kind))
             group.deliveries.append(DeliveryRow(record))
         held = [
-            DeliveryRow(r) for r in self.store.deliveries(_text(d) for d in held_ids) if r and r.state is State.HELD
+            DeliveryRow(r)
+            for r in self.store.deliveries(_text(d) for d in held_ids)
+            if r and r.state is State.HELD and (not query.filtered or chosen.matches(r))
         ]
         self.link_digests(held, {})
         counters = page_counters(self.counters.read())
@@ -243,6 +256,11 @@ class PageData:
         silences = [SilenceRow(s, s.state(at)) for s in Silences(self.redis).all() if s.endsAt > at]
         page = Page(counters, events, list(groups.values()), int(failed_total), older, held, int(held_total))
         page.silences = silences
+        page.activity = last_hour(self.redis, at)
+        if query.filtered:
+            found_rows = [DeliveryRow(r) for r in chosen.select(self.store, DELIVERIES_LISTED + 1)]
+            page.listed, page.listed_more = found_rows[:DELIVERIES_LISTED], len(found_rows) > DELIVERIES_LISTED
+            self.link_digests(page.listed, {})
         return page
 
     def replay(

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -24,8 +23,10 @@ from pydantic import (
 from relay.config.durations import parse_rate as parse_rate
 from relay.config.environment import environment_settings, merge
 from relay.config.intervals import TimeIntervalConfig
-from relay.config.matchers import Matcher, MatcherError, parse_line
 from relay.config.messages import validation_problems
+from relay.config.routes import DefaultRoute as DefaultRoute
+from relay.config.routes import DigestConfig as DigestConfig
+from relay.config.routes import RouteConfig as RouteConfig
 from relay.config.server import MAX_JSON_DEPTH as MAX_JSON_DEPTH
 from relay.config.server import MIN_HMAC_SECRET as MIN_HMAC_SECRET
 from relay.config.server import AuthFailures as AuthFailures
@@ -85,6 +86,7 @@ class RetryConfig(_Model):
 
 class PlatformConfig(_Model):
     url: HttpUrl = None
+    ui_url: HttpUrl = None  # the platform UI's base, for links to a notification's resource; default `url`
     access_token: str | None = None
     auth: Literal["bearer", "basic"] = "bearer"
     jwt_duration: Seconds = 300.0  # the platform's default; ask for no longer than needed
@@ -114,83 +116,13 @@ class OutageConfig(_Model):
 
 class ChannelConfig(_Model):
     url: str
+    label: str | None = Field(default=None, min_length=1, max_length=60)  # shown to recipients (relay.core.names)
     outage: Annotated[OutageConfig | None, BeforeValidator(_outage_off)] = Field(default_factory=OutageConfig)
     per_recipient: bool = False
     # Force a body format; by default it follows the channel's scheme (md chat, html mail, txt others).
     format: Literal["md", "html", "txt"] | None = None
     # Most sends per second to this channel ("1/s", "20/m"); the excess waits in the queue.
     rate: Annotated[float | None, BeforeValidator(parse_rate)] = None
-
-
-MIN_DIGEST_WINDOW = 1.0  # seconds
-MAX_DIGEST_ITEMS = 1000
-
-
-def _digest_shorthand(value: Any) -> Any:
-    """`digest: 15m` is `digest: {window: 15m}`."""
-    return {"window": value} if isinstance(value, str | int | float) and not isinstance(value, bool) else value
-
-
-class DigestConfig(_Model):
-    """Gather a route's deliveries to one channel (one address, on a per_recipient channel) for `window` from
-    the first, then send them as one message; `max_items` sends at once (relay.delivery.digests). `key`: a
-    dotted path into the notification (`body.requestedResource.parentSystem.urn`): one digest per value."""
-
-    window: Seconds
-    max_items: int = Field(default=50, ge=1, le=MAX_DIGEST_ITEMS)
-    key: str | None = Field(
-        default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$"
-    )
-
-    @field_validator("window")
-    @classmethod
-    def _window_long_enough(cls, value: float) -> float:
-        if value < MIN_DIGEST_WINDOW:
-            raise ValueError(f"a digest window must be at least 1s, not {value:g}s")
-        return value
-
-
-def _matcher_parses(line: str, info: ValidationInfo) -> str:
-    """Each entry on its own, so that an error's key path is `routes[0].matchers[1]`; it names the route."""
-    name = info.data.get("name")
-    try:
-        parse_line(line)
-    except MatcherError as exc:
-        raise ValueError(f"route {name!r}, {exc}" if name else str(exc)) from None
-    return line
-
-
-class RouteConfig(_Model):
-    # Shown with each delivery the route plans (records, API, admin page, preview); else `routes[i]`.
-    name: str | None = Field(default=None, min_length=1, max_length=100)
-    kinds: list[str] = Field(default_factory=lambda: ["*"])
-    recipient_types: list[str] = Field(default_factory=lambda: ["*"])
-    # Alertmanager matchers on the notification (relay.config.matchers); all must match.
-    matchers: list[Annotated[str, AfterValidator(_matcher_parses)]] = Field(default_factory=list)
-    channels: list[str] = Field(default_factory=list)
-    template: str = "auto"
-    continue_: bool = Field(default=False, alias="continue")
-    fallback: list[str] = Field(default_factory=list)
-    # Names of `time_intervals`: outside every active one, or inside a mute one, a delivery is held.
-    active_time_intervals: list[str] = Field(default_factory=list)
-    mute_time_intervals: list[str] = Field(default_factory=list)
-    digest: Annotated[DigestConfig | None, BeforeValidator(_digest_shorthand)] = None
-    _compiled: list[Matcher] = PrivateAttr(default_factory=list)
-
-    @model_validator(mode="after")
-    def _matchers_compile(self) -> RouteConfig:
-        self._compiled = [m for line in self.matchers for m in parse_line(line)]
-        return self
-
-    @property
-    def compiled_matchers(self) -> list[Matcher]:
-        return self._compiled
-
-
-class DefaultRoute(_Model):
-    channels: list[str] = Field(default_factory=list)
-    template: str = "auto"
-    fallback: list[str] = Field(default_factory=list)
 
 
 MIN_PREFERENCES_SECRET = 32  # bytes: the links it signs live for months

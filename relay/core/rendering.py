@@ -23,9 +23,11 @@ from jinja2 import (
 )
 from jinja2.runtime import Context
 
+from relay.config import Config
 from relay.core.limits import MAX_VALUE, RENDER_SECONDS, LimitExceeded, limited
 from relay.core.markdown import unescape_markdown
 from relay.core.model import Delivery, Notification, kind_name, recipient_type_name
+from relay.core.names import Lookup, names_of, resource_url
 from relay.core.sandbox import BUILTIN_DIR, RenderError, make_environment
 
 # Read from here by the check, the preview and the tests.
@@ -159,9 +161,17 @@ def recipient_of(notification: Notification, delivery: Delivery) -> dict[str, An
     return recipients[index] if index is not None and index < len(recipients) else None
 
 
+def template_globals(config: Config) -> dict[str, Any]:
+    """What every template of this config sees besides the notification: the platform's URL and its UI's."""
+    api = (config.platform.url or "").rstrip("/")
+    return {"platform_url": api, "platform_ui_url": (config.platform.ui_url or "").rstrip("/") or api}
+
+
 def build_context(
-    notification: Notification, delivery: Delivery, extra: dict[str, Any] | None = None
+    notification: Notification, delivery: Delivery, extra: dict[str, Any] | None = None, lookup: Lookup | None = None
 ) -> dict[str, Any]:
+    """The template's context (docs/templates.md, "Context"); `lookup`: the catalog's names for references
+    the payload names no one for (relay.core.names)."""
     message = notification.messages[delivery.messageIndex]
     payload = notification.model_dump(mode="json")
     msg = payload["messages"][delivery.messageIndex]
@@ -181,9 +191,13 @@ def build_context(
         "recipient": recipient,
         "channel": delivery.channel,
         "platform_url": "",
+        "platform_ui_url": "",
+        "names": names_of(notification, lookup),
     }
     if extra:
         context.update(extra)
+    base = context["platform_ui_url"] or context["platform_url"]
+    context["resource_url"] = resource_url(base if isinstance(base, str) else None, payload["body"])
     return context
 
 
@@ -240,10 +254,16 @@ class Renderer:
         return None
 
     def render(
-        self, notification: Notification, delivery: Delivery, fmt: str, extra: dict[str, Any] | None = None
+        self,
+        notification: Notification,
+        delivery: Delivery,
+        fmt: str,
+        extra: dict[str, Any] | None = None,
+        lookup: Lookup | None = None,
     ) -> Rendered:
         """The delivery's title and body, with the route's template choice (`delivery.template`). `extra`: more
-        context for this delivery alone (its person's `preferences_url` and `unsubscribe_url`)."""
+        context for this delivery alone (its person's `preferences_url` and `unsubscribe_url`); `lookup`: the
+        catalog's names, asked only when a template is used (relay.core.names)."""
         message = notification.messages[delivery.messageIndex]
         types = [t for t in (message.recipientType_v2, delivery.recipientType, message.recipientType) if t]
         names = candidates(delivery.template, notification.kind, types, fmt)
@@ -253,7 +273,7 @@ class Renderer:
         try:
             tpl, used = self.choose(delivery.template, notification.kind, types, fmt)
             if tpl is not None:
-                context = build_context(notification, delivery, {**self.extra, **(extra or {})})
+                context = build_context(notification, delivery, {**self.extra, **(extra or {})}, lookup)
                 t_title, body = render_template(tpl, context, used, title)
                 t_title = t_title if t_title is not None else title
                 text_part = self.text_part(tpl.name or "", context, t_title) if used == "html" else None

@@ -34,6 +34,7 @@ from relay.core.limits import (
     ticking,
 )
 from relay.core.markdown import escape_markdown
+from relay.core.names import display_name
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_templates"
 
@@ -228,4 +229,5 @@ def make_environment(template_dir: Path | None) -> BoundedSandbox:
         lstrip_blocks=True,
         keep_trailing_newline=False,
     )
+    env.filters["display_name"] = display_name  # `{{ ref|display_name }}`: the name the context's `names` has
     return env

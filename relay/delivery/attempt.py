@@ -43,6 +43,7 @@ __all__ = ["run"]
 def run(rt: Context, record: Delivery | str, notification: Notification | None, slot_at: float | None) -> str:
     """Try a delivery this worker leased once (a record fresh from planning, or the id of one); returns its
     state."""
+    rt = rt.pinned()  # one config, renderer and catalog for the whole try
     current = _read(rt, record)
     if current is None:
         return "expired"

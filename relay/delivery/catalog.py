@@ -1,4 +1,5 @@
-"""Platform catalog client: a recipient's e-mail (or a group's members' e-mails) by entity reference.
+"""Platform catalog client: a recipient's e-mail (or a group's members' e-mails), and an entity's display
+name (`display_name`), by entity reference.
 
 Bearer: the access token is exchanged for a short-lived JWT (POST /api/auth/access-tokens/jwt), kept
 in the process and exchanged again shortly before it expires or on a 401. Basic: `platform:<token>`.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import logging
 import threading
@@ -24,6 +26,7 @@ from redis.exceptions import RedisError
 
 from relay.config import PlatformConfig
 from relay.core.lookup import DOT_SEGMENTS, split_ref, unusable_ref
+from relay.core.names import entity_display_name
 from relay.core.recipients import valid_email
 from relay.storage.store import METRICS, PREFIX, metric_field
 from relay.storage.tally import Tally
@@ -32,6 +35,8 @@ log = logging.getLogger("relay.delivery.catalog")
 NEGATIVE_TTL = 300.0  # seconds an unknown user or a user without e-mail is remembered
 REFRESH_MARGIN = 0.2  # exchange again when this share of the JWT's life is left
 MAX_GROUP_MEMBERS = 1000
+NAME_TIMEOUT = 2.0  # seconds at most one name look-up waits for the platform: a name is never worth more
+NAME_PAUSE = 60.0  # seconds no name is asked after the platform failed to give one (e-mails still are)
 
 
 class CatalogUnavailable(Exception):
@@ -95,6 +100,7 @@ class Catalog:
         self._jwt: str | None = None
         self._jwt_expires = 0.0
         self._lock = threading.Lock()
+        self._names_paused_until = 0.0
 
     # -- credentials ---------------------------------------------------------------------------
 
@@ -131,14 +137,14 @@ class Catalog:
                 self._exchange()
             return f"Bearer {self._jwt}"
 
-    def _get(self, path: str) -> dict[str, Any] | None:
+    def _get(self, path: str, timeout: float | None = None) -> dict[str, Any] | None:
         """GET a catalog path: the JSON object, None on 404; one new exchange on a 401."""
         for attempt in (0, 1):
             try:
                 answer = self.http.get(
                     f"{self.base}{path}",
                     headers={"Authorization": self._authorization(renew=attempt == 1), "Accept": "application/json"},
-                    timeout=self.config.timeout,
+                    timeout=timeout or self.config.timeout,
                 )
             except requests.RequestException as exc:
                 raise CatalogUnavailable(f"catalog request failed: {type(exc).__name__}") from None
@@ -155,13 +161,13 @@ class Catalog:
             return data if isinstance(data, dict) else None
         raise CatalogUnavailable("catalog refused the credentials")
 
-    def entity(self, ref: EntityRef) -> dict[str, Any] | None:
+    def entity(self, ref: EntityRef, timeout: float | None = None) -> dict[str, Any] | None:
         parts = (ref.kind, ref.namespace, ref.name)
         # One path segment each, every reserved character percent-encoded (no `/`, `?`, `#`, `%` left); a dot
         # segment is never sent (EntityRef.parse refuses it), so the path cannot leave the entity path.
         if any(p in DOT_SEGMENTS or not p for p in parts):
             return None
-        return self._get("/api/catalog/entities/by-name/" + "/".join(quote(p, safe="") for p in parts))
+        return self._get("/api/catalog/entities/by-name/" + "/".join(quote(p, safe="") for p in parts), timeout)
 
     # -- look-ups ------------------------------------------------------------------------------
 
@@ -191,6 +197,7 @@ class Catalog:
             self._count("not_found")
             return []
         self._count("fetched")
+        self._keep_name(ref, entity_display_name(entity))  # the same answer: no second fetch for the name
         if ref.kind == "group":
             found: list[str] = []
             for member in member_refs(entity):
@@ -204,8 +211,45 @@ class Catalog:
         own = entity_email(entity)
         return [own] if own else []
 
+    def display_name(self, ref_text: str) -> str | None:
+        """The catalog's name for people of an entity (`relay.core.names.entity_display_name`), None when it has
+        none; cached like e-mails. CatalogUnavailable when the platform did not answer in NAME_TIMEOUT, and then
+        for NAME_PAUSE without asking it (a page or a message waits on no platform that is down)."""
+        ref = EntityRef.parse(ref_text)
+        if ref is None:
+            return None
+        try:
+            cached = self.redis.get(_name_key(ref))
+        except RedisError:
+            cached = None
+        if cached is not None:
+            self._count("cache_hit")
+            text = cached.decode() if isinstance(cached, bytes) else str(cached)
+            return text or None  # "": the catalog has no name for it
+        if time.monotonic() < self._names_paused_until:
+            raise CatalogUnavailable("the platform failed a moment ago")
+        try:
+            entity = self.entity(ref, min(NAME_TIMEOUT, self.config.timeout))
+        except CatalogUnavailable:
+            self._names_paused_until = time.monotonic() + NAME_PAUSE
+            raise
+        self._count("fetched" if entity is not None else "not_found")
+        name = entity_display_name(entity) if entity is not None else None
+        self._keep_name(ref, name)
+        return name
+
+    def _keep_name(self, ref: EntityRef, name: str | None) -> None:
+        ttl = self.config.cache_ttl if name else min(NEGATIVE_TTL, self.config.cache_ttl)
+        with contextlib.suppress(RedisError):
+            self.redis.set(_name_key(ref), name or "", ex=max(1, int(ttl)))
+
     def _count(self, result: str) -> None:
         field = metric_field("relay_catalog_lookups_total", result=result)
         self.tally.add(field)
         with contextlib.suppress(RedisError):
             self.redis.hincrby(METRICS, field, 1)
+
+
+def _name_key(ref: EntityRef) -> str:
+    # Hashed: the parts come from payloads (STYLE.md, "Keys built from payload values are hashed or escaped").
+    return f"{PREFIX}catalog:name:" + hashlib.sha256(str(ref).encode()).hexdigest()[:32]

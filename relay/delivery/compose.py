@@ -13,6 +13,7 @@ from relay.core.rendering import Rendered
 from relay.core.titles import fit_title
 from relay.delivery.channels import redact, scheme_of
 from relay.delivery.context import Context
+from relay.delivery.names import catalog_lookup, remember_names
 from relay.delivery.preferences import link_tokens
 
 log = logging.getLogger("relay.delivery.jobs")
@@ -23,10 +24,13 @@ def compose(
 ) -> Rendered:
     """The delivery rendered as it goes out, with the route's template choice (`record.template`) as every
     attempt renders it; the file it used is noted in `record.templateUsed`, never in the choice. `extra`: more
-    context for this delivery (its person's links, relay.delivery.preferences)."""
+    context for this delivery (its person's links, relay.delivery.preferences). The names it shows come from
+    the payload, else the catalog (relay.delivery.names); the person's is kept for their page."""
     with tracing.span("relay.render", **{"relay.format": fmt}) as span:
-        rendered = rt.renderer.render(notification, record, fmt, extra)
+        rendered = rt.renderer.render(notification, record, fmt, extra, catalog_lookup(rt.catalog))
         span.set("relay.template", rendered.template)
+    if extra and "preferences_url" in extra:
+        remember_names(rt.redis, notification, record)
     if rendered.error:
         rt.store.incr("relay_template_fallbacks_total", kind=record.kind)
         log.warning(

@@ -1,18 +1,24 @@
-"""What the delivery stages are handed: the process's config, its stores on Redis, the intake (RQ), the
-renderer, the senders, the catalog and the clock, built once by the runtime's bootstrap. Delivery code takes
-them as a parameter and never imports the runtime (tests/test_layering.py).
+"""What the delivery stages are handed: the process's config with what is built from it (`Loaded`), its
+stores on Redis, the intake (RQ), the senders and the clock, built once by the runtime's bootstrap. Delivery
+code takes them as a parameter and never imports the runtime (tests/test_layering.py).
 
-RQ calls a job by its function's name with the job's arguments alone, so the job functions
-(`relay.delivery.jobs`) find the context that the worker's bootstrap bound here, once per process: the one
-place where RQ calls in.
+A reload swaps the whole `Loaded` in one assignment; a unit of work (a planning, a try of a delivery) runs
+on `pinned()`, which reads it once: its config, renderer and catalog are always of one load.
+
+RQ calls a job by its function's name with the job's arguments; a worker's RQ runs its jobs through
+`job_class(context)` (RQ's `job_class` option), which hands them the context as their first argument: the
+one place where RQ calls in, and no module holds the context.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from redis import Redis
+from rq.job import Job
 
 from relay.config import Config
 from relay.core.rendering import Renderer
@@ -22,14 +28,40 @@ from relay.storage.queue import Intake
 from relay.storage.store import Store
 
 
-class Context(Protocol):
+@dataclass(frozen=True)
+class Loaded:
+    """The config and what is built from it: the templates' renderer and the platform's catalog (None
+    without a platform URL)."""
+
     config: Config
+    renderer: Renderer
+    catalog: Catalog | None
+
+
+class Context(Protocol):
     redis: Redis
     store: Store
     intake: Intake
-    renderer: Renderer
     sender: Sender
-    catalog: Catalog | None
+
+    @property
+    def loaded(self) -> Loaded: ...
+
+    @property
+    def config(self) -> Config:
+        """`loaded.config`."""
+        ...
+
+    @property
+    def renderer(self) -> Renderer: ...
+
+    @property
+    def catalog(self) -> Catalog | None: ...
+
+    def pinned(self) -> Context:
+        """This context with what it has loaded read once: what one unit of work runs on, so that a reload
+        meanwhile never hands it a config of one load and a renderer or catalog of another."""
+        ...
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -52,17 +84,14 @@ class Context(Protocol):
         ...
 
 
-_bound: Context | None = None
+def job_class(context: Context) -> type[Job]:
+    """The RQ job class of a worker whose jobs run with `context`: RQ resolves a job's function by its name
+    (`Job.func`), and this class hands it `context` first, then the job's own arguments."""
 
+    class WithContext(Job):
+        @property
+        def func(self) -> Callable[..., Any] | None:
+            found: Callable[..., Any] | None = super().func
+            return functools.partial(found, context) if found is not None else None
 
-def bind(context: Context) -> Context:
-    """Make `context` what the jobs of this process run with (the worker's bootstrap calls this)."""
-    global _bound
-    _bound = context
-    return context
-
-
-def bound() -> Context:
-    if _bound is None:
-        raise RuntimeError("relay's jobs run in `relay worker` (or `relay serve`), which binds their context")
-    return _bound
+    return WithContext

@@ -28,6 +28,7 @@ SETTLE_SECONDS = 10.0
 def replan_held(rt: Context) -> int:
     """Each held delivery's `notBefore` under the config now; those that may go sooner get a wake-up then.
     Returns how many were moved sooner."""
+    rt = rt.pinned()  # one config throughout
     now = rt.clock()
     at = datetime.fromtimestamp(now, UTC)
     ids = rt.store.held_ids()

@@ -19,9 +19,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from redis import Redis
 from redis.exceptions import RedisError
-from rq.job import Job
 
 from relay import tracing
 from relay.core.model import Delivery, Notification
@@ -29,7 +27,7 @@ from relay.core.quiet import held_until
 from relay.core.routing import plan_notification
 from relay.core.states import OPEN, SENDABLE, State
 from relay.delivery import attempt
-from relay.delivery.context import Context, bound
+from relay.delivery.context import Context
 from relay.delivery.preferences import apply_preferences, count_planned
 from relay.delivery.recording import created, follow, wake_for
 from relay.delivery.silencing import count_silenced, silence_planned
@@ -56,18 +54,18 @@ LISTEN_SECONDS = 0.5
 JOB_SECONDS = 10.0
 
 
-def work(event_id: str = "") -> int:
+def work(rt: Context, event_id: str = "") -> int:
     """The wake-up job: take due work (`relay.storage.leases`), oldest first and a batch at a time, for up to
     `WORK_SECONDS`; then, in a worker that lingers (`Context.linger`), listen for more a moment before the job
     ends: an arrival or a wake-up meanwhile nudges this job instead of queueing another. Returns how many
-    units were taken. `event_id`: the notification whose arrival queued this job (empty for other wake-ups),
-    planned first when it is still waiting.
+    units were taken. `rt`: this worker's runtime (RQ hands it in: `relay.delivery.context.job_class`);
+    `event_id`: the notification whose arrival queued this job (empty for other wake-ups), planned first
+    when it is still waiting.
 
     Its start clears the wake-up flag, so the next notification queues another job (unless it nudges a
     listening one), which the other workers take meanwhile. Work still due when the time is up stays due,
     with a wake-up queued.
     """
-    rt = bound()
     began = time.monotonic()
     if rt.linger > 0:
         rt.stop_requested()  # watched from the job's start: a stop while it works ends it after the work
@@ -170,16 +168,6 @@ def _let_go_of(rt: Context, units: list[str]) -> None:
         rt.store.leases.give_back(rt.name, units, now())
 
 
-# Earlier relays queued these jobs; one still queued at an upgrade runs as a wake-up.
-plan_batch = work
-
-
-def deliver_job(delivery_id_: str, slot_at: float | None = None) -> int:
-    """A job queued by an earlier relay for one delivery: it is made due, and this worker takes due work."""
-    bound().intake.schedule({delivery_id_: now()}, {delivery_id_: slot_at} if slot_at is not None else None)
-    return work()
-
-
 def _batch(rt: Context) -> int:
     """How many units to take: as many as this worker's senders have room for, up to BATCH, at least one."""
     return max(1, min(BATCH, 2 * rt.sender.threads - rt.sender.pending))
@@ -222,15 +210,16 @@ def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WOR
     return back
 
 
-def plan_job(event_id: str) -> int:
+def plan_job(rt: Context, event_id: str) -> int:
     """Plan one notification again by hand (it must still be stored); safe to run again after a crash."""
-    return plan_event(bound(), event_id, leased=False)
+    return plan_event(rt, event_id, leased=False)
 
 
 def plan_event(rt: Context, event_id: str, leased: bool = True) -> int:
     """Turn a stored notification into delivery records and sends; safe to run again after a crash. Once its
     deliveries are stored, the notification is done with: this worker's lease on it dropped (`leased`), or
     it is taken out of the notifications to plan."""
+    rt = rt.pinned()  # one config for the whole planning
     event = rt.store.event(event_id)
     if event is None:
         log.warning("event expired before it was planned", extra={"eventId": event_id})
@@ -322,10 +311,3 @@ class _Holds:
                 delivery.notBefore = self.until(delivery.route)
                 if delivery.notBefore is not None:
                     delivery.state = State.HELD
-
-
-def delivery_job_failed(job: Job, connection: Redis, exc_type: type, exc: BaseException, tb: Any) -> None:
-    """RQ's failure callback of delivery jobs queued by an earlier relay: the delivery is made due again, and
-    relay's leases (not RQ) count its losses from now on."""
-    if job.args:
-        bound().intake.enqueue_deliveries([str(job.args[0])])

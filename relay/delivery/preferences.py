@@ -124,8 +124,11 @@ class LinkContext(Protocol):
     """What the links of a delivery are made from: a `Context` has it, and so has `relay preview`'s own (no
     catalog there: relay.admin.preview)."""
 
-    config: Config
-    catalog: Catalog | None
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def catalog(self) -> Catalog | None: ...
 
     @property
     def clock(self) -> Callable[[], float]: ...

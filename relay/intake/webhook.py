@@ -28,9 +28,23 @@ from relay.config import Config, LimitsConfig, ServerConfig
 from relay.core.fanout import deliveries_per_message
 from relay.core.model import LIMIT_ERROR, Notification, json_depth, too_deep_at
 from relay.core.numbers import constant_at, may_hold_non_finite, non_finite_at
+from relay.intake.refusals import (
+    Refused,
+    bad_json,
+    headers_too_large,
+    not_a_number,
+    not_json_type,
+    not_object,
+    not_replicated,
+    refused,
+    too_deep,
+    too_large,
+    unauthorized,
+    unavailable,
+)
 from relay.storage.queue import Acceptance, NotReplicated, QueueUnavailable
 from relay.web.auth import signature_offered, signature_problem, webhook_allowed
-from relay.web.errors import RETRY_AFTER, error_response, is_json, validation_response
+from relay.web.errors import error_response, is_json, validation_response
 from relay.web.operation import WEBHOOK_SECURITY, Answer, Operation, documented
 from relay.web.throttle import WEBHOOK, Guard
 
@@ -39,14 +53,6 @@ log = logging.getLogger("relay.intake.webhook")
 
 class BodyTooLarge(Exception):
     pass
-
-
-class Refused(Exception):
-    """A finished error answer from one step of the webhook intake; `reason` labels the rejection metric."""
-
-    def __init__(self, response: Response, reason: str | None) -> None:
-        super().__init__(reason)
-        self.response, self.reason = response, reason
 
 
 async def read_limited(request: Request, limit: int) -> bytes:
@@ -64,117 +70,9 @@ async def read_limited(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _refused(status: int, error: str, user_message: str, solution: str, reason: str, **options: Any) -> Refused:
-    """A finished error answer of one intake step, with the reason its rejection is counted under."""
-    return Refused(error_response(status, [error], user_message, solutions=[solution], **options), reason)
-
-
-def _unauthorized() -> Refused:
-    # One answer for every failure: which part was wrong (token, password, signature, clock) is only logged.
-    return _refused(
-        401,
-        "missing or invalid credentials",
-        "The webhook call was not authenticated.",
-        "Send the credentials configured for this webhook (a token, Basic credentials or a signature).",
-        "auth",
-        headers={"WWW-Authenticate": 'Bearer realm="relay"'},
-    )
-
-
-def _too_large(limit: int) -> Refused:
-    return _refused(
-        413,
-        f"body larger than {limit} bytes",
-        "The notification is too large.",
-        f"Send at most {limit} bytes, or raise server.max_body_bytes.",
-        "size",
-    )
-
-
 def header_bytes(request: Request) -> int:
     """The size of the request's header block as sent: each `name: value` line and its CRLF."""
     return sum(len(name) + len(value) + 4 for name, value in request.headers.raw)
-
-
-def _headers_too_large(limit: int) -> Refused:
-    return _refused(
-        431,
-        f"request headers larger than {limit} bytes",
-        "The request's headers are too large.",
-        f"Send at most {limit} bytes of headers, or raise server.limits.max_header_bytes.",
-        "headers",
-    )
-
-
-def not_json_type(content_type: str | None) -> Refused:
-    return _refused(
-        415,
-        f"content type {content_type or '(none)'!r} is not JSON",
-        "The notification must be sent as JSON.",
-        "Send the body with Content-Type: application/json.",
-        "content_type",
-    )
-
-
-def _bad_json(reason: str) -> Refused:
-    return _refused(400, reason, "The notification is not valid JSON.", "Send one JSON object as the body.", "json")
-
-
-def _not_a_number(path: str, status: int) -> Refused:
-    return _refused(
-        status,
-        f"{path or 'the body'}: not a finite number (NaN, Infinity, or past the range of a double, like 1e400)",
-        "The notification holds a number relay cannot store.",
-        "Send numbers between about -1.8e308 and 1.8e308 (or send the value as a string).",
-        "json",
-        field=path,
-    )
-
-
-def _too_deep(limit: int, path: str) -> Refused:
-    return _refused(
-        422,
-        f"{path or 'the body'}: JSON nested deeper than {limit} levels",
-        f"The notification is nested deeper than {limit} levels.",
-        f"Flatten the payload, or raise server.limits.max_depth (now {limit}).",
-        "limits",
-        field=path,
-    )
-
-
-def _not_object(data: Any) -> Refused:
-    return _refused(
-        422,
-        f"the body must be a JSON object, not {type(data).__name__}",
-        "The notification must be a JSON object.",
-        "Send one notification object as the body.",
-        "schema",
-        field="",
-    )
-
-
-def unavailable() -> Response:
-    return error_response(
-        503,
-        ["the queue is unavailable; nothing was accepted"],
-        "relay cannot store notifications right now.",
-        problems=["Redis did not answer or did not confirm the write."],
-        solutions=["Send the notification again after Retry-After seconds."],
-        headers={"Retry-After": RETRY_AFTER},
-    )
-
-
-def not_replicated() -> Response:
-    """503 for a notification the primary holds but too few replicas acknowledged (`redis.min_replicas`): its
-    retry with the same eventId is answered 202 once they hold it."""
-    return error_response(
-        503,
-        ["the notification is not yet held by enough Redis replicas; it was not acknowledged"],
-        "relay cannot confirm the notification is stored safely right now.",
-        problems=["Fewer Redis replicas than redis.min_replicas acknowledged the write within redis.replica_timeout."],
-        solutions=["Send the notification again, with the same eventId, after Retry-After seconds."],
-        headers={"Retry-After": RETRY_AFTER},
-    )
 
 
 def parse_json(raw: bytes, max_depth: int) -> Any:
@@ -186,22 +84,22 @@ def parse_json(raw: bytes, max_depth: int) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise _bad_json("body is not UTF-8") from None
+        raise bad_json("body is not UTF-8") from None
     # Nesting deeper than the limit needs more opening brackets than that: counting them is C-fast,
     # and only a body with that many pays for the full scan.
     openings = text.count("{") + text.count("[")
     if openings > max_depth and json_depth(text) > max_depth:
-        raise _too_deep(max_depth, too_deep_at(text, max_depth) or "")
+        raise too_deep(max_depth, too_deep_at(text, max_depth) or "")
     try:
         # NaN and Infinity are not JSON, whatever some encoders write (the answer names where they are).
         data = from_json(raw, allow_inf_nan=False)
     except ValueError as exc:
         literal = constant_at(text)
-        refused = _bad_json(f"body is not valid JSON: {exc}") if literal is None else _not_a_number(literal, 400)
-        raise refused from None
+        refusal = bad_json(f"body is not valid JSON: {exc}") if literal is None else not_a_number(literal, 400)
+        raise refusal from None
     # 1e400 is JSON, but reads as infinity, which no worker could store or send on.
     if may_hold_non_finite(raw) and (path := non_finite_at(data)) is not None:
-        raise _not_a_number(path, 422)
+        raise not_a_number(path, 422)
     return data
 
 
@@ -209,7 +107,7 @@ def validate_notification(raw: bytes, limits: LimitsConfig) -> Notification:
     """Parse, bound and validate a webhook body: CPU work on up to max_body_bytes, so run off the event loop."""
     data = parse_json(raw, limits.max_depth)
     if not isinstance(data, dict):
-        raise _not_object(data)
+        raise not_object(data)
     try:
         return Notification.model_validate(data, context={"limits": limits})
     except ValidationError as exc:
@@ -224,7 +122,7 @@ def bounded_fan_out(config: Config, notification: Notification) -> None:
     total = sum(deliveries_per_message(config, notification))
     if total <= limit:
         return
-    raise _refused(
+    raise refused(
         422,
         f"messages: {total} deliveries is over the limit of {limit} for one notification",
         f"The notification would make {total} deliveries; relay takes at most {limit} for one notification.",
@@ -242,17 +140,17 @@ async def authenticated_body(request: Request, server: ServerConfig, guard: Guar
     headers = request.headers
     # uvicorn's h11 only bounds a header block that arrives in pieces; one read can carry 256 KiB.
     if header_bytes(request) > server.limits.max_header_bytes:
-        raise _headers_too_large(server.limits.max_header_bytes)
+        raise headers_too_large(server.limits.max_header_bytes)
     if server.auth.enabled and (throttled := await guard.check(request, WEBHOOK)) is not None:
         raise Refused(throttled, "throttled")
     by_header = webhook_allowed(server, headers)
     if not by_header and not signature_offered(server, headers):
         await guard.failed(request, WEBHOOK, "no valid token or Basic credentials")
-        raise _unauthorized()
+        raise unauthorized()
     try:
         raw = await read_limited(request, server.max_body_bytes)
     except BodyTooLarge:
-        raise _too_large(server.max_body_bytes) from None
+        raise too_large(server.max_body_bytes) from None
     except ClientDisconnect:
         gone = error_response(400, ["the client closed the connection"], "The body was not received.")
         raise Refused(gone, None) from None
@@ -261,7 +159,7 @@ async def authenticated_body(request: Request, server: ServerConfig, guard: Guar
         problem = signature_problem(signed, headers, raw, time.time())
         if problem is not None:
             await guard.failed(request, WEBHOOK, problem)
-            raise _unauthorized()
+            raise unauthorized()
     return raw
 
 

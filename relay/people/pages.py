@@ -16,8 +16,6 @@ import hmac
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from functools import lru_cache
-from zoneinfo import available_timezones
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -26,9 +24,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from relay.config import Config
+from relay.core.names import channel_label
 from relay.core.preferences import Preference, PreferenceError, human_kind
+from relay.people.naming import NameOf, shown_name
 from relay.people.render import page
-from relay.people.view import DAYS, apply_switches, hours_form, hours_from_form, other_opt_outs, rows
+from relay.people.view import DAYS, apply_switches, hours_form, hours_from_form, other_opt_outs, rows, zone_choices
 from relay.storage.preferences import SEEN_DAYS, Preferences
 from relay.web.errors import RETRY_AFTER, error_response
 from relay.web.forms import is_form, read_fields, same_origin
@@ -68,16 +68,17 @@ def csrf_for(secret: str, token: str) -> str:
     return hmac.new(secret.encode(), b"relay-people-csrf:" + token.encode(), hashlib.sha256).hexdigest()
 
 
-@lru_cache(maxsize=1)
-def zones() -> list[str]:
-    return [*sorted(z for z in available_timezones() if "/" in z and not z.startswith(("Etc/", "SystemV/"))), "UTC"]
-
-
 class PeoplePages:
     def __init__(
-        self, redis: Redis, settings: Callable[[], Config], clock: Callable[[], float], guard: Guard | None = None
+        self,
+        redis: Redis,
+        settings: Callable[[], Config],
+        clock: Callable[[], float],
+        guard: Guard | None = None,
+        name_of: NameOf | None = None,  # a person's name (relay.people.naming); None: their readable reference
     ) -> None:
         self.guard = guard
+        self.name_of = name_of
         self.store = Preferences(redis)
         self.settings = settings
         self.clock = clock
@@ -100,7 +101,8 @@ class PeoplePages:
             pref, sent = await run_in_threadpool(self._read, link.person)
         except RedisError:
             return _unavailable()
-        return self._preferences_page(token, link.person, pref, sent, saved=request.query_params.get("saved") == "1")
+        name = await shown_name(self.name_of, link.person)
+        return self._preferences_page(token, name, pref, sent, saved=request.query_params.get("saved") == "1")
 
     @documented(
         _operation(
@@ -126,7 +128,8 @@ class PeoplePages:
             hours = hours_from_form(form)
         except ValueError as exc:
             pref, sent = await run_in_threadpool(self._read, link.person)
-            return self._preferences_page(token, link.person, pref, sent, problem=str(exc), status=422)
+            name = await shown_name(self.name_of, link.person)
+            return self._preferences_page(token, name, pref, sent, problem=str(exc), status=422)
         config = self.settings()
 
         def change(pref: Preference) -> bool:
@@ -141,8 +144,8 @@ class PeoplePages:
             return _unavailable()
         except PreferenceError as exc:  # nothing stored: one that could not be read back
             pref, sent = await run_in_threadpool(self._read, link.person)
-            problem = f"Not saved: {exc.message}."
-            return self._preferences_page(token, link.person, pref, sent, problem=problem, status=422)
+            problem, name = f"Not saved: {exc.message}.", await shown_name(self.name_of, link.person)
+            return self._preferences_page(token, name, pref, sent, problem=problem, status=422)
         log.info("preferences saved from the preference page")
         return RedirectResponse(f"{PREFERENCES_PATH}{token}?saved=1", 303, headers=_NO_STORE)
 
@@ -152,7 +155,7 @@ class PeoplePages:
     def _preferences_page(
         self,
         token: str,
-        person: str,
+        name: str,
         pref: Preference | None,
         sent: dict[tuple[str, str], int],
         saved: bool = False,
@@ -160,16 +163,16 @@ class PeoplePages:
         status: int = 200,
     ) -> Response:
         config = self.settings()
-        shown = rows(config, pref, sent)
+        shown, hours = rows(config, pref, sent), hours_form(pref.activeHours if pref else None)
         return page(
             "preferences.html.j2",
             status,
-            person=person,
+            who=name,
             rows=shown,
-            others=other_opt_outs(pref, shown),
-            hours=hours_form(pref.activeHours if pref else None),
+            others=other_opt_outs(config, pref, shown),
+            hours=hours,
             weekdays=DAYS,
-            zones=zones(),
+            zones=zone_choices(hours.zone),
             days=SEEN_DAYS,
             critical=config.preferences.critical_kinds,
             csrf=csrf_for(config.preferences.secret or "", token),
@@ -197,7 +200,7 @@ class PeoplePages:
         except RedisError:
             return _unavailable()
         opted = pref is not None and pref.opted_out(link.kind, link.channel) is not None
-        return self._unsubscribe_page(link, token, opted, None)
+        return self._unsubscribe_page(link, token, opted, None, await shown_name(self.name_of, link.person))
 
     @documented(
         _operation(
@@ -231,7 +234,7 @@ class PeoplePages:
                         headers=_NO_STORE,
                     )
                 log.info("one-click unsubscribe")
-                return self._unsubscribe_page(link, token, True, "out")
+                return self._unsubscribe_page(link, token, True, "out", await shown_name(self.name_of, link.person))
             if values.get("undo"):
                 if not _from_page(request, values, self.settings(), token):
                     return error_response(
@@ -242,7 +245,8 @@ class PeoplePages:
                 )
                 pref = await run_in_threadpool(self.store.get, link.person)
                 still = pref is not None and pref.opted_out(link.kind, link.channel) is not None
-                return self._unsubscribe_page(link, token, still, "in" if not still else None)
+                name = await shown_name(self.name_of, link.person)
+                return self._unsubscribe_page(link, token, still, "in" if not still else None, name)
         except RedisError:
             return _unavailable()
         return error_response(
@@ -263,7 +267,7 @@ class PeoplePages:
             return exc.message
         return None if pref.opted_out(link.kind, link.channel) is not None else "not stored"
 
-    def _unsubscribe_page(self, link: Link, token: str, opted_out: bool, done: str | None) -> Response:
+    def _unsubscribe_page(self, link: Link, token: str, opted_out: bool, done: str | None, name: str) -> Response:
         config = self.settings()
         secret = config.preferences.secret or ""
         # The page of the same person, bound to the same address and made at the same time (so it expires with
@@ -273,7 +277,8 @@ class PeoplePages:
             "unsubscribe.html.j2",
             200,
             kind_title=human_kind(link.kind),
-            channel=link.channel,
+            channel=channel_label(config, link.channel),
+            who=name,
             opted_out=opted_out,
             done=done,
             csrf=csrf_for(secret, token),

@@ -1,19 +1,23 @@
-"""What a person's page shows and what its form means: the rows of kinds by channel, their active hours as
-a simple form (days, from, to, time zone), and the form read back into a preference. Plain data."""
+"""What a person's page shows and what its form means: the rows of kinds by channel (each channel by its label),
+their active hours as a simple form (days, from, to, a time zone of the IANA list), and the form read back
+into a preference. Plain data."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
+from zoneinfo import available_timezones
 
 from pydantic import ValidationError
 
 from relay.config import Config
 from relay.config.intervals import TimePeriodConfig
 from relay.config.time_intervals import WEEKDAYS
-from relay.core.preferences import ANY_CHANNEL, Preference, critical, human_kind, literal_opt_out
+from relay.core.names import channel_label
+from relay.core.preferences import Preference, critical, human_kind, literal_opt_out
 
 # Monday first, as people read a week.
 DAYS = (*WEEKDAYS[1:], WEEKDAYS[0])
@@ -29,6 +33,7 @@ class Row:
     count: int
     on: bool
     critical: bool
+    label: str = ""  # the channel as recipients know it (its `label:`)
 
 
 def row_key(kind: str, channel: str) -> str:
@@ -54,16 +59,18 @@ def rows(config: Config, pref: Preference | None, sent: Mapping[tuple[str, str],
             count,
             on=pref is None or pref.opted_out(kind, channel) is None,
             critical=critical(config, kind),
+            label=channel_label(config, channel),
         )
         for (kind, channel), count in pairs.items()
     ]
     return sorted(found, key=lambda r: (r.name.lower(), r.channel))
 
 
-def other_opt_outs(pref: Preference | None, shown: Sequence[Row]) -> list[str]:
+def other_opt_outs(config: Config, pref: Preference | None, shown: Sequence[Row]) -> list[str]:
     """The person's opt-outs that no row shows exactly (a glob, every channel): named, so nothing is hidden."""
     exact = {(r.kind, r.channel) for r in shown}
-    return [o.describe() for o in (pref.optOuts if pref else []) if (o.kind, o.channel) not in exact]
+    others = [o for o in (pref.optOuts if pref else []) if (o.kind, o.channel) not in exact]
+    return [f"{o.kind} on {channel_label(config, o.channel)}" for o in others]
 
 
 def apply_switches(pref: Preference, shown: Sequence[Row], form: Sequence[tuple[str, str]]) -> None:
@@ -126,6 +133,9 @@ def hours_from_form(form: Sequence[tuple[str, str]]) -> list[dict[str, Any]] | N
     if not days:
         raise ValueError("Choose at least one day, or choose Any time.")
     start, end, zone = values.get("start", ""), values.get("end", ""), values.get("zone", "").strip() or "UTC"
+    if zone not in iana_zones():
+        shown = zone if len(zone) <= 60 else zone[:59] + "…"
+        raise ValueError(f"The time zone “{shown}” is not one of the list: choose your time zone from the list.")
     times = [{"start_time": start, "end_time": "24:00" if end == "00:00" else end}]
     if end != "00:00" and end < start:  # overnight, 22:00 to 06:00: two ranges of the day
         times = [{"start_time": start, "end_time": "24:00"}, {"start_time": "00:00", "end_time": end}]
@@ -141,5 +151,28 @@ def hours_from_form(form: Sequence[tuple[str, str]]) -> list[dict[str, Any]] | N
     return [checked.model_dump(exclude_defaults=True)]
 
 
-def channel_label(name: str) -> str:
-    return "every channel" if name == ANY_CHANNEL else name
+# The areas of the IANA list's own zones (its other names are aliases: `US/Eastern`, `Etc/GMT+5`, `Japan`).
+AREAS = ("Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific")
+
+
+@lru_cache(maxsize=1)
+def iana_zones() -> frozenset[str]:
+    """Every name of the IANA time zone database Python knows (not the system's own `localtime`): what the page
+    accepts."""
+    return frozenset(available_timezones() - {"localtime", "posixrules", "Factory"})
+
+
+@lru_cache(maxsize=1)
+def _zone_groups() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    zones = sorted(z for z in iana_zones() if z.partition("/")[0] in AREAS and "/" in z)
+    return tuple((area, tuple(z for z in zones if z.startswith(area + "/"))) for area in AREAS)
+
+
+def zone_choices(current: str) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The page's time-zone list: (area, [(zone, label)]), sorted, `UTC` first; the person's own zone is in it
+    even when it is an alias the list leaves out (so saving the page keeps it)."""
+    groups = [("", [("UTC", "UTC")])]
+    groups += [(area, [(z, z.replace("_", " ")) for z in zones]) for area, zones in _zone_groups()]
+    if current != "UTC" and current in iana_zones() and all(current not in dict(g) for _, g in groups):
+        groups.append(("Other", [(current, current.replace("_", " "))]))
+    return groups

@@ -33,6 +33,7 @@ from relay.admin.ui_silences import SilencesPage
 from relay.admin.ui_view import PageData
 from relay.config import Config
 from relay.core.redaction import hide_path_keys, remember_config
+from relay.delivery.names import person_name
 from relay.intake.webhook import Webhook
 from relay.people.pages import PeoplePages
 from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan, socket_timeout
@@ -92,7 +93,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     muting = SilencesPage(page)
     silences = SilencesApi(rt.store, rt.redis, rt.intake, lambda: rt.clock())  # the runtime's clock then
     people = PeopleApi(rt.redis, settings, lambda: rt.clock())  # the runtime's clock as it is then (tests set it)
-    pages = PeoplePages(rt.redis, settings, lambda: rt.clock(), guard)
+    pages = PeoplePages(rt.redis, settings, lambda: rt.clock(), guard, lambda p: person_name(rt.redis, rt.catalog, p))
     channels = ChannelsApi(rt.redis, settings, lambda: rt.clock())  # the runtime's clock as it is then
     person = "/api/v1/people/{person:path}"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -19,13 +20,14 @@ from redis.sentinel import Sentinel
 
 from relay.config import Config, ConfigError, load_config
 from relay.core.redaction import remember_config
-from relay.core.rendering import Renderer
+from relay.core.rendering import Renderer, template_globals
 from relay.delivery.catalog import Catalog
-from relay.delivery.context import bind
+from relay.delivery.context import Loaded
 from relay.delivery.holding import replan_held
 from relay.delivery.sender import Sender
 from relay.runtime import embedded
 from relay.runtime.stopping import StopWatch
+from relay.storage.generations import CONFIG_GENERATION
 from relay.storage.queue import Intake
 from relay.storage.store import Store
 from relay.storage.tally import add_tallies, read_tallies
@@ -99,13 +101,12 @@ def process_name() -> str:
 
 @dataclass
 class Runtime:
-    config: Config
+    # The config and what is built from it, swapped whole by a reload (`relay.delivery.context`).
+    loaded: Loaded
     redis: Redis
     store: Store
     intake: Intake
-    renderer: Renderer
     sender: Sender
-    catalog: Catalog | None = None
     # The file the config came from, to read again on a reload (None: defaults and environment).
     config_file: Path | None = None
     # What handlers ask the time (sessions, "5 min ago"): a test may hand in its own.
@@ -120,6 +121,22 @@ class Runtime:
     def name(self) -> str:
         return self.store.owner
 
+    @property
+    def config(self) -> Config:
+        return self.loaded.config
+
+    @property
+    def renderer(self) -> Renderer:
+        return self.loaded.renderer
+
+    @property
+    def catalog(self) -> Catalog | None:
+        return self.loaded.catalog
+
+    def pinned(self) -> Runtime:
+        """This runtime with `loaded` as it is now, for one unit of work (`relay.delivery.context`)."""
+        return dataclasses.replace(self)
+
     def counted(self) -> dict[str, float]:
         """What this process counted, with what `relay serve`'s workers did: its /metrics."""
         own = self.store.tally.snapshot()
@@ -133,30 +150,24 @@ def build(config: Config, redis: Redis | None = None, config_file: Path | None =
     conn = redis if redis is not None else connect(config)
     store = Store(conn, config.retention, owner=process_name())
     store.kinds.limit = config.metrics.max_kinds
-    extra = {"platform_url": (config.platform.url or "").rstrip("/")}
     return Runtime(
-        config=config,
+        loaded=load(config, conn, store),
         redis=conn,
         store=store,
         intake=Intake.create(conn, store, config.dedup_ttl, config.redis.min_replicas, config.redis.replica_timeout),
-        renderer=Renderer(config.templates_path, extra, config.templates.builtin),
         sender=Sender(config.worker_threads),
-        catalog=Catalog(config.platform, conn, tally=store.tally) if config.platform.url else None,
         config_file=config_file,
     )
 
 
-CONFIG_GENERATION = "relay:config:generation"
-# Hash: worker name -> the config generation it runs with (written by each worker when it starts and when it
-# has read its file again; POST /api/v1/reload waits on it).
-CONFIG_APPLIED = "relay:config:applied"
-HEARTBEAT_SECONDS = 5.0
-
-
-def heartbeat_seconds(config: Config) -> float:
-    """Between two beats of a worker (each looks for a new config generation): at most HEARTBEAT_SECONDS,
-    and several beats within `dead_worker_after`."""
-    return max(0.2, min(HEARTBEAT_SECONDS, config.dead_worker_after / 4))
+def load(config: Config, redis: Redis, store: Store) -> Loaded:
+    """`config` with its renderer and catalog (the catalog caches in `redis`, counts in `store`'s tally)."""
+    extra = template_globals(config)
+    return Loaded(
+        config=config,
+        renderer=Renderer(config.templates_path, extra, config.templates.builtin),
+        catalog=Catalog(config.platform, redis, tally=store.tally) if config.platform.url else None,
+    )
 
 
 FIXED_AT_START = ("server.host", "server.port", "server.path", "redis", "data_dir")
@@ -194,14 +205,13 @@ def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
     exposed = new.server.exposure_problem() if listening else None
     if exposed is not None:
         raise ConfigError(exposed)
-    extra = {"platform_url": (new.platform.url or "").rstrip("/")}
-    rt.renderer = Renderer(new.templates_path, extra, new.templates.builtin)
-    rt.catalog = Catalog(new.platform, rt.redis, tally=rt.store.tally) if new.platform.url else None
+    loaded = load(new, rt.redis, rt.store)
+    remember_config(new)  # its secrets are scrubbed before anything runs on it
+    # Numbers the stores were built with: each one assignment, read where it is used.
     rt.store.kinds.limit = new.metrics.max_kinds
     rt.intake.dedup_ttl = new.dedup_ttl
     rt.store.retention = int(new.retention)
-    rt.config = new  # last: jobs and handlers pick up a complete new set
-    remember_config(new)
+    rt.loaded = loaded  # one assignment: a unit of work pinned before runs on the old load whole, one after on this
     return notes
 
 
@@ -230,9 +240,3 @@ def reload_and_replan(rt: Runtime) -> list[str]:
     notes = reload_runtime(rt, listening=True)
     replan_held(rt)
     return notes
-
-
-def install(rt: Runtime) -> Runtime:
-    """Make `rt` what the jobs of this process run with (`relay.delivery.context`)."""
-    bind(rt)
-    return rt

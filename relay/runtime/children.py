@@ -31,8 +31,6 @@ try:
     _LIBC: ctypes.CDLL | None = ctypes.CDLL("libc.so.6", use_errno=True)
 except OSError:  # not Linux with glibc: children are stopped only the orderly way
     _LIBC = None
-_forking_pid = 0
-_registered = False
 
 
 def die_with_parent() -> None:
@@ -48,22 +46,25 @@ def parent_gone() -> bool:
     return expected.isdigit() and os.getppid() != int(expected)
 
 
-def _before_fork() -> None:
-    global _forking_pid
-    _forking_pid = os.getpid()
+class _Forks:
+    """The fork hooks of `forks_die_with_this_process`, with the pid of the process forking."""
 
+    def __init__(self) -> None:
+        self.forking_pid = 0
 
-def _after_fork_in_child() -> None:
-    die_with_parent()
-    if os.getppid() != _forking_pid:
-        # The parent died between the fork and the line above, so no signal will come: end now. (RQ's
-        # scheduler lock, taken by the parent before the fork, then runs out by itself, in 61 s.)
-        os._exit(0)
+    def before(self) -> None:
+        self.forking_pid = os.getpid()
+
+    def after_in_child(self) -> None:
+        die_with_parent()
+        if os.getppid() != self.forking_pid:
+            # The parent died between the fork and the line above, so no signal will come: end now. (RQ's
+            # scheduler lock, taken by the parent before the fork, then runs out by itself, in 61 s.)
+            os._exit(0)
 
 
 def forks_die_with_this_process() -> None:
-    """From now on, every child this process forks gets SIGTERM when it dies. Idempotent."""
-    global _registered
-    if not _registered:
-        os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
-        _registered = True
+    """From now on, every child this process forks gets SIGTERM when it dies (a worker asks once, at its
+    start: hooks asked for twice would only do the same twice)."""
+    forks = _Forks()
+    os.register_at_fork(before=forks.before, after_in_child=forks.after_in_child)

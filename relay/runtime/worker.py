@@ -36,23 +36,19 @@ from rq import Queue, SimpleWorker
 
 from relay import tracing
 from relay.config import DEAD_WORKER_AFTER, Config, ConfigError, load_config
+from relay.delivery.context import job_class
 from relay.delivery.jobs import LINGER_SECONDS, lost
 from relay.runtime import beatfile
 from relay.runtime.bootstrap import (
-    CONFIG_APPLIED,
-    CONFIG_GENERATION,
     Runtime,
     build,
-    heartbeat_seconds,
-    install,
     open_redis,
     redis_url,
     reload_runtime,
 )
-from relay.runtime.bootstrap import (
-    HEARTBEAT_SECONDS as HEARTBEAT_SECONDS,  # tests read it here
-)
 from relay.runtime.children import forks_die_with_this_process, parent_gone
+from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
+from relay.storage.generations import HEARTBEAT_SECONDS as HEARTBEAT_SECONDS  # tests read it here
 from relay.storage.leases import delivery_unit, orphaned
 from relay.storage.queue import QUEUE_NAME
 from relay.storage.tally import write_tally
@@ -77,6 +73,7 @@ def make_worker(rt: Runtime, connection: Redis) -> SimpleWorker:
         [Queue(QUEUE_NAME, connection=connection)],
         connection=connection,
         name=rt.name,
+        job_class=job_class(rt),  # hands the jobs this runtime (relay.delivery.context)
         worker_ttl=WORKER_TTL,
         maintenance_interval=MAINTENANCE_INTERVAL,
         log_job_description=False,  # a job's description holds its event id only; relay's own lines say more
@@ -258,7 +255,7 @@ def run_worker(
     config: Config, burst: bool = False, config_file: Path | None = None, tally_dir: Path | None = None
 ) -> None:
     config, generation = _fresh_config(config, config_file)
-    rt = install(build(config, config_file=config_file))
+    rt = build(config, config_file=config_file)
     tracing.start(config, "worker", rt.name)
     serve_metrics(rt)
     published = threading.Event()

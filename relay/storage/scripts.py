@@ -17,12 +17,14 @@ return tostring(nxt - now)
 # Store deliveries' new states atomically in one command: each record, the failed index, the release of
 # its lease (when this worker holds it), the held index and the metrics.
 # An outcome stored by the lease holder also ends the count of the delivery's lost tries (they count in a row).
-# KEYS: failed index, metrics, leases, held index, losses, then each record's key. ARGV: retention, lease owner, then
+# KEYS: failed index, metrics, leases, held index, losses, then each record's key, then the minute's activity
+# (relay.storage.activity). ARGV: retention, lease owner, then
 # per record: id, updatedAt, failed-index op (add/rem/-), release lease (1/0), held-index op (its notBefore to
-# add, rem, or -), n, n field/value pairs, the counts of integer and of float increments, then those increments.
+# add, rem, or -), n, n field/value pairs, the counts of integer and of float increments, then those increments;
+# then, when a state changed, the activity's TTL and its state/count pairs.
 UPDATE = """
 local i = 3
-for r = 6, #KEYS do
+for r = 6, #KEYS - 1 do
   local key = KEYS[r]
   local id, updated, failed, unlease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local held = ARGV[i + 4]
@@ -55,6 +57,10 @@ for r = 6, #KEYS do
     redis.call('HINCRBYFLOAT', KEYS[2], ARGV[i], ARGV[i + 1])
     i = i + 2
   end
+end
+if ARGV[i] then
+  for j = i + 1, #ARGV, 2 do redis.call('HINCRBY', KEYS[#KEYS], ARGV[j], ARGV[j + 1]) end
+  redis.call('EXPIRE', KEYS[#KEYS], ARGV[i])
 end
 return 1
 """

@@ -1,7 +1,7 @@
 """The records in Redis, read and written: events, deliveries, their leases, counters.
 
 Each change of a delivery's state is one atomic script: the record, the failed index, the release of its
-lease, and the counters, so that what /metrics and the events API show always agree.
+lease, the counters and the minute's activity, so that what /metrics, the events API and the page agree.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from relay.core.model import Delivery, State, delivery_id, iso
+from relay.storage.activity import with_activity
 from relay.storage.digests import Digests
 from relay.storage.events import read_delivery_ids, read_delivery_page, read_events
 from relay.storage.leases import LEASES, LOSSES, READY, UNPLANNED, Leases, delivery_unit, event_unit
@@ -134,8 +135,7 @@ class Store:
     def __init__(self, redis: Redis, retention: float, owner: str = "") -> None:
         self.redis = redis
         self.retention = int(retention)
-        # The worker this process is, as its leases name it.
-        self.owner = owner
+        self.owner = owner  # the worker this process is, as its leases name it
         # What this process counted (its /metrics), and the kinds given a series of their own.
         self.tally = Tally()
         self.kinds = KindLabels(redis)
@@ -291,8 +291,8 @@ class Store:
                 args.extend((name, amount))
             for name, value in floats:
                 args.extend((name, repr(value)))
-        if outcomes:
-            self._update(keys=keys, args=args)
+        if outcomes:  # with each state reached counted in its minute (relay.storage.activity)
+            self._update(*with_activity(keys, args, outcomes))
             self.tally.add_many(counted)
         for outcome in outcomes:
             outcome.record.held_lease = False

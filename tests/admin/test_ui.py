@@ -154,9 +154,11 @@ def test_replay_of_one_delivery_requeues_it_and_a_worker_delivers_it(
     assert f'name="id" value="{delivery_id}"' in page.text
     answer = logged_in.post("/ui/replay", data={"csrf": csrf_of(page.text), "id": delivery_id}, follow_redirects=False)
     assert answer.status_code == 303
-    assert answer.headers["location"] == f"/ui?replayed=1#{anchor(event_id)}"
+    # Back to the page with its notice at the top and in view (#notice), the notice linking to the notification.
+    assert answer.headers["location"] == f"/ui?replayed=1&of={event_id}#notice"
     assert state_of(rt, delivery_id) == "queued"
-    assert "Requeued 1 failed delivery" in logged_in.get(answer.headers["location"]).text
+    notice = logged_in.get(answer.headers["location"]).text.split('id="notice"', 1)[1].split("</div>", 1)[0]
+    assert "Requeued 1 failed delivery of" in notice and f'href="/ui#{anchor(event_id)}"' in notice
 
     run_worker(rt)
     assert state_of(rt, delivery_id) == "delivered"
@@ -187,7 +189,7 @@ def test_replay_of_an_event_requeues_all_its_failed_deliveries_only(
     answer = logged_in.post(
         "/ui/replay", data={"csrf": csrf_of(page.text), "eventId": event_id, "view": event_id}, follow_redirects=False
     )
-    assert answer.headers["location"] == f"/ui?replayed=2&event={event_id}#{anchor(event_id)}"
+    assert answer.headers["location"] == f"/ui?replayed=2&of={event_id}&event={event_id}#notice"
     assert {state_of(rt, d) for d in failed} == {"queued"}
     run_worker(rt)
     assert {state_of(rt, d) for d in failed} == {"delivered"}

@@ -117,6 +117,7 @@ def test_log_in_replay_a_failed_delivery_by_clicking_and_see_it_delivered(
 
         failed_row.get_by_role("button", name="Replay").click()
         expect(page.get_by_role("status")).to_contain_text("Requeued 1 failed delivery")
+        expect(page.get_by_role("status")).to_be_in_viewport()
         expect(event_row).to_have_attribute("data-state", "queued")
         expect(page.locator("#failed")).to_contain_text("No failed delivery")
 
@@ -192,7 +193,8 @@ def test_release_a_held_delivery_after_its_confirmation_page(
 
         held_row.get_by_role("button", name=f"Release delivery {held.id}").click()
         page.get_by_role("button", name="Release now").click()
-        expect(page.get_by_role("status")).to_contain_text("Released 1 held delivery: it goes out now.")
+        expect(page.get_by_role("status")).to_contain_text("Released 1 held delivery of")
+        expect(page.get_by_role("status")).to_be_in_viewport()  # the notice at the top, in view
         expect(page.locator("#held")).to_contain_text("No held delivery")
         expect(event_row).to_have_attribute("data-state", "queued")
 

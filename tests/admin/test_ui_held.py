@@ -159,10 +159,13 @@ def test_release_asks_first_then_sends_it_now_through_the_api_s_release(
     form = {"csrf": csrf_of(confirm.text), "id": email.id}
     answer = held_client.post("/ui/release", data=form, follow_redirects=False)
     assert answer.status_code == 303
-    assert answer.headers["location"] == f"/ui?released=1#{anchor(event_id)}"
+    assert answer.headers["location"] == f"/ui?released=1&of={event_id}#notice"
     assert state_of(held_rt, email.id) == "queued"
     page = held_client.get(answer.headers["location"]).text
-    assert "Released 1 held delivery: it goes out now." in page
+    assert (
+        f'Released 1 held delivery of <a class="mono" href="/ui#{anchor(event_id)}">{event_id}</a>: it goes out now.'
+        in page
+    )
     assert "No held delivery" in section(page, "held")
 
     run_worker(held_rt)
@@ -193,7 +196,7 @@ def test_release_of_a_notification_from_its_own_view(
     assert f'name="eventId" value="{event_id}"' in confirm and f'name="view" value="{event_id}"' in confirm
     data = {"csrf": csrf_of(confirm), "eventId": event_id, "view": event_id}
     answer = held_client.post("/ui/release", data=data, follow_redirects=False)
-    assert answer.headers["location"] == f"/ui?released=1&event={event_id}#{anchor(event_id)}"
+    assert answer.headers["location"] == f"/ui?released=1&of={event_id}&event={event_id}#notice"
     assert state_of(held_rt, email.id) == "queued"
 
 

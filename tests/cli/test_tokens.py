@@ -18,7 +18,7 @@ from relay.cli import main
 from relay.cli.common import refuse_open_bind
 from relay.config import Config, load_config
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import build, install, reload_runtime
+from relay.runtime.bootstrap import build, reload_runtime
 from relay.runtime.embedded import EmbeddedRedis
 from tests.servers import free_port
 
@@ -113,7 +113,7 @@ def test_a_reload_that_would_bring_a_weak_token_to_an_open_address_is_refused(
     }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(data))
-    rt = install(build(load_config(path), redis, config_file=path))
+    rt = build(load_config(path), redis, config_file=path)
     data["server"]["auth"] = {"tokens": ["change-me-webhook-token"]}
     path.write_text(json.dumps(data))
     with TestClient(create_app(rt)) as client:

@@ -186,6 +186,20 @@ def test_a_platform_url_that_cannot_work_is_refused_naming_the_key(tmp_path: Pat
     assert problems_of(tmp_path, "platform: {url: 'https://platform.example.com/base'}\n") == []
 
 
+def test_the_platform_ui_url_and_a_channel_label_are_checked_naming_the_key(tmp_path: Path) -> None:
+    good = (
+        "platform: {url: 'https://api.example.com', ui_url: 'https://ui.example.com/app'}\n"
+        "channels:\n  people-email: {url: 'mailto://localhost', label: 'E-mail', per_recipient: true}\n"
+    )
+    assert problems_of(tmp_path, good) == []
+    [problem] = problems_of(tmp_path, "platform: {ui_url: 'ui.example.com'}\n")
+    assert problem.startswith("platform.ui_url: not an http(s) URL"), problem
+    [problem] = problems_of(tmp_path, "channels:\n  e: {url: 'json://localhost/e', label: ''}\n")
+    assert problem.startswith("channels.e.label:"), problem
+    [problem] = problems_of(tmp_path, f"channels:\n  e: {{url: 'json://localhost/e', label: '{'x' * 61}'}}\n")
+    assert problem.startswith("channels.e.label:"), problem
+
+
 # --- names: the nearest known one ----------------------------------------------------------------
 
 CHANNELS = "channels:\n  owners-slack: {url: 'json://localhost/o'}\n  requester-email: {url: 'json://localhost/r'}\n"

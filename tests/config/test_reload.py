@@ -12,8 +12,9 @@ from starlette.testclient import TestClient
 
 from relay.config import load_config
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import CONFIG_APPLIED, CONFIG_GENERATION, Runtime, build, install
+from relay.runtime.bootstrap import Runtime, build, reload_runtime
 from relay.runtime.worker import _forget, _heartbeat
+from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, base_config, post, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink, wait_for
 
@@ -21,7 +22,7 @@ from tests.servers import HttpSink, SmtpSink, wait_for
 def _runtime(tmp_path: Path, redis_url: str, redis: Any, data: dict[str, Any]) -> Runtime:
     path = tmp_path / "relay.json"
     path.write_text(json.dumps(data))
-    return install(build(load_config(path), redis, config_file=path))
+    return build(load_config(path), redis, config_file=path)
 
 
 def test_reload_swaps_routes_and_tokens_and_refuses_a_broken_file(
@@ -112,3 +113,26 @@ def test_reload_answers_once_every_live_worker_uses_the_new_config(
         beating.join(5)
     _forget(worker)
     assert redis.hget(CONFIG_APPLIED, worker.name) is None  # a worker that stops says so
+
+
+def test_a_reload_swaps_the_config_and_what_is_built_from_it_whole(
+    redis: Any, redis_server: Any, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
+) -> None:
+    """A unit of work pinned before a reload runs on the old config, renderer and catalog together; one pinned
+    after, on the new ones together: never a config of one load with a renderer or catalog of another."""
+    data = base_config(sink, smtp, tmp_path, redis_server.url).model_dump(
+        mode="json", by_alias=True, exclude={"base_dir"}
+    )
+    rt = _runtime(tmp_path, redis_server.url, redis, data)
+    before = rt.pinned()
+    assert rt.catalog is None
+    data["platform"] = {"url": "https://platform.example.com"}
+    assert rt.config_file is not None
+    rt.config_file.write_text(json.dumps(data))
+    reload_runtime(rt)
+    after = rt.pinned()
+    assert (before.config.platform.url, before.catalog) == (None, None)
+    assert before.renderer.extra["platform_url"] == ""
+    assert after.config.platform.url == "https://platform.example.com" and after.catalog is not None
+    assert after.renderer.extra["platform_url"] == "https://platform.example.com"
+    assert after.loaded is rt.loaded and before.loaded is not rt.loaded

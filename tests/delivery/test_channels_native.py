@@ -144,8 +144,8 @@ RESOURCE = "Invoices [re-login](https://evil.example)"  # a disguised link in Te
 FIELDS = (
     "- *Resource URN:* urn:dmb:cmp:finance:invoices:1:output-port-sql\n- *System:* Invoices 1.2.0\n"
     "- *Domain:* finance\n- *Environment:* production\n- *Requested at:* 2026-11-20 09:14 UTC\n"
-    "- *Requested for:* user:default/alice.rossi, group:default/analytics-team\n- *Reason:* Quarterly close analysis"
-)
+    "- *Requested for:* {eve}, analytics-team {group}\n- *Reason:* Quarterly close analysis"
+)  # Requested for: people by name (the payload's for Alice, hostile here too), a group readable
 OPEN = "https://platform.example.com/marketplace/systems/urn:dmb:dp:finance:invoices:1"
 
 
@@ -174,7 +174,7 @@ def test_payload_values_reach_slack_as_text_with_no_ping_and_no_link(http: respo
         "type": "mrkdwn",
         "text": f"The access request by *{eve}* for *{RESOURCE}* (Invoices 1.2.0, production) failed.\n\n"
         f"You receive this because you own Invoices.\n\n- *Requester:* {eve}\n- *Resource:* {RESOURCE}\n"
-        f"{FIELDS}\n\nPlease review the request and the system's access settings.\n\n"
+        f"{FIELDS.format(eve=eve, group='(group)')}\n\nPlease review the request and the system's access settings.\n\n"
         f"<{OPEN}|Open Invoices in the platform>",
     }
 
@@ -191,7 +191,7 @@ def test_payload_values_reach_a_teams_card_as_text_with_no_link(http: responses.
     assert body["text"] == (
         f"The access request by **{eve}** for **{resource}** (Invoices 1.2.0, production) failed.\n\n"
         f"You receive this because you own Invoices.\n\n- **Requester:** {eve}\n- **Resource:** {resource}\n"
-        + FIELDS.replace("*", "**")
+        + FIELDS.format(eve=eve, group="\\(group\\)").replace("*", "**")
         + f"\n\nPlease review the request and the system's access settings.\n\n[Open Invoices in the platform]({OPEN})"
     )
 

@@ -448,14 +448,14 @@ def test_an_open_digest_survives_a_redis_restart(sink: HttpSink, smtp: SmtpSink,
     digest is still open (a new delivery joins it), and it goes out once with everything it carried."""
     from redis import Redis
 
-    from relay.runtime.bootstrap import build, install
+    from relay.runtime.bootstrap import build
     from relay.runtime.embedded import EmbeddedRedis
     from tests.conftest import base_config
 
     server = EmbeddedRedis(tmp_path / "redis").start()
     try:
         conn = Redis.from_url(server.url, socket_timeout=2, socket_connect_timeout=1)
-        rt = install(build(base_config(sink, smtp, tmp_path, server.url, routes=_routes("1h")), conn))
+        rt = build(base_config(sink, smtp, tmp_path, server.url, routes=_routes("1h")), conn)
         events = _accept(rt, _notification("before 1"), _notification("before 2"))
         digest_id = _item(rt, events[0]).digest
         time.sleep(1.2)  # the append-only file is synced each second

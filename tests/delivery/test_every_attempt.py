@@ -178,7 +178,7 @@ def test_a_re_planned_notification_sends_what_the_first_attempt_would_have(
         sink.script[f"/{fmt}"] = [500]
     smtp.answers.append("451 try later")
     event_id = _accept(rt, "re-planned")
-    plan_job(event_id)  # planning again finds every delivery made and leaves it as it is
+    plan_job(rt, event_id)  # planning again finds every delivery made and leaves it as it is
     run_worker(rt)
     run_scheduled(rt)
     run_worker(rt)

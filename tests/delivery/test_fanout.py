@@ -116,6 +116,6 @@ def test_a_planning_stopped_part_way_is_planned_again_whole_and_sends_each_once(
 
     from relay.delivery.jobs import plan_job
 
-    plan_job(event_id)  # planned again once all were sent: nothing is sent twice
+    plan_job(rt, event_id)  # planned again once all were sent: nothing is sent twice
     run_worker(rt)
     assert len(smtp.mails) == 5

@@ -278,18 +278,16 @@ def test_a_redis_error_in_the_middle_of_a_batch_gives_the_rest_back(
     from redis.exceptions import ConnectionError as RedisConnectionError
 
     from relay.delivery import jobs
-    from relay.delivery.context import bind
 
     events = _accept(hook, 3)
     Queue(QUEUE_NAME, connection=redis).empty()
-    bind(hook)
 
     def flaky(rt: Runtime, event_id: str, leased: bool = True) -> int:
         raise RedisConnectionError("gone a moment")
 
     monkeypatch.setattr(jobs, "plan_event", flaky)
     with pytest.raises(RedisConnectionError):
-        jobs.work()
+        jobs.work(hook)
     monkeypatch.undo()
     assert redis.zcard(UNPLANNED) == 2  # the rest: due again at once
     # The unit in hand when Redis went stays leased, no longer counted in hand: this worker's sweep puts it
@@ -331,7 +329,7 @@ def test_planning_again_leases_nothing_that_exists_and_keeps_a_retrys_wait(
     due = time.time() + 3600  # a service's Retry-After, say
     redis.zadd(READY, {ident: due})
     tried = len(sink.hits)
-    plan_job(event_id)
+    plan_job(hook, event_id)
     hook.sender.drain()
     assert len(sink.hits) == tried and redis.zscore(READY, ident) == due
     assert redis.hlen(LEASES) == 0

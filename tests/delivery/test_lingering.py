@@ -22,7 +22,6 @@ from rq.registry import FinishedJobRegistry
 from starlette.testclient import TestClient
 
 from relay.delivery import jobs
-from relay.delivery.context import bind, bound
 from relay.delivery.sender import Sender
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
@@ -173,13 +172,12 @@ def test_a_nudge_sent_as_a_listener_stops_is_handed_back(hook: Runtime, redis: R
 def _lingering(rt: Runtime, linger: float) -> tuple[threading.Thread, list[int], list[float]]:
     """`jobs.work()` in a thread with `linger`; what it returned, and how long it ran."""
     rt.linger = linger
-    bind(rt)
     taken: list[int] = []
     took: list[float] = []
 
     def job() -> None:
         began = time.monotonic()
-        taken.append(jobs.work())
+        taken.append(jobs.work(rt))
         took.append(time.monotonic() - began)
 
     thread = threading.Thread(target=job, daemon=True)
@@ -274,9 +272,8 @@ def test_a_stop_during_a_jobs_first_work_ends_it_without_listening(
     try:
         _accept(hook)
         hook.linger = 30.0
-        bind(hook)
         began = time.monotonic()
-        assert jobs.work() == 1  # in the main thread, as RQ runs it
+        assert jobs.work(hook) == 1  # in the main thread, as RQ runs it
         assert time.monotonic() - began < 5
         assert seen == [signal.SIGTERM] and hook.stop_requested()
         assert redis.zcard(LISTENING) == 0
@@ -285,9 +282,8 @@ def test_a_stop_during_a_jobs_first_work_ends_it_without_listening(
         signal.signal(signal.SIGTERM, before)
 
 
-def stop_inside_a_job() -> list[object]:
+def stop_inside_a_job(rt: Runtime) -> list[object]:
     """A job for RQ's own worker: SIGTERM to itself, then what relay and RQ made of it."""
-    rt = bound()
     before = rt.stop_requested()
     os.kill(os.getpid(), signal.SIGTERM)
     handler = signal.getsignal(signal.SIGTERM)  # what RQ installed for a second signal
@@ -302,7 +298,6 @@ def test_rqs_own_stop_handlers_are_wrapped_and_still_called(hook: Runtime, redis
 
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        bind(hook)
         queue = Queue(QUEUE_NAME, connection=redis)
         job = queue.enqueue(stop_inside_a_job)
         make_worker(hook, redis).work(burst=True, with_scheduler=False)
@@ -316,9 +311,8 @@ def test_rqs_own_stop_handlers_are_wrapped_and_still_called(hook: Runtime, redis
 def test_burst_workers_and_in_process_jobs_do_not_linger(hook: Runtime, sink: HttpSink) -> None:
     assert hook.linger == 0
     _accept(hook)
-    bind(hook)
     began = time.monotonic()
-    assert jobs.work() == 1
+    assert jobs.work(hook) == 1
     assert time.monotonic() - began < 1
     assert hook.sender.drain(10) and len(sink.at("/hook")) == 1
 

@@ -217,7 +217,7 @@ def test_planning_an_event_again_creates_and_sends_nothing_twice(
     sent = len(sink.hits)
     ids = rt.store.event_delivery_ids(event_id)
     # What a worker killed after planning, whose planning job RQ runs again, would do.
-    plan_job(event_id)
+    plan_job(rt, event_id)
     run_worker(rt)
     assert len(sink.hits) == sent
     assert rt.store.event_delivery_ids(event_id) == ids == list(dict.fromkeys(ids))

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from relay.cli import main
 from relay.config import Config
 from relay.delivery.holding import SETTLE_SECONDS
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import Runtime, install
+from relay.runtime.bootstrap import Runtime
 from relay.storage.leases import READY
 from relay.storage.queue import QUEUE_NAME
 from tests.conftest import ADMIN_TOKEN, admin, post, run_scheduled, run_worker, sample_notification
@@ -77,7 +78,6 @@ def quiet(make_runtime: Callable[..., Runtime]) -> Runtime:
 def _new_config(make_runtime: Callable[..., Runtime], rt: Runtime, **settings: Any) -> Config:
     """A config as a reload would read it; `rt` stays the runtime jobs use."""
     config = make_runtime(**settings).config
-    install(rt)
     return config
 
 
@@ -169,8 +169,11 @@ def test_a_reload_re_plans_a_held_delivery_under_the_new_intervals(
     event_id = _accept(quiet)
     # The new config mutes the whole Friday instead: when the wake-up comes, the hold is asked again.
     later = FRIDAY_EVENING + 60
-    quiet.config = _new_config(
-        make_runtime, quiet, time_intervals=[FREEZE], routes=_routes(mute_time_intervals=["change-freeze"])
+    quiet.loaded = replace(
+        quiet.loaded,
+        config=_new_config(
+            make_runtime, quiet, time_intervals=[FREEZE], routes=_routes(mute_time_intervals=["change-freeze"])
+        ),
     )
     quiet.clock = lambda: later
     run_scheduled(quiet)
@@ -178,7 +181,7 @@ def test_a_reload_re_plans_a_held_delivery_under_the_new_intervals(
     email = _email(quiet, event_id)
     assert (email.state, email.public()["notBefore"]) == ("held", SATURDAY)
     # With no interval on the route any more, the next wake-up sends it.
-    quiet.config = _new_config(make_runtime, quiet, routes=_routes())
+    quiet.loaded = replace(quiet.loaded, config=_new_config(make_runtime, quiet, routes=_routes()))
     run_scheduled(quiet)
     run_worker(quiet)
     assert _email(quiet, event_id).state == "delivered" and len(smtp.mails) == 1
@@ -327,8 +330,8 @@ def test_planning_again_after_a_crash_schedules_the_held_wake_up_once(quiet: Run
     # A crash between storing the records and scheduling the wake-up: RQ runs the planning job again.
     ScheduledJobRegistry(queue=Queue(QUEUE_NAME, connection=quiet.redis)).remove(next(iter(before)), delete_job=True)
     assert _scheduled(quiet) == {}
-    plan_job(event_id)
-    plan_job(event_id)
+    plan_job(quiet, event_id)
+    plan_job(quiet, event_id)
     assert quiet.sender.drain(10)  # the deliveries sent before: found sent again, nothing more
     assert _scheduled(quiet) == before
     assert _email(quiet, event_id) == email

@@ -97,6 +97,8 @@ def test_html_templates_are_email_safe() -> None:
         {"requester": None, "requestedResource": None, "displayFields": None, "requestedUsers": None},
         {"requestedResource": {"consumableInterface": {}, "parentSystem": {"version": 2}}, "requestedAt": 17},
         {"requestedResource": {"parentSystem": {"relativeLink": "https://elsewhere.example/x"}}},
+        {"requestedResource": {"parentSystem": {"relativeLink": "//elsewhere.example/x"}}},
+        {"requestedResource": {"parentSystem": {"relativeLink": "/\\elsewhere.example/x"}}},
     ],
 )
 @pytest.mark.parametrize("fmt", ["md", "html", "txt"])

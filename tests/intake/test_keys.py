@@ -153,7 +153,7 @@ def test_an_earlier_relays_keys_are_still_read(client: TestClient, rt: Runtime, 
     from relay.delivery.jobs import plan_job
 
     # Its planning as the earlier relay did it: its list at the raw key.
-    plan_job(event_id)
+    plan_job(rt, event_id)
     ids = rt.store.event_delivery_ids(event_id)
     redis.rename(event_deliveries_key(event_id), f"{PREFIX}event:legacy:1:deliveries")
     assert rt.store.event_delivery_ids(event_id) == ids and len(ids) == 3

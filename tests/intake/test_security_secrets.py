@@ -25,7 +25,7 @@ from starlette.testclient import TestClient
 from relay.cli import main
 from relay.config import load_config
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import Runtime, build, install
+from relay.runtime.bootstrap import Runtime, build
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.logs import JsonFormatter, setup_logging
 from relay.web.auth import sign
@@ -140,7 +140,7 @@ def leaky_setup(
     path.write_text(yaml.safe_dump(config_data(sink, smtp, tmp_path, redis_server.url)), encoding="utf-8")
     failing_templates(tmp_path / "templates")
     sink.script[SECRET_PATH] = [500] * 10
-    yield install(build(load_config(path, environ={}), redis)), path
+    yield build(load_config(path, environ={}), redis), path
     sink.script.pop(SECRET_PATH, None)
 
 

@@ -130,6 +130,7 @@ def test_mallorys_links_cannot_change_alices_preferences(
         assert _one_click(client, _unsubscribe(mail)).status_code == 200
         page = client.get(_page(mail))
         assert page.status_code == 200 and MALLORY_MAIL in page.text and ALICE not in page.text
+        assert "Alice Rossi" not in page.text  # nor her name: the payload gave it to her userRef, not this address
         csrf = CSRF.search(page.text)
         assert csrf is not None
         sunday_night = {"hours": "set", "day": "sunday", "start": "03:00", "end": "03:01", "zone": "UTC"}

@@ -83,9 +83,11 @@ def test_the_preference_page_on_a_phone_switches_a_kind_off_and_sets_hours(
     with serving(create_app(rt)) as base:
         page.goto(base + prefs_path)
         expect(page.get_by_role("heading", name="Your notifications")).to_be_visible()
-        switch = page.get_by_label("Receive Access control request failed on requester-email")
+        # Names people know: hers (the payload's), the channel's label (its readable name), not relay's refs.
+        expect(page.get_by_text("For Alice Rossi.")).to_be_visible()
+        switch = page.get_by_label("Receive Access control request failed on Requester email")
         expect(switch).to_be_checked()
-        expect(page.get_by_text("requester-email · 1 in 30 days")).to_be_visible()
+        expect(page.get_by_text("Requester email · 1 in 30 days")).to_be_visible()
         _fits(page)
         page.screenshot(path=str(tmp_path / "preferences-phone.png"), full_page=True)
 
@@ -94,10 +96,11 @@ def test_the_preference_page_on_a_phone_switches_a_kind_off_and_sets_hours(
         page.get_by_label("Sat").check()
         page.get_by_label("From").fill("08:30")
         page.get_by_label("To").fill("18:00")
-        page.get_by_label("Time zone").fill("Europe/Rome")
+        page.get_by_label("Time zone").select_option("Europe/Rome")  # a choice from the IANA list
         page.get_by_role("button", name="Save").click()
         expect(page.get_by_role("status")).to_contain_text("Saved.")
-        expect(page.get_by_label("Receive Access control request failed on requester-email")).not_to_be_checked()
+        expect(page.get_by_label("Receive Access control request failed on Requester email")).not_to_be_checked()
+        expect(page.get_by_label("Time zone")).to_have_value("Europe/Rome")
         page.screenshot(path=str(tmp_path / "preferences-phone-saved.png"), full_page=True)
 
         stored = _stored(base)

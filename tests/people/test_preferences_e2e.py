@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from relay.cli import main
 from relay.delivery.holding import replan_held
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import Runtime, install
+from relay.runtime.bootstrap import Runtime
 from relay.storage.preferences import PREFERENCES, preference_key
 from tests.conftest import ADMIN_TOKEN, admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink
@@ -238,7 +238,6 @@ def test_a_change_takes_effect_for_the_next_notification_on_another_worker(
 ) -> None:
     api = make_runtime(**_settings(tmp_path))
     worker = make_runtime(**_settings(tmp_path))  # another process's runtime, bound for the jobs
-    install(worker)
     with TestClient(create_app(api)) as client:
         first = _send(worker, client)
         assert _email(worker, first).state == "delivered"
@@ -289,8 +288,13 @@ def test_the_preference_page_lists_what_was_sent_and_saves_with_its_token(prt: R
         path = link.group(1)
         page = client.get(path)
         assert page.status_code == 200
-        assert "Access control request failed" in page.text and "requester-email" in page.text
-        assert "1 in 30 days" in page.text
+        assert "Access control request failed" in page.text and "Requester email · 1 in 30 days" in page.text
+        # Names people know: hers as the payload gave it, the channel's label; no ref, no channel name.
+        assert "For <strong>Alice Rossi</strong>" in page.text
+        assert ALICE not in page.text and "requester-email" not in page.text
+        # The time zone is a choice from the IANA list, UTC (hers, none set yet) chosen.
+        assert '<select id="zone" name="zone">' in page.text and '<option value="UTC" selected>' in page.text
+        assert '<option value="Europe/Rome">Europe/Rome</option>' in page.text
         assert "bruno" not in page.text.lower()  # nobody else's data: the owner got this notification too
         row = re.search(r'name="row" value="([0-9a-f]{16})"', page.text)
         csrf = CSRF.search(page.text)
@@ -324,9 +328,12 @@ def test_the_preference_page_lists_what_was_sent_and_saves_with_its_token(prt: R
         ]
         again = client.get(path + "?saved=1")
         assert "Saved." in again.text and 'value="22:00"' in again.text and 'value="06:00"' in again.text
-        # A time zone that does not exist: 422, the page says why, nothing changes.
-        wrong = client.post(path, data={**form, "csrf": csrf.group(1), "zone": "Mars/Base"})
-        assert wrong.status_code == 422 and "time zone" in wrong.text
+        assert '<option value="Europe/Rome" selected>' in again.text
+        # A time zone that is not in the list: 422, the page says why, nothing changes.
+        for zone in ("Mars/Base", "../../etc/passwd", "localtime"):
+            wrong = client.post(path, data={**form, "csrf": csrf.group(1), "zone": zone})
+            assert wrong.status_code == 422 and "is not one of the list" in wrong.text, zone
+            assert "For <strong>Alice Rossi</strong>" in wrong.text
         assert _prefs(client)["activeHours"] == stored["activeHours"]
 
 

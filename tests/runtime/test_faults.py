@@ -13,7 +13,7 @@ from redis import Redis
 from starlette.testclient import TestClient
 
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import build, install
+from relay.runtime.bootstrap import build
 from relay.runtime.embedded import EmbeddedRedis
 from tests.conftest import base_config, post, run_worker, sample_notification, slow_channel, worker_config_file
 from tests.servers import HttpSink, SmtpSink, wait_for
@@ -25,7 +25,7 @@ def test_worker_killed_mid_send_is_retried_and_delivered(
     redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
 ) -> None:
     config = base_config(sink, smtp, tmp_path, redis_server.url)
-    rt = install(build(config, redis))
+    rt = build(config, redis)
     path = worker_config_file(
         tmp_path, redis_server.url, **slow_channel(sink), send_timeout="5s", dead_worker_after="6s"
     )
@@ -74,7 +74,7 @@ def test_redis_killed_under_load_loses_nothing_acknowledged(sink: HttpSink, smtp
         config = base_config(
             sink, smtp, tmp_path, server.url, routes=[{"channels": ["owners-hook"]}], default={"channels": []}
         )
-        rt = install(build(config, conn))
+        rt = build(config, conn)
         acked: list[str] = []
         first: dict[str, Any] = {}
         refused = 0

@@ -20,7 +20,7 @@ from redis import Redis
 from starlette.testclient import TestClient
 
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import Runtime, build, install
+from relay.runtime.bootstrap import Runtime, build
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.worker import MAINTENANCE_INTERVAL
 from relay.storage.leases import LEASES
@@ -65,7 +65,7 @@ def _holder(procs: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes] | N
 def _setup(redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path) -> Any:
     # These measure retries and lost workers: a channel down for a while waits apart (tests/delivery/test_outages.py).
     settings = {**SETTINGS, "channels": {"flaky": {"url": sink.url("/flaky"), "outage": "off"}}}
-    rt = install(build(base_config(sink, smtp, tmp_path, redis_server.url, **settings), redis))
+    rt = build(base_config(sink, smtp, tmp_path, redis_server.url, **settings), redis)
     return rt, worker_config_file(tmp_path, redis_server.url, **settings)
 
 
@@ -170,7 +170,7 @@ def test_killing_a_worker_in_the_middle_of_a_planning_batch_plans_and_sends_each
         return sum(1 for unit in redis.hkeys(LEASES) if unit.startswith(b"e:"))
 
     settings = {**SETTINGS, "channels": {"flaky": {"url": sink.url("/flaky")}}, "worker_threads": 1}
-    rt = install(build(base_config(sink, smtp, tmp_path, redis_server.url, **settings), redis))
+    rt = build(base_config(sink, smtp, tmp_path, redis_server.url, **settings), redis)
     path = worker_config_file(tmp_path, redis_server.url, **settings)
     sink.delays["/flaky"] = 0.5  # one sender thread: planning waits for room, a batch takes seconds
     events = _post(rt, 30)

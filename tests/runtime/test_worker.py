@@ -18,11 +18,11 @@ from starlette.testclient import TestClient
 
 from relay.core.model import State
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import Runtime, build, install
+from relay.runtime.bootstrap import Runtime, build
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.worker import MAINTENANCE_INTERVAL, ORPHAN_GRACE, Sweep, sweep
 from relay.storage.leases import LEASES, MAX_LOSSES, READY, orphaned, split_unit
-from relay.storage.queue import QUEUE_NAME
+from relay.storage.queue import QUEUE_NAME, WORK_JOB
 from relay.storage.records import WORKERS
 from tests.conftest import base_config, post, run_worker, sample_notification, slow_channel, worker_config_file
 from tests.processes import children, running
@@ -35,7 +35,7 @@ DELAY = 1.0
 def test_slow_sends_go_out_side_by_side_and_sigterm_finishes_them(
     redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
 ) -> None:
-    rt = install(build(base_config(sink, smtp, tmp_path, redis_server.url), redis))
+    rt = build(base_config(sink, smtp, tmp_path, redis_server.url), redis)
     path = worker_config_file(tmp_path, redis_server.url, **slow_channel(sink), worker_threads=6)
     sink.delays["/slow"] = DELAY
     events = []
@@ -98,10 +98,10 @@ def test_idle_worker_stops_promptly(redis: Redis, redis_server: EmbeddedRedis, t
 
 
 def _scheduled_job_runs(redis: Redis, timeout: float) -> float:
-    """Schedule a job due in a second (any job will do: `os.getpid`) and wait until a worker has run it,
+    """Schedule a job due in a second (any job will do: a wake-up with no work due) and wait until a worker has run it,
     which only happens once a scheduler has moved it to the queue; returns how long that took."""
     started = time.monotonic()
-    job = Queue(QUEUE_NAME, connection=redis).enqueue_in(timedelta(seconds=1), "os.getpid", result_ttl=60)
+    job = Queue(QUEUE_NAME, connection=redis).enqueue_in(timedelta(seconds=1), WORK_JOB, result_ttl=60)
     wait_for(lambda: job.get_status() == "finished", timeout=timeout, interval=0.1)
     return time.monotonic() - started
 
@@ -176,7 +176,7 @@ def _leased_to_a_dead_worker(client: TestClient, rt: Runtime, redis: Redis) -> l
     sent: list[object] = []
     rt.sender.submit = lambda task, name="": sent.append(task)  # type: ignore[method-assign]
     try:
-        plan_job(event_id)
+        plan_job(rt, event_id)
     finally:
         del rt.sender.submit
         rt.store.owner = "relay-this-test"
@@ -240,7 +240,7 @@ def test_a_lease_of_this_worker_with_no_send_in_hand_is_queued_again_at_the_seco
     lost: list[object] = []
     rt.sender.submit = lambda task, name="": lost.append(task)  # type: ignore[method-assign]
     try:
-        plan_job(payload["metadata"]["eventId"])
+        plan_job(rt, payload["metadata"]["eventId"])
     finally:
         del rt.sender.submit
     leased = [split_unit(u)[1] for u, owner in rt.store.leases.held().items() if owner == rt.name]

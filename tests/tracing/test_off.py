@@ -72,14 +72,14 @@ from starlette.testclient import TestClient
 from relay import tracing
 from relay.config import load_config
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import build, install
+from relay.runtime.bootstrap import build
 from relay.runtime.logs import setup_logging
 from relay.runtime.worker import work_burst
 from tests.conftest import sample_notification
 
 config = load_config(sys.argv[1])
 setup_logging("INFO", "json")
-rt = install(build(config))
+rt = build(config)
 assert not tracing.start(config, "api", rt.name)
 payload = sample_notification()
 with TestClient(create_app(rt)) as client:
