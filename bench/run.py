@@ -307,11 +307,12 @@ def relay_config(tmp: Path, port: int, sink: Sink, redis_url: str | None) -> Pat
 
 @contextlib.contextmanager
 def relay_serve(
-    procs: Procs, tmp: Path, sink: Sink, env: dict[str, str] | None = None
+    procs: Procs, tmp: Path, sink: Sink, env: dict[str, str] | None = None, bin_dir: Path = BIN
 ) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """`relay serve` of this venv (or of the venv whose bin is `bin_dir`) on a config of its own."""
     port = free_port()
     config = relay_config(tmp, port, sink, None)
-    proc = procs.start([str(BIN / "relay"), "serve", "--config", str(config)], env, cwd=tmp)
+    proc = procs.start([str(bin_dir / "relay"), "serve", "--config", str(config)], env, cwd=tmp)
     try:
         wait_until(lambda: http("GET", f"http://127.0.0.1:{port}/readyz")[0] == 200, 60, "relay serve ready")
         yield port, proc

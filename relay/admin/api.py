@@ -21,7 +21,6 @@ from typing_extensions import TypedDict  # pydantic reads only these TypedDicts 
 from relay.admin.counters import WORKER_SEEN_WITHIN
 from relay.admin.selection import (
     EVENT_PAGE,
-    MAX_LISTED,
     DeliveryQuery,
     EventQuery,
     Filters,
@@ -266,9 +265,10 @@ class AdminApi:
             query = DeliveryQuery.of(request.query_params)
         except ValidationError as exc:
             return validation_response(exc, "query")
-        found = await run_in_threadpool(Filters.from_query(query).select, self.store, min(query.limit, MAX_LISTED))
-        # SPEC: "list deliveries": the answer is the list itself, newest first.
-        return JSONResponse([r.public(with_event=True) for r in found])
+        found, nxt = await run_in_threadpool(Filters.from_query(query).page, self.store, query.limit, query.cursor)
+        # SPEC: "list deliveries": the answer is the list itself, newest first; the next page in a Link header.
+        more = {"Link": f'<{request.url.include_query_params(cursor=nxt)}>; rel="next"'} if nxt else None
+        return JSONResponse([r.public(with_event=True) for r in found], headers=more)
 
     @documented(
         Operation(

@@ -12,7 +12,10 @@ from pydantic import BaseModel, Field, StrictStr, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from relay.core.model import Delivery, State
-from relay.storage.store import FAILED, HELD, Store, parse_since
+from relay.storage.lists import CURSOR_PATTERN as LIST_CURSOR
+from relay.storage.lists import Cursor
+from relay.storage.records import SCAN_LIMIT
+from relay.storage.store import Store, parse_since
 
 MAX_LISTED = 500
 # A duration back from now (90s, 2h, 1h30m, 7d) or an ISO 8601 date or time.
@@ -42,6 +45,12 @@ class DeliveryQuery(BaseModel):
     since: str | SkipJsonSchema[None] = Field(None, json_schema_extra={"pattern": SINCE_PATTERN})
     eventId: str | SkipJsonSchema[None] = None
     limit: int = Field(50, ge=1, description=f"at most {MAX_LISTED} are listed, whatever the limit")
+    cursor: str | SkipJsonSchema[None] = Field(
+        None,
+        pattern=LIST_CURSOR,
+        json_schema_extra={"pattern": LIST_CURSOR},
+        description='the cursor in the previous answer\'s `Link: <...>; rel="next"` header (absent: the newest)',
+    )
 
     _check_since = field_validator("since")(_since)
 
@@ -57,6 +66,10 @@ class DeliveryQuery(BaseModel):
 EVENT_PAGE = 500  # deliveries of one notification in one answer, unless `limit` says otherwise
 MAX_EVENT_PAGE = 1000
 CURSOR_PATTERN = r"^[0-9]{1,9}$"
+
+
+def _order(r: Delivery) -> tuple[float, str]:
+    return (r.createdAt, r.id)
 
 
 class EventQuery(BaseModel):
@@ -151,17 +164,54 @@ class Filters:
         return not (self.event_id and r.eventId != self.event_id)
 
     def candidates(self, store: Store) -> list[Delivery]:
+        """The deliveries to check against the filters: the named ones, the notification's, else the newest
+        of the lists the filters match (at most SCAN_LIMIT: what one replay or release acts on)."""
         if self.ids is not None:
             return [r for r in store.deliveries(self.ids) if r is not None]
         if self.event_id:
             return [r for r in store.deliveries(store.event_delivery_ids(self.event_id)) if r is not None]
-        index = {State.FAILED: FAILED, State.HELD: HELD}.get(self.state) if self.state is not None else None
-        return list(store.iter_recent(None, index) if index else store.iter_recent(self.since))
+        found: list[Delivery] = []
+        cursor: Cursor | None = None
+        # Failed or held ones since a time: those that failed (were held) since, too, as a replay always chose.
+        since = None if self.state in (State.FAILED, State.HELD) else self.since
+        while len(found) < SCAN_LIMIT:
+            page, cursor = self._indexed(store, MAX_LISTED, cursor, since)
+            found += page
+            if cursor is None:
+                break
+        return found
+
+    def _indexed(
+        self, store: Store, limit: int, cursor: Cursor | None, since: float | None
+    ) -> tuple[list[Delivery], Cursor | None]:
+        """One page from the lists (`relay.storage.lists`) of those created since `since`; an entry whose
+        record expired, or that the filters do not match, is left out."""
+        state = self.state.value if self.state is not None else None
+        entries, after = store.lists.page(state, self.channel, self.kind, since, limit, cursor)
+        found = [r for r in store.deliveries(i for i, _ in entries) if r is not None and self.matches(r)]
+        return found, after
+
+    def page(self, store: Store, limit: int, cursor: str | None = None) -> tuple[list[Delivery], str | None]:
+        """The newest `limit` deliveries these filters pick, after `cursor` (the `next` of the previous page),
+        newest (created) first, and the next page's cursor (None: this is the last). At most MAX_LISTED."""
+        after, limit = Cursor.parse(cursor) if cursor else None, min(limit, MAX_LISTED)
+        if self.ids is not None or self.event_id:  # a few: read whole, ordered as the lists order theirs
+            found = sorted((r for r in self.candidates(store) if self.matches(r)), key=_order, reverse=True)
+            if after is not None:
+                found = [r for r in found if _order(r) < (float(after.score), after.id)]
+            more = found[limit:]
+            found = found[:limit]
+            return found, Cursor(repr(found[-1].createdAt), found[-1].id).text() if more else None
+        found = []
+        while len(found) < limit:  # records expired before the lists were pruned leave a page short: read on
+            page, after = self._indexed(store, limit - len(found), after, self.since)
+            found += page
+            if after is None:
+                break
+        return found, after.text() if after is not None else None
 
     def select(self, store: Store, limit: int) -> list[Delivery]:
-        found = [r for r in self.candidates(store) if self.matches(r)]
-        found.sort(key=lambda r: (r.createdAt, r.id), reverse=True)
-        return found[:limit]
+        return self.page(store, limit)[0]
 
     def chosen(self, store: Store) -> tuple[list[Delivery], list[dict[str, str]]]:
         """The deliveries these filters pick, and, when they name `ids`, those named that are not in the

@@ -70,13 +70,21 @@ def _filters(args: argparse.Namespace, state: State | None) -> Any:
 
 
 def cmd_deliveries(args: argparse.Namespace) -> int:
+    """The newest `--limit` deliveries after `--cursor`, read a page at a time from the lists' index; when more
+    follow, the cursor to go on from is said on stderr (stdout stays the table, or one JSON document)."""
     rt = runtime(args)
-    found = _filters(args, State(args.state) if args.state else None).select(rt.store, args.limit)
+    filters = _filters(args, State(args.state) if args.state else None)
+    found: list[Any] = []
+    cursor = args.cursor
+    while len(found) < args.limit:
+        page, cursor = filters.page(rt.store, args.limit - len(found), cursor)
+        found += page
+        if cursor is None:
+            break
     rows = [r.public(with_event=True) for r in found]
-    if args.format == "json":
-        print(json.dumps(rows, indent=2))
-        return 0
-    print(deliveries_table(rows, LIST_COLUMNS, args.wide))
+    print(json.dumps(rows, indent=2) if args.format == "json" else deliveries_table(rows, LIST_COLUMNS, args.wide))
+    if cursor is not None:
+        print(f"more: --cursor {cursor}", file=sys.stderr)
     return 0
 
 
@@ -149,6 +157,7 @@ def add_commands(command: Command) -> None:
         if name == "deliveries":
             c.add_argument("--state", choices=list(STATES))
             c.add_argument("--limit", type=int, default=50)
+            c.add_argument("--cursor", help="go on after the last listing (the cursor it said)")
             _output_options(c)
             c.set_defaults(func=cmd_deliveries)
         else:

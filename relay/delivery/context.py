@@ -73,16 +73,6 @@ class Context(Protocol):
         """This process, as RQ, the leases and the heartbeats name it."""
         ...
 
-    @property
-    def linger(self) -> float:
-        """How long (seconds) a wake-up job with nothing left to do listens for more before it ends; 0: it
-        ends at once (`relay worker --burst`, the tests that run jobs in process)."""
-        ...
-
-    def stop_requested(self) -> bool:
-        """Whether this worker was asked to stop (a lingering job then ends)."""
-        ...
-
 
 def job_class(context: Context) -> type[Job]:
     """The RQ job class of a worker whose jobs run with `context`: RQ resolves a job's function by its name

@@ -31,7 +31,7 @@ from relay.delivery.context import Context
 from relay.delivery.preferences import apply_preferences, count_planned
 from relay.delivery.recording import created, follow, wake_for
 from relay.delivery.silencing import count_silenced, silence_planned
-from relay.storage.leases import DELIVERY, EVENT, UNPLANNED, Claimed, delivery_unit, split_unit
+from relay.storage.leases import DELIVERY, EVENT, Claimed, delivery_unit, event_unit, split_unit
 from relay.storage.store import EventRecord, StateChange, iso, now
 
 log = logging.getLogger("relay.delivery.jobs")
@@ -44,93 +44,35 @@ PRUNE_SHARE = 0.01  # plannings that also drop expired index entries
 # RQ's cost of a job (a dozen round trips and more) spread over a second's work under load.
 BATCH = 10
 WORK_SECONDS = 1.5
-# A worker that lingers (`relay worker`; not `--burst`) keeps its wake-up job a moment once the due work ran
-# out, listening for more: at light load an arrival then nudges it (`relay.storage.leases`) and goes out
-# without an RQ job's own dozen round trips. It listens in spells of LISTEN_SECONDS (each ends early when a
-# unit comes due, and between them it looks whether the worker is stopping), and a job ends after JOB_SECONDS, so
-# that RQ's own passes (its maintenance, its scheduler) come round between jobs.
-LINGER_SECONDS = 2.0
-LISTEN_SECONDS = 0.5
-JOB_SECONDS = 10.0
 
 
 def work(rt: Context, event_id: str = "") -> int:
     """The wake-up job: take due work (`relay.storage.leases`), oldest first and a batch at a time, for up to
-    `WORK_SECONDS`; then, in a worker that lingers (`Context.linger`), listen for more a moment before the job
-    ends: an arrival or a wake-up meanwhile nudges this job instead of queueing another. Returns how many
-    units were taken. `rt`: this worker's runtime (RQ hands it in: `relay.delivery.context.job_class`);
-    `event_id`: the notification whose arrival queued this job (empty for other wake-ups), planned first
-    when it is still waiting.
+    `WORK_SECONDS`. Returns how many units were taken. `rt`: this worker's runtime (RQ hands it in:
+    `relay.delivery.context.job_class`); `event_id`: the notification whose arrival queued this job, for RQ's
+    listings; it is taken among the due work as any unit is, under a lease.
 
-    Its start clears the wake-up flag, so the next notification queues another job (unless it nudges a
-    listening one), which the other workers take meanwhile. Work still due when the time is up stays due,
-    with a wake-up queued.
+    Its start clears the wake-up flag, so the next notification queues another job, which the other workers
+    take meanwhile. Work still due when the time is up stays due, with a wake-up queued.
     """
-    began = time.monotonic()
-    if rt.linger > 0:
-        rt.stop_requested()  # watched from the job's start: a stop while it works ends it after the work
-    taken = _plan_arrival(rt, event_id) if event_id else 0
-    n, finished = _take_due(rt, start=True)
-    taken += n
-    if not finished or rt.linger <= 0:
-        return taken
-    try:
-        while finished:
-            heard = _listen(rt, began)
-            if heard is None:
-                break
-            taken += _plan_arrival(rt, heard) if heard else 0
-            n, finished = _take_due(rt)
-            taken += n
-    except BaseException:
-        # Redis gone a moment, a cold stop: out of the listeners, and another worker woken for what was nudged.
-        with contextlib.suppress(RedisError):
-            if rt.store.leases.stop_listening(rt.name):
-                rt.intake.request_wake()
-        raise
-    # Out of the listeners first, then a last look: whatever was nudged meanwhile is taken, here or, at a stop,
-    # by another worker.
-    heard_last = rt.store.leases.stop_listening(rt.name)
-    if rt.stop_requested():
-        if heard_last or rt.store.leases.oldest_due(now()) is not None:
-            rt.intake.request_wake()
-        return taken
-    for arrival in filter(None, heard_last):
-        taken += _plan_arrival(rt, arrival)
-    return taken + _take_due(rt)[0]
+    return _take_due(rt)
 
 
-def _plan_arrival(rt: Context, event_id: str) -> int:
-    """Plan the notification whose arrival woke this worker, when it still waits: at light load it goes out one
-    write sooner (no lease on it first: a worker killed meanwhile leaves it to plan, and a second planning
-    stores and sends nothing twice). Its failure is counted when a lease holder plans it again."""
-    if rt.redis.zscore(UNPLANNED, event_id) is None:
-        return 0  # planned already, or taken with a lease by a worker that plans it
-    try:
-        plan_event(rt, event_id, leased=False)
-    except RedisError:
-        raise
-    except Exception:
-        log.exception("planning failed unexpectedly", extra={"eventId": event_id})
-    return 1
-
-
-def _take_due(rt: Context, start: bool = False) -> tuple[int, bool]:
-    """Take the due units a batch at a time and work on them for up to WORK_SECONDS (`start`: the job's first
-    look, which clears the wake-up flag). How many were taken, and whether the due work ran out (False: the
-    time was up, and what is left is due still, with a wake-up queued)."""
+def _take_due(rt: Context) -> int:
+    """Take the due units a batch at a time and work on them for up to WORK_SECONDS; the first look clears the
+    wake-up flag. How many were taken; what is left when the time is up is due still, with a wake-up queued."""
     leases, owner = rt.store.leases, rt.name
     deadline = time.monotonic() + WORK_SECONDS
     taken = 0
-    claimed, left = leases.claim(owner, _batch(rt), now(), start=start)
+    claimed, left = leases.claim(owner, _batch(rt), now(), start=True)
     if left:
         rt.intake.request_wake()  # more is due: another worker may take a share
     while claimed:
         for i, unit in enumerate(claimed):
             if i and time.monotonic() > deadline:
                 leases.give_back(owner, [c.unit for c in claimed[i:]], now())  # due still, for the next job
-                rt.intake.request_wake(force=True)
-                return taken, False
+                rt.intake.request_wake()
+                return taken
             taken += 1
             try:
                 _take(rt, unit)
@@ -140,25 +82,9 @@ def _take_due(rt: Context, start: bool = False) -> tuple[int, bool]:
         if time.monotonic() > deadline:
             if left:
                 rt.intake.request_wake()
-            return taken, not left
+            return taken
         claimed, left = leases.claim(owner, _batch(rt), now())
-    return taken, True
-
-
-def _listen(rt: Context, began: float) -> str | None:
-    """Wait for more work while this job lingers: an arrival's event id, '' when work is due, or None when
-    the job should end (idle for `linger`, `JOB_SECONDS` since it began, the worker stopping, or its senders
-    full: a worker with no room to send must leave nudges to one that has)."""
-    idle_since = time.monotonic()
-    while not rt.stop_requested() and rt.sender.has_room():
-        moment = time.monotonic()
-        left = min(rt.linger - (moment - idle_since), JOB_SECONDS - (moment - began))
-        if left <= 0:
-            return None
-        heard = rt.store.leases.listen(rt.name, min(LISTEN_SECONDS, left), now())
-        if heard is not None:
-            return heard
-    return None
+    return taken
 
 
 def _let_go_of(rt: Context, units: list[str]) -> None:
@@ -206,31 +132,41 @@ def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WOR
         else:
             log.error("notification not planned: its planning was lost on every try", extra={"eventId": ident})
     if back:
-        rt.intake.request_wake(force=True)
+        rt.intake.request_wake()
     return back
 
 
 def plan_job(rt: Context, event_id: str) -> int:
-    """Plan one notification again by hand (it must still be stored); safe to run again after a crash."""
-    return plan_event(rt, event_id, leased=False)
+    """Plan one notification again by hand (it must still be stored), under a lease as a worker's planning is
+    (out of the notifications to plan, if it waits there); 0 when a worker has it in hand. Safe to run again
+    after a crash."""
+    unit = event_unit(event_id)
+    if not rt.store.leases.take(unit, rt.name):
+        return 0
+    try:
+        return plan_event(rt, event_id)
+    except BaseException:
+        with contextlib.suppress(RedisError):  # else the sweep of this worker's own leases puts it back
+            rt.store.leases.give_back(rt.name, [unit], now())
+        raise
 
 
-def plan_event(rt: Context, event_id: str, leased: bool = True) -> int:
-    """Turn a stored notification into delivery records and sends; safe to run again after a crash. Once its
-    deliveries are stored, the notification is done with: this worker's lease on it dropped (`leased`), or
-    it is taken out of the notifications to plan."""
+def plan_event(rt: Context, event_id: str) -> int:
+    """Turn a stored notification that this worker leased into delivery records and sends; safe to run again
+    after a crash. Once its deliveries are stored, the notification is done with: the script that stores the
+    last of them drops this worker's lease on it."""
     rt = rt.pinned()  # one config for the whole planning
     event = rt.store.event(event_id)
     if event is None:
         log.warning("event expired before it was planned", extra={"eventId": event_id})
-        rt.store.create_deliveries(event_id, [], planned="leased" if leased else "unleased")
+        rt.store.create_deliveries(event_id, [], done=True)
         return 0
     # In the notification's trace, begun at intake (relay.tracing: nothing with tracing off).
     with tracing.span("relay.plan", event.trace, **{"relay.event_id": event_id, "relay.kind": event.kind}):
-        return _plan(rt, event_id, event, leased)
+        return _plan(rt, event_id, event)
 
 
-def _plan(rt: Context, event_id: str, event: EventRecord, leased: bool) -> int:
+def _plan(rt: Context, event_id: str, event: EventRecord) -> int:
     notification = Notification.model_validate_json(event.payload)
     records = plan_notification(rt.config, notification, event_id, now())
     tracing.stamp(records)  # their tries continue this trace
@@ -239,7 +175,7 @@ def _plan(rt: Context, event_id: str, event: EventRecord, leased: bool) -> int:
     silenced = silence_planned(rt, notification, records)  # last: a silence's hold or skip says why
     here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
     rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
-    stored = rt.store.create_deliveries(event_id, records, take=here, planned="leased" if leased else "unleased")
+    stored = rt.store.create_deliveries(event_id, records, take=here, done=True)
     new = created(records, stored)
     count_planned(rt, applied, new)  # counted before any of them is sent: as they show
     count_silenced(rt, silenced, new)
@@ -251,9 +187,8 @@ def _plan(rt: Context, event_id: str, event: EventRecord, leased: bool) -> int:
             why = record.lastError or "quiet hours"
             log.info("delivery held until %s: %s", iso(record.notBefore), why, extra=ctx)
     wake_for(rt, stored)
-    in_hand = rt.sender.in_hand()  # planned again while this worker still sends them: not twice
-    for record in stored:
-        if record.held_lease and record.id not in in_hand:
+    for record in stored:  # leased only when this planning created it: never one a sender holds already
+        if record.held_lease:
             rt.sender.submit(_task(rt, record, notification), record.id)
     if not records:
         log.info("no route for this notification", extra={"eventId": event_id, "kind": notification.kind})

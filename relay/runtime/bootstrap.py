@@ -8,7 +8,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -26,7 +26,6 @@ from relay.delivery.context import Loaded
 from relay.delivery.holding import replan_held
 from relay.delivery.sender import Sender
 from relay.runtime import embedded
-from relay.runtime.stopping import StopWatch
 from relay.storage.generations import CONFIG_GENERATION
 from relay.storage.queue import Intake
 from relay.storage.store import Store
@@ -111,9 +110,6 @@ class Runtime:
     config_file: Path | None = None
     # What handlers ask the time (sessions, "5 min ago"): a test may hand in its own.
     clock: Callable[[], float] = time.time
-    # How long a wake-up job with nothing left listens for more (`relay worker` sets it; 0: it ends at once).
-    linger: float = 0.0
-    stops: StopWatch = field(default_factory=StopWatch)
     # `relay serve`: where its workers write what they counted (`relay.storage.tally`), added to its own.
     tally_dir: Path | None = None
 
@@ -141,9 +137,6 @@ class Runtime:
         """What this process counted, with what `relay serve`'s workers did: its /metrics."""
         own = self.store.tally.snapshot()
         return add_tallies(own, read_tallies(self.tally_dir)) if self.tally_dir is not None else own
-
-    def stop_requested(self) -> bool:
-        return self.stops.requested()
 
 
 def build(config: Config, redis: Redis | None = None, config_file: Path | None = None) -> Runtime:

@@ -37,7 +37,7 @@ from rq import Queue, SimpleWorker
 from relay import tracing
 from relay.config import DEAD_WORKER_AFTER, Config, ConfigError, load_config
 from relay.delivery.context import job_class
-from relay.delivery.jobs import LINGER_SECONDS, lost
+from relay.delivery.jobs import lost
 from relay.runtime import beatfile
 from relay.runtime.bootstrap import (
     Runtime,
@@ -118,9 +118,9 @@ def sweep(rt: Runtime, now: float, seen: Sweep | None = None) -> int:
         log.warning("%d units leased to this worker but not in hand are due again", len(again))
     seen.suspects = loose - set(again)
     oldest = rt.store.leases.oldest_due(now)
-    stale = not back and oldest is not None and now - oldest > STALE_SECONDS
-    # A flag naming a lost job (a failover) is overridden, else nothing would wake a worker until it expires.
-    if stale and oldest is not None and rt.intake.request_wake(force=rt.intake.wake_lost()):
+    stale = oldest is not None and now - oldest > STALE_SECONDS
+    # Work put back, or left due with no wake-up queued: a wake-up, past a flag that names no job waiting.
+    if (back or stale) and rt.intake.recover_wake() and oldest is not None and stale:
         log.warning("work due for %.0f s with no wake-up queued: one queued", now - oldest)
     return back
 
@@ -281,7 +281,6 @@ def run_worker(
             return
         # RQ forks its scheduler from this (main) thread, here or at a maintenance pass: it must not outlive us.
         forks_die_with_this_process()
-        rt.linger = LINGER_SECONDS  # a job listens for more a moment (relay.delivery.jobs); not in a burst
         make_worker(rt, conn).work(with_scheduler=True, logging_level=_rq_level())
         log.info("worker %s stopping: finishing the deliveries in hand", rt.name)
         if not rt.sender.drain(DRAIN_SECONDS):

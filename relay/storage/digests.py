@@ -11,8 +11,8 @@ from typing import Any
 from redis import Redis
 
 from relay.core.model import Delivery
+from relay.storage.lists import LISTS, list_key
 from relay.storage.records import (
-    DELIVERIES,
     HELD,
     METRICS,
     PREFIX,
@@ -64,14 +64,16 @@ class Digests:
         keys = [
             open_digest_key(key),
             delivery_key(item.id),
-            DELIVERIES,
+            list_key(new.state, new.channel, new.kind),
             HELD,
             METRICS,
             event_deliveries_key(new.eventId),
             delivery_key(new.id),
+            LISTS,
         ]
         args: list[Any] = [new.id, max(1, int(window * 1000)), max_items, item.id, self.retention]
-        args += [repr(new.createdAt), metric, repr(new.notBefore or new.createdAt), delivery_key(""), len(fields)]
+        args += [repr(new.createdAt), metric, repr(new.notBefore or new.createdAt)]
+        args += [delivery_key(""), len(fields)]
         for pair in fields.items():
             args.extend(pair)
         ident, count, created, full, not_before = self._gather(keys=keys, args=args)

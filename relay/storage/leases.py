@@ -6,16 +6,11 @@ scored by when they may go: now, a retry's time, a held delivery's `notBefore`, 
 A worker takes due units with a lease (`LEASES`: unit -> worker, in the same script that takes them out of
 the set), works on them, and the write that stores the outcome drops the lease (`relay.storage.store`).
 
-RQ jobs only wake workers up (`relay.delivery.jobs.work`): RQ never owns a unit. A wake-up lost (a worker
-killed while it held the job, an enqueue that failed) loses nothing, since the units still wait in their
-set; the heartbeat's sweep (`relay.runtime.worker`) wakes a worker for units left due too long.
-
-A wake-up job with nothing left to do stays a moment, listening (`LISTENING`: worker -> until when): what
-would wake a worker (an arrival, `request_wake`) then nudges one listener instead of queueing an RQ job, in
-the same script that takes it out of the listeners (`NUDGE_LUA`), so a listener is nudged once and a busy
-worker never. A nudge is a hint, not a unit: what it names still waits in its set, so a nudge lost with its
-worker loses nothing. A listener that stops listening leaves the set and takes back what was nudged
-meanwhile in one step, then looks for due work once more, so that nothing nudged is left waiting.
+Every unit is taken so, whoever takes it: a worker's wake-up job (`claim`), planning by hand (`take`), a
+release or a replay (`take_and_read`). RQ jobs only wake workers up (`relay.delivery.jobs.work`): RQ never
+owns a unit. A wake-up lost (a worker killed while it held the job, an enqueue that failed) loses nothing,
+since the units still wait in their set; the heartbeat's sweep (`relay.runtime.worker`) wakes a worker for
+units left due too long.
 
 A worker is alive while it beats (`relay:workers`, every few seconds): that is the one liveness signal.
 One not seen beating for `dead_worker_after` seconds (45 by default) is dead, and the sweep puts the units
@@ -24,12 +19,15 @@ that kills its worker, or whose work raises) is given up: a notification is drop
 a delivery failed (replayable). A worker that stalls for less than that (a VM pause, a swap storm) keeps
 its leases and sends nothing twice; one that stalls longer may see its sends in flight made again by
 another worker (at-least-once).
+
+A lease says who holds a unit, not whether its holder still works on it (a send whose outcome could not be
+stored while Redis was away leaves its lease behind, its worker alive): each process notes what it has in
+hand (`in_hand` here, from a claim until the unit is handed on; the senders' own), and its sweep puts back
+a lease of its own held by nothing of it, at the second look (`relay.runtime.worker.sweep`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -37,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis
-from redis.exceptions import RedisError
 
 from relay.storage.records import METRICS, PREFIX, _text
 from relay.storage.tally import Tally
@@ -51,12 +48,6 @@ SLOTS = PREFIX + "slots"  # hash delivery id -> the rate-limit slot it booked (i
 # notifications arrive meanwhile; the job's start clears it.
 WAKE = PREFIX + "wake"
 WAKE_TTL = 30
-LISTENING = PREFIX + "listening"  # zset worker -> until when it listens for nudges (Redis's clock)
-NUDGES = PREFIX + "nudges:"  # + worker: the list a listening worker blocks on
-NUDGE_TTL = 60  # a dead listener's nudges are dropped after this (what they named waits in its set)
-# A listener stays registered this much longer than it blocks: the time it takes to block again.
-LISTEN_GRACE = 0.5
-SHORTEST_WAIT = 0.01  # seconds: a listener due to work sooner than this works at once
 LOSS_TTL = 24 * 3600
 # A unit whose work was lost this many times is given up: one that kills its worker must not go round forever.
 MAX_LOSSES = 3
@@ -65,45 +56,6 @@ RECHECK_SECONDS = 5.0
 GIVEN_UP = "relay_planning_given_up_total"  # the counter (in the metrics hash) of the notifications dropped
 
 EVENT, DELIVERY = "e:", "d:"
-
-# A Lua function for the scripts that wake a worker (the accept, `request_wake`): hand `what` (an event id,
-# or '' for "take what is due") to the listener that registered last, taking it out of the listeners;
-# false when nobody listens. Listeners whose time is over are dropped on the way. Times are Redis's own
-# (`TIME`), as at registration (`_LISTEN`), so that the hosts' clocks need not agree. The listener's list is
-# named here from its member: relay runs on one Redis (or Sentinel's primary), never a Cluster.
-NUDGE_LUA = """
-local function nudge(listening, prefix, what, ttl)
-  local t = redis.call('TIME')
-  redis.call('ZREMRANGEBYSCORE', listening, '-inf', tonumber(t[1]) + tonumber(t[2]) / 1000000)
-  local found = redis.call('ZRANGE', listening, -1, -1)
-  if #found == 0 then return false end
-  redis.call('ZREM', listening, found[1])
-  redis.call('RPUSH', prefix .. found[1], what)
-  redis.call('EXPIRE', prefix .. found[1], ttl)
-  return true
-end
-"""
-
-# Register ARGV[1] among the listeners (KEYS[1]) until ARGV[2] seconds from now (Redis's clock), and return the
-# due time of the first unit waiting in each set (unplanned, ready: KEYS[2], KEYS[3]), '' where none waits.
-_LISTEN = """
-local t = redis.call('TIME')
-redis.call('ZADD', KEYS[1], tonumber(t[1]) + tonumber(t[2]) / 1000000 + tonumber(ARGV[2]), ARGV[1])
-local out = {}
-for i = 2, 3 do
-  local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
-  out[#out + 1] = first[2] or ''
-end
-return out
-"""
-
-# Leave the listeners: out of the set, and the nudges sent meanwhile taken. KEYS: listeners, the worker's list.
-_STOP_LISTENING = """
-redis.call('ZREM', KEYS[1], ARGV[1])
-local heard = redis.call('LRANGE', KEYS[2], 0, -1)
-redis.call('DEL', KEYS[2])
-return heard
-"""
 
 
 def event_unit(event_id: str) -> str:
@@ -205,6 +157,14 @@ end
 return 1
 """
 
+# Lease a unit to ARGV[1] when nobody holds it, taking it out of its set (KEYS[2]: member ARGV[3]) if it waits
+# there: 1, or 0 when another holds it. KEYS: leases, the unit's set. ARGV: owner, unit, member.
+_TAKE = """
+if redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[1]) == 0 then return 0 end
+redis.call('ZREM', KEYS[2], ARGV[3])
+return 1
+"""
+
 # Lease a delivery to ARGV[1] when nobody holds it, and read its record, in one step: {1, fields} or {0}.
 # For what is not a worker's send (a release, a reload's re-plan): what a worker holds is left to it.
 # KEYS: leases, the record. ARGV: owner, unit.
@@ -259,9 +219,8 @@ class Leases:
         self._claim = redis.register_script(_CLAIM)
         self._give_back = redis.register_script(_GIVE_BACK)
         self._release = redis.register_script(_RELEASE)
+        self._take = redis.register_script(_TAKE)
         self._take_and_read = redis.register_script(_TAKE_AND_READ)
-        self._listen = redis.register_script(_LISTEN)
-        self._stop_listening = redis.register_script(_STOP_LISTENING)
         # The units this process has claimed and not yet handed on (to planning's end, or to the senders,
         # which say what they hold themselves): the sweep of this worker's own leases leaves them alone.
         self._lock = threading.Lock()
@@ -314,6 +273,11 @@ class Leases:
         if units:
             self._release(keys=[LEASES], args=[owner, *units])
 
+    def take(self, unit: str, owner: str) -> bool:
+        """Lease one unit nobody holds to `owner`, out of its set if it waits there; False when another holds it."""
+        kind, ident = split_unit(unit)
+        return bool(self._take(keys=[LEASES, UNPLANNED if kind == EVENT else READY], args=[owner, unit, ident]))
+
     def take_and_read(self, delivery_id: str, owner: str, record_key: str) -> tuple[bool, list[Any]]:
         """Lease a delivery nobody holds and read its record's fields (flat), in one step."""
         taken, *rest = self._take_and_read(keys=[LEASES, record_key], args=[owner, delivery_unit(delivery_id)])
@@ -332,35 +296,6 @@ class Leases:
     def held(self) -> dict[str, str]:
         """Every lease: unit -> worker."""
         return {_text(k): _text(v) for k, v in self.redis.hgetall(LEASES).items()}
-
-    def listen(self, owner: str, seconds: float, now: float) -> str | None:
-        """Listen for up to `seconds`, registered among the listeners: the event id an arrival handed over, ''
-        when work is due (a nudge to take it, or the next unit's due time come), or None when nothing came
-        (still registered for a moment: the next spell refreshes it, `stop_listening` ends it). Registered
-        before it looks at the due times, so that nothing arriving in between goes unheard."""
-        firsts = self._listen(keys=[LISTENING, UNPLANNED, READY], args=[owner, seconds + LISTEN_GRACE])
-        due_in = min((float(_text(f)) for f in firsts if _text(f)), default=math.inf) - now
-        wait = min(seconds, due_in)
-        try:
-            # Never a timeout Redis would round to 0 ms, which would block for good.
-            heard = self.redis.blpop([NUDGES + owner], wait) if wait >= SHORTEST_WAIT else None
-        except BaseException:
-            # Redis gone a moment, or a cold stop: nobody must nudge a listener that is not there.
-            with contextlib.suppress(RedisError):
-                self.redis.zrem(LISTENING, owner)
-            raise
-        if heard is not None:
-            return _text(heard[1])  # the nudge took this worker out of the listeners
-        if due_in <= seconds:
-            # About to work, so no longer a listener (a nudge sent meanwhile waits for its next spell).
-            self.redis.zrem(LISTENING, owner)
-            return ""
-        return None
-
-    def stop_listening(self, owner: str) -> list[str]:
-        """Out of the listeners; returns what was nudged meanwhile (event ids, or '' for due work) for the caller
-        to take, as it takes what its last look finds."""
-        return [_text(h) for h in self._stop_listening(keys=[LISTENING, NUDGES + owner], args=[owner])]
 
     def oldest_due(self, now: float) -> float | None:
         """When the longest-waiting due unit came due, if any is due."""

@@ -24,20 +24,11 @@ from redis.asyncio import Redis as AsyncRedis
 from redis.commands.core import AsyncScript, Script
 from redis.exceptions import RedisError, ResponseError
 from rq import Queue
-from rq.job import Job
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
 
 from relay.core.model import Delivery, State
-from relay.storage.leases import (
-    LISTENING,
-    NUDGE_LUA,
-    NUDGE_TTL,
-    NUDGES,
-    UNPLANNED,
-    WAKE,
-    WAKE_TTL,
-    Leases,
-    delivery_unit,
-)
+from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL, Leases, delivery_unit
 from relay.storage.records import legacy_keys
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
@@ -104,14 +95,12 @@ class Intake:
     replica_timeout: float = 1.0
     # redis-py's own script objects: EVALSHA, and the script loaded again when a restarted Redis forgot it.
     _script: Script = field(init=False, repr=False)
-    _wake: Script = field(init=False, repr=False)
     _async_scripts: WeakKeyDictionary[AsyncRedis, AsyncScript] = field(
         init=False, repr=False, default_factory=WeakKeyDictionary
     )
 
     def __post_init__(self) -> None:
         self._script = self.redis.register_script(ACCEPT)
-        self._wake = self.redis.register_script(_WAKE)
 
     @classmethod
     def create(
@@ -126,7 +115,7 @@ class Intake:
 
     def accept(self, event_id: str, kind: str, payload: str) -> str:
         """'accepted' once the event is in Redis among the notifications to plan (atomically, one round trip),
-        with a listening worker nudged, else a wake-up queued unless one is; else 'duplicate'. Raises
+        with a wake-up queued unless one is; else 'duplicate'. Raises
         QueueUnavailable on any Redis error of the accept itself: nothing was accepted then."""
         try:
             label = self.store.kinds.label(kind)
@@ -195,7 +184,7 @@ class Intake:
         """The keys and arguments of the accept script for one notification; `trace`: its trace context;
         `label`: the kind as counted (`relay.storage.tally.KindLabels`)."""
         legacy = legacy_keys(event_id)
-        keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, WAKE, LISTENING]
+        keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, WAKE]
         keys.append(legacy.dedup if legacy else keys[0])
         args: list[Any] = [
             max(1, int(self.dedup_ttl)),
@@ -209,14 +198,13 @@ class Intake:
             wake_job_id(event_id),
             WAKE_TTL,
             trace,
-            NUDGES,
-            NUDGE_TTL,
         ]
         return keys, args
 
     def queue_wake(self, ident: str, event_id: str = "") -> bool:
-        """Enqueue the wake-up job `ident` through RQ (its flag is set by the caller); whether it was. One lost
-        here (Redis gone this moment) is made again by the heartbeat's sweep: the work waits in Redis."""
+        """Enqueue the wake-up job `ident` through RQ (its flag is set by the caller; `event_id`: the arrival
+        it is for, shown in RQ's listings); whether it was. One lost here (Redis gone this moment) is made
+        again by the heartbeat's sweep: the work waits in Redis."""
         try:
             self.queue.enqueue_call(
                 WORK_JOB,
@@ -231,23 +219,30 @@ class Intake:
             return False
         return True
 
-    def request_wake(self, force: bool = False) -> bool:
-        """Wake a worker for the work that is due: nudge one listening for more (`relay.storage.leases`), else
-        queue a wake-up job unless one is queued (or even then when `force`); whether a worker was nudged or
-        a job queued."""
+    def request_wake(self) -> bool:
+        """Wake a worker for the work that is due: queue a wake-up job unless one is queued and not started (the
+        flag); whether one was queued."""
         ident = job_id("wake", uuid.uuid4().hex)  # a job of its own, never one RQ may still hold
-        answer = self._wake(keys=[LISTENING, WAKE], args=[NUDGES, NUDGE_TTL, ident, WAKE_TTL, int(force)])
-        if answer == 0:
+        if not self.redis.set(WAKE, ident, nx=True, ex=WAKE_TTL):
             return False
-        if answer == 1:
-            return True  # a listener was nudged
         return self.queue_wake(ident)
 
-    def wake_lost(self) -> bool:
-        """Whether the wake-up flag names a job RQ does not have: one lost with a primary that failed over
-        before it replicated the job. The flag would hold back every wake-up until it expires (WAKE_TTL)."""
+    def recover_wake(self) -> bool:
+        """The heartbeat's wake-up for work left due: `request_wake`, once the flag is dropped if it names no job
+        waiting in RQ's queue: one RQ does not have (lost with a primary that failed over before it replicated
+        the job), or one that ran without clearing it (failed: a job an older relay queued, whose function is
+        gone; or abandoned by a worker killed as it started). Such a flag would hold back every wake-up until
+        it expires (WAKE_TTL)."""
         flag = self.redis.get(WAKE)
-        return isinstance(flag, bytes) and not Job.exists(flag.decode(), connection=self.redis)
+        if isinstance(flag, bytes) and not self._waiting(flag.decode()):
+            self.redis.delete(WAKE)  # were it set anew meanwhile, one wake-up more: harmless
+        return self.request_wake()
+
+    def _waiting(self, ident: str) -> bool:
+        try:
+            return Job.fetch(ident, connection=self.redis).get_status() == JobStatus.QUEUED
+        except NoSuchJobError:
+            return False
 
     def wake_at(self, at: float) -> None:
         """A wake-up at `at` (epoch seconds; no sooner) as an RQ scheduled job: one per second, however many
@@ -356,23 +351,6 @@ class Intake:
             self.store.incr("relay_replays_total", len(replayed))
             self.enqueue_deliveries(replayed)
         return len(replayed)
-
-
-# Wake a worker: nudge a listener, else set the wake-up flag (unless set, or even then when ARGV[5] is 1).
-# KEYS: listeners, wake-up flag. ARGV: nudge key prefix, a nudge's lifetime, the job's id, the flag's lifetime,
-# force. Returns 1 (a listener nudged), the job id (enqueue it) or 0 (a wake-up is queued already).
-_WAKE = (
-    NUDGE_LUA
-    + """
-if nudge(KEYS[1], ARGV[1], '', ARGV[2]) then return 1 end
-if ARGV[5] == '1' then
-  redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[4])
-  return ARGV[3]
-end
-if redis.call('SET', KEYS[2], ARGV[3], 'NX', 'EX', ARGV[4]) then return ARGV[3] end
-return 0
-"""
-)
 
 
 def _acceptance(answer: Any) -> Acceptance:

@@ -132,6 +132,8 @@ def state_of(data: dict[str, str]) -> State:
 def delivery_from_hash(data: dict[str, str]) -> Delivery:
     """A delivery as its hash holds it; UnknownState when its state is none this relay knows."""
     template, used = data.get("template", "auto"), data.get("templateUsed") or None
+    used = None if used == "-" else used  # none used yet, beside a template named like a file
+    log = [{k: entry.get(k) for k in _ATTEMPT_KEYS} | entry for entry in json.loads(data.get("attemptLog") or "[]")]
     if "templateUsed" not in data and template.endswith(".j2"):
         template, used = legacy_choice(template, data.get("kind", "")), template
     return Delivery(
@@ -151,7 +153,7 @@ def delivery_from_hash(data: dict[str, str]) -> Delivery:
         createdAt=float(data.get("createdAt", 0)),
         updatedAt=float(data.get("updatedAt", 0)),
         fallback=json.loads(data.get("fallback", "[]")),
-        attemptTimes=json.loads(data.get("attemptTimes", "[]")),
+        attemptTimes=json.loads(data["attemptTimes"]) if "attemptTimes" in data else [e.get("at") for e in log],
         fallbackFor=data.get("fallbackFor") or None,
         recipientIndex=int(data["recipientIndex"]) if data.get("recipientIndex") else None,
         members=json.loads(data.get("members") or "[]"),
@@ -163,15 +165,25 @@ def delivery_from_hash(data: dict[str, str]) -> Delivery:
         released=data.get("released") == "1",
         trace=data.get("trace") or None,
         firstTry=data.get("firstTry") or None,
-        attemptLog=json.loads(data.get("attemptLog") or "[]"),
+        attemptLog=log,
         sentTitle=data.get("sentTitle") or None,
         sentText=data.get("sentText") or None,
     )
 
 
+# Fields stored only when they differ from what `delivery_from_hash` reads in their absence (memory: issue 36);
+# a write deletes those that went back to it (`unset_fields`). An earlier relay stored them all, empty ones too.
+OMITTED_WHEN_EMPTY = (
+    "messageIndex", "recipientType", "recipient", "address", "template", "templateUsed", "attempts", "maxAttempts",
+    "lastError", "fallback", "attemptTimes", "fallbackFor", "recipientIndex", "members", "route", "notBefore",
+)  # fmt: skip
+_READ_AS = {"messageIndex": "0", "template": "auto", "attempts": "0", "maxAttempts": "1", "fallback": "[]"}
+
+
 def delivery_to_hash(d: Delivery) -> dict[str, str]:
     """The delivery's hash, as the scripts store it (`items` aside: only the gathering script writes it)."""
-    return {
+    times = [e.get("at") for e in d.attemptLog]
+    full = {
         "id": d.id,
         "eventId": d.eventId,
         "kind": d.kind,
@@ -181,15 +193,17 @@ def delivery_to_hash(d: Delivery) -> dict[str, str]:
         "address": d.address or "",
         "channel": d.channel,
         "template": d.template,
-        "templateUsed": d.templateUsed or "",
+        # Kept beside a template named like a file, which an earlier relay's records read as the file used.
+        "templateUsed": d.templateUsed or ("-" if d.template.endswith(".j2") else ""),
         "state": d.state.value,
         "attempts": str(d.attempts),
         "maxAttempts": str(d.maxAttempts),
         "lastError": d.lastError or "",
         "createdAt": repr(d.createdAt),
         "updatedAt": repr(d.updatedAt),
-        "fallback": json.dumps(d.fallback),
-        "attemptTimes": json.dumps(d.attemptTimes),
+        "fallback": json.dumps(d.fallback) if d.fallback else "",
+        # Left out when the attempt log has the same times (read from it); "[]" when it has others.
+        "attemptTimes": "" if times == d.attemptTimes else json.dumps(d.attemptTimes),
         "fallbackFor": d.fallbackFor or "",
         "recipientIndex": "" if d.recipientIndex is None else str(d.recipientIndex),
         "members": json.dumps(d.members) if d.members else "",
@@ -202,10 +216,24 @@ def delivery_to_hash(d: Delivery) -> dict[str, str]:
         **({"trace": d.trace} if d.trace else {}),
         **({"firstTry": d.firstTry} if d.firstTry else {}),
         # Written once tried (a record never tried has none): an earlier relay's records have none either.
-        **({"attemptLog": json.dumps(d.attemptLog)} if d.attemptLog else {}),
+        **({"attemptLog": json.dumps(_compact(d.attemptLog))} if d.attemptLog else {}),
         **({"sentTitle": d.sentTitle} if d.sentTitle is not None else {}),
         **({"sentText": d.sentText} if d.sentText is not None else {}),
     }
+    return {k: v for k, v in full.items() if v not in ("", _READ_AS.get(k)) or k not in OMITTED_WHEN_EMPTY}
+
+
+# An attempt log's entries keep no null (`relay.core.outcome.attempt_entry`): read back with these.
+_ATTEMPT_KEYS = ("at", "outcome", "status", "said", "error", "seconds")
+
+
+def _compact(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in entry.items() if v is not None} for entry in log]
+
+
+def unset_fields(fields: dict[str, str]) -> list[str]:
+    """The fields a stored record may hold that `fields` leaves out: a write deletes them."""
+    return [k for k in OMITTED_WHEN_EMPTY if k not in fields]
 
 
 def legacy_choice(used: str, kind: str) -> str:

@@ -1,6 +1,6 @@
 """The Lua scripts that make each of the store's writes one atomic round trip (`relay.storage.store`)."""
 
-from relay.storage.leases import NUDGE_LUA
+from relay.storage.lists import RELIST_LUA
 
 # Slots of a channel's rate limit: each call books the next free one (a virtual schedule, GCRA-like),
 # so a burst is spread over time in one round trip each, without waking everyone at once.
@@ -17,20 +17,28 @@ return tostring(nxt - now)
 # Store deliveries' new states atomically in one command: each record, the failed index, the release of
 # its lease (when this worker holds it), the held index and the metrics.
 # An outcome stored by the lease holder also ends the count of the delivery's lost tries (they count in a row).
+# The record moves to the list of its state (`relay.storage.lists`), scored by createdAt.
 # KEYS: failed index, metrics, leases, held index, losses, then each record's key, then the minute's activity
 # (relay.storage.activity). ARGV: retention, lease owner, then
 # per record: id, updatedAt, failed-index op (add/rem/-), release lease (1/0), held-index op (its notBefore to
-# add, rem, or -), n, n field/value pairs, the counts of integer and of float increments, then those increments;
-# then, when a state changed, the activity's TTL and its state/count pairs.
-UPDATE = """
+# add, rem, or -), its state, its `list_rest`, createdAt, n, n field/value pairs, m, m fields to delete, the
+# counts of integer and of float increments, then those increments; then, when a state changed, the activity's
+# TTL and its state/count pairs.
+UPDATE = (
+    RELIST_LUA
+    + """
 local i = 3
 for r = 6, #KEYS - 1 do
   local key = KEYS[r]
   local id, updated, failed, unlease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local held = ARGV[i + 4]
-  local n = tonumber(ARGV[i + 5])
-  redis.call('HSET', key, unpack(ARGV, i + 6, i + 5 + 2 * n))
+  local held, state, rest, created = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
+  local n = tonumber(ARGV[i + 8])
+  redis.call('HSET', key, unpack(ARGV, i + 9, i + 8 + 2 * n))
+  i = i + 9 + 2 * n
+  local m = tonumber(ARGV[i])
+  if m > 0 then redis.call('HDEL', key, unpack(ARGV, i + 1, i + m)) end
   redis.call('EXPIRE', key, ARGV[1])
+  relist(id, created, state, rest)
   local unit = 'd:' .. id
   if unlease == '1' and redis.call('HGET', KEYS[3], unit) == ARGV[2] then
     redis.call('HDEL', KEYS[3], unit)
@@ -46,7 +54,7 @@ for r = 6, #KEYS - 1 do
   elseif held ~= '-' then
     redis.call('ZADD', KEYS[4], held, id)
   end
-  i = i + 6 + 2 * n
+  i = i + 1 + m
   local ints, floats = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   i = i + 2
   for _ = 1, ints do
@@ -64,42 +72,45 @@ if ARGV[i] then
 end
 return 1
 """
+)
 
 # A chunk of a notification's planning stored in one round trip (`Store.create_deliveries` cuts a planning into
 # chunks of bounded size: a Redis command takes at most 1,048,576 arguments): the delivery records that do
 # not exist yet, a lease on those the caller sends at once (new ones only: one that existed is another
 # planner's, or due), the others that are open put among the due deliveries (`relay.storage.leases`: now, or a
 # held one at its notBefore; one that exists keeps a due time it has), and, with the last chunk, the
-# notification done with: the caller's lease on it dropped, or, planned by the wake-up its arrival queued (no
-# lease taken first), taken out of the notifications to plan. Returns per record 0 (it existed: read it) or 1
+# notification done with: the caller's lease on it dropped. Returns per record 0 (it existed: read it) or 1
 # (created), plus 2 when the lease was taken.
 # A hash at the delivery list's key is an event an earlier relay stored under the raw id `<this id>:deliveries`
 # (`relay.storage.records.key_part`): it is moved to its own key first. Any other type there (or that event's
 # own key taken already): an error, and nothing is written.
-# KEYS: event's delivery list, deliveries index, failed index, metrics, leases, held index, due deliveries,
-# losses, notifications to plan, where a squatting event goes, then each record's key. ARGV: retention, owner,
-# the notification's unit ('' for none), its id to take out of the notifications to plan ('' for none), then
-# per record: id, createdAt, failed (1/0), take (1/0), its metric field, its notBefore when held (else -), when
-# it is due when not taken (else -), n, n field/value pairs.
+# A new record goes into the list of its state (`relay.storage.lists`, a key named by the caller), scored by
+# createdAt.
+# KEYS: event's delivery list, lists registry, failed index, metrics, leases, held index, due deliveries,
+# losses, where a squatting event goes, then each record's key. ARGV: retention, owner, the notification's unit
+# ('' for none: not the last chunk), then per record: id, createdAt, failed (1/0), take (1/0), its metric
+# field, its notBefore when held (else -), when it is due when not taken (else -), its list's key, n, n
+# field/value pairs.
 CREATE = """
 local listed = redis.call('TYPE', KEYS[1])['ok']
-if listed == 'hash' and redis.call('EXISTS', KEYS[10]) == 0 then
-  redis.call('RENAME', KEYS[1], KEYS[10])
+if listed == 'hash' and redis.call('EXISTS', KEYS[9]) == 0 then
+  redis.call('RENAME', KEYS[1], KEYS[9])
 elseif listed ~= 'list' and listed ~= 'none' then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a ' .. listed .. ', not a delivery list: nothing planned')
 end
 local out = {}
-local a = 5
-for r = 11, #KEYS do
+local a = 4
+for r = 10, #KEYS do
   local key = KEYS[r]
   local id, created, failed, take, metric = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local held, due = ARGV[a + 5], ARGV[a + 6]
-  local n = tonumber(ARGV[a + 7])
+  local held, due, list = ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]
+  local n = tonumber(ARGV[a + 8])
   local made = 0
   if redis.call('EXISTS', key) == 0 then
-    redis.call('HSET', key, unpack(ARGV, a + 8, a + 7 + 2 * n))
+    redis.call('HSET', key, unpack(ARGV, a + 9, a + 8 + 2 * n))
     redis.call('EXPIRE', key, ARGV[1])
-    redis.call('ZADD', KEYS[2], created, id)
+    redis.call('ZADD', list, created, id)
+    redis.call('SADD', KEYS[2], list)
     redis.call('RPUSH', KEYS[1], id)
     redis.call('HINCRBY', KEYS[4], metric, 1)
     if failed == '1' then redis.call('ZADD', KEYS[3], created, id) end
@@ -115,14 +126,13 @@ for r = 11, #KEYS do
     if made == 1 then redis.call('ZADD', KEYS[7], due, id) else redis.call('ZADD', KEYS[7], 'NX', due, id) end
   end
   out[#out + 1] = made + got
-  a = a + 8 + 2 * n
+  a = a + 9 + 2 * n
 end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 if ARGV[3] ~= '' and redis.call('HGET', KEYS[5], ARGV[3]) == ARGV[2] then
   redis.call('HDEL', KEYS[5], ARGV[3])
   redis.call('HDEL', KEYS[8], ARGV[3])
 end
-if ARGV[4] ~= '' then redis.call('ZREM', KEYS[9], ARGV[4]) end
 return out
 """
 
@@ -130,9 +140,10 @@ return out
 # open digest's id lives at KEYS[1] for the window, so it closes by itself when the window ends (and
 # early, when full). The item names its digest in its own record in the same step, so a delivery gathered
 # once is never gathered again. Returns {digest id, items now, created (1/0), full (1/0), its notBefore}.
-# KEYS: open-digest key, the item's record, deliveries index, held index, metrics, the item's event's
-# delivery list, the new digest's record. ARGV: new digest id, window (ms), max items, item id, retention,
-# createdAt, the new digest's metric field, its notBefore, record key prefix, n, n field/value pairs.
+# KEYS: open-digest key, the item's record, the new digest's list (`relay.storage.lists`), held index, metrics,
+# the item's event's delivery list, the new digest's record, the lists registry. ARGV: new digest id, window
+# (ms), max items, item id, retention, createdAt, the new digest's metric field, its notBefore, record key
+# prefix, n, n field/value pairs.
 GATHER = """
 local had = redis.call('HGET', KEYS[2], 'digest')
 if had then
@@ -147,6 +158,7 @@ if not d then
   redis.call('HSET', KEYS[7], unpack(ARGV, 11, 10 + 2 * n))
   redis.call('EXPIRE', KEYS[7], ARGV[5])
   redis.call('ZADD', KEYS[3], ARGV[6], d)
+  redis.call('SADD', KEYS[8], KEYS[3])
   redis.call('ZADD', KEYS[4], ARGV[8], d)
   redis.call('RPUSH', KEYS[6], d)
   redis.call('EXPIRE', KEYS[6], ARGV[5])
@@ -180,31 +192,28 @@ return redis.call('HGET', KEYS[2], 'items') or '[]'
 # is checked first: one holding another type of value (written by hand, or by an earlier relay's layout) fails
 # the accept before anything is written, and the platform's retry is not taken for a duplicate. Only then
 # can the dedup (SET NX) refuse, still before anything is written; an earlier relay's dedup key of the same
-# eventId (KEYS[8], `relay.storage.records.legacy_keys`; KEYS[1] again when it has none) counts as one. Dedup
+# eventId (KEYS[7], `relay.storage.records.legacy_keys`; KEYS[1] again when it has none) counts as one. Dedup
 # keys hold 2 (an earlier relay's hold 1): today's key of `a:b` is where an earlier relay kept `a%3Ab`'s.
-# A worker listening for more work (`relay.storage.leases`) is nudged with the event id, and no job is needed;
-# else, when no wake-up job is queued, the script sets the wake-up flag to a new job's id and returns it: the
+# When no wake-up job is queued, the script sets the wake-up flag to a new job's id and returns it: the
 # caller then enqueues that job through RQ's own `Queue.enqueue_call`. Were that enqueue lost (the caller
 # died between the two), the notification still waits among the unplanned ones, and the heartbeat's sweep
 # wakes a worker for it.
-# KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 unplanned events, 6 wake-up flag, 7 listeners,
-#       8 the earlier relay's dedup key
+# KEYS: 1 dedup, 2 event hash, 3 events index, 4 metrics, 5 unplanned events, 6 wake-up flag,
+#       7 the earlier relay's dedup key
 # ARGV: 1 dedup ttl, 2 eventId, 3 kind, 4 receivedAt, 5 payload, 6 retention, 7 received counter field,
 #       8 duplicate counter field, 9 the wake-up job's id, 10 the flag's lifetime (s), 11 trace context
-#       (a W3C traceparent, "" with tracing off), 12 the listeners' nudge key prefix, 13 a nudge's lifetime (s)
-# Returns 0 (duplicate), 1 (accepted, a listener nudged or a wake-up queued already) or the job id ARGV[9]
+#       (a W3C traceparent, "" with tracing off)
+# Returns 0 (duplicate), 1 (accepted, a wake-up queued already) or the job id ARGV[9]
 # (accepted: enqueue it); an error, with nothing written, when a key holds another type of value.
-ACCEPT = (
-    NUDGE_LUA
-    + """
-local wanted = {'string', 'hash', 'zset', 'hash', 'zset', 'string', 'zset', 'string'}
+ACCEPT = """
+local wanted = {'string', 'hash', 'zset', 'hash', 'zset', 'string', 'string'}
 for i, want in ipairs(wanted) do
   local found = redis.call('TYPE', KEYS[i])['ok']
   if found ~= 'none' and found ~= want then
     return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. found .. ': nothing accepted')
   end
 end
-if redis.call('GET', KEYS[8]) == '1' or not redis.call('SET', KEYS[1], '2', 'NX', 'EX', ARGV[1]) then
+if redis.call('GET', KEYS[7]) == '1' or not redis.call('SET', KEYS[1], '2', 'NX', 'EX', ARGV[1]) then
   redis.call('HINCRBY', KEYS[4], ARGV[8], 1)
   return 0
 end
@@ -214,12 +223,8 @@ redis.call('EXPIRE', KEYS[2], ARGV[6])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[2])
 redis.call('HINCRBY', KEYS[4], ARGV[7], 1)
 redis.call('ZADD', KEYS[5], ARGV[4], ARGV[2])
-if nudge(KEYS[7], ARGV[12], ARGV[2], ARGV[13]) then
-  return 1
-end
 if redis.call('SET', KEYS[6], ARGV[9], 'NX', 'EX', ARGV[10]) then
   return ARGV[9]
 end
 return 1
 """
-)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,8 @@ from relay.core.model import Delivery, State, delivery_id, iso
 from relay.storage.activity import with_activity
 from relay.storage.digests import Digests
 from relay.storage.events import read_delivery_ids, read_delivery_page, read_events
-from relay.storage.leases import LEASES, LOSSES, READY, UNPLANNED, Leases, delivery_unit, event_unit
+from relay.storage.leases import LEASES, LOSSES, READY, Leases, delivery_unit, event_unit
+from relay.storage.lists import LISTS, Lists, list_key, list_rest
 from relay.storage.records import (
     DELIVERIES,
     EVENTS,
@@ -29,7 +30,6 @@ from relay.storage.records import (
     LATENCY_BUCKETS,
     METRICS,
     PREFIX,
-    SCAN_LIMIT,
     SEND_LATENCY,
     WORKERS,
     EventRecord,
@@ -48,6 +48,7 @@ from relay.storage.records import (
     now,
     parse_since,
     squatter_key,
+    unset_fields,
 )
 from relay.storage.scripts import CREATE, RESERVE_SLOT, UPDATE
 from relay.storage.tally import KindLabels, Tally
@@ -141,6 +142,7 @@ class Store:
         self.kinds = KindLabels(redis)
         self.leases = Leases(redis, self.tally)
         self.digests = Digests(redis, self.retention, self.tally)
+        self.lists = Lists(redis)  # the deliveries, newest first (relay.storage.lists)
         self._reserve = redis.register_script(RESERVE_SLOT)
         self._update = redis.register_script(UPDATE)
         self._create_script = redis.register_script(CREATE)
@@ -163,14 +165,13 @@ class Store:
     # -- deliveries -----------------------------------------------------------------------------
 
     def create_deliveries(
-        self, event_id: str, records: list[Delivery], take: set[str] | None = None, planned: str = ""
+        self, event_id: str, records: list[Delivery], take: set[str] | None = None, done: bool = False
     ) -> list[Delivery]:
         """Store records that do not exist yet; return the stored state of every record. In the same round
         trips (`relay.storage.leases`): this worker leases the records in `take` that it creates (one that
         existed is another planner's, or due already), the other open ones are put among the due deliveries,
-        and the notification is done with (`planned`: `leased`, this worker's lease on it dropped; `unleased`,
-        taken out of the notifications to plan). The records returned that this worker leased say so
-        (`held_lease`).
+        and the notification is done with (`done`: this worker's lease on it dropped). The records returned
+        that this worker leased say so (`held_lease`).
 
         The records go in chunks of PLAN_CHUNK, each one atomic script, and the notification is done with only
         by the last: a planning stopped part way (Redis gone, the worker killed) is planned again whole, and
@@ -181,7 +182,7 @@ class Store:
             for start in range(0, max(1, len(records)), PLAN_CHUNK):
                 last = start + PLAN_CHUNK >= len(records)
                 chunk = records[start : start + PLAN_CHUNK]
-                stored += self._create(event_id, chunk, take or set(), planned if last else "")
+                stored += self._create(event_id, chunk, take or set(), done and last)
         except RedisError:
             taken = [delivery_unit(r.id) for r in stored if r.held_lease]
             with contextlib.suppress(RedisError):  # else this worker's sweep of its own leases does it
@@ -189,16 +190,11 @@ class Store:
             raise
         return stored
 
-    def _create(self, event_id: str, records: list[Delivery], to_take: set[str], planned: str) -> list[Delivery]:
+    def _create(self, event_id: str, records: list[Delivery], to_take: set[str], done: bool) -> list[Delivery]:
         """One chunk of `create_deliveries`, in one round trip."""
-        keys = [event_deliveries_key(event_id), DELIVERIES, FAILED, METRICS, LEASES, HELD, READY, LOSSES, UNPLANNED]
+        keys = [event_deliveries_key(event_id), LISTS, FAILED, METRICS, LEASES, HELD, READY, LOSSES]
         keys.append(squatter_key(event_id))
-        args: list[Any] = [
-            self.retention,
-            self.owner,
-            event_unit(event_id) if planned == "leased" else "",
-            event_id if planned == "unleased" else "",
-        ]
+        args: list[Any] = [self.retention, self.owner, event_unit(event_id) if done else ""]
         at = now()
         metrics: list[str] = []
         for record in records:
@@ -208,8 +204,9 @@ class Store:
             metric = metric_field("relay_deliveries_total", **labels)
             metrics.append(metric)
             failed = int(record.state is State.FAILED)
-            args += [record.id, repr(record.createdAt), failed, int(record.id in to_take), metric]
-            args += [_held_op(record, None), _due(record, at), len(fields)]
+            args += [record.id, repr(record.createdAt), failed, int(record.id in to_take)]
+            args += [metric, _held_op(record, None), _due(record, at)]
+            args += [list_key(record.state, record.channel, record.kind), len(fields)]
             for pair in fields.items():
                 args.extend(pair)
         outcome = [int(v) for v in self._create_script(keys=keys, args=args)]
@@ -281,10 +278,12 @@ class Store:
             fields = delivery_to_hash(record)
             keys.append(delivery_key(record.id))
             args += [record.id, repr(record.updatedAt), failed, int(record.held_lease)]
-            args += [_held_op(record, previous_state), len(fields)]
+            args += [_held_op(record, previous_state), record.state.value, list_rest(record.channel, record.kind)]
+            args += [repr(record.createdAt), len(fields)]
             for pair in fields.items():
                 args.extend(pair)
-            args += [len(ints), len(floats)]
+            dropped = unset_fields(fields)
+            args += [len(dropped), *dropped, len(ints), len(floats)]
             counted += ints
             counted += floats
             for name, amount in ints:
@@ -319,28 +318,14 @@ class Store:
         """The deliveries held by quiet hours now, soonest first."""
         return [_text(v) for v in self.redis.zrange(HELD, 0, -1)]
 
-    def iter_recent(self, since: float | None = None, index: str = DELIVERIES) -> Iterator[Delivery]:
-        """Deliveries newest first, read in pages, at most SCAN_LIMIT index entries."""
-        low: float | str = since if since is not None else "-inf"
-        offset, page = 0, 200
-        while offset < SCAN_LIMIT:
-            ids = [_text(v) for v in self.redis.zrevrangebyscore(index, "+inf", low, start=offset, num=page)]
-            if not ids:
-                return
-            offset += len(ids)
-            for record in self.deliveries(ids):
-                if record is not None:
-                    yield record
-            if len(ids) < page:
-                return
-
     def prune(self) -> None:
         """Drop index entries older than the retention (their records have expired already)."""
         cutoff = now() - self.retention
         pipe = self.redis.pipeline(transaction=False)
         for index in (EVENTS, DELIVERIES, FAILED, HELD):  # held: by notBefore, long past for any still listed
-            pipe.zremrangebyscore(index, "-inf", cutoff)
+            pipe.zremrangebyscore(index, "-inf", cutoff)  # DELIVERIES: an earlier relay's, until indexed again
         pipe.execute()
+        self.lists.prune(cutoff)
 
     # -- metrics and liveness -------------------------------------------------------------------
 

@@ -50,6 +50,14 @@ def test_deliveries_replay_and_status(
     assert main(["deliveries", "--state", "failed", "--config", str(config_file), "--json"]) == 0
     failed: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
     assert [d["channel"] for d in failed] == ["owners-hook", "owners-hook"]
+    # A page at a time: the cursor to go on from is said on stderr, and takes up where the page ended.
+    assert main(["deliveries", "--state", "failed", "--limit", "1", "--config", str(config_file), "--json"]) == 0
+    first = capsys.readouterr()
+    cursor = first.err.split("--cursor ")[1].split()[0]
+    assert main(["deliveries", "--state", "failed", "--cursor", cursor, "--config", str(config_file), "--json"]) == 0
+    rest = capsys.readouterr()
+    assert [d["id"] for d in json.loads(first.out) + json.loads(rest.out)] == [d["id"] for d in failed]
+    assert "--cursor" not in rest.err
 
     assert main(["deliveries", "--state", "failed", "--config", str(config_file)]) == 0
     table = capsys.readouterr().out

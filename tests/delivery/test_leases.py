@@ -226,7 +226,7 @@ def test_an_event_that_failed_before_is_claimed_alone(hook: Runtime, redis: Redi
     leases = hook.store.leases
     assert [c.ident for c in leases.claim(hook.name, BATCH, time.time())[0]] == events[:1]
     assert [c.ident for c in leases.claim(hook.name, BATCH, time.time())[0]] == [events[1]]
-    hook.store.create_deliveries(events[1], [], planned="leased")  # planned: its lease and its losses dropped
+    hook.store.create_deliveries(events[1], [], done=True)  # planned: its lease and its losses dropped
     assert not redis.hexists(LOSSES, event_unit(events[1])) and not redis.hexists(LEASES, event_unit(events[1]))
     assert [c.ident for c in leases.claim(hook.name, BATCH, time.time())[0]] == events[2:]
 
@@ -282,7 +282,7 @@ def test_a_redis_error_in_the_middle_of_a_batch_gives_the_rest_back(
     events = _accept(hook, 3)
     Queue(QUEUE_NAME, connection=redis).empty()
 
-    def flaky(rt: Runtime, event_id: str, leased: bool = True) -> int:
+    def flaky(rt: Runtime, event_id: str) -> int:
         raise RedisConnectionError("gone a moment")
 
     monkeypatch.setattr(jobs, "plan_event", flaky)
@@ -333,3 +333,40 @@ def test_planning_again_leases_nothing_that_exists_and_keeps_a_retrys_wait(
     hook.sender.drain()
     assert len(sink.hits) == tried and redis.zscore(READY, ident) == due
     assert redis.hlen(LEASES) == 0
+
+
+def test_planning_by_hand_takes_the_notification_under_a_lease_like_a_worker(
+    hook: Runtime, redis: Redis, sink: HttpSink
+) -> None:
+    """No unleased planning: by hand, a notification a worker holds is left to it; one nobody holds is taken
+    out of the notifications to plan, leased, planned, and its lease dropped with its deliveries stored."""
+    from relay.delivery.jobs import plan_job
+
+    (event_id,) = _accept(hook)
+    redis.hset(LEASES, event_unit(event_id), DEAD)  # a worker plans it this moment
+    assert plan_job(hook, event_id) == 0 and hook.store.event_delivery_ids(event_id) == []
+    redis.hdel(LEASES, event_unit(event_id))
+    assert plan_job(hook, event_id) == 1 and redis.zscore(UNPLANNED, event_id) is None
+    hook.sender.drain()
+    assert len(sink.at("/hook")) == 1 and redis.hlen(LEASES) == 0
+
+
+@pytest.mark.parametrize("old_job", ["plan_batch", "deliver_job", "delivery_job_failed"])
+def test_a_job_queued_by_an_older_relay_fails_in_rq_and_the_sweep_takes_its_unit(
+    hook: Runtime, redis: Redis, sink: HttpSink, old_job: str
+) -> None:
+    """After an upgrade, a job an older relay queued names a function that is gone: RQ fails it, and the unit it
+    was for still waits in its due set (since relay's leases, every unit does), so the heartbeat's sweep wakes
+    a worker for it, dropping the flag that the failed job never cleared."""
+    (event_id,) = _accept(hook)
+    queue = Queue(QUEUE_NAME, connection=redis)
+    queue.empty()  # the accept's own wake-up, as an older API would have queued its job instead
+    flag = redis.get(WAKE)
+    assert flag is not None
+    queue.enqueue_call(f"relay.delivery.jobs.{old_job}", args=(event_id,), job_id=flag.decode())
+    run_worker(hook)
+    assert queue.failed_job_registry.get_job_ids() == [flag.decode()] and len(sink.at("/hook")) == 0
+    assert redis.zscore(UNPLANNED, event_id) is not None and redis.get(WAKE) == flag
+    assert sweep(hook, time.time() + STALE_SECONDS + 1) == 0 and redis.get(WAKE) != flag
+    run_worker(hook)
+    _all_sent_once(hook, sink, [event_id])

@@ -71,7 +71,7 @@ def after(rt: Runtime, clock: Clock, seconds: float) -> None:
     due = rt.redis.zrange(READY, 0, -1, withscores=True)
     if due:
         rt.redis.zadd(READY, {member: score - seconds for member, score in due})
-    rt.intake.request_wake(force=True)
+    rt.intake.request_wake()
     run_worker(rt)
 
 

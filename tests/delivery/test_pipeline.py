@@ -7,6 +7,8 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
+from relay.admin.selection import Filters
+from relay.core.model import State
 from relay.runtime.bootstrap import Runtime
 from relay.storage.leases import LEASES, READY
 from relay.storage.queue import QUEUE_NAME
@@ -288,7 +290,7 @@ def test_a_replay_from_a_listing_read_before_the_delivery_went_out_sends_nothing
     payload = sample_notification()
     post(client, payload)
     run_worker(rt)
-    stale = [r for r in rt.store.iter_recent() if r.state == "failed"]
+    stale = Filters(State.FAILED).select(rt.store, 50)
     assert len(stale) == 1
     assert rt.intake.replay(stale, 3) == 1
     run_worker(rt)

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 
 from relay.runtime.bootstrap import Runtime
 from relay.storage.leases import UNPLANNED
+from relay.storage.lists import LISTS, list_key
 from relay.storage.records import DELIVERIES, EVENTS, PREFIX, dedup_key, event_deliveries_key, event_key
 from tests.admin.test_ui import login
 from tests.conftest import admin, post, run_worker, sample_notification
@@ -120,7 +121,9 @@ def test_a_key_of_the_wrong_type_takes_down_no_page(
     redis.hset(event_key(broken), "receivedAt", "not a time")
     redis.zadd(EVENTS, {broken: time.time()})
     redis.rpush(f"{PREFIX}delivery:dlist", "x")
-    redis.zadd(DELIVERIES, {"dlist": time.time() + 60})
+    redis.zadd(list_key("delivered", "owners", "x"), {"dlist": time.time() + 60})
+    redis.sadd(LISTS, list_key("delivered", "owners", "x"))
+    redis.zadd(DELIVERIES, {"dlist": time.time() + 60})  # an earlier relay's index: left out when indexed again
 
     assert len(_event(client, good).json()["deliveries"]) == 3
     assert _event(client, bad).json()["deliveries"] == []  # the event, with no deliveries to show
