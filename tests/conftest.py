@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import copy
 import json
 import os
@@ -37,6 +38,14 @@ def fuzz(examples: int, **overrides: Any) -> settings:
     slow = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large]
     options: dict[str, Any] = {"deadline": None, "derandomize": True, "database": None, "suppress_health_check": slow}
     return settings(max_examples=max(1, int(examples * FUZZ_SCALE)), **{**options, **overrides})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """relay's bytecode written once, before any test: the suite starts a few hundred `relay` processes, and
+    where PYTHONDONTWRITEBYTECODE is set (as on the CI machines) each would compile relay's source again
+    (about 0.15 CPU-s a process). Only the xdist controller (or a run without xdist) writes it."""
+    if not hasattr(config, "workerinput"):
+        compileall.compile_dir(str(HERE.parent / "relay"), quiet=1)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
