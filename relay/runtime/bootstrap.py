@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.sentinel import Sentinel
 
 from relay.config import Config, ConfigError, load_config
+from relay.core.clock import Clock, system_clock
 from relay.core.redaction import remember_config
 from relay.core.rendering import Renderer, template_globals
 from relay.delivery.catalog import Catalog
@@ -108,8 +107,6 @@ class Runtime:
     sender: Sender
     # The file the config came from, to read again on a reload (None: defaults and environment).
     config_file: Path | None = None
-    # What handlers ask the time (sessions, "5 min ago"): a test may hand in its own.
-    clock: Callable[[], float] = time.time
     # `relay serve`: where its workers write what they counted (`relay.storage.tally`), added to its own.
     tally_dir: Path | None = None
 
@@ -129,6 +126,12 @@ class Runtime:
     def catalog(self) -> Catalog | None:
         return self.loaded.catalog
 
+    @property
+    def clock(self) -> Clock:
+        """The one clock of every time relay stores or compares (`relay.core.clock`): the store's, which the
+        intake, the app, the workers and the commands read through it."""
+        return self.store.clock
+
     def pinned(self) -> Runtime:
         """This runtime with `loaded` as it is now, for one unit of work (`relay.delivery.context`)."""
         return dataclasses.replace(self)
@@ -139,9 +142,12 @@ class Runtime:
         return add_tallies(own, read_tallies(self.tally_dir)) if self.tally_dir is not None else own
 
 
-def build(config: Config, redis: Redis | None = None, config_file: Path | None = None) -> Runtime:
+def build(
+    config: Config, redis: Redis | None = None, config_file: Path | None = None, clock: Clock = system_clock
+) -> Runtime:
+    """Everything, on `clock` (a test hands in a `ManualClock`)."""
     conn = redis if redis is not None else connect(config)
-    store = Store(conn, config.retention, owner=process_name())
+    store = Store(conn, config.retention, clock, owner=process_name())
     store.kinds.limit = config.metrics.max_kinds
     return Runtime(
         loaded=load(config, conn, store),

@@ -39,7 +39,6 @@ from relay.storage.store import (
     dedup_key,
     event_key,
     metric_field,
-    now,
 )
 
 QUEUE_NAME = "relay"
@@ -190,7 +189,7 @@ class Intake:
             max(1, int(self.dedup_ttl)),
             event_id,
             kind,
-            repr(now()),
+            repr(self.store.clock()),
             payload,
             self.store.retention,
             _received_field(label),
@@ -247,7 +246,7 @@ class Intake:
     def wake_at(self, at: float) -> None:
         """A wake-up at `at` (epoch seconds; no sooner) as an RQ scheduled job: one per second, however many
         deliveries come due in it. Were it lost, the heartbeat's sweep wakes a worker for work left due."""
-        if at <= now():
+        if at <= self.store.clock():
             self.request_wake()
             return
         second = math.ceil(at)
@@ -265,7 +264,7 @@ class Intake:
     def enqueue_deliveries(self, ids: list[str]) -> None:
         """These deliveries are due now: among the due work, with a worker woken for them."""
         if ids:
-            at = now()
+            at = self.store.clock()
             self.schedule(dict.fromkeys(ids, at))
 
     def schedule(self, due: Mapping[str, float], slots: Mapping[str, float] | None = None) -> None:
@@ -273,7 +272,7 @@ class Intake:
         if not due:
             return
         self.leases.schedule(due, slots)
-        moment = now()
+        moment = self.store.clock()
         if any(t <= moment for t in due.values()):
             self.request_wake()
         for second in sorted({math.ceil(t) for t in due.values() if t > moment}):
@@ -281,7 +280,8 @@ class Intake:
 
     def retry_later(self, delivery_id: str, delay: float, slot_at: float | None = None) -> None:
         """Run the delivery again after `delay` (no sooner); `slot_at`: the rate-limit slot it booked."""
-        self.schedule({delivery_id: now() + delay}, {delivery_id: slot_at} if slot_at is not None else None)
+        slots = {delivery_id: slot_at} if slot_at is not None else None
+        self.schedule({delivery_id: self.store.clock() + delay}, slots)
 
     def deliver_at(self, delivery_id: str, at: float) -> None:
         """A held delivery (or a digest) due at `at` (epoch seconds; no sooner): no worker waits for it."""

@@ -4,7 +4,6 @@ names of the counters. Plain data: the Redis commands are in `relay.storage.stor
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -34,10 +33,6 @@ LATENCY_BUCKETS = (
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def now() -> float:
-    return time.time()
 
 
 def key_part(value: str) -> str:
@@ -271,14 +266,14 @@ def event_from_hash(data: Any) -> EventRecord | None:
     return EventRecord(d["eventId"], d.get("kind", ""), received, d.get("payload", "{}"), d.get("trace", ""))
 
 
-def parse_since(value: str | None) -> float | None:
-    """`since` as a duration back from now ("2h") or an ISO 8601 time."""
+def parse_since(value: str | None, now: float) -> float | None:
+    """`since` as a duration back from `now` ("2h") or an ISO 8601 time."""
     if value is None or value == "":
         return None
     from relay.config.durations import parse_duration
 
     try:
-        return now() - parse_duration(value)
+        return now - parse_duration(value)
     except ValueError:
         pass
     text = value.strip().replace("Z", "+00:00")
