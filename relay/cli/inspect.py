@@ -120,9 +120,11 @@ def _act_on(
 ) -> int:
     """Replay or release what the filters pick in `state`, in batches, with a progress bar. The dry run's
     list, the bar and the count are the same deliveries: those that are sent (a digest once, for its items)."""
+    from relay.storage.requeue import carried
+
     rt = runtime(args)
     chosen, _ = _filters(args, state, rt.clock()).chosen(rt.store)
-    going = rt.intake.carried(chosen, state)
+    going = carried(rt.store, chosen, state)
     if args.dry_run:
         for r in going:
             print(would(r) + (f"  (a digest of {len(r.items)})" if r.items else ""))

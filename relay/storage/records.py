@@ -4,6 +4,7 @@ names of the counters. Plain data: the Redis commands are in `relay.storage.stor
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -12,6 +13,8 @@ from typing import Any
 from relay.core.digest import DIGEST_TEMPLATE
 from relay.core.model import Delivery, State, kind_name
 from relay.core.rendering import AUTO, FORMATS
+
+log = logging.getLogger("relay.storage")
 
 PREFIX = "relay:"
 EVENTS = PREFIX + "events"  # zset eventId -> received time
@@ -281,3 +284,22 @@ def parse_since(value: str | None, now: float) -> float | None:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()
+
+
+def read_delivery(data: Any, ident: str = "") -> Delivery | None:
+    """The record in a hash as redis-py returns it; None for none, and for one in a state this relay does
+    not know (a newer relay's): such a record is listed by nobody and left as it is, never overwritten. A
+    record that cannot be read (a key of another type, a hash relay did not write) is logged, and None."""
+    if isinstance(data, Exception):
+        log.error("delivery unreadable (%s): left out", data, extra={"deliveryId": ident})
+        return None
+    if not data:
+        return None
+    try:
+        return delivery_from_hash({_text(k): _text(v) for k, v in data.items()})
+    except UnknownState as exc:
+        log.warning("delivery left alone: %s", exc, extra={"deliveryId": exc.delivery_id})
+        return None
+    except (KeyError, ValueError, TypeError) as exc:
+        log.error("delivery unreadable (%s: %s): left out", type(exc).__name__, exc, extra={"deliveryId": ident})
+        return None

@@ -34,11 +34,9 @@ from relay.storage.records import (
     SEND_LATENCY,
     WORKERS,
     EventRecord,
-    UnknownState,
     _text,
     bucket_field,
     dedup_key,
-    delivery_from_hash,
     delivery_key,
     delivery_to_hash,
     event_deliveries_key,
@@ -47,6 +45,7 @@ from relay.storage.records import (
     hash_pairs,
     metric_field,
     parse_since,
+    read_delivery,
     squatter_key,
     unset_fields,
 )
@@ -99,25 +98,6 @@ def _due(record: Delivery, at: float) -> str:
     if record.state is State.HELD:
         return repr(record.notBefore if record.notBefore is not None else at)
     return repr(at) if record.state in (State.QUEUED, State.RETRYING) else "-"
-
-
-def _read(data: Any, ident: str = "") -> Delivery | None:
-    """The record in a hash as redis-py returns it; None for none, and for one in a state this relay does
-    not know (a newer relay's): such a record is listed by nobody and left as it is, never overwritten. A
-    record that cannot be read (a key of another type, a hash relay did not write) is logged, and None."""
-    if isinstance(data, Exception):
-        log.error("delivery unreadable (%s): left out", data, extra={"deliveryId": ident})
-        return None
-    if not data:
-        return None
-    try:
-        return delivery_from_hash({_text(k): _text(v) for k, v in data.items()})
-    except UnknownState as exc:
-        log.warning("delivery left alone: %s", exc, extra={"deliveryId": exc.delivery_id})
-        return None
-    except (KeyError, ValueError, TypeError) as exc:
-        log.error("delivery unreadable (%s: %s): left out", type(exc).__name__, exc, extra={"deliveryId": ident})
-        return None
 
 
 @dataclass
@@ -237,7 +217,7 @@ class Store:
         pipe = self.redis.pipeline(transaction=False)
         for i in ids:
             pipe.hgetall(delivery_key(i))
-        return [_read(data, i) for i, data in zip(ids, pipe.execute(raise_on_error=False), strict=True)]
+        return [read_delivery(data, i) for i, data in zip(ids, pipe.execute(raise_on_error=False), strict=True)]
 
     def update(
         self,
@@ -307,7 +287,7 @@ class Store:
         taken, fields = self.leases.take_and_read(delivery_id_, self.owner, delivery_key(delivery_id_))
         if not taken:
             return False, None
-        record = _read(hash_pairs(fields))
+        record = read_delivery(hash_pairs(fields))
         if record is None:
             self.leases.release([delivery_unit(delivery_id_)], self.owner)
             return True, None
