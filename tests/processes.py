@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +40,22 @@ def children(pid: int) -> list[int]:
 
 def stop(proc: subprocess.Popen[Any], timeout: float = 30) -> None:
     """SIGTERM, then SIGKILL if it is still running after `timeout` seconds."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop_all([proc], timeout)
+
+
+def stop_all(procs: list[subprocess.Popen[Any]], timeout: float = 30) -> None:
+    """SIGTERM to every one at once (their stops overlap), then SIGKILL to those still running `timeout`
+    seconds later."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 class Restarted:
@@ -69,7 +80,11 @@ class Restarted:
             if self.proc.poll() is not None:
                 self.proc = self._spawn()
 
-    def stop(self) -> None:
+    def halt(self) -> subprocess.Popen[bytes]:
+        """No more restarts: the process running now, for the caller to stop."""
         self.stopping.set()
         self.thread.join()
-        stop(self.proc)
+        return self.proc
+
+    def stop(self) -> None:
+        stop(self.halt())

@@ -25,7 +25,7 @@ from redis import Redis
 from relay.storage.records import metric_field
 from relay.storage.tally import read_tallies
 from tests.conftest import sample_notification
-from tests.processes import Restarted, stop
+from tests.processes import Restarted, stop_all
 from tests.replicas import SERVICE, RedisGroup
 from tests.servers import HttpSink, free_port, http_get, wait_for
 
@@ -85,10 +85,7 @@ def fleet(tmp_path: Path, sink: HttpSink) -> Iterator[Fleet]:
             wait_for(lambda base=base: http_get(base + "/readyz", timeout=5)[0] == 200, timeout=30)
         yield running
     finally:
-        for kept in running.workers:
-            kept.stop()
-        for proc in running.procs:
-            stop(proc)
+        stop_all([kept.halt() for kept in running.workers] + running.procs)
         group.stop()
 
 
