@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import compileall
 import copy
 import json
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 from redis import Redis
 from rq import Queue
 from starlette.testclient import TestClient
@@ -25,6 +28,24 @@ from tests.servers import HttpSink, SmtpSink
 HERE = Path(__file__).resolve().parent
 WEBHOOK_TOKEN = "test-webhook-token-1234"
 ADMIN_TOKEN = "test-admin-token-5678"
+# The fuzzing budgets (tests/intake/test_fuzz*.py) are sized for a suite run on every change: the cases are
+# derandomized, the same in every run; RELAY_FUZZ_SCALE=10 runs ten times as many (docs/development.md).
+FUZZ_SCALE = float(os.environ.get("RELAY_FUZZ_SCALE", "1"))
+
+
+def fuzz(examples: int, **overrides: Any) -> settings:
+    """Hypothesis settings for `examples` cases (times RELAY_FUZZ_SCALE), derandomized and unhurried."""
+    slow = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large]
+    options: dict[str, Any] = {"deadline": None, "derandomize": True, "database": None, "suppress_health_check": slow}
+    return settings(max_examples=max(1, int(examples * FUZZ_SCALE)), **{**options, **overrides})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """relay's bytecode written once, before any test: the suite starts a few hundred `relay` processes, and
+    where PYTHONDONTWRITEBYTECODE is set (as on the CI machines) each would compile relay's source again
+    (about 0.15 CPU-s a process). Only the xdist controller (or a run without xdist) writes it."""
+    if not hasattr(config, "workerinput"):
+        compileall.compile_dir(str(HERE.parent / "relay"), quiet=1)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

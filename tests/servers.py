@@ -46,6 +46,19 @@ def http_get(url: str, token: str | None = None, timeout: float = 5) -> tuple[in
         return 0, ""
 
 
+def http_post(url: str, body: Any, token: str, timeout: float = 10) -> int:
+    """POST `body` as JSON with a bearer token: the status, or 0 when nothing answers."""
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
 def serve_config(
     tmp_path: Path, port: int, sink: HttpSink, smtp: SmtpSink, token: str, admin: str, owners: str
 ) -> dict[str, Any]:

@@ -46,6 +46,10 @@ class PreferenceLink(TypedDict):
     preferencesUrl: str
 
 
+# 404: a person holding a line break names no route (a path parameter stops at one); no userRef or address does.
+PERSON_ERRORS = (401, 404, 429, 503)
+
+
 def _person(request: Request) -> str:
     return canonical_person(str(request.path_params["person"]))
 
@@ -60,7 +64,7 @@ class PeopleApi:
         Operation(
             "One person's preferences (`person`: a userRef or an e-mail address, URL-encoded)",
             {200: Answer("The preferences (none set: no opt-outs, any time)", PreferenceBody)},
-            errors=(401, 429, 503),
+            errors=PERSON_ERRORS,
             security=ADMIN_SECURITY,
             tags=("people",),
         )
@@ -74,7 +78,7 @@ class PeopleApi:
         Operation(
             "Replace one person's preferences",
             {200: Answer("The preferences as stored", PreferenceBody)},
-            errors=(401, 413, 415, 422, 429, 503),
+            errors=(*PERSON_ERRORS, 413, 415, 422),
             request=PreferenceModel,
             security=ADMIN_SECURITY,
             tags=("people",),
@@ -105,7 +109,7 @@ class PeopleApi:
         Operation(
             "A signed link to one person's preference page, for a support desk",
             {200: Answer("The link", PreferenceLink)},
-            errors=(401, 409, 429),
+            errors=(401, 404, 409, 429),
             security=ADMIN_SECURITY,
             tags=("people",),
         )

@@ -13,6 +13,7 @@ from relay.admin.checks import shown_target
 from relay.config import Config
 from relay.core.digest import digest_of, human_duration
 from relay.core.model import Delivery, Notification, State
+from relay.core.names import Lookup
 from relay.core.preferences import Hold, Preference, Skip, claim_of, effect, people_of_delivery
 from relay.core.quiet import held_until, route_named
 from relay.core.recipients import reference_of
@@ -31,10 +32,12 @@ def preview_plan(
     now: datetime | None = None,
     preferences: Mapping[str, Preference] | None = None,
     silences: Sequence[Silence] = (),
+    lookup: Lookup | None = None,
 ) -> list[dict[str, Any]]:
     """`now`: when the notification would arrive (default: now), for the routes' time intervals.
     `preferences`: the people's, by person (relay.storage.preferences), to say what they would skip or hold.
-    `silences`: relay's (relay.storage.silences), to say which would hold or skip a delivery then."""
+    `silences`: relay's (relay.storage.silences), to say which would hold or skip a delivery then.
+    `lookup`: the platform catalog's names (relay.delivery.names.catalog_lookup), as sending asks them."""
     notification = Notification.model_validate(data)
     at = now or datetime.now(UTC)
     extra = template_globals(config)
@@ -66,7 +69,7 @@ def preview_plan(
             # The person's links, as sending makes them: a template's branch on them, the e-mail's footer and
             # its List-Unsubscribe header show as they will go (their tokens shown as ****: `link_tokens`).
             person = links(_LinkContext(config, at.timestamp()), notification, planned)
-            rendered = renderer.render(notification, planned, fmt, person)
+            rendered = renderer.render(notification, planned, fmt, person, lookup)
             tokens = link_tokens(person)
             item.update(
                 state="would send",
@@ -105,8 +108,9 @@ def preview(
     now: datetime | None = None,
     preferences: Mapping[str, Preference] | None = None,
     silences: Sequence[Silence] = (),
+    lookup: Lookup | None = None,
 ) -> str:
-    plan = preview_plan(config, data, now, preferences, silences)
+    plan = preview_plan(config, data, now, preferences, silences, lookup)
     if fmt == "json":
         return json.dumps({"deliveries": plan}, indent=2, ensure_ascii=False)
     if not plan:

@@ -36,6 +36,15 @@ def _since(value: str | None) -> str | None:
     return value
 
 
+def _cursor(value: str | None) -> str | None:
+    try:
+        if value is not None:
+            Cursor.parse(value)  # the pattern lets `45e~x` by; its score must be a number too
+    except ValueError:
+        raise ValueError(f"cursor {value!r} is not one a listing gave") from None
+    return value
+
+
 class DeliveryQuery(BaseModel):
     """GET /api/v1/deliveries: its query parameters (empty ones count as absent)."""
 
@@ -53,6 +62,7 @@ class DeliveryQuery(BaseModel):
     )
 
     _check_since = field_validator("since")(_since)
+    _check_cursor = field_validator("cursor")(_cursor)
 
     @classmethod
     def of(cls, query: Any) -> DeliveryQuery:

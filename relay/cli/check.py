@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,21 +59,26 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
     cfg = config(args)
     _, data = read_payload(args.payload)
-    try:
-        text = preview(cfg, data, args.format, _at(args.at), *_relay_state(cfg, data))
-    except ValidationError as exc:
-        print(f"the payload is not a valid notification:\n{exc}", file=sys.stderr)
-        return 2
+    with _relay_state(cfg, data) as (preferences, silences, lookup):
+        try:
+            text = preview(cfg, data, args.format, _at(args.at), preferences, silences, lookup)
+        except ValidationError as exc:
+            print(f"the payload is not a valid notification:\n{exc}", file=sys.stderr)
+            return 2
     print(text)
     return 0
 
 
-def _relay_state(cfg: Any, data: Any) -> tuple[Any, Any]:
-    """The preferences of the people the payload names and relay's silences, read from its Redis on one
-    connection; neither (said once on stderr) when it cannot be reached: the preview goes on without them."""
+@contextmanager
+def _relay_state(cfg: Any, data: Any) -> Iterator[tuple[Any, Any, Any]]:
+    """The preferences of the people the payload names, relay's silences and, with `platform:` set, the
+    catalog's names (as sending asks them), from relay's Redis on one connection; none of them (said once on
+    stderr) when it cannot be reached: the preview goes on without them."""
     from redis.exceptions import RedisError
 
     from relay.admin.preview import people_of
+    from relay.delivery.catalog import Catalog
+    from relay.delivery.names import catalog_lookup
     from relay.runtime.bootstrap import open_redis, redis_url
     from relay.storage.preferences import Preferences
     from relay.storage.silences import Silences
@@ -80,19 +87,21 @@ def _relay_state(cfg: Any, data: Any) -> tuple[Any, Any]:
         people = people_of(data)
     except ValidationError:
         people = []  # not a notification: the preview says so
+    conn = open_redis(redis_url(cfg), socket_timeout=2, socket_connect_timeout=2)
     try:
-        conn = open_redis(redis_url(cfg), socket_timeout=2, socket_connect_timeout=2)
         try:
-            return (Preferences(conn).get_many(people) if people else {}), Silences(conn).all()
-        finally:
-            conn.close()
-    except (RedisError, OSError):
-        print(
-            "relay preview: people's preferences and silences not read (Redis unreachable): shown as if there"
-            " were none",
-            file=sys.stderr,
-        )
-        return {}, []
+            found = (Preferences(conn).get_many(people) if people else {}), Silences(conn).all()
+        except (RedisError, OSError):
+            print(
+                "relay preview: people's preferences and silences not read (Redis unreachable): shown as if there"
+                " were none",
+                file=sys.stderr,
+            )
+            yield {}, [], None
+            return
+        yield (*found, catalog_lookup(Catalog(cfg.platform, conn) if cfg.platform.url else None))
+    finally:
+        conn.close()
 
 
 def _at(value: str | None) -> datetime | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from redis import Redis
@@ -157,6 +158,12 @@ def test_a_cursor_that_is_none_a_listing_gave_is_refused() -> None:
     with pytest.raises(ValueError):
         Cursor.parse("12; DROP")
     assert Cursor.parse("1795692446.2775326~d01").id == "d01"
+
+
+@pytest.mark.parametrize("cursor", ["45e~5e", "12; DROP"])  # the first fits the pattern; its score is no number
+def test_the_api_answers_a_cursor_no_listing_gave_422_naming_it(client: TestClient, cursor: str) -> None:
+    answer = admin(client, f"/api/v1/deliveries?cursor={quote(cursor)}")
+    assert answer.status_code == 422 and answer.json()["inputErrorField"] == "cursor"
 
 
 def test_the_api_pages_with_a_link_header(client: TestClient, rt: Runtime) -> None:

@@ -6,6 +6,7 @@ platform (tests/platform_fake.py), the pages are served through Starlette's Test
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from urllib.parse import quote, urlsplit
 import pytest
 from starlette.testclient import TestClient
 
+from relay.cli import main
 from relay.people.naming import NAME_WAIT
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
@@ -131,3 +133,23 @@ def test_a_slow_platform_neither_holds_a_page_nor_fails_an_email(
     records = names_rt.store.deliveries(names_rt.store.event_delivery_ids(event_id))
     [email] = [r for r in records if r is not None and r.channel == "requester-email"]
     assert email.state == "delivered" and email.attempts == 1
+
+
+def test_preview_names_people_as_sending_does(
+    names_rt: Runtime, platform: FakePlatform, sink: HttpSink, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`relay preview` asks the catalog for the names the payload lacks, as a send does: what it shows is what
+    goes out (issue 38: previews match sends)."""
+    payload = tmp_path / "payload.json"
+    payload.write_text(json.dumps(sample_notification()))
+    config = tmp_path / "config.json"
+    config.write_text(names_rt.config.model_dump_json())
+    assert main(["preview", str(payload), "--config", str(config), "--format", "json"]) == 0
+    planned = json.loads(capsys.readouterr().out)["deliveries"]
+    [owners] = [d for d in planned if d["channel"] == "owners-hook"]
+    assert "Requested for: Alice Rossi, Analytics Team" in owners["body"]
+    assert TEAM in platform.lookups
+
+    with TestClient(create_app(names_rt)) as client:
+        _send(names_rt, client)
+    assert sink.at("/owners")[0].json()["message"] == owners["body"]

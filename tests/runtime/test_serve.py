@@ -16,7 +16,7 @@ import pytest
 from relay.runtime.embedded import url_for
 from tests.conftest import sample_notification
 from tests.processes import children, stop
-from tests.servers import HttpSink, SmtpSink, free_port, http_get, serve_config, wait_for
+from tests.servers import HttpSink, SmtpSink, free_port, http_get, http_post, serve_config, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
 
@@ -79,19 +79,23 @@ def test_serve_send_status_and_clean_stop(
     assert titles == ["Access request failed", "Access request failed in a project you manage"]
     assert smtp.mails[0].envelope_to == ["alice.rossi@example.com"]
 
-    def delivered() -> str | None:
-        out = subprocess.run(
-            [RELAY, "status", payload["metadata"]["eventId"], "--config", config, "--json"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        data = json.loads(out.stdout) if out.returncode == 0 else {"deliveries": []}
-        states = sorted(d["state"] for d in data["deliveries"])
-        return out.stdout if states == ["delivered", "delivered", "delivered"] else None
+    event_url = f"{served['base']}/api/v1/events/{payload['metadata']['eventId']}"
+
+    def delivered() -> bool:
+        # Polled through the API: a `relay status` process a poll would cost a CPU-second each.
+        code, text = http_get(event_url, "serve-admin-5678")
+        return code == 200 and [d["state"] for d in json.loads(text)["deliveries"]] == ["delivered"] * 3
 
     # Two owners messages (legacy system-owner on the third message) and one e-mail.
     wait_for(delivered, timeout=10)
+    out = subprocess.run(
+        [RELAY, "status", payload["metadata"]["eventId"], "--config", config, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 0, out.stderr
+    assert sorted(d["state"] for d in json.loads(out.stdout)["deliveries"]) == ["delivered"] * 3
     table = subprocess.run(
         [RELAY, "status", payload["metadata"]["eventId"], "--config", config],
         capture_output=True,
@@ -103,7 +107,7 @@ def test_serve_send_status_and_clean_stop(
     redis_url = url_for(Path(str(served["data"])))
     assert "alice.rossi@example.com" in table and f"redis {redis_url}  (rq info -u {redis_url})" in table
 
-    code, text = http_get(f"{served['base']}/api/v1/events/{payload['metadata']['eventId']}", "serve-admin-5678")
+    code, text = http_get(event_url, "serve-admin-5678")
     assert code == 200 and len(json.loads(text)["deliveries"]) == 3
 
     proc = served["proc"]
@@ -148,10 +152,8 @@ def test_sighup_reloads_api_and_workers(served: dict[str, object], sink: HttpSin
 
     def routed_anew() -> bool:
         # Workers see the new generation within a heartbeat (5 s); until then, send again and look.
-        payload = sample_notification()
-        payload_file = tmp_path / f"{payload['metadata']['eventId']}.json"
-        payload_file.write_text(json.dumps(payload))
-        subprocess.run([RELAY, "send", str(payload_file), "--config", str(path)], capture_output=True, timeout=30)
+        # Through the API (test_serve_send_status_and_clean_stop runs `relay send`): a process each try is dear.
+        http_post(f"{served['base']}/webhook", sample_notification(), "serve-token-1234")
         time.sleep(0.5)
         return bool(sink.at("/reloaded-owners"))
 
