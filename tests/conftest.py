@@ -18,6 +18,7 @@ from rq import Queue
 from starlette.testclient import TestClient
 
 from relay.config import Config
+from relay.core.clock import Clock, ManualClock, system_clock
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build
 from relay.runtime.embedded import EmbeddedRedis
@@ -147,8 +148,11 @@ def base_config(sink: HttpSink, smtp: SmtpSink, tmp_path: Path, redis_url: str, 
 def make_runtime(
     redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
 ) -> Callable[..., Runtime]:
-    def make(**extra: Any) -> Runtime:
-        return build(base_config(sink, smtp, tmp_path, redis_server.url, **extra), redis)
+    def make(clock: Clock | None = None, **extra: Any) -> Runtime:
+        """A runtime on `clock`: by default a `ManualClock` standing at the time it was made, which the test
+        moves (`rt.clock.set`, `rt.clock.advance`, `run_scheduled`)."""
+        config = base_config(sink, smtp, tmp_path, redis_server.url, **extra)
+        return build(config, redis, clock=clock if clock is not None else ManualClock(system_clock()))
 
     return make
 
@@ -183,21 +187,20 @@ def run_worker(rt: Runtime) -> None:
 
 
 def run_scheduled(rt: Runtime, due_only: bool = False) -> int:
-    """Move scheduled wake-ups (retries, held deliveries) into the queue now (all, or only those due), as RQ's
-    scheduler does; all: the deliveries they are for are made due now too, as if their time had come."""
-    import time
-
+    """Move RQ's scheduled wake-ups (retries, held deliveries, digests' windows) into the queue, as RQ's
+    scheduler does (through RQ's public API): those due on the runtime's clock (`due_only`), or all, the clock
+    moved on first to the last time a delivery waits for, as if that time had come. How many were moved."""
     from rq.registry import ScheduledJobRegistry
 
     from relay.storage.leases import READY
 
     if not due_only:
-        waiting = rt.redis.zrange(READY, 0, -1)
-        if waiting:
-            rt.redis.zadd(READY, dict.fromkeys(waiting, time.time()), xx=True)
+        last = rt.redis.zrange(READY, -1, -1, withscores=True)
+        if last and last[0][1] > rt.clock():
+            rt.clock.set(last[0][1])
     queue = Queue(QUEUE_NAME, connection=rt.redis)
     registry = ScheduledJobRegistry(queue=queue)
-    ids = registry.get_jobs_to_schedule(int(time.time())) if due_only else registry.get_job_ids()
+    ids = registry.get_jobs_to_schedule(int(rt.clock())) if due_only else registry.get_job_ids()
     for job_id in ids:
         registry.remove(job_id)
         job = queue.fetch_job(job_id)

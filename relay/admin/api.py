@@ -265,7 +265,8 @@ class AdminApi:
             query = DeliveryQuery.of(request.query_params)
         except ValidationError as exc:
             return validation_response(exc, "query")
-        found, nxt = await run_in_threadpool(Filters.from_query(query).page, self.store, query.limit, query.cursor)
+        page = Filters.from_query(query, self.store.clock()).page
+        found, nxt = await run_in_threadpool(page, self.store, query.limit, query.cursor)
         # SPEC: "list deliveries": the answer is the list itself, newest first; the next page in a Link header.
         more = {"Link": f'<{request.url.include_query_params(cursor=nxt)}>; rel="next"'} if nxt else None
         return JSONResponse([r.public(with_event=True) for r in found], headers=more)
@@ -285,7 +286,7 @@ class AdminApi:
         if isinstance(wanted, Response):
             return wanted
         attempts = self.config().retry.attempts
-        replay = Filters.from_body(wanted).replay
+        replay = Filters.from_body(wanted, self.store.clock()).replay
         replayed, not_replayed = await run_in_threadpool(replay, self.store, self.intake, attempts, wanted.dryRun)
         return JSONResponse({"replayed": replayed, "dryRun": wanted.dryRun, "notReplayed": not_replayed})
 
@@ -303,7 +304,7 @@ class AdminApi:
         wanted = await _filter_body(request, "release", ReleaseRequest)
         if isinstance(wanted, Response):
             return wanted
-        release = Filters.from_body(wanted, State.HELD).release
+        release = Filters.from_body(wanted, self.store.clock(), State.HELD).release
         released, not_released = await run_in_threadpool(release, self.store, self.intake, wanted.dryRun)
         return JSONResponse({"released": released, "dryRun": wanted.dryRun, "notReleased": not_released})
 
@@ -338,8 +339,7 @@ class AdminApi:
 
 
 async def workers_behind(store: Store, redis: Redis, generation: int, within: float) -> tuple[int, list[str]]:
-    """Wait until every live worker says it runs with `generation` (each looks at every heartbeat), at most
-    `within` seconds; the live workers, and those still behind."""
+    """Wait, `within` s at most, until every live worker says it runs with `generation`: the live, those behind."""
     deadline = time.monotonic() + within
     while True:
         alive = await run_in_threadpool(store.workers_seen, WORKER_SEEN_WITHIN)

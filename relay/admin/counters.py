@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from redis import Redis
@@ -15,7 +15,7 @@ from relay.storage.exemplars import EXEMPLARS, Exemplar, parse
 from relay.storage.leases import EVENT, LEASES, READY, UNPLANNED
 from relay.storage.outages import ChannelStates
 from relay.storage.silences import SILENCES, parsed
-from relay.storage.store import FAILED, HELD, Store, now
+from relay.storage.store import FAILED, HELD, Store
 
 # A worker that sent no heartbeat for this long is not counted as alive (/readyz, /metrics, the page).
 WORKER_SEEN_WITHIN = 30.0
@@ -57,15 +57,17 @@ class Counters:
 
 
 class CounterReader:
-    def __init__(self, redis: Redis, store: Store, clock: Callable[[], float] = now) -> None:
-        self.redis, self.store, self.clock = redis, store, clock  # the clock: which silences are active
+    def __init__(self, redis: Redis, store: Store) -> None:
+        # The store's clock: what is due, which silences are active.
+        self.redis, self.store, self.clock = redis, store, store.clock
 
     def read(self, scrape: bool = False) -> Counters:
         """The fleet's counts and gauges: the series for the admin page; with `scrape` (/metrics, whose series are
         this process's own: relay.storage.tally) none, and the fleet's silences and channel states instead.
         Raises RedisError when Redis does not answer."""
         series = {} if scrape else self.store.counters()
-        at = repr(now())
+        at_clock = self.clock()
+        at = repr(at_clock)
         pipe = self.redis.pipeline(transaction=False)
         pipe.zcount(UNPLANNED, "-inf", at)
         pipe.zcount(READY, "-inf", at)
@@ -85,7 +87,6 @@ class CounterReader:
         counters = Counters(series, depth, int(failed), workers, int(held), int(waiting) + planning, parse(stored))
         if not scrape:
             return counters
-        at_clock = self.clock()
         return dataclasses.replace(
             counters,
             silences_active=sum(1 for raw in silences[0] if parsed(raw.decode()).active(at_clock)),

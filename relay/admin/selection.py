@@ -22,17 +22,17 @@ MAX_LISTED = 500
 SINCE_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h|d|w))+$|^\d+(\.\d+)?$|^\d{4}-\d{2}-\d{2}([T ][0-9:.]+)?(Z|[+-]\d{2}:?\d{2})?$"
 
 
-def since_value(value: Any) -> float | None:
+def since_value(value: Any, now: float) -> float | None:
     if value is None or value == "":
         return None
     try:
-        return parse_since(str(value))
+        return parse_since(str(value), now)
     except ValueError:
         raise ValueError(f"since {value!r} is neither a duration (2h) nor an ISO 8601 time") from None
 
 
 def _since(value: str | None) -> str | None:
-    since_value(value)  # raises on anything but a duration or a time
+    since_value(value, 0.0)  # raises on anything but a duration or a time
     return value
 
 
@@ -155,12 +155,13 @@ class Filters:
         self.event_id, self.ids = event_id, ids
 
     @classmethod
-    def from_query(cls, q: DeliveryQuery) -> Filters:
-        return cls(q.state, q.kind, q.channel, since_value(q.since), q.eventId)
+    def from_query(cls, q: DeliveryQuery, now: float) -> Filters:
+        return cls(q.state, q.kind, q.channel, since_value(q.since, now), q.eventId)
 
     @classmethod
-    def from_body(cls, body: ReplayRequest, state: State = State.FAILED) -> Filters:
-        return cls(state, body.kind, body.channel, since_value(body.since), body.eventId, body.ids)
+    def from_body(cls, body: ReplayRequest, now: float, state: State = State.FAILED) -> Filters:
+        """`now`: what a `since` given as a duration counts back from."""
+        return cls(state, body.kind, body.channel, since_value(body.since, now), body.eventId, body.ids)
 
     def matches(self, r: Delivery) -> bool:
         if self.state is not None and r.state is not self.state:

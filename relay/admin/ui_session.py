@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import time
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
@@ -39,9 +38,9 @@ def _sign(token: str, expiry: int, nonce: str) -> str:
     return hmac.new(token.encode(), f"relay-ui-session|{expiry}|{nonce}".encode(), hashlib.sha256).hexdigest()
 
 
-def new_session(token: str | None, now: float | None = None) -> str:
+def new_session(token: str | None, now: float) -> str:
     """A session cookie value: signed with `token`, or marked open when no admin token is configured."""
-    expiry = int((now if now is not None else time.time()) + SESSION_SECONDS)
+    expiry = int(now + SESSION_SECONDS)
     nonce = secrets.token_urlsafe(18)
     signature = _sign(token, expiry, nonce) if token is not None else OPEN_SIGNATURE
     return f"{expiry}.{nonce}.{signature}"
@@ -55,14 +54,14 @@ def session_parts(value: str | None) -> tuple[int, str, str] | None:
     return int(parts[0]), parts[1], parts[2]
 
 
-def session_valid(tokens: list[str], value: str | None, now: float | None = None) -> bool:
+def session_valid(tokens: list[str], value: str | None, now: float) -> bool:
     """Whether the cookie is signed, by a configured token, and not expired (not whether it was logged out of:
     relay.storage.sessions knows that)."""
     parts = session_parts(value)
     if parts is None:
         return False
     expiry, nonce, signature = parts
-    if expiry < (now if now is not None else time.time()) or expiry > time.time() + SESSION_SECONDS + 60:
+    if expiry < now or expiry > now + SESSION_SECONDS + 60:
         return False
     if not tokens:
         return signature == OPEN_SIGNATURE

@@ -11,7 +11,7 @@ from typing import Any, cast
 from redis import Redis
 
 from relay.admin.counters import CounterReader, Counters
-from relay.admin.selection import Filters, ReleaseRequest, Releasing, Replaying
+from relay.admin.selection import Filters, Releasing, Replaying
 from relay.admin.ui_query import PageQuery
 from relay.core.model import Delivery, State, trace_id
 from relay.core.outages import held_by_outage
@@ -298,5 +298,4 @@ class PageData:
 def _release_filters(delivery_id: str | None, event_id: str | None) -> Filters:
     if not delivery_id and not event_id:  # no filter would be every held delivery: never from a button
         raise ValueError("release one delivery or one notification")
-    body = ReleaseRequest(ids=[delivery_id]) if delivery_id else ReleaseRequest(eventId=event_id)
-    return Filters.from_body(body, State.HELD)
+    return Filters(State.HELD, ids=[delivery_id]) if delivery_id else Filters(State.HELD, event_id=event_id)

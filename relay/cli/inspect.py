@@ -63,17 +63,17 @@ def _every_delivery(store: Any, event_id: str) -> list[dict[str, Any]]:
     return records
 
 
-def _filters(args: argparse.Namespace, state: State | None) -> Any:
+def _filters(args: argparse.Namespace, state: State | None, now: float) -> Any:
     from relay.admin.selection import Filters, since_value
 
-    return Filters(state, args.kind, args.channel, since_value(args.since), args.event)
+    return Filters(state, args.kind, args.channel, since_value(args.since, now), args.event)
 
 
 def cmd_deliveries(args: argparse.Namespace) -> int:
     """The newest `--limit` deliveries after `--cursor`, read a page at a time from the lists' index; when more
     follow, the cursor to go on from is said on stderr (stdout stays the table, or one JSON document)."""
     rt = runtime(args)
-    filters = _filters(args, State(args.state) if args.state else None)
+    filters = _filters(args, State(args.state) if args.state else None, rt.clock())
     found: list[Any] = []
     cursor = args.cursor
     while len(found) < args.limit:
@@ -120,9 +120,11 @@ def _act_on(
 ) -> int:
     """Replay or release what the filters pick in `state`, in batches, with a progress bar. The dry run's
     list, the bar and the count are the same deliveries: those that are sent (a digest once, for its items)."""
+    from relay.storage.requeue import carried
+
     rt = runtime(args)
-    chosen, _ = _filters(args, state).chosen(rt.store)
-    going = rt.intake.carried(chosen, state)
+    chosen, _ = _filters(args, state, rt.clock()).chosen(rt.store)
+    going = carried(rt.store, chosen, state)
     if args.dry_run:
         for r in going:
             print(would(r) + (f"  (a digest of {len(r.items)})" if r.items else ""))

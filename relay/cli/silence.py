@@ -6,7 +6,6 @@ import argparse
 import getpass
 import json
 import sys
-import time
 from typing import Any
 
 from relay.cli.common import Command, command_group, runtime, table
@@ -31,7 +30,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         body["startsAt"] = args.start
     rt = runtime(args)
     try:
-        silence = create(Silences(rt.redis), SilenceRequest.model_validate(body), time.time())
+        silence = create(Silences(rt.redis), SilenceRequest.model_validate(body), rt.clock())
     except ValidationError as exc:
         for e in exc.errors(include_url=False):
             where = ".".join(str(p) for p in e["loc"])
@@ -40,7 +39,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     except SilenceError as exc:
         print(f"relay: silence not added: {exc.field}: {exc}", file=sys.stderr)
         return 2
-    shown = silence.public(time.time())
+    shown = silence.public(rt.clock())
     what = "skips" if silence.action == "skip" else "holds"
     print(f"silence {silence.id} {shown['state']}: {what} {', '.join(silence.matchers)} until {shown['endsAt']}")
     return 0
@@ -52,7 +51,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     rt = runtime(args)
     states = STATES if args.all else ("active", "pending")
-    found = listed(Silences(rt.redis), states, time.time())
+    found = listed(Silences(rt.redis), states, rt.clock())
     if args.format == "json":
         print(json.dumps(found, indent=2, ensure_ascii=False))
         return 0
@@ -65,7 +64,7 @@ def cmd_expire(args: argparse.Namespace) -> int:
     from relay.admin.silences import expire
 
     rt = runtime(args)
-    done = expire(rt.store, rt.intake, args.id, time.time())
+    done = expire(rt.store, rt.intake, args.id, rt.clock())
     if done is None:
         print(f"relay: no silence with id {args.id!r} (relay silence list --all)", file=sys.stderr)
         return 1

@@ -35,7 +35,6 @@ import logging
 import re
 import smtplib
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -56,6 +55,7 @@ from apprise.plugins.email import AppriseEmailException, NotifyEmail
 from apprise.plugins.email.base import PGP_MODE_DEFAULT
 from apprise.plugins.email.smtp import SMTP_EXCEPTIONS, AppriseSMTPController
 
+from relay.core.clock import system_clock
 from relay.core.outcome import Delivered, Outcome, Permanent, Transient
 from relay.delivery.answers import network_failure, where, words_of
 
@@ -101,7 +101,8 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
         when = parsedate_to_datetime(value).timestamp()
     except (TypeError, ValueError, IndexError):
         return None
-    return min(max(0.0, when - (now if now is not None else time.time())), MAX_WAIT)
+    # The server's date against the wall clock: what comes of it is a wait, counted on relay's clock.
+    return min(max(0.0, when - (now if now is not None else system_clock())), MAX_WAIT)
 
 
 def _note(response: Any, streamed: bool) -> None:

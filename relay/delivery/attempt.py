@@ -30,7 +30,7 @@ from relay.delivery.preferences import links, person_hold, with_unsubscribe_head
 from relay.delivery.recording import decide, derived, queue_new, store
 from relay.delivery.silencing import silenced_at_due
 from relay.storage.leases import delivery_unit
-from relay.storage.store import iso, now
+from relay.storage.store import iso
 
 log = logging.getLogger("relay.delivery.jobs")
 SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
@@ -118,11 +118,12 @@ def _throttled(rt: Context, record: Delivery, slot_at: float | None) -> bool:
     if channel is not None and channel.rate and slot_at is None:
         wait = rt.store.reserve_slot(record.channel, channel.rate)
         if wait > SLOT_SLACK:
-            rt.intake.retry_later(record.id, wait, slot_at=now() + wait)
+            rt.intake.retry_later(record.id, wait, slot_at=rt.clock() + wait)
             return True
-    if slot_at is not None and 0 < slot_at - now() <= MAX_SLOT_SLEEP:
+    left = slot_at - rt.clock() if slot_at is not None else 0.0
+    if 0 < left <= MAX_SLOT_SLEEP:
         # RQ schedules in whole seconds, so the job may run up to a second before its slot.
-        time.sleep(slot_at - now())
+        time.sleep(left)
     return False
 
 
@@ -158,7 +159,7 @@ def _attempt(rt: Context, record: Delivery, notification: Notification | None) -
     title = fitted_title(record, url, title)
     note_sent(record, title, rendered, extra)
     record.attempts += 1
-    record.attemptTimes.append(now())
+    record.attemptTimes.append(rt.clock())
     started = time.monotonic()
     outcome = send(url, title, rendered.body, rendered.format, rendered.text, rt.tracer)
     took = time.monotonic() - started
@@ -180,13 +181,13 @@ def _address(rt: Context, record: Delivery, previous: State, ctx: dict[str, str]
         emails = rt.catalog.emails(ref)
     except CatalogUnavailable as exc:
         record.attempts += 1
-        record.attemptTimes.append(now())
+        record.attemptTimes.append(rt.clock())
         return decide(rt, record, previous, Transient(f"platform catalog look-up of {ref} failed: {exc}"), ctx)
     found = after_look_up(ref, emails)
     if isinstance(found, Skip):
         return store(rt, record, previous, State.SKIPPED, found.reason, ctx)
     if isinstance(found, Expand):
-        members = [derived(record, a.lower(), recipient=a, address=a) for a in found.addresses]
+        members = [derived(record, a.lower(), rt.clock(), recipient=a, address=a) for a in found.addresses]
         queue_new(rt, record.eventId, members)
         record.members = [m.id for m in members]
         reason = f"group {ref} expanded into {len(members)} member deliveries"

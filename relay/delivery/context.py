@@ -70,7 +70,8 @@ class Context(Protocol):
 
     @property
     def clock(self) -> Callable[[], float]:
-        """What the delivery stages ask the time (quiet hours, digest windows): a test may hand in its own."""
+        """The one clock of every time stored or compared (`relay.core.clock`): records, due times, holds,
+        windows; a test builds the runtime with a `ManualClock`."""
         ...
 
     @property

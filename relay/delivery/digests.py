@@ -35,7 +35,7 @@ from relay.delivery.compose import compose, fitted_title, note_sent
 from relay.delivery.context import Context
 from relay.delivery.preferences import links
 from relay.delivery.recording import decide, store
-from relay.storage.store import iso, now
+from relay.storage.store import iso
 
 log = logging.getLogger("relay.delivery.jobs")
 
@@ -127,7 +127,7 @@ def send_digest(rt: Context, record: Delivery, channel: ChannelConfig | None, ct
     title = fitted_title(record, url, rendered.title)
     note_sent(record, title, rendered)
     record.attempts += 1
-    record.attemptTimes.append(now())
+    record.attemptTimes.append(rt.clock())
     started = time.monotonic()
     with rt.tracer.span("relay.digest", None, [i.trace for i in items], **{"relay.digest.items": len(items)}):
         outcome = send(url, title, rendered.body, rendered.format, rendered.text, rt.tracer)

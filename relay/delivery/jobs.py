@@ -31,7 +31,7 @@ from relay.delivery.preferences import apply_preferences, count_planned
 from relay.delivery.recording import created, follow, wake_for
 from relay.delivery.silencing import count_silenced, silence_planned
 from relay.storage.leases import DELIVERY, EVENT, Claimed, delivery_unit, event_unit, split_unit
-from relay.storage.store import EventRecord, StateChange, iso, now
+from relay.storage.store import EventRecord, StateChange, iso
 
 log = logging.getLogger("relay.delivery.jobs")
 # A planning hands this many of a notification's deliveries to its own worker's senders; the rest wait
@@ -63,13 +63,13 @@ def _take_due(rt: Context) -> int:
     leases, owner = rt.store.leases, rt.name
     deadline = time.monotonic() + WORK_SECONDS
     taken = 0
-    claimed, left = leases.claim(owner, _batch(rt), now(), start=True)
+    claimed, left = leases.claim(owner, _batch(rt), rt.clock(), start=True)
     if left:
         rt.intake.request_wake()  # more is due: another worker may take a share
     while claimed:
         for i, unit in enumerate(claimed):
             if i and time.monotonic() > deadline:
-                leases.give_back(owner, [c.unit for c in claimed[i:]], now())  # due still, for the next job
+                leases.give_back(owner, [c.unit for c in claimed[i:]], rt.clock())  # due still, for the next job
                 rt.intake.request_wake()
                 return taken
             taken += 1
@@ -82,7 +82,7 @@ def _take_due(rt: Context) -> int:
             if left:
                 rt.intake.request_wake()
             return taken
-        claimed, left = leases.claim(owner, _batch(rt), now())
+        claimed, left = leases.claim(owner, _batch(rt), rt.clock())
     return taken
 
 
@@ -90,7 +90,7 @@ def _let_go_of(rt: Context, units: list[str]) -> None:
     """Units taken and not worked on, when the job ends early (Redis gone a moment, a timeout): back among the
     due work; were Redis still away, no longer counted in hand, so this worker's own sweep puts them back."""
     with contextlib.suppress(RedisError):  # give_back stops counting them in hand before it calls Redis
-        rt.store.leases.give_back(rt.name, units, now())
+        rt.store.leases.give_back(rt.name, units, rt.clock())
 
 
 def _batch(rt: Context) -> int:
@@ -123,7 +123,7 @@ def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WOR
     """Work on `units` (leased to `owner`, this worker by default) was lost: each goes back among the due work
     with a loss counted, or is given up when lost too often (a delivery failed, saying `why`). Returns how
     many went back."""
-    back, given_up = rt.store.leases.give_back(owner or rt.name, units, now(), failed=True)
+    back, given_up = rt.store.leases.give_back(owner or rt.name, units, rt.clock(), failed=True)
     for unit in given_up:
         kind, ident = split_unit(unit)
         if kind == DELIVERY:
@@ -146,7 +146,7 @@ def plan_job(rt: Context, event_id: str) -> int:
         return plan_event(rt, event_id)
     except BaseException:
         with contextlib.suppress(RedisError):  # else the sweep of this worker's own leases puts it back
-            rt.store.leases.give_back(rt.name, [unit], now())
+            rt.store.leases.give_back(rt.name, [unit], rt.clock())
         raise
 
 
@@ -167,7 +167,7 @@ def plan_event(rt: Context, event_id: str) -> int:
 
 def _plan(rt: Context, event_id: str, event: EventRecord) -> int:
     notification = Notification.model_validate_json(event.payload)
-    records = plan_notification(rt.config, notification, event_id, now())
+    records = plan_notification(rt.config, notification, event_id, rt.clock())
     rt.tracer.stamp(records)  # their tries continue this trace
     _Holds(rt).apply(records)
     applied = apply_preferences(rt, notification, records)  # after the routes' holds: the later notBefore wins

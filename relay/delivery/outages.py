@@ -20,7 +20,7 @@ from relay.core.states import State
 from relay.delivery.context import Context
 from relay.delivery.recording import follow
 from relay.storage.outages import ChannelStates, Gate
-from relay.storage.store import StateChange, iso, now
+from relay.storage.store import StateChange, iso
 
 log = logging.getLogger("relay.delivery.jobs")
 
@@ -35,8 +35,7 @@ def waits(rt: Context, record: Delivery) -> bool:
     channel = rt.config.channels.get(record.channel)
     if channel is None or channel.outage is None or record.digest:
         return False
-    clock = rt.clock()
-    gate = _states(rt).gate(record.channel, record.id, record.createdAt, channel.outage.probe, clock, now() - clock)
+    gate = _states(rt).gate(record.channel, record.id, record.createdAt, channel.outage.probe, rt.clock())
     if gate.state != "down":
         record.probing = gate.state == "probe"
         if record.state is State.HELD and held_by_outage(record.lastError):
@@ -55,7 +54,7 @@ def after_send(
     down: the record (and a digest's `followers`) is held and stored, the attempt given back."""
     channel = rt.config.channels.get(record.channel)
     outage = channel.outage if channel is not None else None
-    clock = rt.clock()
+    clock = rt.clock()  # the minute its send counts in, and the channel's times
     kind = kind_of(outcome)
     gate = _states(rt).note(
         record.channel,
@@ -64,7 +63,6 @@ def after_send(
         record.id,
         record.createdAt,
         clock,
-        now() - clock,
         took=took,
         after=outage.after if outage is not None else 0,
         probe=outage.probe if outage is not None else None,
@@ -85,7 +83,7 @@ def _hold(rt: Context, record: Delivery, gate: Gate, followers: list[Delivery], 
     record.state = State.HELD
     record.notBefore = gate.due
     record.lastError = down_reason(gate.since, gate.last_error)
-    rt.intake.wake_at(gate.due + (now() - rt.clock()))  # due then (the script made it so) with a wake-up
+    rt.intake.wake_at(gate.due)  # due then (the script made it so) with a wake-up
     rt.store.update_many([StateChange(record, before, labels={"reason": "outage"}), *follow(record, followers)])
     log.info(
         "delivery held: %s (looked at again by %s, or sent as soon as the channel is up)",

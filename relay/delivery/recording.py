@@ -18,7 +18,7 @@ from relay.core.states import SENDABLE, State
 from relay.delivery.context import Context
 from relay.delivery.preferences import apply_preferences, count_planned, personal
 from relay.storage import exemplars
-from relay.storage.store import LATENCY, SEND_LATENCY, StateChange, now
+from relay.storage.store import LATENCY, SEND_LATENCY, StateChange
 
 log = logging.getLogger("relay.delivery.jobs")
 
@@ -48,7 +48,7 @@ def _decide(
 ) -> str:
     step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
     record.state, record.lastError = step.state, step.reason
-    at = record.attemptTimes[-1] if record.attemptTimes else now()
+    at = record.attemptTimes[-1] if record.attemptTimes else rt.clock()
     record.attemptLog = logged(record.attemptLog, attempt_entry(outcome, at, took))
     if isinstance(outcome, Delivered):
         # From when it could go: the time a delivery was held by quiet hours (or gathered) is not latency.
@@ -124,6 +124,7 @@ def _fallback(rt: Context, record: Delivery, name: str) -> Delivery:
     return derived(
         record,
         name,
+        rt.clock(),
         channel=name,
         fallback=[],
         fallbackFor=record.id,
@@ -131,9 +132,8 @@ def _fallback(rt: Context, record: Delivery, name: str) -> Delivery:
     )
 
 
-def derived(record: Delivery, key: str, **changes: Any) -> Delivery:
-    """A new delivery born of `record` (a group member, a fallback), with a stable id of its own."""
-    ts = now()
+def derived(record: Delivery, key: str, ts: float, **changes: Any) -> Delivery:
+    """A new delivery born of `record` (a group member, a fallback) at `ts`, with a stable id of its own."""
     return replace(
         record,
         id=delivery_id(record.eventId, record.messageIndex, f"{record.channel}>{key}", record.recipientIndex),

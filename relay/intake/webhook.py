@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
@@ -156,7 +155,7 @@ async def authenticated_body(request: Request, server: ServerConfig, guard: Guar
         raise Refused(gone, None) from None
     signed = server.auth.hmac
     if not by_header and signed is not None:
-        problem = signature_problem(signed, headers, raw, time.time())
+        problem = signature_problem(signed, headers, raw, guard.clock())  # the app's one clock
         if problem is not None:
             await guard.failed(request, WEBHOOK, problem)
             raise unauthorized()

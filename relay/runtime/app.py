@@ -78,20 +78,19 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     def connect() -> AsyncRedis:
         return open_async_redis(url, socket_timeout=socket_timeout(rt.config), socket_connect_timeout=5)
 
-    counters = CounterReader(rt.redis, rt.store, lambda: rt.clock())
-    # Refused credentials of every surface, counted in Redis (relay/web/throttle.py).
-    # The runtime's clock as it is then; refusals counted in this process's tally too.
-    guard = Guard(connect, lambda: rt.config.server, lambda: rt.clock(), rt.store.tally)
+    counters = CounterReader(rt.redis, rt.store)
+    # Refused credentials of every surface, counted in Redis (relay/web/throttle.py), and in this process's tally.
+    guard = Guard(connect, lambda: rt.config.server, rt.clock, rt.store.tally)
     webhook = Webhook(rt.intake, rt.store, settings, connect, guard, rt.tracer)
     health = Health(rt.redis, rt.store, counters, rt.counted)
     api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock, guard)
     release = ReleasePage(page)
     muting = SilencesPage(page)
-    silences = SilencesApi(rt.store, rt.redis, rt.intake, lambda: rt.clock())  # the runtime's clock then
-    people = PeopleApi(rt.redis, settings, lambda: rt.clock())  # the runtime's clock as it is then (tests set it)
-    pages = PeoplePages(rt.redis, settings, lambda: rt.clock(), guard, lambda p: person_name(rt.redis, rt.catalog, p))
-    channels = ChannelsApi(rt.redis, settings, lambda: rt.clock())  # the runtime's clock as it is then
+    silences = SilencesApi(rt.store, rt.redis, rt.intake, rt.clock)
+    people = PeopleApi(rt.redis, settings, rt.clock)
+    pages = PeoplePages(rt.redis, settings, rt.clock, guard, lambda p: person_name(rt.redis, rt.catalog, p))
+    channels = ChannelsApi(rt.redis, settings, rt.clock)
     person = "/api/v1/people/{person:path}"
 
     def admin(handler: Handler) -> Handler:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-import time
 from pathlib import Path
+
+from relay.core.clock import system_clock
 
 NAME = "relay-worker.beat"
 
@@ -38,4 +39,4 @@ def age(path: Path | None = None, now: float | None = None) -> float | None:
         mtime = os.stat(path or beat_file()).st_mtime
     except OSError:
         return None
-    return max(0.0, (time.time() if now is None else now) - mtime)
+    return max(0.0, (system_clock() if now is None else now) - mtime)  # the file's time is the wall clock's

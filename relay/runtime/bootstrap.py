@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.sentinel import Sentinel
 
 from relay.config import Config, ConfigError, load_config
+from relay.core.clock import Clock, system_clock
 from relay.core.redaction import Redactor
 from relay.core.rendering import Renderer, template_globals
 from relay.delivery.catalog import Catalog
@@ -113,8 +112,6 @@ class Runtime:
     tracer: Tracer = OFF_TRACER
     # The file the config came from, to read again on a reload (None: defaults and environment).
     config_file: Path | None = None
-    # What handlers ask the time (sessions, "5 min ago"): a test may hand in its own.
-    clock: Callable[[], float] = time.time
     # `relay serve`: where its workers write what they counted (`relay.storage.tally`), added to its own.
     tally_dir: Path | None = None
 
@@ -134,6 +131,12 @@ class Runtime:
     def catalog(self) -> Catalog | None:
         return self.loaded.catalog
 
+    @property
+    def clock(self) -> Clock:
+        """The one clock of every time relay stores or compares (`relay.core.clock`): the store's, which the
+        intake, the app, the workers and the commands read through it."""
+        return self.store.clock
+
     def pinned(self) -> Runtime:
         """This runtime with `loaded` as it is now, for one unit of work (`relay.delivery.context`)."""
         return dataclasses.replace(self)
@@ -145,12 +148,16 @@ class Runtime:
 
 
 def build(
-    config: Config, redis: Redis | None = None, config_file: Path | None = None, redactor: Redactor | None = None
+    config: Config,
+    redis: Redis | None = None,
+    config_file: Path | None = None,
+    clock: Clock = system_clock,
+    redactor: Redactor | None = None,
 ) -> Runtime:
-    """The runtime of a process on `config`; `redactor`: the one its logs were set up with (else one of
-    `config`'s), which a reload adds the new secrets to."""
+    """Everything, on `clock` (a test hands in a `ManualClock`); `redactor`: the one the process's logs were set
+    up with (else one of `config`'s), which a reload adds the new secrets to."""
     conn = redis if redis is not None else connect(config)
-    store = Store(conn, config.retention, owner=process_name())
+    store = Store(conn, config.retention, clock, owner=process_name())
     store.kinds.limit = config.metrics.max_kinds
     return Runtime(
         loaded=load(config, conn, store),

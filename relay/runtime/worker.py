@@ -25,7 +25,6 @@ import logging
 import os
 import signal
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from wsgiref.simple_server import WSGIServer
@@ -146,7 +145,7 @@ def _heartbeat(rt: Runtime, stop: threading.Event, reload: threading.Event, gene
             if generation != told:
                 rt.redis.hset(CONFIG_APPLIED, rt.name, generation or b"0")
                 told = generation
-            sweep(rt, time.time(), seen)
+            sweep(rt, rt.clock(), seen)
         except RedisError as exc:
             log.warning("heartbeat failed: %s", type(exc).__name__)
         except Exception:  # the beat must go on whatever a sweep meets: a silent worker is taken for dead

@@ -7,8 +7,8 @@ probes), `relay:channel:<name>:waiting` (zset delivery id -> createdAt: the deli
 first), `relay:channel:<name>:m:<minute>` (hash: sends delivered `d`, failed `f`, durations per bucket
 `b<i>`; gone after an hour and a bit), `relay:channels` (set: the channels that ever sent, for the gauge).
 
-Times of the state are the runtime's clock (`Context.clock`); due times among the deliveries to send are
-the real clock, so the scripts take both (`shift`: real minus runtime clock).
+Times of the state and due times among the deliveries to send are both relay's one clock
+(`relay.core.clock`), handed to each script as `clock`.
 """
 
 from __future__ import annotations
@@ -29,17 +29,17 @@ HOUR_MINUTES = 60
 
 # Hold a delivery for its down channel: among the waiting (oldest first), due at the next probe when it is
 # the oldest (it probes next), else MAX_PROBE later (should the probe's worker die, a waiting one probes
-# then). KEYS: channel, waiting, ready. Due times in the runtime's clock; `shift` makes them real.
+# then). KEYS: channel, waiting, ready.
 _HOLD = """
 local function num(x) return string.format('%.17g', x) end  -- exact: tostring keeps 14 digits
-local function hold(id, created, probe_at, shift, max)
+local function hold(id, created, probe_at, max)
   redis.call('ZADD', KEYS[2], created, id)
   local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  redis.call('ZADD', KEYS[3], num(probe_at + shift), oldest)
+  redis.call('ZADD', KEYS[3], num(probe_at), oldest)
   local due = probe_at
   if oldest ~= id then
     due = probe_at + max
-    redis.call('ZADD', KEYS[3], num(due + shift), id)
+    redis.call('ZADD', KEYS[3], num(due), id)
   end
   return due
 end
@@ -51,24 +51,24 @@ end
 
 # Before a send: 'up', 'probe' (the channel is down and this delivery is its probe: the next one is not
 # before the next step of the schedule, and the oldest waiting is due then), or 'down' (held, as
-# `_HOLD`). KEYS: channel, waiting, ready. ARGV: clock, delivery id, createdAt, shift, MAX_PROBE, the
-# probe schedule...
+# `_HOLD`). KEYS: channel, waiting, ready. ARGV: clock, delivery id, createdAt, MAX_PROBE, the probe
+# schedule...
 _GATE = (
     _HOLD
     + """
 if redis.call('HGET', KEYS[1], 'state') ~= 'down' then return {'up'} end
-local clock, shift = tonumber(ARGV[1]), tonumber(ARGV[4])
+local clock = tonumber(ARGV[1])
 local probe_at = tonumber(redis.call('HGET', KEYS[1], 'probeAt') or '0')
 if clock >= probe_at then
-  local next_at = clock + step(5)
+  local next_at = clock + step(4)
   redis.call('HSET', KEYS[1], 'probeAt', num(next_at))
   redis.call('ZREM', KEYS[2], ARGV[2])
   -- should this probe end with no outcome (skipped, its worker dead), the oldest waiting probes next
   local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  if oldest then redis.call('ZADD', KEYS[3], num(next_at + shift), oldest) end
+  if oldest then redis.call('ZADD', KEYS[3], num(next_at), oldest) end
   return {'probe'}
 end
-local due = hold(ARGV[2], ARGV[3], probe_at, shift, tonumber(ARGV[5]))
+local due = hold(ARGV[2], ARGV[3], probe_at, tonumber(ARGV[4]))
 local h = redis.call('HMGET', KEYS[1], 'since', 'lastError')
 return {'down', h[1] or '', h[2] or '', num(due)}
 """
@@ -80,16 +80,16 @@ return {'down', h[1] or '', h[2] or '', num(due)}
 # failed probe waits the next step; a delivery that fails while the channel is down is held: 'down' (as
 # `_GATE`). A permanent failure counts for nothing (a down channel's next probe is its oldest waiting).
 # KEYS: channel, waiting, ready, minute, channels. ARGV: clock, outcome, error, after, enabled, probe,
-# delivery id, createdAt, shift, MAX_PROBE, duration bucket field, channel name, the probe schedule...
+# delivery id, createdAt, MAX_PROBE, duration bucket field, channel name, the probe schedule...
 _NOTE = (
     _HOLD
     + """
-local clock, kind, shift, max = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[9]), tonumber(ARGV[10])
+local clock, kind, max = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[9])
 local id = ARGV[7]
 if kind == 'ok' then redis.call('HINCRBY', KEYS[4], 'd', 1) else redis.call('HINCRBY', KEYS[4], 'f', 1) end
-if ARGV[11] ~= '' then redis.call('HINCRBY', KEYS[4], ARGV[11], 1) end
+if ARGV[10] ~= '' then redis.call('HINCRBY', KEYS[4], ARGV[10], 1) end
 redis.call('EXPIRE', KEYS[4], @TTL@)
-redis.call('SADD', KEYS[5], ARGV[12])
+redis.call('SADD', KEYS[5], ARGV[11])
 local state = redis.call('HGET', KEYS[1], 'state')
 if kind == 'ok' then
   redis.call('HSET', KEYS[1], 'fails', 0, 'lastSuccessAt', ARGV[1])
@@ -108,7 +108,7 @@ if kind ~= 'transient' then
     redis.call('ZREM', KEYS[2], id)
     local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
     local probe_at = tonumber(redis.call('HGET', KEYS[1], 'probeAt') or ARGV[1])
-    if ARGV[6] == '1' and oldest then redis.call('ZADD', KEYS[3], num(probe_at + shift), oldest) end
+    if ARGV[6] == '1' and oldest then redis.call('ZADD', KEYS[3], num(probe_at), oldest) end
   end
   return {'up'}
 end
@@ -117,13 +117,13 @@ if ARGV[5] ~= '1' then return {'up'} end
 if state ~= 'down' then
   if fails < tonumber(ARGV[4]) then return {'up'} end
   redis.call('HSET', KEYS[1], 'state', 'down', 'since', ARGV[1], 'probes', 0)
-  redis.call('HSET', KEYS[1], 'probeAt', num(clock + step(12)))
+  redis.call('HSET', KEYS[1], 'probeAt', num(clock + step(11)))
 elseif ARGV[6] == '1' then
   redis.call('HINCRBY', KEYS[1], 'probes', 1)
-  redis.call('HSET', KEYS[1], 'probeAt', num(clock + step(12)))
+  redis.call('HSET', KEYS[1], 'probeAt', num(clock + step(11)))
 end
 local probe_at = tonumber(redis.call('HGET', KEYS[1], 'probeAt'))
-local due = hold(id, ARGV[8], probe_at, shift, max)
+local due = hold(id, ARGV[8], probe_at, max)
 return {'down', redis.call('HGET', KEYS[1], 'since'), ARGV[3], num(due)}
 """.replace("@TTL@", str(MINUTE_TTL))
 )
@@ -185,9 +185,9 @@ class ChannelStates:
         self._gate = redis.register_script(_GATE)
         self._note = redis.register_script(_NOTE)
 
-    def gate(self, name: str, delivery_id: str, created_at: float, probe: float, clock: float, shift: float) -> Gate:
+    def gate(self, name: str, delivery_id: str, created_at: float, probe: float, clock: float) -> Gate:
         """Before a send to `name`: go (`up`), go as the probe, or wait (`down`: held, due as it says)."""
-        args: list[Any] = [repr(clock), delivery_id, repr(created_at), repr(shift), MAX_PROBE]
+        args: list[Any] = [repr(clock), delivery_id, repr(created_at), MAX_PROBE]
         return _gate(self._gate(keys=_keys(name), args=[*args, *probe_schedule(probe)]))
 
     def note(
@@ -198,7 +198,6 @@ class ChannelStates:
         delivery_id: str,
         created_at: float,
         clock: float,
-        shift: float,
         took: float | None = None,
         after: int = 0,
         probe: float | None = None,
@@ -208,7 +207,7 @@ class ChannelStates:
         channel has its outage rule off (its failures are counted, it is never down)."""
         keys = [*_keys(name), _minute_key(name, int(clock // 60)), CHANNELS]
         args: list[Any] = [repr(clock), kind, error if kind != OK else "", after, int(probe is not None), int(probing)]
-        args += [delivery_id, repr(created_at), repr(shift), MAX_PROBE, _bucket(took) if took is not None else ""]
+        args += [delivery_id, repr(created_at), MAX_PROBE, _bucket(took) if took is not None else ""]
         args += [name, *probe_schedule(probe if probe is not None else MAX_PROBE)]
         return _gate(self._note(keys=keys, args=args))
 

@@ -1,6 +1,6 @@
 """RQ adapter: the intake (dedup, event and its place among the notifications to plan, in one round trip),
-the deliveries made due (now, after a retry's wait, at a held delivery's time), the wake-up jobs that RQ runs
-for them, replay and release.
+the deliveries made due (now, after a retry's wait, at a held delivery's time) and the wake-up jobs that RQ
+runs for them. Replay and release: `relay.storage.requeue`.
 
 RQ carries wake-ups only (`relay.storage.leases` says who owns what): a wake-up job takes due work, and one
 scheduled with RQ's `enqueue_at` comes when a retry or a held delivery is due.
@@ -27,19 +27,18 @@ from rq import Queue
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
-from relay.core.model import Delivery, State
-from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL, Leases, delivery_unit
+from relay.core.model import Delivery
+from relay.storage import requeue
+from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL, Leases
 from relay.storage.records import legacy_keys
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
     EVENTS,
     METRICS,
-    StateChange,
     Store,
     dedup_key,
     event_key,
     metric_field,
-    now,
 )
 
 QUEUE_NAME = "relay"
@@ -190,7 +189,7 @@ class Intake:
             max(1, int(self.dedup_ttl)),
             event_id,
             kind,
-            repr(now()),
+            repr(self.store.clock()),
             payload,
             self.store.retention,
             _received_field(label),
@@ -247,7 +246,7 @@ class Intake:
     def wake_at(self, at: float) -> None:
         """A wake-up at `at` (epoch seconds; no sooner) as an RQ scheduled job: one per second, however many
         deliveries come due in it. Were it lost, the heartbeat's sweep wakes a worker for work left due."""
-        if at <= now():
+        if at <= self.store.clock():
             self.request_wake()
             return
         second = math.ceil(at)
@@ -265,7 +264,7 @@ class Intake:
     def enqueue_deliveries(self, ids: list[str]) -> None:
         """These deliveries are due now: among the due work, with a worker woken for them."""
         if ids:
-            at = now()
+            at = self.store.clock()
             self.schedule(dict.fromkeys(ids, at))
 
     def schedule(self, due: Mapping[str, float], slots: Mapping[str, float] | None = None) -> None:
@@ -273,7 +272,7 @@ class Intake:
         if not due:
             return
         self.leases.schedule(due, slots)
-        moment = now()
+        moment = self.store.clock()
         if any(t <= moment for t in due.values()):
             self.request_wake()
         for second in sorted({math.ceil(t) for t in due.values() if t > moment}):
@@ -281,76 +280,20 @@ class Intake:
 
     def retry_later(self, delivery_id: str, delay: float, slot_at: float | None = None) -> None:
         """Run the delivery again after `delay` (no sooner); `slot_at`: the rate-limit slot it booked."""
-        self.schedule({delivery_id: now() + delay}, {delivery_id: slot_at} if slot_at is not None else None)
+        slots = {delivery_id: slot_at} if slot_at is not None else None
+        self.schedule({delivery_id: self.store.clock() + delay}, slots)
 
     def deliver_at(self, delivery_id: str, at: float) -> None:
         """A held delivery (or a digest) due at `at` (epoch seconds; no sooner): no worker waits for it."""
         self.schedule({delivery_id: at})
 
     def release(self, records: list[Delivery], dry_run: bool = False) -> int:
-        """Send held deliveries now: each queued again under a lease (so that a worker sending it at this
-        moment is never undone) and made due; its old wake-up, when it comes, finds it sent.
-        Returns how many go out now, as `carried` lists them (a digest counts once, its items with it)."""
-        chosen = self.carried(records, State.HELD)
-        if dry_run or not chosen:
-            return len(chosen)
-        released = []
-        for record in chosen:
-            taken, current = self.store.take_and_read(record.id)
-            if not taken or current is None:
-                continue  # a worker has it in hand this moment: it is going out
-            if current.state is not State.HELD:
-                self.leases.release([delivery_unit(current.id)], self.store.owner)
-                continue
-            current.state = State.QUEUED
-            # A digest, queued, goes out as it is; a delivery still to gather is marked, so that it gathers
-            # apart from what its route holds (`relay.core.digest.gather_key`) and no quiet hours hold it.
-            current.released = current.released or not current.items
-            self.store.update(current, State.HELD)  # lets go of the lease
-            released.append(current.id)
-        if released:
-            self.store.incr("relay_releases_total", len(released))
-            self.enqueue_deliveries(released)
-        return len(released)
-
-    def carried(self, records: list[Delivery], state: State) -> list[Delivery]:
-        """The deliveries that are sent for `records`, those in `state`: a delivery gathered into a digest goes
-        out with its digest, never on its own, so it stands for its digest here (once, however many of its
-        items were chosen). What a replay (failed) or a release (held) sends, lists and counts."""
-        wanted = list(dict.fromkeys(r.digest for r in records if r.digest))
-        found = {d.id: d for d in self.store.deliveries(wanted) if d is not None}
-        out = {r.id: r for r in records if not r.digest}
-        out.update((i, found[i]) for i in wanted if i in found and i not in out)
-        return [r for r in out.values() if r.state is state]
+        """`relay.storage.requeue.release` through this intake: held deliveries sent now."""
+        return requeue.release(self, records, dry_run)
 
     def replay(self, records: list[Delivery], attempts: int, dry_run: bool = False) -> int:
-        """Requeue failed deliveries with a fresh retry budget; delivered ones are never touched. Returns how
-        many go out again, as `carried` lists them."""
-        chosen = self.carried(records, State.FAILED)
-        if dry_run or not chosen:
-            return len(chosen)
-        replayed = []
-        for chosen_record in chosen:
-            # Under a lease, as it is now: a replay that overlaps another (or a worker's send) never writes back
-            # a state read before it, so a delivered delivery is never made due again.
-            taken, record = self.store.take_and_read(chosen_record.id)
-            if not taken or record is None:
-                continue
-            previous = record.state
-            if previous is not State.FAILED:
-                self.leases.release([delivery_unit(record.id)], self.store.owner)
-                continue
-            record.state = State.QUEUED
-            record.maxAttempts = record.attempts + attempts
-            record.lastError = (record.lastError or "") and f"replayed after: {record.lastError}"
-            # A digest's items go back with it (out of the failed list), to be sent in it again.
-            items = [i for i in self.store.deliveries(record.items) if i is not None and i.state == previous]
-            self.store.update_many([StateChange(record, previous)] + [_requeued(i, previous) for i in items])
-            replayed.append(record.id)
-        if replayed:
-            self.store.incr("relay_replays_total", len(replayed))
-            self.enqueue_deliveries(replayed)
-        return len(replayed)
+        """`relay.storage.requeue.replay` through this intake: failed deliveries sent again."""
+        return requeue.replay(self, records, attempts, dry_run)
 
 
 def _acceptance(answer: Any) -> Acceptance:
@@ -366,11 +309,6 @@ def _why(exc: RedisError) -> str:
     """What the 503's log line says: the error's type; and the script's own words when it refused (a key of
     the wrong type, named), which carry no address or credential."""
     return f"{type(exc).__name__}: {exc}" if isinstance(exc, ResponseError) else type(exc).__name__
-
-
-def _requeued(item: Delivery, previous: State) -> StateChange:
-    item.state = State.QUEUED
-    return StateChange(item, previous)
 
 
 def _hash(value: str) -> str:

@@ -4,7 +4,7 @@ names of the counters. Plain data: the Redis commands are in `relay.storage.stor
 from __future__ import annotations
 
 import json
-import time
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -13,6 +13,8 @@ from typing import Any
 from relay.core.digest import DIGEST_TEMPLATE
 from relay.core.model import Delivery, State, kind_name
 from relay.core.rendering import AUTO, FORMATS
+
+log = logging.getLogger("relay.storage")
 
 PREFIX = "relay:"
 EVENTS = PREFIX + "events"  # zset eventId -> received time
@@ -34,10 +36,6 @@ LATENCY_BUCKETS = (
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def now() -> float:
-    return time.time()
 
 
 def key_part(value: str) -> str:
@@ -271,14 +269,14 @@ def event_from_hash(data: Any) -> EventRecord | None:
     return EventRecord(d["eventId"], d.get("kind", ""), received, d.get("payload", "{}"), d.get("trace", ""))
 
 
-def parse_since(value: str | None) -> float | None:
-    """`since` as a duration back from now ("2h") or an ISO 8601 time."""
+def parse_since(value: str | None, now: float) -> float | None:
+    """`since` as a duration back from `now` ("2h") or an ISO 8601 time."""
     if value is None or value == "":
         return None
     from relay.config.durations import parse_duration
 
     try:
-        return now() - parse_duration(value)
+        return now - parse_duration(value)
     except ValueError:
         pass
     text = value.strip().replace("Z", "+00:00")
@@ -286,3 +284,22 @@ def parse_since(value: str | None) -> float | None:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()
+
+
+def read_delivery(data: Any, ident: str = "") -> Delivery | None:
+    """The record in a hash as redis-py returns it; None for none, and for one in a state this relay does
+    not know (a newer relay's): such a record is listed by nobody and left as it is, never overwritten. A
+    record that cannot be read (a key of another type, a hash relay did not write) is logged, and None."""
+    if isinstance(data, Exception):
+        log.error("delivery unreadable (%s): left out", data, extra={"deliveryId": ident})
+        return None
+    if not data:
+        return None
+    try:
+        return delivery_from_hash({_text(k): _text(v) for k, v in data.items()})
+    except UnknownState as exc:
+        log.warning("delivery left alone: %s", exc, extra={"deliveryId": exc.delivery_id})
+        return None
+    except (KeyError, ValueError, TypeError) as exc:
+        log.error("delivery unreadable (%s: %s): left out", type(exc).__name__, exc, extra={"deliveryId": ident})
+        return None

@@ -4,9 +4,9 @@ from relay.storage.lists import RELIST_LUA
 
 # Slots of a channel's rate limit: each call books the next free one (a virtual schedule, GCRA-like),
 # so a burst is spread over time in one round trip each, without waking everyone at once.
+# KEYS: the channel's next free slot. ARGV: the interval between sends, now (relay's clock, `relay.core.clock`).
 RESERVE_SLOT = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local now = tonumber(ARGV[2])
 local interval = tonumber(ARGV[1])
 local nxt = tonumber(redis.call('GET', KEYS[1]) or '0')
 if nxt < now then nxt = now end

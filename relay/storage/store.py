@@ -15,6 +15,7 @@ from typing import Any
 from redis import Redis
 from redis.exceptions import RedisError
 
+from relay.core.clock import Clock
 from relay.core.model import Delivery, State, delivery_id, iso
 from relay.storage.activity import with_activity
 from relay.storage.digests import Digests
@@ -33,11 +34,9 @@ from relay.storage.records import (
     SEND_LATENCY,
     WORKERS,
     EventRecord,
-    UnknownState,
     _text,
     bucket_field,
     dedup_key,
-    delivery_from_hash,
     delivery_key,
     delivery_to_hash,
     event_deliveries_key,
@@ -45,8 +44,8 @@ from relay.storage.records import (
     event_key,
     hash_pairs,
     metric_field,
-    now,
     parse_since,
+    read_delivery,
     squatter_key,
     unset_fields,
 )
@@ -77,7 +76,6 @@ __all__ = [
     "hash_pairs",
     "iso",
     "metric_field",
-    "now",
     "parse_since",
 ]
 
@@ -88,10 +86,10 @@ log = logging.getLogger("relay.storage")
 PLAN_CHUNK = 500
 
 
-def _held_op(record: Delivery, previous_state: State | None) -> str:
+def _held_op(record: Delivery, previous_state: State | None, at: float) -> str:
     """What a stored state does to the held index: add (at notBefore), remove, or nothing (-)."""
     if record.state is State.HELD:
-        return repr(record.notBefore if record.notBefore is not None else now())
+        return repr(record.notBefore if record.notBefore is not None else at)
     return "rem" if previous_state is State.HELD else "-"
 
 
@@ -100,25 +98,6 @@ def _due(record: Delivery, at: float) -> str:
     if record.state is State.HELD:
         return repr(record.notBefore if record.notBefore is not None else at)
     return repr(at) if record.state in (State.QUEUED, State.RETRYING) else "-"
-
-
-def _read(data: Any, ident: str = "") -> Delivery | None:
-    """The record in a hash as redis-py returns it; None for none, and for one in a state this relay does
-    not know (a newer relay's): such a record is listed by nobody and left as it is, never overwritten. A
-    record that cannot be read (a key of another type, a hash relay did not write) is logged, and None."""
-    if isinstance(data, Exception):
-        log.error("delivery unreadable (%s): left out", data, extra={"deliveryId": ident})
-        return None
-    if not data:
-        return None
-    try:
-        return delivery_from_hash({_text(k): _text(v) for k, v in data.items()})
-    except UnknownState as exc:
-        log.warning("delivery left alone: %s", exc, extra={"deliveryId": exc.delivery_id})
-        return None
-    except (KeyError, ValueError, TypeError) as exc:
-        log.error("delivery unreadable (%s: %s): left out", type(exc).__name__, exc, extra={"deliveryId": ident})
-        return None
 
 
 @dataclass
@@ -133,8 +112,8 @@ class StateChange:
 
 
 class Store:
-    def __init__(self, redis: Redis, retention: float, owner: str = "") -> None:
-        self.redis = redis
+    def __init__(self, redis: Redis, retention: float, clock: Clock, owner: str = "") -> None:
+        self.redis, self.clock = redis, clock  # the clock of every time stored or compared (`relay.core.clock`)
         self.retention = int(retention)
         self.owner = owner  # the worker this process is, as its leases name it
         # What this process counted (its /metrics), and the kinds given a series of their own.
@@ -186,7 +165,7 @@ class Store:
         except RedisError:
             taken = [delivery_unit(r.id) for r in stored if r.held_lease]
             with contextlib.suppress(RedisError):  # else this worker's sweep of its own leases does it
-                self.leases.give_back(self.owner, taken, now())
+                self.leases.give_back(self.owner, taken, self.clock())
             raise
         return stored
 
@@ -195,7 +174,7 @@ class Store:
         keys = [event_deliveries_key(event_id), LISTS, FAILED, METRICS, LEASES, HELD, READY, LOSSES]
         keys.append(squatter_key(event_id))
         args: list[Any] = [self.retention, self.owner, event_unit(event_id) if done else ""]
-        at = now()
+        at = self.clock()
         metrics: list[str] = []
         for record in records:
             keys.append(delivery_key(record.id))
@@ -205,7 +184,7 @@ class Store:
             metrics.append(metric)
             failed = int(record.state is State.FAILED)
             args += [record.id, repr(record.createdAt), failed, int(record.id in to_take)]
-            args += [metric, _held_op(record, None), _due(record, at)]
+            args += [metric, _held_op(record, None, at), _due(record, at)]
             args += [list_key(record.state, record.channel, record.kind), len(fields)]
             for pair in fields.items():
                 args.extend(pair)
@@ -238,7 +217,7 @@ class Store:
         pipe = self.redis.pipeline(transaction=False)
         for i in ids:
             pipe.hgetall(delivery_key(i))
-        return [_read(data, i) for i, data in zip(ids, pipe.execute(raise_on_error=False), strict=True)]
+        return [read_delivery(data, i) for i, data in zip(ids, pipe.execute(raise_on_error=False), strict=True)]
 
     def update(
         self,
@@ -257,9 +236,10 @@ class Store:
         keys: list[str] = [FAILED, METRICS, LEASES, HELD, LOSSES]
         args: list[Any] = [self.retention, self.owner]
         counted: list[tuple[str, float]] = []
+        at = self.clock()
         for outcome in outcomes:
             record, previous_state = outcome.record, outcome.previous_state
-            record.updatedAt = now()
+            record.updatedAt = at
             failed = "-"
             if record.state is State.FAILED:
                 failed = "add"
@@ -278,7 +258,7 @@ class Store:
             fields = delivery_to_hash(record)
             keys.append(delivery_key(record.id))
             args += [record.id, repr(record.updatedAt), failed, int(record.held_lease)]
-            args += [_held_op(record, previous_state), record.state.value, list_rest(record.channel, record.kind)]
+            args += [_held_op(record, previous_state, at), record.state.value, list_rest(record.channel, record.kind)]
             args += [repr(record.createdAt), len(fields)]
             for pair in fields.items():
                 args.extend(pair)
@@ -298,7 +278,7 @@ class Store:
 
     def reserve_slot(self, channel: str, rate: float) -> float:
         """Book the channel's next send slot (at most `rate` a second); seconds until it comes."""
-        return float(self._reserve(keys=[f"{PREFIX}rate:{channel}"], args=[1.0 / rate]))
+        return float(self._reserve(keys=[f"{PREFIX}rate:{channel}"], args=[1.0 / rate, repr(self.clock())]))
 
     def take_and_read(self, delivery_id_: str) -> tuple[bool, Delivery | None]:
         """Lease the delivery to this process unless a worker holds it (a release, a reload's re-plan: what a
@@ -307,7 +287,7 @@ class Store:
         taken, fields = self.leases.take_and_read(delivery_id_, self.owner, delivery_key(delivery_id_))
         if not taken:
             return False, None
-        record = _read(hash_pairs(fields))
+        record = read_delivery(hash_pairs(fields))
         if record is None:
             self.leases.release([delivery_unit(delivery_id_)], self.owner)
             return True, None
@@ -320,7 +300,7 @@ class Store:
 
     def prune(self) -> None:
         """Drop index entries older than the retention (their records have expired already)."""
-        cutoff = now() - self.retention
+        cutoff = self.clock() - self.retention
         pipe = self.redis.pipeline(transaction=False)
         for index in (EVENTS, DELIVERIES, FAILED, HELD):  # held: by notBefore, long past for any still listed
             pipe.zremrangebyscore(index, "-inf", cutoff)  # DELIVERIES: an earlier relay's, until indexed again
@@ -351,7 +331,7 @@ class Store:
         return {_text(k): float(v) for k, v in self.redis.hgetall(METRICS).items()}
 
     def heartbeat(self, worker: str) -> None:
-        self.redis.zadd(WORKERS, {worker: now()})
+        self.redis.zadd(WORKERS, {worker: self.clock()})
 
     def forget_worker(self, worker: str) -> None:
         """A worker that stops: no longer counted as seen (/readyz)."""
@@ -363,8 +343,8 @@ class Store:
         return {_text(k): float(v) for k, v in pairs}
 
     def workers_seen(self, within: float) -> list[str]:
-        cutoff = now() - within
+        at = self.clock()
         pipe = self.redis.pipeline(transaction=False)
-        pipe.zremrangebyscore(WORKERS, "-inf", now() - 3600)
-        pipe.zrangebyscore(WORKERS, cutoff, "+inf")
+        pipe.zremrangebyscore(WORKERS, "-inf", at - 3600)
+        pipe.zrangebyscore(WORKERS, at - within, "+inf")
         return [_text(v) for v in pipe.execute()[1]]

@@ -12,6 +12,7 @@ from redis import Redis
 from starlette.testclient import TestClient
 
 from relay.admin.selection import Filters
+from relay.core.clock import system_clock
 from relay.core.model import Delivery, State
 from relay.runtime.bootstrap import Runtime
 from relay.storage.lists import LISTS, Cursor, list_key
@@ -28,7 +29,7 @@ def _record(n: int, state: State, channel: str, kind: str, at: float) -> Deliver
 
 @pytest.fixture
 def store(redis: Redis) -> Store:
-    return Store(redis, 3600)
+    return Store(redis, 3600, system_clock)  # the records below are timed by the wall clock
 
 
 def _fill(store: Store) -> list[Delivery]:

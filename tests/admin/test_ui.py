@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -102,23 +101,27 @@ def test_cookie_is_secure_behind_https(client: TestClient) -> None:
 
 def test_sessions_are_signed_expire_and_end_with_their_token() -> None:
     tokens = ["first-admin-token", "second-admin-token"]
-    value = new_session(tokens[1])
-    assert session_valid(tokens, value)
-    assert session_valid(["second-admin-token"], value)  # any replica with the token accepts it
-    assert not session_valid(["first-admin-token"], value)  # the token was removed: the session ends
-    assert not session_valid([], value)
+    now = 1_800_000_000.0
+    value = new_session(tokens[1], now)
+    assert session_valid(tokens, value, now)
+    assert session_valid(["second-admin-token"], value, now + 60)  # any replica with the token accepts it
+    assert not session_valid(["first-admin-token"], value, now)  # the token was removed: the session ends
+    assert not session_valid([], value, now)
     expiry, nonce, signature = value.split(".")
-    assert not session_valid(tokens, f"{int(expiry) + 60}.{nonce}.{signature}")  # longer life: not signed
-    assert not session_valid(tokens, f"{expiry}.{nonce}x.{signature}")
-    assert not session_valid(tokens, f"{expiry}.{nonce}.open")
-    assert not session_valid(tokens, value, now=time.time() + SESSION_SECONDS + 1)
+    assert not session_valid(tokens, f"{int(expiry) + 60}.{nonce}.{signature}", now)  # longer life: not signed
+    assert not session_valid(tokens, f"{expiry}.{nonce}x.{signature}", now)
+    assert not session_valid(tokens, f"{expiry}.{nonce}.open", now)
+    assert session_valid(tokens, value, now + SESSION_SECONDS)
+    assert not session_valid(tokens, value, now + SESSION_SECONDS + 1)
+    # A cookie that claims to last longer than a session from now was not made by this relay's clock.
+    assert not session_valid(tokens, new_session(tokens[1], now + SESSION_SECONDS), now - 61)
     for junk in (None, "", "a.b", "x.y.z", "1.2.3.4", "..."):
-        assert not session_valid(tokens, junk)
-    assert csrf_token(value) != csrf_token(new_session(tokens[1]))
+        assert not session_valid(tokens, junk, now)
+    assert csrf_token(value) != csrf_token(new_session(tokens[1], now))
 
 
-def test_a_forged_cookie_is_not_a_session(client: TestClient) -> None:
-    client.cookies.set(COOKIE, new_session("some-other-token"), path="/ui")
+def test_a_forged_cookie_is_not_a_session(client: TestClient, rt: Runtime) -> None:
+    client.cookies.set(COOKIE, new_session("some-other-token", rt.clock()), path="/ui")
     assert client.get("/ui", follow_redirects=False).status_code == 303
 
 
@@ -372,7 +375,7 @@ def test_one_event_view_and_unknown_events(rt: Runtime, logged_in: TestClient, f
 def test_older_notifications_are_paged(rt: Runtime, logged_in: TestClient) -> None:
     for i in range(3):
         rt.intake.accept(f"event-{i}", "notification:paged", "{}")
-        time.sleep(0.01)
+        rt.clock.advance(0.01)
     first = logged_in.get("/ui?limit=2").text
     assert "event-2" in first and "event-1" in first and "event-0" not in first
     older = re.search(r'href="(/ui\?before=[^"]+)"', first)

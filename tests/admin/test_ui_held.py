@@ -245,6 +245,7 @@ def test_a_digest_item_names_its_digest_in_a_column_of_its_own(
     with TestClient(create_app(rt)) as client:
         for payload in payloads:
             assert post(client, payload).status_code == 202
+            rt.clock.advance(0.001)  # received one after the other
         run_worker(rt)
         first, second = (str(p["metadata"]["eventId"]) for p in payloads)
         [item] = [r for r in records(rt, second) if r.digest]

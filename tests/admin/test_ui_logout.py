@@ -56,9 +56,11 @@ def test_with_redis_down_a_logout_says_it_did_not_end_the_session(
     url = f"redis://127.0.0.1:{free_port()}/0"
     rt = build(base_config(sink, smtp, tmp_path, url), Redis.from_url(url, socket_connect_timeout=1))
     with TestClient(create_app(rt)) as client:
-        client.cookies.set(COOKIE, new_session(ADMIN_TOKEN), path="/ui")
+        client.cookies.set(COOKIE, new_session(ADMIN_TOKEN, rt.clock()), path="/ui")
         assert client.get("/ui", follow_redirects=False).status_code == 503
-        page = client.post("/ui/logout", data={"csrf": csrf_token(new_session(ADMIN_TOKEN))}, follow_redirects=False)
+        page = client.post(
+            "/ui/logout", data={"csrf": csrf_token(new_session(ADMIN_TOKEN, rt.clock()))}, follow_redirects=False
+        )
         assert page.status_code == 403  # not this session's CSRF token: refused before Redis is asked
         session = client.cookies[COOKIE]
         answer = client.post("/ui/logout", data={"csrf": csrf_token(session)}, follow_redirects=False)

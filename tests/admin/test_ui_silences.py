@@ -26,7 +26,7 @@ NOW = float(int(time.time()))
 
 @pytest.fixture
 def page(rt: Runtime) -> Iterator[TestClient]:
-    rt.clock = lambda: NOW
+    rt.clock.set(NOW)
     with TestClient(create_app(rt)) as client:
         yield login(client)
 

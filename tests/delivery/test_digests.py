@@ -54,6 +54,7 @@ def _accept(rt: Runtime, *payloads: dict[str, Any]) -> list[str]:
     with TestClient(create_app(rt)) as client:
         for payload in payloads:
             assert post(client, payload).status_code == 202
+            rt.clock.advance(0.001)  # received one after the other
     run_worker(rt)
     return [str(p["metadata"]["eventId"]) for p in payloads]
 
@@ -223,10 +224,10 @@ def test_held_by_quiet_hours_they_go_out_as_one_digest_when_the_interval_opens(
         "time_intervals": [{"weekdays": ["monday:friday"], "times": [{"start_time": "08:00", "end_time": "18:00"}]}],
     }
     rt = make_runtime(time_intervals=[office], routes=_routes("15m", active_time_intervals=["office-hours"]))
-    rt.clock = lambda: datetime(2026, 11, 27, 20, 0, tzinfo=UTC).timestamp()  # Friday evening
+    rt.clock.set(datetime(2026, 11, 27, 20, 0, tzinfo=UTC).timestamp())  # Friday evening
     events = _accept(rt, _notification("night 1"), _notification("night 2"), _notification("night 3"))
     assert {(_item(rt, e).state, _item(rt, e).digest) for e in events} == {("held", None)}
-    rt.clock = lambda: datetime(2026, 11, 30, 8, 0, tzinfo=UTC).timestamp()  # Monday morning
+    rt.clock.set(datetime(2026, 11, 30, 8, 0, tzinfo=UTC).timestamp())  # Monday morning
     _send_due(rt)  # the wake-ups: each delivery joins one digest, which closes soon (not 15 minutes later)
     items = [_item(rt, e) for e in events]
     [digest_id] = {i.digest for i in items}
@@ -253,7 +254,7 @@ def test_release_on_a_route_with_quiet_hours_and_a_digest_sends_now(
     from relay.cli import main
 
     rt = make_runtime(time_intervals=[OFFICE], routes=_routes("1h", active_time_intervals=["office-hours"]))
-    rt.clock = lambda: FRIDAY_EVENING
+    rt.clock.set(FRIDAY_EVENING)
     events = _accept(rt, _notification("night 1"), _notification("night 2"))
     assert {(_item(rt, e).state, _item(rt, e).digest) for e in events} == {("held", None)}
     assert main(["release", "--channel", "owners-hook", "--config", str(_config_file(rt, tmp_path))]) == 0
@@ -293,7 +294,7 @@ def test_release_counts_agree_in_the_dry_run_the_bar_and_the_api(
         },
     ]
     rt = make_runtime(time_intervals=[OFFICE], routes=routes)
-    rt.clock = lambda: FRIDAY_EVENING
+    rt.clock.set(FRIDAY_EVENING)
     events = _accept(rt, _notification("a"), _notification("b"), _notification("c"))
     config = str(_config_file(rt, tmp_path))
     with TestClient(create_app(rt)) as client:
@@ -448,6 +449,7 @@ def test_an_open_digest_survives_a_redis_restart(sink: HttpSink, smtp: SmtpSink,
     digest is still open (a new delivery joins it), and it goes out once with everything it carried."""
     from redis import Redis
 
+    from relay.core.clock import ManualClock, system_clock
     from relay.runtime.bootstrap import build
     from relay.runtime.embedded import EmbeddedRedis
     from tests.conftest import base_config
@@ -455,7 +457,8 @@ def test_an_open_digest_survives_a_redis_restart(sink: HttpSink, smtp: SmtpSink,
     server = EmbeddedRedis(tmp_path / "redis").start()
     try:
         conn = Redis.from_url(server.url, socket_timeout=2, socket_connect_timeout=1)
-        rt = build(base_config(sink, smtp, tmp_path, server.url, routes=_routes("1h")), conn)
+        config = base_config(sink, smtp, tmp_path, server.url, routes=_routes("1h"))
+        rt = build(config, conn, clock=ManualClock(system_clock()))
         events = _accept(rt, _notification("before 1"), _notification("before 2"))
         digest_id = _item(rt, events[0]).digest
         time.sleep(1.2)  # the append-only file is synced each second

@@ -155,7 +155,7 @@ def test_a_release_sends_what_the_first_attempt_would_have(
     expected = _first_attempt(make_runtime, sink, smtp, tmp_path)
     held = _routes(active_time_intervals=["office-hours"])
     rt = _runtime(make_runtime, sink, smtp, tmp_path, time_intervals=[OFFICE_HOURS], routes=held)
-    rt.clock = lambda: FRIDAY_EVENING
+    rt.clock.set(FRIDAY_EVENING)
     event_id = _accept(rt, "released")
     assert {r.state for r in _records(rt, event_id)} == {"held"}
     with TestClient(create_app(rt)) as client:

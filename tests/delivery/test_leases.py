@@ -4,7 +4,6 @@ and no notification is lost or sent twice when its worker dies, its wake-up is l
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +17,6 @@ from relay.runtime.bootstrap import Runtime
 from relay.runtime.worker import ORPHAN_GRACE, STALE_SECONDS, Sweep, sweep
 from relay.storage.leases import LEASES, LOSSES, MAX_LOSSES, UNPLANNED, WAKE, Leases, event_unit
 from relay.storage.queue import QUEUE_NAME, wake_job_id
-from relay.storage.records import WORKERS
 from tests.conftest import run_worker, sample_notification
 from tests.servers import HttpSink
 
@@ -40,6 +38,7 @@ def _accept(rt: Runtime, count: int = 1) -> list[str]:
         event_id = payload["metadata"]["eventId"]
         assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "accepted"
         events.append(event_id)
+        rt.clock.advance(0.001)  # arrived one after the other
     return events
 
 
@@ -123,13 +122,13 @@ def test_events_whose_wake_up_was_lost_are_planned_without_waiting_for_the_flag(
     events = _accept(hook, 5)
     queue = Queue(QUEUE_NAME, connection=redis)
     queue.empty()  # the job lost (a failover: queued on the old primary only), its flag left behind
-    later = time.time() + STALE_SECONDS + 1
-    sweep(hook, time.time())
+    sweep(hook, hook.clock())
     assert queue.count == 0  # they have not waited long yet
     # The flag names a job RQ does not have: another is queued now, not once the flag expires.
-    assert sweep(hook, later) == 0
+    hook.clock.advance(STALE_SECONDS + 1)
+    assert sweep(hook, hook.clock()) == 0
     assert queue.count == 1 and redis.exists(WAKE)
-    sweep(hook, later)
+    sweep(hook, hook.clock())
     assert queue.count == 1  # one job is enough
     run_worker(hook)
     _all_sent_once(hook, sink, events)
@@ -141,13 +140,13 @@ def test_the_claims_of_a_dead_worker_are_planned_again_and_sent_once(
     events = _accept(hook, BATCH + 2)
     queue = Queue(QUEUE_NAME, connection=redis)
     queue.empty()  # the dead worker took the job and started it: a batch claimed, then it died
-    claimed, left = Leases(redis).claim(DEAD, BATCH, time.time(), start=True)
+    claimed, left = Leases(redis).claim(DEAD, BATCH, hook.clock(), start=True)
     assert len(claimed) == BATCH and left == 2 and not redis.exists(WAKE)
-    redis.zadd(WORKERS, {DEAD: time.time()})
-    assert sweep(hook, time.time()) == 0  # it beats: its leases are left alone
+    hook.store.heartbeat(DEAD)
+    assert sweep(hook, hook.clock()) == 0  # it beats: its leases are left alone
     assert len(_claims(redis)) == BATCH and queue.count == 0
-    redis.zadd(WORKERS, {DEAD: time.time() - ORPHAN_GRACE - 5})
-    assert sweep(hook, time.time()) == BATCH
+    hook.clock.advance(ORPHAN_GRACE + 5)  # and beats no more
+    assert sweep(hook, hook.clock()) == BATCH
     assert _claims(redis) == [] and redis.zcard(UNPLANNED) == BATCH + 2
     assert queue.count == 1  # queued at once, whatever the flag says
     assert {int(v) for v in redis.hgetall(LOSSES).values()} == {1}  # each counted once
@@ -162,8 +161,9 @@ def test_an_event_planned_before_its_worker_died_is_planned_again_and_sent_once(
     (event_id,) = _accept(hook)
     run_worker(hook)
     redis.hset(LEASES, event_unit(event_id), DEAD)  # the lease it did not drop
-    redis.zadd(WORKERS, {DEAD: time.time() - ORPHAN_GRACE - 5})
-    assert sweep(hook, time.time()) == 1
+    hook.store.heartbeat(DEAD)
+    hook.clock.advance(ORPHAN_GRACE + 5)  # its last beat
+    assert sweep(hook, hook.clock()) == 1
     run_worker(hook)
     _all_sent_once(hook, sink, [event_id])
 
@@ -174,11 +174,11 @@ def test_leases_of_this_worker_with_no_work_in_hand_go_back_at_the_second_look(
     """A wake-up that could not give back its leases (Redis away a moment) leaves them behind."""
     events = _accept(hook, 3)
     Queue(QUEUE_NAME, connection=redis).empty()
-    Leases(redis).claim(hook.name, 3, time.time(), start=True)  # not this process's claim: nothing in hand
+    Leases(redis).claim(hook.name, 3, hook.clock(), start=True)  # not this process's claim: nothing in hand
     seen = Sweep()
-    assert sweep(hook, time.time(), seen) == 0
+    assert sweep(hook, hook.clock(), seen) == 0
     assert seen.suspects == {event_unit(e) for e in events} and len(_claims(redis)) == 3  # only suspected
-    assert sweep(hook, time.time(), seen) == 3
+    assert sweep(hook, hook.clock(), seen) == 3
     assert seen.suspects == set()
     assert _claims(redis) == [] and Queue(QUEUE_NAME, connection=redis).count == 1
     run_worker(hook)
@@ -187,9 +187,9 @@ def test_leases_of_this_worker_with_no_work_in_hand_go_back_at_the_second_look(
 
 def test_a_lease_in_hand_is_never_given_back(hook: Runtime, redis: Redis) -> None:
     _accept(hook, 2)
-    claimed, _ = hook.store.leases.claim(hook.name, 2, time.time())
+    claimed, _ = hook.store.leases.claim(hook.name, 2, hook.clock())
     seen = Sweep(suspects={c.unit for c in claimed})
-    assert sweep(hook, time.time(), seen) == 0 and seen.suspects == set()
+    assert sweep(hook, hook.clock(), seen) == 0 and seen.suspects == set()
     assert len(_claims(redis)) == 2
 
 
@@ -224,11 +224,11 @@ def test_an_event_that_failed_before_is_claimed_alone(hook: Runtime, redis: Redi
     events = _accept(hook, 4)
     redis.hset(LOSSES, event_unit(events[1]), 1)
     leases = hook.store.leases
-    assert [c.ident for c in leases.claim(hook.name, BATCH, time.time())[0]] == events[:1]
-    assert [c.ident for c in leases.claim(hook.name, BATCH, time.time())[0]] == [events[1]]
+    assert [c.ident for c in leases.claim(hook.name, BATCH, hook.clock())[0]] == events[:1]
+    assert [c.ident for c in leases.claim(hook.name, BATCH, hook.clock())[0]] == [events[1]]
     hook.store.create_deliveries(events[1], [], done=True)  # planned: its lease and its losses dropped
     assert not redis.hexists(LOSSES, event_unit(events[1])) and not redis.hexists(LEASES, event_unit(events[1]))
-    assert [c.ident for c in leases.claim(hook.name, BATCH, time.time())[0]] == events[2:]
+    assert [c.ident for c in leases.claim(hook.name, BATCH, hook.clock())[0]] == events[2:]
 
 
 def test_a_due_delivery_leased_to_another_worker_is_looked_at_again_later_not_dropped(
@@ -240,7 +240,7 @@ def test_a_due_delivery_leased_to_another_worker_is_looked_at_again_later_not_dr
 
     redis.hset(LEASES, delivery_unit("d-1"), "other-worker")
     hook.store.leases.schedule({"d-1": 100.0})
-    now = time.time()
+    now = hook.clock()
     claimed, left = hook.store.leases.claim(hook.name, BATCH, now)
     assert claimed == [] and left == 0
     assert redis.zscore(READY, "d-1") == pytest.approx(now + RECHECK_SECONDS)
@@ -252,10 +252,10 @@ def test_a_due_delivery_leased_to_another_worker_is_looked_at_again_later_not_dr
 def test_a_booked_rate_limit_slot_comes_back_with_the_delivery_once(hook: Runtime, redis: Redis) -> None:
     from relay.storage.leases import READY, SLOTS
 
-    at = time.time() + 30
+    at = hook.clock() + 30
     hook.intake.retry_later("d-2", 30, slot_at=at)
     assert redis.zscore(READY, "d-2") == pytest.approx(at, abs=0.5)
-    assert hook.store.leases.claim(hook.name, BATCH, time.time())[0] == []  # not due yet
+    assert hook.store.leases.claim(hook.name, BATCH, hook.clock())[0] == []  # not due yet
     (got,) = hook.store.leases.claim(hook.name, BATCH, at + 1)[0]
     assert (got.kind, got.ident, got.slot) == ("d:", "d-2", pytest.approx(at))
     assert not redis.hexists(SLOTS, "d-2")  # taken with it: a later try books a slot of its own
@@ -294,8 +294,8 @@ def test_a_redis_error_in_the_middle_of_a_batch_gives_the_rest_back(
     # back at its second look.
     assert len(hook.store.leases.held()) == 1 and hook.store.leases.in_hand() == set()
     seen = Sweep()
-    sweep(hook, time.time(), seen)
-    assert sweep(hook, time.time(), seen) == 1
+    sweep(hook, hook.clock(), seen)
+    assert sweep(hook, hook.clock(), seen) == 1
     run_worker(hook)
     _all_sent_once(hook, sink, events)
 
@@ -326,8 +326,8 @@ def test_planning_again_leases_nothing_that_exists_and_keeps_a_retrys_wait(
     run_worker(hook)
     (ident,) = hook.store.event_delivery_ids(event_id)
     assert hook.store.delivery(ident).state == "retrying"  # type: ignore[union-attr]
-    due = time.time() + 3600  # a service's Retry-After, say
-    redis.zadd(READY, {ident: due})
+    hook.intake.retry_later(ident, 3600)  # a service's Retry-After, say
+    due = hook.clock() + 3600
     tried = len(sink.hits)
     plan_job(hook, event_id)
     hook.sender.drain()
@@ -367,6 +367,6 @@ def test_a_job_queued_by_an_older_relay_fails_in_rq_and_the_sweep_takes_its_unit
     run_worker(hook)
     assert queue.failed_job_registry.get_job_ids() == [flag.decode()] and len(sink.at("/hook")) == 0
     assert redis.zscore(UNPLANNED, event_id) is not None and redis.get(WAKE) == flag
-    assert sweep(hook, time.time() + STALE_SECONDS + 1) == 0 and redis.get(WAKE) != flag
+    assert sweep(hook, hook.clock() + STALE_SECONDS + 1) == 0 and redis.get(WAKE) != flag
     run_worker(hook)
     _all_sent_once(hook, sink, [event_id])

@@ -21,11 +21,11 @@ def states(redis: Redis) -> ChannelStates:
 
 
 def note(states: ChannelStates, kind: str, at: float = T0, ident: str = "d0", probing: bool = False) -> Gate:
-    return states.note(CH, kind, "HTTP 503", ident, at, at, 0.0, took=0.2, after=5, probe=30.0, probing=probing)
+    return states.note(CH, kind, "HTTP 503", ident, at, at, took=0.2, after=5, probe=30.0, probing=probing)
 
 
 def gate(states: ChannelStates, at: float, ident: str = "x", created: float | None = None) -> Gate:
-    return states.gate(CH, ident, created if created is not None else at, 30.0, at, 0.0)
+    return states.gate(CH, ident, created if created is not None else at, 30.0, at)
 
 
 def test_down_after_five_transient_failures_in_a_row(states: ChannelStates) -> None:
@@ -45,14 +45,14 @@ def test_permanent_failures_neither_count_nor_break_the_row_and_a_success_does(s
 
     other = "other"
     for _ in range(4):
-        states.note(other, TRANSIENT, "e", "d", T0, T0, 0.0, after=5, probe=30.0)
-    states.note(other, OK, "", "d", T0, T0, 0.0, after=5, probe=30.0)
-    assert states.note(other, TRANSIENT, "e", "d", T0, T0, 0.0, after=5, probe=30.0).state == "up"
+        states.note(other, TRANSIENT, "e", "d", T0, T0, after=5, probe=30.0)
+    states.note(other, OK, "", "d", T0, T0, after=5, probe=30.0)
+    assert states.note(other, TRANSIENT, "e", "d", T0, T0, after=5, probe=30.0).state == "up"
 
 
 def test_with_the_rule_off_a_channel_is_never_down(states: ChannelStates) -> None:
     for _ in range(20):
-        assert states.note(CH, TRANSIENT, "e", "d", T0, T0, 0.0).state == "up"
+        assert states.note(CH, TRANSIENT, "e", "d", T0, T0).state == "up"
     [health] = states.health([CH], T0)
     assert not health.down and health.failed_last_hour == 20
 
@@ -111,8 +111,8 @@ def test_a_probe_that_fails_permanently_hands_the_next_probe_to_the_oldest_waiti
 
 def test_health_counts_the_last_hour_and_the_gauge_reads_the_fleet_state(states: ChannelStates) -> None:
     for i in range(19):
-        states.note(CH, OK, "", f"d{i}", T0, T0, 0.0, took=0.2, after=5, probe=30.0)
-    states.note(CH, OK, "", "slow", T0, T0, 0.0, took=4.0, after=5, probe=30.0)
+        states.note(CH, OK, "", f"d{i}", T0, T0, took=0.2, after=5, probe=30.0)
+    states.note(CH, OK, "", "slow", T0, T0, took=4.0, after=5, probe=30.0)
     note(states, TRANSIENT, T0 + 60)
     [h] = states.health([CH], T0 + 120)
     assert (h.delivered_last_hour, h.failed_last_hour) == (20, 1)

@@ -49,6 +49,11 @@ FREEZE = {
 FRIDAY_EVENING = datetime(2026, 11, 27, 17, 30, tzinfo=UTC).timestamp()  # 18:30 in Rome
 MONDAY_8 = "2026-11-30T07:00:00.000Z"  # 08:00 in Rome
 SATURDAY = "2026-11-27T23:00:00.000Z"  # midnight in Rome, when the freeze ends
+MONDAY_FREEZE = {
+    "name": "change-freeze",
+    "time_intervals": [{"years": [2026], "months": ["november"], "days_of_month": [30], "location": "Europe/Rome"}],
+}
+TUESDAY = "2026-11-30T23:00:00.000Z"  # midnight in Rome, when the Monday freeze ends
 
 
 def _routes(**email_route: Any) -> list[dict[str, Any]]:
@@ -71,7 +76,7 @@ def _routes(**email_route: Any) -> list[dict[str, Any]]:
 @pytest.fixture
 def quiet(make_runtime: Callable[..., Runtime]) -> Runtime:
     rt = make_runtime(time_intervals=[OFFICE_HOURS, FREEZE], routes=_routes(active_time_intervals=["office-hours"]))
-    rt.clock = lambda: FRIDAY_EVENING
+    rt.clock.set(FRIDAY_EVENING)
     return rt
 
 
@@ -141,18 +146,18 @@ def test_held_at_planning_until_the_interval_opens(
     assert "notBefore" in status.splitlines()[1] and MONDAY_8 in status
 
 
-def test_a_wake_up_before_the_interval_opens_holds_again_and_after_it_sends_once(
+def test_a_wake_up_before_the_interval_opens_takes_nothing_and_after_it_sends_once(
     quiet: Runtime, smtp: SmtpSink
 ) -> None:
     event_id = _accept(quiet)
-    # Woken early (RQ moved the job, a clock a little behind): held again, a new wake-up, nothing sent.
-    quiet.clock = lambda: FRIDAY_EVENING + 3600
-    assert run_scheduled(quiet) == 1
+    # A worker woken an hour later (other work): the held delivery is not due on the one clock, nothing sent.
+    quiet.clock.set(FRIDAY_EVENING + 3600)
+    quiet.intake.request_wake()
     run_worker(quiet)
     assert _email(quiet, event_id).state == "held" and smtp.mails == []
-    assert len(_scheduled(quiet)) == 1
+    assert len(_scheduled(quiet)) == 1  # its own wake-up still waits
     # Monday 08:00 in Rome: the scheduled job sends it, once.
-    quiet.clock = lambda: datetime(2026, 11, 30, 7, 0, 1, tzinfo=UTC).timestamp()
+    quiet.clock.set(datetime(2026, 11, 30, 7, 0, 1, tzinfo=UTC).timestamp())
     assert run_scheduled(quiet) == 1
     run_worker(quiet)
     assert [m.envelope_to for m in smtp.mails] == [["alice.rossi@example.com"]]
@@ -167,19 +172,18 @@ def test_a_reload_re_plans_a_held_delivery_under_the_new_intervals(
     quiet: Runtime, make_runtime: Callable[..., Runtime], smtp: SmtpSink
 ) -> None:
     event_id = _accept(quiet)
-    # The new config mutes the whole Friday instead: when the wake-up comes, the hold is asked again.
-    later = FRIDAY_EVENING + 60
+    # The new config mutes the whole Monday instead: when the wake-up comes (Monday 08:00), the hold is asked
+    # again, under the config as it is then.
     quiet.loaded = replace(
         quiet.loaded,
         config=_new_config(
-            make_runtime, quiet, time_intervals=[FREEZE], routes=_routes(mute_time_intervals=["change-freeze"])
+            make_runtime, quiet, time_intervals=[MONDAY_FREEZE], routes=_routes(mute_time_intervals=["change-freeze"])
         ),
     )
-    quiet.clock = lambda: later
     run_scheduled(quiet)
     run_worker(quiet)
     email = _email(quiet, event_id)
-    assert (email.state, email.public()["notBefore"]) == ("held", SATURDAY)
+    assert (email.state, email.public()["notBefore"]) == ("held", TUESDAY)
     # With no interval on the route any more, the next wake-up sends it.
     quiet.loaded = replace(quiet.loaded, config=_new_config(make_runtime, quiet, routes=_routes()))
     run_scheduled(quiet)
@@ -191,7 +195,7 @@ def test_a_mute_interval_holds_and_release_by_api_sends_once(
     make_runtime: Callable[..., Runtime], smtp: SmtpSink
 ) -> None:
     rt = make_runtime(time_intervals=[FREEZE], routes=_routes(mute_time_intervals=["change-freeze"]))
-    rt.clock = lambda: FRIDAY_EVENING
+    rt.clock.set(FRIDAY_EVENING)
     event_id = _accept(rt)
     email = _email(rt, event_id)
     assert (email.state, email.public()["notBefore"]) == ("held", SATURDAY)
@@ -225,7 +229,7 @@ def test_release_by_cli_sends_once(
     make_runtime: Callable[..., Runtime], smtp: SmtpSink, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rt = make_runtime(time_intervals=[FREEZE], routes=_routes(mute_time_intervals=["change-freeze"]))
-    rt.clock = lambda: FRIDAY_EVENING
+    rt.clock.set(FRIDAY_EVENING)
     event_id = _accept(rt)
     config = str(_config_file(rt, tmp_path))
     assert main(["release", "--channel", "owners-hook", "--config", config]) == 0
@@ -250,7 +254,7 @@ def test_a_held_delivery_is_sent_by_a_new_worker_process_after_its_interval_clos
     delivery, once."""
     past_freeze = {**FREEZE, "time_intervals": [{"years": [2025], "months": [11], "days_of_month": [21]}]}
     rt = make_runtime(time_intervals=[past_freeze], routes=_routes(mute_time_intervals=["change-freeze"]))
-    rt.clock = lambda: datetime(2025, 11, 21, 12, 0, tzinfo=UTC).timestamp()
+    rt.clock.set(datetime(2025, 11, 21, 12, 0, tzinfo=UTC).timestamp())
     event_id = _accept(rt)
     email = _email(rt, event_id)
     assert (email.state, email.public()["notBefore"], smtp.mails) == ("held", "2025-11-22T00:00:00.000Z", [])
@@ -313,7 +317,7 @@ def test_a_reload_that_lets_a_held_delivery_go_sooner_moves_its_wake_up(
             datetime.fromtimestamp(FRIDAY_EVENING + SETTLE_SECONDS, UTC),
             datetime(2026, 11, 30, 7, 0, tzinfo=UTC),
         ]
-        quiet.clock = lambda: FRIDAY_EVENING + SETTLE_SECONDS + 1
+        quiet.clock.set(FRIDAY_EVENING + SETTLE_SECONDS + 1)
         assert run_scheduled(quiet) == 2  # the new wake-up sends it, the old one finds it sent
         run_worker(quiet)
         assert [m.envelope_to for m in smtp.mails] == [["alice.rossi@example.com"]]

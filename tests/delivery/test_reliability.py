@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 from typing import Any
 
 import pytest
@@ -11,6 +10,7 @@ from rq import Queue
 from rq.registry import ScheduledJobRegistry
 from starlette.testclient import TestClient
 
+from relay.core.clock import ManualClock, system_clock
 from relay.delivery import attempt
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
@@ -34,6 +34,7 @@ def test_rate_limited_channel_spreads_sends_and_does_not_block_others(make_runti
         channels={"slow-api": {"url": sink.url("/limited"), "rate": "4/s"}, "free": {"url": sink.url("/free")}},
         routes=[{"channels": ["slow-api", "free"]}],
         default={"channels": []},
+        clock=ManualClock(system_clock(), base=system_clock),  # the slots are measured on the wall clock's pace
     )
     with TestClient(create_app(rt)) as client:
         for _ in range(6):
@@ -64,7 +65,7 @@ def test_retry_after_of_a_429_sets_the_wait(client: TestClient, rt: Runtime, sin
     sink.retry_after["/owners"] = "120"
     payload = one_message()
     post(client, payload)
-    before = time.time()
+    before = rt.clock()
     run_worker(rt)
     owners = next(d for d in event(client, payload)["deliveries"] if d["channel"] == "owners-hook")
     assert owners["state"] == "retrying" and "429" in owners["lastError"]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from relay.core.clock import ManualClock
 from relay.core.model import iso
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build
@@ -23,7 +24,7 @@ OWNERS = 'channel="owners-hook"'
 
 @pytest.fixture
 def silent(rt: Runtime) -> Runtime:
-    rt.clock = lambda: NOW
+    rt.clock.set(NOW)
     return rt
 
 
@@ -72,15 +73,15 @@ def test_held_at_planning_until_the_silence_ends_then_sent_once(
     assert [(d["id"], d["lastError"]) for d in held] == [(owners["id"], owners["lastError"])]
     assert _metric(api, 'relay_silenced_total{action="hold"} 1.0')
     assert _metric(api, "relay_silences_active 1.0")
-    # Woken early: held again, nothing sent, not counted twice.
-    silent.clock = lambda: NOW + 60
-    run_scheduled(silent)
+    # A worker woken before the silence ends: the delivery is not due yet, nothing sent, not counted twice.
+    silent.clock.set(NOW + 60)
+    silent.intake.request_wake()
     run_worker(silent)
     assert sink.at("/owners") == []
     assert _by_channel(api, _event(api))["owners-hook"]["state"] == "held"
     assert _metric(api, 'relay_silenced_total{action="hold"} 1.0')
     # The silence over: sent, once, its silence no longer named.
-    silent.clock = lambda: NOW + 3601
+    silent.clock.set(NOW + 3601)
     run_scheduled(silent)
     run_worker(silent)
     assert len(sink.at("/owners")) == 1
@@ -97,7 +98,7 @@ def test_skip_ends_it_skipped_with_the_silences_words(silent: Runtime, api: Test
     silence = _silence(api, 'kind=~"notification:access-control-.*"', OWNERS, action="skip", comment="noisy")
     owners = _accept(silent, api)["owners-hook"]
     assert owners["state"] == "skipped" and owners["lastError"] == f"silenced by {silence['id']}: noisy"
-    silent.clock = lambda: NOW + 7200
+    silent.clock.set(NOW + 7200)
     run_scheduled(silent)
     run_worker(silent)
     assert sink.at("/owners") == []
@@ -112,7 +113,7 @@ def test_a_silence_on_the_body_that_does_not_match_lets_it_go(silent: Runtime, a
 def test_expiring_early_releases_what_it_held(silent: Runtime, api: TestClient, sink: HttpSink) -> None:
     silence = _silence(api)
     assert _accept(silent, api)["owners-hook"]["state"] == "held"
-    silent.clock = lambda: NOW + 10
+    silent.clock.set(NOW + 10)
     answer = admin(api, f"/api/v1/silences/{silence['id']}", "DELETE")
     assert answer.status_code == 200
     assert answer.json()["state"] == "expired" and answer.json()["released"] == 1
@@ -144,7 +145,7 @@ def test_a_retry_that_comes_due_under_a_silence_waits(silent: Runtime, api: Test
     after = admin(api, "/api/v1/deliveries?channel=owners-hook").json()[0]
     assert after["state"] == "held" and after["lastError"].startswith(f"silenced by {silence['id']} ")
     assert after["attempts"] == 1 and sink.at("/owners") == []
-    silent.clock = lambda: NOW + 3601
+    silent.clock.set(NOW + 3601)
     run_scheduled(silent)
     run_worker(silent)
     assert len(sink.at("/owners")) == 1
@@ -165,7 +166,7 @@ def test_pending_then_active_and_listed_by_state(silent: Runtime, api: TestClien
     assert ids("") == [now["id"], later["id"]]  # oldest start first
     assert ids("?state=pending") == [later["id"]]
     assert ids("?state=active,pending") == [now["id"], later["id"]]
-    silent.clock = lambda: NOW + 900
+    silent.clock.set(NOW + 900)
     assert ids("?state=active") == [later["id"]] and ids("?state=expired") == [now["id"]]
     assert admin(api, "/api/v1/silences?state=gone").json()["inputErrorField"] == "state"
 
@@ -174,8 +175,7 @@ def test_silences_survive_a_restart(
     silent: Runtime, api: TestClient, make_runtime: Callable[..., Runtime], sink: HttpSink
 ) -> None:
     silence = _silence(api)
-    again = build(silent.config, silent.redis)
-    again.clock = lambda: NOW
+    again = build(silent.config, silent.redis, clock=ManualClock(NOW))
     with TestClient(create_app(again)) as other:
         listed = admin(other, "/api/v1/silences?state=active").json()["silences"]
     assert [s["id"] for s in listed] == [silence["id"]]

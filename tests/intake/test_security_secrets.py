@@ -24,6 +24,7 @@ from starlette.testclient import TestClient
 
 from relay.cli import main
 from relay.config import load_config
+from relay.core.clock import ManualClock, system_clock
 from relay.core.redaction import Redactor
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build
@@ -141,7 +142,7 @@ def leaky_setup(
     path.write_text(yaml.safe_dump(config_data(sink, smtp, tmp_path, redis_server.url)), encoding="utf-8")
     failing_templates(tmp_path / "templates")
     sink.script[SECRET_PATH] = [500] * 10
-    yield build(load_config(path, environ={}), redis), path
+    yield build(load_config(path, environ={}), redis, clock=ManualClock(system_clock())), path
     sink.script.pop(SECRET_PATH, None)
 
 

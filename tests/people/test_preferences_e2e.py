@@ -164,10 +164,11 @@ def test_tampered_foreign_and_expired_links_are_refused_and_change_nothing(prt: 
         page = client.get(tampered, headers={"Accept": "text/html"})
         assert page.status_code == 403 and "not valid" in page.text
         # Past link_ttl (90 days by default): 410, nothing changed.
-        prt.clock = lambda: FRIDAY_EVENING + 1e10
+        was = prt.clock()
+        prt.clock.set(FRIDAY_EVENING + 1e10)
         expired = client.post(unsubscribe, data={"List-Unsubscribe": "One-Click"})
         assert expired.status_code == 410 and expired.json()["errors"] == ["expired link"]
-        prt.clock = __import__("time").time
+        prt.clock.set(was)
         assert _prefs(client)["optOuts"] == []
 
 
@@ -183,7 +184,7 @@ def test_critical_kinds_reach_a_person_who_opted_out(
             json={"optOuts": [{"kind": "*", "channel": "*"}], "activeHours": OFFICE},
         )
         assert put.status_code == 200
-        rt.clock = lambda: FRIDAY_EVENING  # outside her hours too
+        rt.clock.set(FRIDAY_EVENING)  # outside her hours too
         event_id = _send(rt, client)
     assert _email(rt, event_id).state == "delivered"
     assert [m.envelope_to for m in smtp.mails] == [["alice.rossi@example.com"]]
@@ -193,7 +194,7 @@ def test_critical_kinds_reach_a_person_who_opted_out(
 
 
 def test_outside_active_hours_the_email_is_held_until_they_open(prt: Runtime, smtp: SmtpSink) -> None:
-    prt.clock = lambda: FRIDAY_EVENING
+    prt.clock.set(FRIDAY_EVENING)
     with TestClient(create_app(prt)) as client:
         put = admin(client, f"/api/v1/people/{quote(ALICE, safe='')}/preferences", "PUT", json={"activeHours": OFFICE})
         assert put.status_code == 200 and put.json()["activeHours"] == OFFICE
@@ -207,7 +208,7 @@ def test_outside_active_hours_the_email_is_held_until_they_open(prt: Runtime, sm
     assert replan_held(prt) == 0
     assert _email(prt, event_id).public()["notBefore"] == MONDAY_8
     # Monday 08:00 in Rome: the wake-up sends it, once.
-    prt.clock = lambda: datetime(2026, 11, 30, 7, 0, 1, tzinfo=UTC).timestamp()
+    prt.clock.set(datetime(2026, 11, 30, 7, 0, 1, tzinfo=UTC).timestamp())
     assert run_scheduled(prt) == 1
     run_worker(prt)
     assert [m.envelope_to for m in smtp.mails] == [["alice.rossi@example.com"]]
@@ -224,7 +225,7 @@ def test_a_route_holding_later_than_the_person_wins(make_runtime: Callable[..., 
         },
     ]
     rt = make_runtime(**_settings(tmp_path), time_intervals=[tuesday], routes=routes)
-    rt.clock = lambda: FRIDAY_EVENING
+    rt.clock.set(FRIDAY_EVENING)
     with TestClient(create_app(rt)) as client:
         admin(client, f"/api/v1/people/{quote(ALICE, safe='')}/preferences", "PUT", json={"activeHours": OFFICE})
         event_id = _send(rt, client)

@@ -181,7 +181,8 @@ def _leased_to_a_dead_worker(client: TestClient, rt: Runtime, redis: Redis) -> l
         del rt.sender.submit
         rt.store.owner = "relay-this-test"
     assert sent
-    redis.zadd(WORKERS, {"relay-dead-worker": time.time() - ORPHAN_GRACE - 5})
+    rt.store.heartbeat("relay-dead-worker")
+    rt.clock.advance(ORPHAN_GRACE + 5)  # its last beat
     return [split_unit(u)[1] for u, owner in rt.store.leases.held().items() if owner == "relay-dead-worker"]
 
 
@@ -190,22 +191,22 @@ def test_deliveries_of_a_dead_worker_are_queued_again_and_delivered_once(
 ) -> None:
     leased = _leased_to_a_dead_worker(client, rt, redis)
     assert leased and not sink.hits
-    assert sweep(rt, time.time()) == len(leased)
+    assert sweep(rt, rt.clock()) == len(leased)
     assert redis.hlen(LEASES) == 0 and redis.zcard(READY) == len(leased)
     run_worker(rt)
     records = [r for r in rt.store.deliveries(leased) if r is not None]
     assert [r.state for r in records] == [State.DELIVERED.value] * len(leased)
     hooks = [r for r in records if r.channel.endswith("-hook")]
     assert len(sink.hits) == len(hooks) > 0
-    assert sweep(rt, time.time()) == 0  # nothing left to take over, nothing sent twice
+    assert sweep(rt, rt.clock()) == 0  # nothing left to take over, nothing sent twice
     run_worker(rt)
     assert len(sink.hits) == len(hooks)
 
 
 def test_a_live_workers_leases_are_left_alone(client: TestClient, rt: Runtime, redis: Redis) -> None:
     leased = _leased_to_a_dead_worker(client, rt, redis)
-    redis.zadd(WORKERS, {"relay-dead-worker": time.time()})  # it beats after all
-    assert sweep(rt, time.time()) == 0
+    rt.store.heartbeat("relay-dead-worker")  # it beats after all
+    assert sweep(rt, rt.clock()) == 0
     assert {f"d:{i}" for i in leased} <= set(rt.store.leases.held())
 
 
@@ -217,7 +218,7 @@ def test_a_delivery_whose_worker_keeps_dying_is_failed_not_sent_again(
     leased = _leased_to_a_dead_worker(client, rt, redis)
     for ident in leased:
         redis.hset(LOSSES, f"d:{ident}", MAX_LOSSES - 1)
-    sweep(rt, time.time())
+    sweep(rt, rt.clock())
     for record in rt.store.deliveries(leased):
         assert record is not None and record.state == State.FAILED.value
         assert record.lastError is not None and "its worker died holding it" in record.lastError
@@ -246,9 +247,9 @@ def test_a_lease_of_this_worker_with_no_send_in_hand_is_queued_again_at_the_seco
     leased = [split_unit(u)[1] for u, owner in rt.store.leases.held().items() if owner == rt.name]
     assert leased and lost
     seen = Sweep()
-    assert sweep(rt, time.time(), seen) == 0
+    assert sweep(rt, rt.clock(), seen) == 0
     assert seen.suspects == {f"d:{i}" for i in leased} and redis.zcard(READY) == 0  # only suspected
-    assert sweep(rt, time.time(), seen) == len(leased) and seen.suspects == set()
+    assert sweep(rt, rt.clock(), seen) == len(leased) and seen.suspects == set()
     assert Queue(QUEUE_NAME, connection=redis).count == 1 and redis.zcard(READY) == len(leased)
     assert redis.hlen(LEASES) == 0
     run_worker(rt)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from starlette.requests import Request
 from starlette.testclient import TestClient
 
 from relay.config import ServerConfig
+from relay.core.clock import ManualClock, system_clock
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.web.throttle import Guard, client_address, counted_as
@@ -34,19 +34,6 @@ OTHER = "203.0.113.8"
 WRONG = "wrong-token-of-a-guesser-0042"
 
 
-class Clock:
-    """The time the guard measures windows by, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def server(**extra: Any) -> dict[str, Any]:
     return {
         "auth": {"tokens": [WEBHOOK_TOKEN]},
@@ -57,15 +44,14 @@ def server(**extra: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    """The time the guard measures windows by (the runtime's one clock), moved by the test."""
+    return ManualClock(system_clock())
 
 
 @pytest.fixture
-def guarded(make_runtime: Callable[..., Runtime], clock: Clock) -> Runtime:
-    rt = make_runtime(server=server())
-    rt.clock = clock
-    return rt
+def guarded(make_runtime: Callable[..., Runtime], clock: ManualClock) -> Runtime:
+    return make_runtime(server=server(), clock=clock)
 
 
 @pytest.fixture
@@ -173,7 +159,7 @@ def test_a_client_that_has_not_failed_is_never_slowed(connect: Callable[..., Tes
 
 @each_surface
 def test_throttling_ends_when_the_window_lets_go_of_the_refusals(
-    connect: Callable[..., TestClient], surface: Surface, clock: Clock
+    connect: Callable[..., TestClient], surface: Surface, clock: ManualClock
 ) -> None:
     client = connect()
     throttle(client, surface)
@@ -187,7 +173,7 @@ def test_throttling_ends_when_the_window_lets_go_of_the_refusals(
     assert surface.wrong(client).status_code == surface.refused
 
 
-def test_the_window_slides(connect: Callable[..., TestClient], clock: Clock) -> None:
+def test_the_window_slides(connect: Callable[..., TestClient], clock: ManualClock) -> None:
     """Refusals spread over the window: throttled until the oldest leaves it, then one more guess is allowed."""
     client, webhook = connect(), SURFACES[0]
     for _ in range(LIMIT):
@@ -201,11 +187,10 @@ def test_the_window_slides(connect: Callable[..., TestClient], clock: Clock) -> 
 
 @each_surface
 def test_two_api_processes_share_one_count(
-    connect: Callable[..., TestClient], make_runtime: Callable[..., Runtime], clock: Clock, surface: Surface
+    connect: Callable[..., TestClient], make_runtime: Callable[..., Runtime], clock: ManualClock, surface: Surface
 ) -> None:
     """Two apps, each with its own runtime and Redis clients, on the one Redis: every replica sees the same."""
-    second = make_runtime(server=server())
-    second.clock = clock
+    second = make_runtime(server=server(), clock=clock)
     one, two = connect(CLIENT), connect(CLIENT, second)
     assert surface.wrong(one).status_code == surface.refused
     assert surface.wrong(two).status_code == surface.refused
@@ -241,14 +226,14 @@ def test_a_signature_that_does_not_verify_is_a_refused_credential(
 ) -> None:
     signed = make_runtime(server=server(auth={"hmac": {"secret": "s" * 32}}))
     client = connect(CLIENT, signed)
-    headers = {"X-Relay-Signature": "sha256=" + "0" * 64, "X-Relay-Timestamp": str(int(time.time()))}
+    headers = {"X-Relay-Signature": "sha256=" + "0" * 64, "X-Relay-Timestamp": str(int(signed.clock()))}
     for _ in range(LIMIT):
         assert client.post("/webhook", json=sample_notification(), headers=headers).status_code == 401
     assert client.post("/webhook", json=sample_notification(), headers=headers).status_code == 429
 
 
 def test_the_log_says_it_once_per_client_and_window_never_the_credential(
-    connect: Callable[..., TestClient], clock: Clock, caplog: pytest.LogCaptureFixture
+    connect: Callable[..., TestClient], clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = connect()
     with caplog.at_level(logging.INFO):
@@ -330,7 +315,7 @@ def test_redis_unavailable_throttles_nobody(caplog: pytest.LogCaptureFixture) ->
         # No retries of redis-py's own (its default backs off for seconds): the guard's answer to the error is tested.
         return AsyncRedis(host="127.0.0.1", port=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
 
-    guard = Guard(down, lambda: config, time.time)
+    guard = Guard(down, lambda: config, system_clock)
 
     async def run() -> int | None:
         request = _request(CLIENT, [])
@@ -349,7 +334,7 @@ def test_redis_unavailable_throttles_nobody(caplog: pytest.LogCaptureFixture) ->
 
 
 def test_invalid_preference_links_are_throttled_and_an_expired_one_is_not_counted(
-    make_runtime: Callable[..., Runtime], clock: Clock
+    make_runtime: Callable[..., Runtime], clock: ManualClock
 ) -> None:
     """A guesser of links gets 429 after the limit, its right link too; an expired link (people click old
     mail) is not counted; another address is never slowed."""
@@ -357,9 +342,10 @@ def test_invalid_preference_links_are_throttled_and_an_expired_one_is_not_counte
 
     secret = "s" * 40
     rt = make_runtime(
-        server=server(), preferences={"public_url": "https://relay.example.com", "secret": secret, "link_ttl": "1d"}
+        server=server(),
+        preferences={"public_url": "https://relay.example.com", "secret": secret, "link_ttl": "1d"},
+        clock=clock,
     )
-    rt.clock = clock
     good = make_token(secret, Link("user:default/alice.rossi", SCOPE_PREFERENCES, clock()))
     old = make_token(secret, Link("user:default/alice.rossi", SCOPE_PREFERENCES, clock() - 3 * 86400))
     unsub = make_token(secret, Link("user:default/alice.rossi", SCOPE_UNSUBSCRIBE, clock(), "notification:x", "mail"))

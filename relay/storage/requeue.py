@@ -1,0 +1,90 @@
+"""Replay and release: failed deliveries sent again with a fresh retry budget, held ones sent now.
+
+Each delivery is taken under its lease and read as it is now (`Store.take_and_read`): a replay that overlaps
+another, or a worker's send, never writes back a state read before it, so a delivered delivery is never made
+due again. A delivery gathered into a digest goes out with its digest (`carried`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from relay.core.model import Delivery, State
+from relay.storage.leases import delivery_unit
+from relay.storage.store import StateChange, Store
+
+if TYPE_CHECKING:  # the intake calls these (`Intake.release`, `Intake.replay`)
+    from relay.storage.queue import Intake
+
+
+def release(intake: Intake, records: list[Delivery], dry_run: bool = False) -> int:
+    """Send held deliveries now: each queued again under a lease (so that a worker sending it at this moment is
+    never undone) and made due; its old wake-up, when it comes, finds it sent. Returns how many go out now, as
+    `carried` lists them (a digest counts once, its items with it)."""
+    store = intake.store
+    chosen = carried(store, records, State.HELD)
+    if dry_run or not chosen:
+        return len(chosen)
+    released = []
+    for record in chosen:
+        taken, current = store.take_and_read(record.id)
+        if not taken or current is None:
+            continue  # a worker has it in hand this moment: it is going out
+        if current.state is not State.HELD:
+            store.leases.release([delivery_unit(current.id)], store.owner)
+            continue
+        current.state = State.QUEUED
+        # A digest, queued, goes out as it is; a delivery still to gather is marked, so that it gathers apart
+        # from what its route holds (`relay.core.digest.gather_key`) and no quiet hours hold it.
+        current.released = current.released or not current.items
+        store.update(current, State.HELD)  # lets go of the lease
+        released.append(current.id)
+    if released:
+        store.incr("relay_releases_total", len(released))
+        intake.enqueue_deliveries(released)
+    return len(released)
+
+
+def replay(intake: Intake, records: list[Delivery], attempts: int, dry_run: bool = False) -> int:
+    """Requeue failed deliveries with a fresh retry budget; delivered ones are never touched. Returns how many
+    go out again, as `carried` lists them."""
+    store = intake.store
+    chosen = carried(store, records, State.FAILED)
+    if dry_run or not chosen:
+        return len(chosen)
+    replayed = []
+    for chosen_record in chosen:
+        taken, record = store.take_and_read(chosen_record.id)
+        if not taken or record is None:
+            continue
+        previous = record.state
+        if previous is not State.FAILED:
+            store.leases.release([delivery_unit(record.id)], store.owner)
+            continue
+        record.state = State.QUEUED
+        record.maxAttempts = record.attempts + attempts
+        record.lastError = (record.lastError or "") and f"replayed after: {record.lastError}"
+        # A digest's items go back with it (out of the failed list), to be sent in it again.
+        items = [i for i in store.deliveries(record.items) if i is not None and i.state == previous]
+        store.update_many([StateChange(record, previous)] + [_requeued(i, previous) for i in items])
+        replayed.append(record.id)
+    if replayed:
+        store.incr("relay_replays_total", len(replayed))
+        intake.enqueue_deliveries(replayed)
+    return len(replayed)
+
+
+def carried(store: Store, records: list[Delivery], state: State) -> list[Delivery]:
+    """The deliveries that are sent for `records`, those in `state`: a delivery gathered into a digest goes out
+    with its digest, never on its own, so it stands for its digest here (once, however many of its items were
+    chosen). What a replay (failed) or a release (held) sends, lists and counts."""
+    wanted = list(dict.fromkeys(r.digest for r in records if r.digest))
+    found = {d.id: d for d in store.deliveries(wanted) if d is not None}
+    out = {r.id: r for r in records if not r.digest}
+    out.update((i, found[i]) for i in wanted if i in found and i not in out)
+    return [r for r in out.values() if r.state is state]
+
+
+def _requeued(item: Delivery, previous: State) -> StateChange:
+    item.state = State.QUEUED
+    return StateChange(item, previous)
