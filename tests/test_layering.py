@@ -169,3 +169,26 @@ def test_the_contract_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from redis import Redis\n    return Redis\n")
     assert "redis" in _imports(bad)
+
+
+# The one module that may keep state of its own: Apprise's plugins are set up once per process there.
+STATEFUL = frozenset({"relay.delivery.apprise_compat"})
+
+
+def _globals(path: Path) -> list[str]:
+    """The names that `global` statements of `path` assign: module state changed at run time."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names]
+
+
+def test_no_module_changes_its_own_globals_but_apprise_compat() -> None:
+    """Process-wide objects (the tracer, the redactor, the runtime) are built by whoever builds the process and
+    handed on: a `global` statement would make one a module's instead."""
+    found = {_module(path): _globals(path) for path in RELAY.rglob("*.py") if _module(path) not in STATEFUL}
+    assert {module: names for module, names in found.items() if names} == {}
+
+
+def test_the_global_scan_sees_one(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("_on = None\n\ndef start():\n    global _on\n    _on = object()\n")
+    assert _globals(bad) == ["_on"]

@@ -12,6 +12,7 @@ from typing import Any
 from relay.config import Config, ConfigError, load_config
 from relay.config.source import EXAMPLE_CONFIG, default_config_path
 from relay.config.urls import masked_url
+from relay.core.redaction import Redactor
 from relay.runtime.logs import setup_logging
 
 # Adds a subcommand that takes --config: (name, help) -> its parser.
@@ -59,8 +60,12 @@ def no_config_file_warning() -> str:
     )
 
 
-def log(config: Config) -> None:
-    setup_logging(config.logging.level, config.logging.format, config.secrets())
+def log(config: Config) -> Redactor:
+    """Logging set up for a command on `config`: its lines scrubbed with the redactor returned (the
+    command's, that it hands on to what it builds)."""
+    redactor = Redactor.of(config)
+    setup_logging(config.logging.level, config.logging.format, redactor)
+    return redactor
 
 
 def refuse_open_bind(config: Config) -> None:

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 
 from relay.cli.common import Command, config, log
 from relay.core.outcome import Delivered, Outcome, Permanent, Transient
-from relay.core.redaction import remember_config, scrub
 
 TITLE = "relay test message"
 
@@ -50,8 +49,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     from relay.delivery.channels import AddressError, address_url, channel_format, send
 
     cfg = config(args)
-    log(cfg)
-    remember_config(cfg)  # every line printed below is scrubbed of the config's secrets, as logs are
+    redactor = log(cfg)  # every line printed below is scrubbed of the config's secrets, as logs are
     channel = cfg.channels.get(args.channel)
     if channel is None:
         defined = ", ".join(sorted(cfg.channels)) or "(none)"
@@ -83,7 +81,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     # Shown as `relay check` shows it: the URL the send really uses, its secrets scrubbed.
     print(f"sending a test message through {args.channel}: {shown_target(url, fmt)}")
     outcome = send(url, TITLE, body, fmt, text if fmt == "html" else None)
-    print(scrub(outcome_line(outcome)))
+    print(redactor.scrub(outcome_line(outcome)))
     return 0 if isinstance(outcome, Delivered) else 1
 
 

@@ -40,13 +40,15 @@ def cmd_api(args: argparse.Namespace) -> int:
     from relay.runtime.app import create_app
     from relay.runtime.bootstrap import build, reload_on_sighup
     from relay.runtime.listening import bind, serve_http
+    from relay.runtime.logs import follow
 
     cfg = config(args)
-    log(cfg)
+    redactor = log(cfg)
     refuse_open_bind(cfg)
     sockets = bind(cfg.server)
-    rt = build(cfg, config_file=config_file(args))
-    tracing.start(cfg, "api", rt.name)
+    rt = build(cfg, config_file=config_file(args), redactor=redactor)
+    rt.tracer = tracing.start(cfg, "api", rt.name, redactor=rt.redactor)
+    follow(rt.redactor, rt.tracer)
     reload_on_sighup(rt)
     serve_http(create_app(rt), cfg.server, sockets)
     return 0

@@ -139,7 +139,9 @@ def config_secrets(config: Config) -> set[str]:
 
 
 class Redactor:
-    """Replaces known secrets in texts, in one pass, the longest secret first."""
+    """Replaces known secrets in texts, in one pass, the longest secret first. A process's is made by whoever
+    builds the process (the runtime's `redactor`, a command's) and handed to its log formatter, its HTTP
+    app's error answers, its tracer: no module holds one."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._secrets: set[str] = set()
@@ -154,28 +156,21 @@ class Redactor:
             ordered = sorted(self._secrets, key=lambda s: (-len(s), s))
             self._pattern = re.compile("|".join(map(re.escape, ordered)), re.IGNORECASE)
 
+    @classmethod
+    def of(cls, config: Config) -> Redactor:
+        """What a process built on `config` scrubs: its secrets as configured and as `config_secrets` finds
+        them, each in all its forms."""
+        return cls(expand(config.secrets()) | config_secrets(config))
+
+    def remember(self, config: Config) -> None:
+        """Add `config`'s secrets (a reload's): a secret once known stays hidden for the process's life."""
+        self.add(expand(config.secrets()) | config_secrets(config))
+
     def scrub(self, text: str) -> str:
         return self._pattern.sub(MASK, text) if self._pattern is not None else text
 
     def __contains__(self, secret: str) -> bool:
         return secret in self._secrets
-
-
-# The process's secrets: filled from the configuration by logging setup and by the HTTP app.
-_process = Redactor()
-
-
-def remember(secrets: Iterable[str]) -> None:
-    """Add secrets (expanded into all their forms) to what this process scrubs from every text."""
-    _process.add(expand(secrets))
-
-
-def remember_config(config: Config) -> None:
-    _process.add(config_secrets(config))
-
-
-def scrub(text: str) -> str:
-    return _process.scrub(text)
 
 
 # A signed preference or unsubscribe link's token is its person's key (relay.web.links), and the admin API's

@@ -15,7 +15,6 @@ import logging
 import time
 from datetime import UTC, datetime
 
-from relay import tracing
 from relay.core.digest import digest_of
 from relay.core.lookup import Expand, Skip, after_look_up, unusable_ref
 from relay.core.model import Delivery, Notification
@@ -67,7 +66,7 @@ def _steps(rt: Context, current: Delivery, notification: Notification | None, sl
         return current.state
     if _throttled(rt, current, slot_at):
         return "throttled"
-    with tracing.attempt(current):  # a span in its notification's trace (relay.tracing)
+    with rt.tracer.attempt(current):  # a span in its notification's trace (relay.tracing)
         return _attempt(rt, current, notification)
 
 
@@ -162,7 +161,7 @@ def _attempt(rt: Context, record: Delivery, notification: Notification | None) -
     record.attempts += 1
     record.attemptTimes.append(rt.clock())
     started = time.monotonic()
-    outcome = send(url, title, rendered.body, rendered.format, rendered.text)
+    outcome = send(url, title, rendered.body, rendered.format, rendered.text, rt.tracer)
     took = time.monotonic() - started
     if outages.after_send(rt, record, previous, outcome, took, []):
         return record.state

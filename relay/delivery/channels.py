@@ -7,12 +7,12 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import apprise
 
-from relay import tracing
 from relay.core.markdown import escape_markdown
 from relay.core.outcome import Delivered, Outcome, Permanent
 from relay.core.recipients import valid_email
 from relay.core.redaction import url_secrets
 from relay.delivery import apprise_compat
+from relay.tracing import OFF_TRACER, Tracer
 
 EMAIL_SCHEMES = frozenset({"mailto", "mailtos"})
 CHAT_SCHEMES = frozenset(
@@ -144,15 +144,16 @@ def card_title(url: str, title: str) -> str:
     return escape_markdown(title) if scheme_of(url) in MARKDOWN_TITLES else title
 
 
-def send(url: str, title: str, body: str, fmt: str, text: str | None = None) -> Outcome:
+def send(url: str, title: str, body: str, fmt: str, text: str | None = None, tracer: Tracer = OFF_TRACER) -> Outcome:
     """One send, in the calling thread, through a fresh Apprise service object (a shared one throttles
     between sends). Apprise's `Apprise.notify` would add tags, escalation and a hop to its own thread
     pool, none of which a single service needs: the service's own `notify` formats, splits and sends.
 
-    `text` is the plain-text part of an html e-mail; without it Apprise derives one from the HTML.
+    `text` is the plain-text part of an html e-mail; without it Apprise derives one from the HTML. `tracer`:
+    the process's, that the send is a span of (relay.tracing).
     """
     scheme = scheme_of(url)
-    with tracing.span("relay.send", **{"relay.channel.scheme": scheme}) as span:
+    with tracer.span("relay.send", **{"relay.channel.scheme": scheme}) as span:
         outcome, status = _send(native_url(url, fmt), card_title(url, title), body, fmt, text)
         span.set("relay.outcome", type(outcome).__name__.lower())  # delivered, transient, permanent
         # The service's answer: an SMTP server's reply code (a message accepted is a 250), or the HTTP status.

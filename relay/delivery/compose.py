@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from relay import tracing
 from relay.core.model import Delivery, Notification
 from relay.core.rendering import Rendered
 from relay.core.titles import fit_title
@@ -26,7 +25,7 @@ def compose(
     attempt renders it; the file it used is noted in `record.templateUsed`, never in the choice. `extra`: more
     context for this delivery (its person's links, relay.delivery.preferences). The names it shows come from
     the payload, else the catalog (relay.delivery.names); the person's is kept for their page."""
-    with tracing.span("relay.render", **{"relay.format": fmt}) as span:
+    with rt.tracer.span("relay.render", **{"relay.format": fmt}) as span:
         rendered = rt.renderer.render(notification, record, fmt, extra, catalog_lookup(rt.catalog))
         span.set("relay.template", rendered.template)
     if extra and "preferences_url" in extra:

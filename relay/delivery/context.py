@@ -21,11 +21,13 @@ from redis import Redis
 from rq.job import Job
 
 from relay.config import Config
+from relay.core.redaction import Redactor
 from relay.core.rendering import Renderer
 from relay.delivery.catalog import Catalog
 from relay.delivery.sender import Sender
 from relay.storage.queue import Intake
 from relay.storage.store import Store
+from relay.tracing import Tracer
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,9 @@ class Context(Protocol):
     store: Store
     intake: Intake
     sender: Sender
+    # This process's tracer (off unless tracing is on) and what it scrubs secrets with: built with the process.
+    tracer: Tracer
+    redactor: Redactor
 
     @property
     def loaded(self) -> Loaded: ...

@@ -16,7 +16,6 @@ import logging
 import time
 from dataclasses import replace
 
-from relay import tracing
 from relay.config import ChannelConfig, DigestConfig
 from relay.core.digest import (
     DIGEST_TEMPLATE,
@@ -130,8 +129,8 @@ def send_digest(rt: Context, record: Delivery, channel: ChannelConfig | None, ct
     record.attempts += 1
     record.attemptTimes.append(rt.clock())
     started = time.monotonic()
-    with tracing.span("relay.digest", None, [i.trace for i in items], **{"relay.digest.items": len(items)}):
-        outcome = send(url, title, rendered.body, rendered.format, rendered.text)
+    with rt.tracer.span("relay.digest", None, [i.trace for i in items], **{"relay.digest.items": len(items)}):
+        outcome = send(url, title, rendered.body, rendered.format, rendered.text, rt.tracer)
     took = time.monotonic() - started
     if outages.after_send(rt, record, previous, outcome, took, items):  # its channel is down: held, with its items
         return record.state

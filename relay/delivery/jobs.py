@@ -21,7 +21,6 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from relay import tracing
 from relay.core.model import Delivery, Notification
 from relay.core.quiet import held_until
 from relay.core.routing import plan_notification
@@ -162,14 +161,14 @@ def plan_event(rt: Context, event_id: str) -> int:
         rt.store.create_deliveries(event_id, [], done=True)
         return 0
     # In the notification's trace, begun at intake (relay.tracing: nothing with tracing off).
-    with tracing.span("relay.plan", event.trace, **{"relay.event_id": event_id, "relay.kind": event.kind}):
+    with rt.tracer.span("relay.plan", event.trace, **{"relay.event_id": event_id, "relay.kind": event.kind}):
         return _plan(rt, event_id, event)
 
 
 def _plan(rt: Context, event_id: str, event: EventRecord) -> int:
     notification = Notification.model_validate_json(event.payload)
     records = plan_notification(rt.config, notification, event_id, rt.clock())
-    tracing.stamp(records)  # their tries continue this trace
+    rt.tracer.stamp(records)  # their tries continue this trace
     _Holds(rt).apply(records)
     applied = apply_preferences(rt, notification, records)  # after the routes' holds: the later notBefore wins
     silenced = silence_planned(rt, notification, records)  # last: a silence's hold or skip says why

@@ -11,7 +11,6 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from relay import tracing
 from relay.core.lookup import fallback_channels
 from relay.core.model import Delivery, Notification, delivery_id, trace_id
 from relay.core.outcome import Delivered, Outcome, Transient, attempt_entry, logged, next_step
@@ -34,7 +33,7 @@ def decide(
     followers: list[Delivery] | None = None,
 ) -> str:
     """Store the state that `outcome` leads to; `followers` (a digest's items) take the same state."""
-    with tracing.span("relay.record"):
+    with rt.tracer.span("relay.record"):
         return _decide(rt, record, previous, outcome, ctx, took, followers)
 
 
@@ -57,7 +56,7 @@ def _decide(
         rt.store.update_many(
             [StateChange(record, previous, latency_from=since, send_seconds=took), *follow(record, followers)]
         )
-        if record.trace and tracing.on():
+        if record.trace and rt.tracer.on:
             _exemplars(rt, record, record.updatedAt - since, took)
         log.info("delivered", extra={**ctx, "state": record.state, "template": record.templateUsed or record.template})
         return record.state
@@ -98,7 +97,7 @@ def store(
     """Store a state reached without a send (skipped, expanded, failed for the config)."""
     record.state, record.lastError = state, why
     labels = {"reason": reason} if reason else {}
-    with tracing.span("relay.record", **{"relay.state": str(state)}):
+    with rt.tracer.span("relay.record", **{"relay.state": str(state)}):
         rt.store.update_many([StateChange(record, previous, labels=labels), *follow(record, followers)])
     if state is State.FAILED:
         log.warning("delivery failed: %s", why, extra=ctx)

@@ -22,7 +22,6 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
 
-from relay import tracing
 from relay.config import Config, LimitsConfig, ServerConfig
 from relay.core.fanout import deliveries_per_message
 from relay.core.model import LIMIT_ERROR, Notification, json_depth, too_deep_at
@@ -42,6 +41,7 @@ from relay.intake.refusals import (
     unavailable,
 )
 from relay.storage.queue import Acceptance, NotReplicated, QueueUnavailable
+from relay.tracing import OFF_TRACER, Tracer
 from relay.web.auth import signature_offered, signature_problem, webhook_allowed
 from relay.web.errors import error_response, is_json, validation_response
 from relay.web.operation import WEBHOOK_SECURITY, Answer, Operation, documented
@@ -191,9 +191,11 @@ class Webhook:
         config: Callable[[], Config],
         connect: Callable[[], AsyncRedis],
         guard: Guard,
+        tracer: Tracer = OFF_TRACER,
     ) -> None:
         self.intake, self.counters, self.config, self.connect = intake, counters, config, connect
         self.guard = guard
+        self.tracer = tracer  # the process's: the intake's traceparent is its current span's
         # Durable intake on an asyncio connection of the running loop (one client per loop).
         self.clients: dict[asyncio.AbstractEventLoop, AsyncRedis] = {}
 
@@ -203,7 +205,7 @@ class Webhook:
         if client is None:
             client = self.clients[loop] = self.connect()
         # The request's trace (the platform's, from its traceparent, or one started here) goes with the event.
-        return await self.intake.accept_async(client, event_id, kind, payload, tracing.carrier())
+        return await self.intake.accept_async(client, event_id, kind, payload, self.tracer.carrier())
 
     def rejected(self, status: int, reason: str) -> None:
         with contextlib.suppress(RedisError):

@@ -13,11 +13,11 @@ import logging
 from redis.asyncio import Redis as AsyncRedis
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from relay import tracing
 from relay.admin.api import AdminApi, Handler, admin_only
 from relay.admin.channels import ChannelsApi
 from relay.admin.counters import CounterReader
@@ -32,12 +32,12 @@ from relay.admin.ui_release import ReleasePage
 from relay.admin.ui_silences import SilencesPage
 from relay.admin.ui_view import PageData
 from relay.config import Config
-from relay.core.redaction import hide_path_keys, remember_config
+from relay.core.redaction import hide_path_keys
 from relay.delivery.names import person_name
 from relay.intake.webhook import Webhook
 from relay.people.pages import PeoplePages
 from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan, socket_timeout
-from relay.web.errors import error_response
+from relay.web.errors import ScrubbedErrors, error_response
 from relay.web.throttle import Guard
 
 log = logging.getLogger("relay.runtime.app")
@@ -70,9 +70,6 @@ async def server_error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Starlette:
-    # Error answers are scrubbed of every configured secret, in all its forms.
-    remember_config(rt.config)
-
     def settings() -> Config:
         return rt.config
 
@@ -84,7 +81,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     counters = CounterReader(rt.redis, rt.store)
     # Refused credentials of every surface, counted in Redis (relay/web/throttle.py), and in this process's tally.
     guard = Guard(connect, lambda: rt.config.server, rt.clock, rt.store.tally)
-    webhook = Webhook(rt.intake, rt.store, settings, connect, guard)
+    webhook = Webhook(rt.intake, rt.store, settings, connect, guard, rt.tracer)
     health = Health(rt.redis, rt.store, counters, rt.counted)
     api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock, guard)
@@ -137,5 +134,7 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     return Starlette(
         routes=routes,
         exception_handlers={HTTPException: http_error, Exception: server_error},
-        middleware=tracing.middleware(),  # none unless tracing is on (relay.tracing)
+        # Error answers scrubbed of every configured secret, in all its forms; then the tracer's middleware
+        # (none unless tracing is on: relay.tracing).
+        middleware=[Middleware(ScrubbedErrors, redactor=rt.redactor), *rt.tracer.middleware()],
     )

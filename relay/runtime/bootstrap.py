@@ -18,7 +18,7 @@ from redis.sentinel import Sentinel
 
 from relay.config import Config, ConfigError, load_config
 from relay.core.clock import Clock, system_clock
-from relay.core.redaction import remember_config
+from relay.core.redaction import Redactor
 from relay.core.rendering import Renderer, template_globals
 from relay.delivery.catalog import Catalog
 from relay.delivery.context import Loaded
@@ -29,6 +29,7 @@ from relay.storage.generations import CONFIG_GENERATION
 from relay.storage.queue import Intake
 from relay.storage.store import Store
 from relay.storage.tally import add_tallies, read_tallies
+from relay.tracing import OFF_TRACER, Tracer
 
 
 def redis_url(config: Config) -> str:
@@ -105,6 +106,10 @@ class Runtime:
     store: Store
     intake: Intake
     sender: Sender
+    # What this process scrubs from every text it shows (its config's secrets, a reload's added).
+    redactor: Redactor = dataclasses.field(default_factory=Redactor)
+    # Off until the process that serves turns tracing on (`relay.tracing.start`).
+    tracer: Tracer = OFF_TRACER
     # The file the config came from, to read again on a reload (None: defaults and environment).
     config_file: Path | None = None
     # `relay serve`: where its workers write what they counted (`relay.storage.tally`), added to its own.
@@ -143,9 +148,14 @@ class Runtime:
 
 
 def build(
-    config: Config, redis: Redis | None = None, config_file: Path | None = None, clock: Clock = system_clock
+    config: Config,
+    redis: Redis | None = None,
+    config_file: Path | None = None,
+    clock: Clock = system_clock,
+    redactor: Redactor | None = None,
 ) -> Runtime:
-    """Everything, on `clock` (a test hands in a `ManualClock`)."""
+    """Everything, on `clock` (a test hands in a `ManualClock`); `redactor`: the one the process's logs were set
+    up with (else one of `config`'s), which a reload adds the new secrets to."""
     conn = redis if redis is not None else connect(config)
     store = Store(conn, config.retention, clock, owner=process_name())
     store.kinds.limit = config.metrics.max_kinds
@@ -155,6 +165,7 @@ def build(
         store=store,
         intake=Intake.create(conn, store, config.dedup_ttl, config.redis.min_replicas, config.redis.replica_timeout),
         sender=Sender(config.worker_threads),
+        redactor=redactor if redactor is not None else Redactor.of(config),
         config_file=config_file,
     )
 
@@ -205,7 +216,7 @@ def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
     if exposed is not None:
         raise ConfigError(exposed)
     loaded = load(new, rt.redis, rt.store)
-    remember_config(new)  # its secrets are scrubbed before anything runs on it
+    rt.redactor.remember(new)  # its secrets are scrubbed before anything runs on it
     # Numbers the stores were built with: each one assignment, read where it is used.
     rt.store.kinds.limit = new.metrics.max_kinds
     rt.intake.dedup_ttl = new.dedup_ttl

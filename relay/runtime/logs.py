@@ -14,9 +14,8 @@ import sys
 import time
 from typing import Any
 
-from relay import tracing
-from relay.core.redaction import remember
-from relay.core.redaction import scrub as _scrub
+from relay.core.redaction import Redactor
+from relay.tracing import OFF_TRACER, Tracer
 
 _FIELDS = ("eventId", "deliveryId", "channel", "state", "kind", "template")
 # C0 and C1 controls, DEL, and the Unicode line and paragraph separators: each breaks a line somewhere.
@@ -47,8 +46,19 @@ def text_value(value: object) -> str:
 _JSON_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
-class JsonFormatter(logging.Formatter):
+class Formatter(logging.Formatter):
+    """A formatter of relay's: it scrubs with the process's redactor and adds its tracer's ids, both handed
+    to it when logging is set up (`setup_logging`, `follow`)."""
+
+    def __init__(self, redactor: Redactor | None = None, tracer: Tracer = OFF_TRACER) -> None:
+        super().__init__()
+        self.redactor = redactor if redactor is not None else Redactor()
+        self.tracer = tracer
+
+
+class JsonFormatter(Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        _scrub = self.redactor.scrub
         out: dict[str, Any] = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
@@ -59,7 +69,7 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, name, None)
             if value is not None:
                 out[name] = _scrub(str(value))
-        ids = tracing.log_ids()  # the notification's trace, when tracing is on and the line is of one
+        ids = self.tracer.log_ids()  # the notification's trace, when tracing is on and the line is of one
         if ids is not None:
             out["traceId"], out["spanId"] = ids
         if record.exc_info:
@@ -69,15 +79,16 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False).translate(_JSON_BREAKS)
 
 
-class TextFormatter(logging.Formatter):
+class TextFormatter(Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        _scrub = self.redactor.scrub
         # Scrubbed before escaping: a secret is remembered as written, not as its escape.
         extras = " ".join(
             f"{n}={text_value(_scrub(str(getattr(record, n))))}"
             for n in _FIELDS
             if getattr(record, n, None) is not None
         )
-        ids = tracing.log_ids()
+        ids = self.tracer.log_ids()
         if ids is not None:
             extras = f"{extras} traceId={ids[0]}".strip()
         message = escape(_scrub(record.getMessage()))
@@ -96,12 +107,12 @@ def _indented(block: str) -> str:
     return "".join("\n    " + escape(part) for part in block.splitlines())
 
 
-def setup_logging(level: str = "INFO", fmt: str = "auto", secrets: list[str] | None = None) -> None:
-    # Every form of every secret: a channel URL's password may be logged percent-decoded, say.
-    remember(secrets or [])
+def setup_logging(level: str = "INFO", fmt: str = "auto", redactor: Redactor | None = None) -> None:
+    """The root logger's one handler, on stderr. `redactor`: the process's (every form of every secret: a
+    channel URL's password may be logged percent-decoded, say)."""
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if use_json else TextFormatter())
+    handler.setFormatter((JsonFormatter if use_json else TextFormatter)(redactor))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -115,3 +126,11 @@ def setup_logging(level: str = "INFO", fmt: str = "auto", secrets: list[str] | N
     # HTTP clients log every request URL at DEBUG, and a webhook URL carries its tokens in the path.
     for client in ("urllib3", "requests", "httpx", "httpcore"):
         logging.getLogger(client).setLevel(logging.WARNING)
+
+
+def follow(redactor: Redactor, tracer: Tracer) -> None:
+    """The root's handlers of relay's scrub with `redactor` and show `tracer`'s ids from now on: a process
+    hands over what it built (its runtime's) once it has built it, after logging was set up."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler.formatter, Formatter):
+            handler.formatter.redactor, handler.formatter.tracer = redactor, tracer

@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import IO
 
-from relay.core.redaction import scrub
+from relay.core.redaction import Redactor
 from relay.runtime.children import PARENT_PID_ENV, die_with_parent
 from relay.runtime.redis_keeper import describe_exit
 from relay.runtime.restarts import DEFAULT_POLICY, Backoff, Policy
@@ -44,10 +44,10 @@ class Child:
     context: Hashable = None  # what `Workers.context` said at its start
     last_line: list[str] = field(default_factory=lambda: [""])  # written by the pump thread
 
-    def cause(self) -> str:
+    def cause(self, redactor: Redactor) -> str:
         code = self.proc.returncode
         text = describe_exit(code if code is not None else 0)
-        line = scrub(self.last_line[0])  # a worker's log lines are scrubbed already; a traceback is not
+        line = redactor.scrub(self.last_line[0])  # a worker's log lines are scrubbed already; a traceback is not
         return f"{text} (its last line on stderr: {line})" if line else f"{text} (nothing on stderr)"
 
 
@@ -69,6 +69,7 @@ class Workers:
         poll: float = POLL_SECONDS,
         stop_seconds: float = STOP_SECONDS,
         context: Callable[[], Hashable] = lambda: 0,
+        redactor: Redactor | None = None,
     ) -> None:
         self.args = command  # how to start one worker (`relay worker ...`)
         self.env = {**env, PARENT_PID_ENV: str(os.getpid())}
@@ -76,6 +77,7 @@ class Workers:
         # What a worker needs from relay serve (its embedded Redis: which one runs, None while none does):
         # a worker that ends while it is None or after it changed did not fail to start by itself.
         self.context = context
+        self.redactor = redactor if redactor is not None else Redactor()  # the process's: a line may quote a secret
         self.poll = poll
         self.stop_seconds = stop_seconds
         self.slots = [Slot(Backoff(policy)) for _ in range(count)]
@@ -114,7 +116,7 @@ class Workers:
             if wait is None:
                 self._give_up(slot, child)
                 return
-            log.warning("worker %d %s; starting another in %.0f s", child.proc.pid, child.cause(), wait)
+            log.warning("worker %d %s; starting another in %.0f s", child.proc.pid, child.cause(self.redactor), wait)
             slot.start_at = now + wait
         if self.failure is None and now >= slot.start_at and not self.stopping.is_set():
             slot.child = self._spawn()
@@ -124,7 +126,7 @@ class Workers:
         window = slot.backoff.policy.start_window
         self.failure = (
             f"a worker failed to start {slot.backoff.failed_starts} times in a row (each ended within "
-            f"{window:.0f} s of its start); the last one {child.cause()}"
+            f"{window:.0f} s of its start); the last one {child.cause(self.redactor)}"
         )
         log.error("%s; relay serve stops", self.failure)
         self.on_give_up()

@@ -16,11 +16,13 @@ from redis.exceptions import RedisError
 
 from relay import tracing
 from relay.config import Config
+from relay.core.redaction import Redactor
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build, reload_on_sighup
 from relay.runtime.datalock import lock_data_dir
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.listening import bind, serve_http
+from relay.runtime.logs import follow
 from relay.runtime.pool import Workers
 from relay.runtime.redis_keeper import GIVE_UP_EXIT_CODE, RESTARTS_METRIC, RedisKeeper
 
@@ -95,10 +97,12 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
         command = [sys.executable, "-m", "relay", "worker", "--metrics-dir", str(tally_dir), "--metrics-port", "0"]
         if config_file is not None:
             command += ["--config", str(config_file)]
-        pool = Workers(workers, command, env, on_give_up=stop_self, context=redis_context(embedded)).start()
-        rt = build(config, config_file=config_file)
+        redactor = Redactor.of(config)
+        pool = Workers(workers, command, env, stop_self, context=redis_context(embedded), redactor=redactor).start()
+        rt = build(config, config_file=config_file, redactor=redactor)
         rt.tally_dir = tally_dir
-        tracing.start(config, "api", rt.name)  # the workers start theirs, each its own service instance
+        rt.tracer = tracing.start(config, "api", rt.name, redactor=rt.redactor)  # each worker its own
+        follow(rt.redactor, rt.tracer)
         if embedded is not None:
             keeper = keep_redis(embedded, rt)
         # SIGHUP: the API reads the file again and bumps the generation that the workers watch.

@@ -46,6 +46,7 @@ from relay.runtime.bootstrap import (
     reload_runtime,
 )
 from relay.runtime.children import forks_die_with_this_process, parent_gone
+from relay.runtime.logs import follow
 from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
 from relay.storage.generations import HEARTBEAT_SECONDS as HEARTBEAT_SECONDS  # tests read it here
 from relay.storage.leases import delivery_unit, orphaned
@@ -255,7 +256,8 @@ def run_worker(
 ) -> None:
     config, generation = _fresh_config(config, config_file)
     rt = build(config, config_file=config_file)
-    tracing.start(config, "worker", rt.name)
+    rt.tracer = tracing.start(config, "worker", rt.name, redactor=rt.redactor)
+    follow(rt.redactor, rt.tracer)  # its log lines: scrubbed of a reload's secrets too, with trace ids
     serve_metrics(rt)
     published = threading.Event()
     publisher = None

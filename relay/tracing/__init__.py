@@ -1,9 +1,10 @@
 """Traces of each notification across relay's processes (OpenTelemetry), off by default.
 
 This module is the whole of what the rest of relay calls, and it imports nothing of OpenTelemetry: with
-tracing off (the default) every call is a check of one global and a shared do-nothing span, and
-OpenTelemetry is never imported. `start` turns it on for a process (README, "Tracing"): the OpenTelemetry
-adapter (`relay.tracing.otel`, the optional `otel` extra) is imported then.
+tracing off (the default) every call of the off `Tracer` is one check and a shared do-nothing span, and
+OpenTelemetry is never imported. `start` makes a process's tracer, on when tracing is wanted (README,
+"Tracing"): the OpenTelemetry adapter (`relay.tracing.otel`, the optional `otel` extra) is imported then.
+The tracer is the process builder's (the runtime's `tracer`), handed to what traces: no module holds it.
 
 A notification's trace context travels as a W3C `traceparent` string: stored with the event at intake, with
 each delivery at planning (`Delivery.trace`), so any worker, at any later time, continues the same trace.
@@ -18,6 +19,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from relay.config import Config
+from relay.core.redaction import Redactor
 
 if TYPE_CHECKING:
     from starlette.middleware import Middleware
@@ -47,7 +49,63 @@ class _Off:
 
 
 OFF = _Off()
-_backend: Backend | None = None
+
+
+class Tracer:
+    """One process's tracing, owned by whoever built the process (the runtime's `tracer`) and handed to what
+    traces: off (`OFF_TRACER`, every call a do-nothing) or on, over OpenTelemetry (`start`)."""
+
+    def __init__(self, backend: Backend | None = None) -> None:
+        self._backend = backend
+
+    @property
+    def on(self) -> bool:
+        return self._backend is not None
+
+    def stop(self) -> None:
+        """Export what is pending (tests; a process's exit flushes by itself); this tracer is off after."""
+        if self._backend is not None:
+            self._backend.stop()
+            self._backend = None
+
+    def span(
+        self, name: str, parent: str | None = None, links: Iterable[str | None] = (), **attributes: Value | None
+    ) -> AbstractContextManager[Span]:
+        """A span around a step, the current span's child, or `parent`'s (a stored traceparent; "" for a new
+        trace); `links`: stored traceparents of related traces. Secrets are scrubbed before export."""
+        if self._backend is None:
+            return OFF
+        return self._backend.span(name, parent, links, attributes)
+
+    def attempt(self, record: Delivery) -> AbstractContextManager[Span]:
+        """The span of one try of a delivery: in its notification's trace (`record.trace`), linked to its first
+        try's span when this is a retry or a replay. Stamps `record` with the traces that later tries follow."""
+        if self._backend is None:
+            return OFF
+        return self._backend.attempt(record)
+
+    def stamp(self, records: Iterable[Delivery]) -> None:
+        """Planned deliveries take the current span's context: their tries are spans of this trace."""
+        if self._backend is not None:
+            here = self._backend.carrier()
+            for record in records:
+                record.trace = record.trace or here or None
+
+    def carrier(self) -> str:
+        """The current span's context as a W3C traceparent ("" when off, or outside any span)."""
+        return self._backend.carrier() if self._backend is not None else ""
+
+    def log_ids(self) -> tuple[str, str] | None:
+        """The current trace and span ids, for a log line (None when off, or outside any span)."""
+        return self._backend.log_ids() if self._backend is not None else None
+
+    def middleware(self) -> list[Middleware]:
+        """The HTTP app's tracing middleware (an incoming traceparent continues its trace): none when off."""
+        return self._backend.middleware() if self._backend is not None else []
+
+
+# Off holds nothing and never changes: one is shared by every process that does not trace.
+OFF_TRACER = Tracer()
 
 
 def wanted(enabled: bool, environ: Mapping[str, str] | None = None) -> bool:
@@ -59,71 +117,18 @@ def wanted(enabled: bool, environ: Mapping[str, str] | None = None) -> bool:
     return bool(endpoint) or enabled
 
 
-def start(config: Config, role: str, instance: str, exporter: Any = None) -> bool:
-    """Turn tracing on for this process when it is wanted; whether it is on. `role`: api or worker;
-    `instance`: this process's name (its `service.instance.id`). `exporter`: a span exporter of the test's
-    (then spans are exported as they end), else OTLP as OpenTelemetry's variables say."""
-    global _backend
-    if _backend is not None or not (exporter is not None or wanted(config.tracing.enabled)):
-        return _backend is not None
+def start(config: Config, role: str, instance: str, exporter: Any = None, redactor: Redactor | None = None) -> Tracer:
+    """This process's tracer: on when tracing is wanted (and OpenTelemetry installed), else `OFF_TRACER`.
+    `role`: api or worker; `instance`: this process's name (its `service.instance.id`). `exporter`: a span
+    exporter of the test's (then spans are exported as they end), else OTLP as OpenTelemetry's variables say.
+    `redactor`: the process's, that every span's texts are scrubbed with before export."""
+    if not (exporter is not None or wanted(config.tracing.enabled)):
+        return OFF_TRACER
     try:
         from relay.tracing.otel import Backend
     except ImportError as exc:  # the extra is not installed: relay runs on, without traces
         log.warning("tracing is on but OpenTelemetry is missing (%s): pip install 'relay[otel]'", exc.name)
-        return False
-    _backend = Backend.start(role, instance, exporter)
-    log.info("tracing on: %s", _backend.describe())
-    return True
-
-
-def stop() -> None:
-    """Export what is pending and turn tracing off (tests; a process's exit flushes by itself)."""
-    global _backend
-    if _backend is not None:
-        _backend.stop()
-        _backend = None
-
-
-def on() -> bool:
-    return _backend is not None
-
-
-def span(
-    name: str, parent: str | None = None, links: Iterable[str | None] = (), **attributes: Value | None
-) -> AbstractContextManager[Span]:
-    """A span around a step, the current span's child, or `parent`'s (a stored traceparent; "" for a new
-    trace); `links`: stored traceparents of related traces. Secrets are scrubbed before export."""
-    if _backend is None:
-        return OFF
-    return _backend.span(name, parent, links, attributes)
-
-
-def attempt(record: Delivery) -> AbstractContextManager[Span]:
-    """The span of one try of a delivery: in its notification's trace (`record.trace`), linked to its first
-    try's span when this is a retry or a replay. Stamps `record` with the traces that later tries follow."""
-    if _backend is None:
-        return OFF
-    return _backend.attempt(record)
-
-
-def stamp(records: Iterable[Delivery]) -> None:
-    """Planned deliveries take the current span's context: their tries are spans of this trace."""
-    if _backend is not None:
-        here = _backend.carrier()
-        for record in records:
-            record.trace = record.trace or here or None
-
-
-def carrier() -> str:
-    """The current span's context as a W3C traceparent ("" when off, or outside any span)."""
-    return _backend.carrier() if _backend is not None else ""
-
-
-def log_ids() -> tuple[str, str] | None:
-    """The current trace and span ids, for a log line (None when off, or outside any span)."""
-    return _backend.log_ids() if _backend is not None else None
-
-
-def middleware() -> list[Middleware]:
-    """The HTTP app's tracing middleware (an incoming traceparent continues its trace): none when off."""
-    return _backend.middleware() if _backend is not None else []
+        return OFF_TRACER
+    backend = Backend.start(role, instance, redactor if redactor is not None else Redactor(), exporter)
+    log.info("tracing on: %s", backend.describe())
+    return Tracer(backend)

@@ -43,7 +43,7 @@ from opentelemetry.util.types import Attributes
 from starlette.middleware import Middleware
 
 from relay.core.model import Delivery
-from relay.core.redaction import hide_path_keys, scrub
+from relay.core.redaction import Redactor, hide_path_keys
 
 log = logging.getLogger("relay.tracing")
 SCOPE = "relay"
@@ -79,32 +79,32 @@ class NotificationsOnly(Sampler):
         return f"NotificationsOnly{{{self.inner.get_description()}}}"
 
 
-def _text(value: str) -> str:
+def _text(value: str, redactor: Redactor) -> str:
     """A span's text with the configured secrets, signed links' tokens and people in paths masked."""
-    return scrub(hide_path_keys(value))
+    return redactor.scrub(hide_path_keys(value))
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: Any, redactor: Redactor) -> Any:
     if isinstance(value, str):
-        return _text(value)
+        return _text(value, redactor)
     if isinstance(value, tuple | list):
-        return tuple(_text(v) if isinstance(v, str) else v for v in value)
+        return tuple(_text(v, redactor) if isinstance(v, str) else v for v in value)
     return value
 
 
-def _attributes(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {k: _clean(v) for k, v in (attributes or {}).items()}
+def _attributes(attributes: Mapping[str, Any] | None, redactor: Redactor) -> dict[str, Any]:
+    return {k: _clean(v, redactor) for k, v in (attributes or {}).items()}
 
 
-def scrubbed(span: ReadableSpan) -> ReadableSpan:
+def scrubbed(span: ReadableSpan, redactor: Redactor) -> ReadableSpan:
     """The span with every text scrubbed of the configured secrets: itself when there was none (most spans),
     else a copy."""
-    name, attributes = _text(span.name), _attributes(span.attributes)
-    events = [Event(_text(e.name), _attributes(e.attributes), e.timestamp) for e in span.events]
-    links = [Link(link.context, _attributes(link.attributes)) for link in span.links]
+    name, attributes = _text(span.name, redactor), _attributes(span.attributes, redactor)
+    events = [Event(_text(e.name, redactor), _attributes(e.attributes, redactor), e.timestamp) for e in span.events]
+    links = [Link(link.context, _attributes(link.attributes, redactor)) for link in span.links]
     status = span.status
     if status.description:
-        status = Status(status.status_code, _text(status.description))
+        status = Status(status.status_code, _text(status.description, redactor))
     same = (
         name == span.name
         and attributes == dict(span.attributes or {})
@@ -136,11 +136,12 @@ def scrubbed(span: ReadableSpan) -> ReadableSpan:
 class Scrubbing(SpanExporter):
     """Hands the exporter scrubbed copies of the spans: one place that every span passes."""
 
-    def __init__(self, inner: SpanExporter) -> None:
+    def __init__(self, inner: SpanExporter, redactor: Redactor) -> None:
         self.inner = inner
+        self.redactor = redactor
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return self.inner.export([scrubbed(s) for s in spans])
+        return self.inner.export([scrubbed(s, self.redactor) for s in spans])
 
     def shutdown(self) -> None:
         self.inner.shutdown()
@@ -221,7 +222,7 @@ class Backend:
         self.tracer = provider.get_tracer(SCOPE)
 
     @classmethod
-    def start(cls, role: str, instance: str, exporter: SpanExporter | None = None) -> Backend:
+    def start(cls, role: str, instance: str, redactor: Redactor, exporter: SpanExporter | None = None) -> Backend:
         provider = TracerProvider(resource=resource(role, instance))
         # Set before any tracer is made: tracers take the provider's sampler when made.
         provider.sampler = NotificationsOnly(provider.sampler)
@@ -229,7 +230,7 @@ class Backend:
         if chosen is not None:
             # A test's exporter gets each span as it ends; the OTLP one in batches (OTEL_BSP_* variables).
             processor = SimpleSpanProcessor if exporter is not None else BatchSpanProcessor
-            provider.add_span_processor(processor(Scrubbing(chosen)))
+            provider.add_span_processor(processor(Scrubbing(chosen, redactor)))
         RedisInstrumentor().instrument(tracer_provider=provider)
         RequestsInstrumentor().instrument(tracer_provider=provider, request_hook=_hide_url)
         return cls(provider, chosen)

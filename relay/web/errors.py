@@ -1,14 +1,17 @@
-"""Error answers in the platform's convention (seed 000, "Error bodies")."""
+"""Error answers in the platform's convention (seed 000, "Error bodies"), scrubbed of the process's secrets
+on their way out (`ScrubbedErrors`)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.json_schema import SkipJsonSchema
 from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from relay.core.redaction import scrub
+from relay.core.redaction import Redactor
 
 
 class MoreInfo(BaseModel):
@@ -35,16 +38,12 @@ def error_body(
     problems: list[str] | None = None,
     solutions: list[str] | None = None,
 ) -> dict[str, Any]:
-    # Error texts may quote Apprise, Redis or a payload: none of them may carry a configured secret.
-    errors = [scrub(e) for e in errors]
+    # Error texts may quote Apprise, Redis or a payload: the app scrubs them as they leave (ScrubbedErrors).
     body = ErrorBody(
         errors=errors,
-        userMessage=scrub(user_message),
-        inputErrorField=None if field is None else scrub(field),
-        moreInfo=MoreInfo(
-            problems=errors if problems is None else [scrub(p) for p in problems],
-            solutions=[scrub(s) for s in solutions or []],
-        ),
+        userMessage=user_message,
+        inputErrorField=field,
+        moreInfo=MoreInfo(problems=errors if problems is None else problems, solutions=solutions or []),
     )
     return body.model_dump(exclude_none=True)
 
@@ -88,3 +87,59 @@ def validation_response(exc: ValidationError, what: str = "notification") -> JSO
         field=dotted(first) or None,
         solutions=[f"Fix the field(s) named in problems and send the {what} again."],
     )
+
+
+def _scrubbed(value: Any, redactor: Redactor) -> Any:
+    if isinstance(value, str):
+        return redactor.scrub(value)
+    if isinstance(value, list):
+        return [_scrubbed(v, redactor) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, redactor) for k, v in value.items()}
+    return value
+
+
+class ScrubbedErrors:
+    """ASGI middleware: every JSON error answer (4xx, 5xx) leaves with each of its texts scrubbed of the
+    process's secrets, with `redactor` (the runtime's, that a reload adds to). Other answers pass as sent."""
+
+    def __init__(self, app: ASGIApp, redactor: Redactor) -> None:
+        self.app, self.redactor = app, redactor
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start: Message | None = None
+        parts: list[bytes] = []
+
+        async def sending(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start" and message["status"] >= 400 and _json_answer(message):
+                start = message  # held until its body is whole
+                return
+            if start is None or message["type"] != "http.response.body":
+                await send(message)
+                return
+            parts.append(message.get("body", b""))
+            if message.get("more_body", False):
+                return
+            body = self._scrub(b"".join(parts))
+            headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+            await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, sending)
+
+    def _scrub(self, body: bytes) -> bytes:
+        try:
+            value = json.loads(body)
+        except ValueError:
+            return self.redactor.scrub(body.decode("utf-8", "replace")).encode()
+        # As Starlette's JSONResponse writes it.
+        out = json.dumps(_scrubbed(value, self.redactor), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return out.encode()
+
+
+def _json_answer(start: Message) -> bool:
+    return any(k.lower() == b"content-type" and is_json(v.decode("latin-1")) for k, v in start["headers"])

@@ -25,6 +25,7 @@ from starlette.testclient import TestClient
 from relay.cli import main
 from relay.config import load_config
 from relay.core.clock import ManualClock, system_clock
+from relay.core.redaction import Redactor
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build
 from relay.runtime.embedded import EmbeddedRedis
@@ -154,10 +155,10 @@ def captured_logs() -> Iterator[tuple[RecordCapture, io.StringIO]]:
     root.setLevel(level)
 
 
-def install_capture(records: RecordCapture, lines: io.StringIO) -> None:
+def install_capture(records: RecordCapture, lines: io.StringIO, redactor: Redactor) -> None:
     """After setup_logging (which replaces the root handlers): raw records and relay's JSON lines, at DEBUG."""
     json_lines = logging.StreamHandler(lines)
-    json_lines.setFormatter(JsonFormatter())
+    json_lines.setFormatter(JsonFormatter(redactor))
     root = logging.getLogger()
     root.addHandler(records)
     root.addHandler(json_lines)
@@ -254,8 +255,8 @@ def test_no_secret_leaks_anywhere(
 ) -> None:
     rt, config_file = leaky_setup
     records, json_lines = captured_logs
-    setup_logging("DEBUG", "json", rt.config.secrets())
-    install_capture(records, json_lines)
+    setup_logging("DEBUG", "json", rt.redactor)
+    install_capture(records, json_lines, rt.redactor)
     answers: list[str] = []
     cli: list[str] = []
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:

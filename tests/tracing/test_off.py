@@ -80,7 +80,7 @@ from tests.conftest import sample_notification
 config = load_config(sys.argv[1])
 setup_logging("INFO", "json")
 rt = build(config)
-assert not tracing.start(config, "api", rt.name)
+assert not tracing.start(config, "api", rt.name).on
 payload = sample_notification()
 with TestClient(create_app(rt)) as client:
     answer = client.post("/webhook", json=payload, headers={"Authorization": "Bearer off-token-1234"})

@@ -17,6 +17,8 @@ from opentelemetry.trace import SpanKind, format_span_id, format_trace_id
 from starlette.testclient import TestClient
 
 from relay import tracing
+from relay.config import Config
+from relay.core.redaction import Redactor, expand
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.runtime.logs import JsonFormatter
@@ -31,19 +33,44 @@ EMAIL = "alice.rossi@example.com"
 
 
 @pytest.fixture
-def spans(make_runtime: Callable[..., Runtime]) -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    rt = make_runtime()
-    assert tracing.start(rt.config, "test", "test-process", exporter)
-    yield exporter
-    tracing.stop()
+def spans() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
 
 
 @pytest.fixture
-def json_log() -> Iterator[io.StringIO]:
+def redactor() -> Redactor:
+    return Redactor()
+
+
+@pytest.fixture
+def tracer(spans: InMemorySpanExporter, redactor: Redactor) -> Iterator[tracing.Tracer]:
+    """The test's tracer: spans exported to `spans` as they end, scrubbed with `redactor`."""
+    tracer = tracing.start(Config(), "test", "test-process", spans, redactor)
+    assert tracer.on
+    yield tracer
+    tracer.stop()
+
+
+@pytest.fixture
+def make_runtime(
+    make_runtime: Callable[..., Runtime], tracer: tracing.Tracer, redactor: Redactor
+) -> Callable[..., Runtime]:
+    """Runtimes that trace with the test's tracer, whose redactor knows their secrets."""
+
+    def traced(**extra: Any) -> Runtime:
+        rt = make_runtime(**extra)
+        redactor.remember(rt.config)
+        rt.redactor, rt.tracer = redactor, tracer
+        return rt
+
+    return traced
+
+
+@pytest.fixture
+def json_log(tracer: tracing.Tracer, redactor: Redactor) -> Iterator[io.StringIO]:
     out = io.StringIO()
     handler = logging.StreamHandler(out)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(JsonFormatter(redactor, tracer))
     root = logging.getLogger()
     root.addHandler(handler)
     level = root.level
@@ -186,11 +213,11 @@ def test_a_digest_send_links_the_traces_it_carries(
     assert dict(digest.attributes or {})["relay.digest.items"] == 2
 
 
-def test_a_secret_in_any_text_of_a_span_is_scrubbed_on_its_way_out(spans: InMemorySpanExporter) -> None:
-    from relay.core.redaction import remember
-
-    remember([SECRET])
-    with tracing.span(f"step {SECRET}", **{"url.full": f"https://hooks.example.com/services/{SECRET}"}) as span:
+def test_a_secret_in_any_text_of_a_span_is_scrubbed_on_its_way_out(
+    spans: InMemorySpanExporter, tracer: tracing.Tracer, redactor: Redactor
+) -> None:
+    redactor.add(expand([SECRET]))
+    with tracer.span(f"step {SECRET}", **{"url.full": f"https://hooks.example.com/services/{SECRET}"}) as span:
         span.set("error", f"refused: {SECRET}")
     [found] = spans.get_finished_spans()
     assert SECRET not in found.to_json()
@@ -248,22 +275,19 @@ def test_a_replay_days_later_is_in_the_same_trace_and_the_page_links_it(
     assert f'href="http://jaeger.example:16686/trace/{TRACE}"' in page
 
 
-def test_a_signed_links_token_and_a_person_in_a_path_never_reach_a_span(make_runtime: Callable[..., Runtime]) -> None:
+def test_a_signed_links_token_and_a_person_in_a_path_never_reach_a_span(
+    spans: InMemorySpanExporter, make_runtime: Callable[..., Runtime]
+) -> None:
     """A preference or unsubscribe link's token is its person's key: the request's span shows the path masked."""
     from relay.web.links import SCOPE_PREFERENCES, Link, make_token
 
-    exporter = InMemorySpanExporter()
     secret = "s" * 40
     rt = make_runtime(preferences={"public_url": "https://relay.example.com", "secret": secret})
-    assert tracing.start(rt.config, "test", "test-process", exporter)
-    try:
-        token = make_token(secret, Link("user:default/alice.rossi", SCOPE_PREFERENCES, rt.clock()))
-        with TestClient(create_app(rt)) as client:
-            assert client.get(f"/preferences/{token}?saved=1").status_code == 200
-            assert client.get(f"/unsubscribe/{token}x").status_code == 403
-            assert admin(client, f"/api/v1/people/{EMAIL}/preferences").status_code == 200
-    finally:
-        tracing.stop()
-    found = exporter.get_finished_spans()
+    token = make_token(secret, Link("user:default/alice.rossi", SCOPE_PREFERENCES, rt.clock()))
+    with TestClient(create_app(rt)) as client:
+        assert client.get(f"/preferences/{token}?saved=1").status_code == 200
+        assert client.get(f"/unsubscribe/{token}x").status_code == 403
+        assert admin(client, f"/api/v1/people/{EMAIL}/preferences").status_code == 200
+    found = spans.get_finished_spans()
     assert found and all(token not in span.to_json() and EMAIL not in span.to_json() for span in found)
     assert any("/preferences/****" in json.dumps(dict(span.attributes or {})) for span in found)
