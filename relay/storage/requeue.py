@@ -7,6 +7,7 @@ due again. A delivery gathered into a digest goes out with its digest (`carried`
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from relay.core.model import Delivery, State
@@ -26,13 +27,7 @@ def release(intake: Intake, records: list[Delivery], dry_run: bool = False) -> i
     if dry_run or not chosen:
         return len(chosen)
     released = []
-    for record in chosen:
-        taken, current = store.take_and_read(record.id)
-        if not taken or current is None:
-            continue  # a worker has it in hand this moment: it is going out
-        if current.state is not State.HELD:
-            store.leases.release([delivery_unit(current.id)], store.owner)
-            continue
+    for current in _taken(store, chosen, State.HELD):
         current.state = State.QUEUED
         # A digest, queued, goes out as it is; a delivery still to gather is marked, so that it gathers apart
         # from what its route holds (`relay.core.digest.gather_key`) and no quiet hours hold it.
@@ -53,14 +48,8 @@ def replay(intake: Intake, records: list[Delivery], attempts: int, dry_run: bool
     if dry_run or not chosen:
         return len(chosen)
     replayed = []
-    for chosen_record in chosen:
-        taken, record = store.take_and_read(chosen_record.id)
-        if not taken or record is None:
-            continue
+    for record in _taken(store, chosen, State.FAILED):
         previous = record.state
-        if previous is not State.FAILED:
-            store.leases.release([delivery_unit(record.id)], store.owner)
-            continue
         record.state = State.QUEUED
         record.maxAttempts = record.attempts + attempts
         record.lastError = (record.lastError or "") and f"replayed after: {record.lastError}"
@@ -83,6 +72,19 @@ def carried(store: Store, records: list[Delivery], state: State) -> list[Deliver
     out = {r.id: r for r in records if not r.digest}
     out.update((i, found[i]) for i in wanted if i in found and i not in out)
     return [r for r in out.values() if r.state is state]
+
+
+def _taken(store: Store, chosen: list[Delivery], state: State) -> Iterator[Delivery]:
+    """Each chosen delivery taken under its lease and read as it is now, when it is still in `state`: one a worker
+    has in hand this moment is left to it (it is going out), one no longer in `state` let go of."""
+    for record in chosen:
+        taken, current = store.take_and_read(record.id)
+        if not taken or current is None:
+            continue
+        if current.state is not state:
+            store.leases.release([delivery_unit(current.id)], store.owner)
+            continue
+        yield current
 
 
 def _requeued(item: Delivery, previous: State) -> StateChange:
