@@ -49,10 +49,21 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(str(HERE.parent / "relay"), quiet=1)
 
 
+SLOW_STRIDE = 4  # one `slow` test among the first items every this many
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that wait on the real clock (`slow`) first: under `-n 4` their waiting overlaps the rest of
-    the run instead of lengthening its tail."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The tests that wait on the real clock (`slow`) early and spread out: one in every SLOW_STRIDE of the first
+    items. xdist hands tests out one at a time (`--maxschedchunk=1` in pyproject.toml), so while some workers
+    wait in a slow test the others run the rest, and no slow test starts late enough to lengthen the tail."""
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    rest = [item for item in items if item.get_closest_marker("slow") is None]
+    spread: list[pytest.Item] = []
+    for item in slow:
+        spread.append(item)
+        spread.extend(rest[: SLOW_STRIDE - 1])
+        del rest[: SLOW_STRIDE - 1]
+    items[:] = spread + rest
 
 
 @pytest.fixture(autouse=True)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from redis import Redis
 from starlette.testclient import TestClient
 
@@ -91,6 +92,7 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait()
 
 
+@pytest.mark.slow  # started first: its waiting on the real clock overlaps the run
 def test_killing_the_worker_that_holds_the_scheduler_delays_retries_by_a_maintenance_pass_at_most(
     redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
 ) -> None:
@@ -130,6 +132,7 @@ def _kill(sink: HttpSink, procs: list[subprocess.Popen[bytes]]) -> tuple[float, 
         return killed, len(sink.started) - answered
 
 
+@pytest.mark.slow  # started first: its waiting on the real clock overlaps the run
 def test_killing_every_worker_during_intake_loses_nothing_and_sends_each_once(
     redis: Redis, redis_server: EmbeddedRedis, sink: HttpSink, smtp: SmtpSink, tmp_path: Path
 ) -> None:

