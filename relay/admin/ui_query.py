@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from relay.admin.selection import Filters
 from relay.core.model import State
+from relay.storage.lists import Cursor
 
 EVENTS_PER_PAGE = 25
 MAX_EVENTS_PER_PAGE = 200
@@ -40,10 +41,11 @@ class PageQuery:
     replayed: str | None = None
     released: str | None = None
     of: str | None = None  # the notification a replay or a release was about (the notice links to it)
+    cursor: str | None = None  # with filters: where the listed deliveries' page starts (a listing's `next`)
 
     @classmethod
     def of_query(cls, q: Mapping[str, str]) -> PageQuery:
-        """Raises ValueError for a limit, a before or a state that is none."""
+        """Raises ValueError for a limit, a before, a state or a cursor that is none."""
         limit = max(1, min(MAX_EVENTS_PER_PAGE, int(q.get("limit") or EVENTS_PER_PAGE)))
         before = float(q["before"]) if q.get("before") else None
         if before is not None and not math.isfinite(before):
@@ -60,6 +62,7 @@ class PageQuery:
             replayed=_count(q.get("replayed", "")),
             released=_count(q.get("released", "")),
             of=_text(q, "of"),
+            cursor=Cursor.parse(q["cursor"]).text() if q.get("cursor") else None,
         )
 
     @property

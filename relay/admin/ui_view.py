@@ -25,7 +25,7 @@ DELIVERIES_PER_EVENT = 50  # in the list of notifications
 DELIVERIES_OF_ONE = 500  # in the view of one notification (more: relay status, or the admin API's pages)
 FAILED_SHOWN = 100
 HELD_SHOWN = 100
-DELIVERIES_LISTED = 50  # chosen by the page's filters (more: the admin API's GET /api/v1/deliveries)
+DELIVERIES_LISTED = 50  # chosen by the page's filters, a page (`cursor`) at a time
 ERROR_SHOWN = 300  # characters of a delivery's last error shown in a table cell
 
 
@@ -154,7 +154,7 @@ class Page:
     silences: list[SilenceRow] = field(default_factory=list)  # active and pending, oldest start first
     activity: list[Minute] = field(default_factory=list)  # the last hour's, oldest minute first
     listed: list[DeliveryRow] | None = None  # with filters: the deliveries they choose, newest first
-    listed_more: bool = False  # more than those listed match
+    listed_next: str | None = None  # more than those listed match: the cursor of the next page
 
     @property
     def failed_shown(self) -> int:
@@ -258,8 +258,8 @@ class PageData:
         page.silences = silences
         page.activity = last_hour(self.redis, at)
         if query.filtered:
-            found_rows = [DeliveryRow(r) for r in chosen.select(self.store, DELIVERIES_LISTED + 1)]
-            page.listed, page.listed_more = found_rows[:DELIVERIES_LISTED], len(found_rows) > DELIVERIES_LISTED
+            listed, page.listed_next = chosen.page(self.store, DELIVERIES_LISTED, query.cursor)
+            page.listed = [DeliveryRow(r) for r in listed]
             self.link_digests(page.listed, {})
         return page
 

@@ -8,7 +8,9 @@ both sizes). With RELAY_SCREENSHOTS=docs/img the browser test saves the screensh
 
 from __future__ import annotations
 
+import html
 import os
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -17,6 +19,7 @@ import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 from starlette.testclient import TestClient
 
+from relay.admin import ui_view
 from relay.admin.ui_chart import HEIGHT, chart
 from relay.core.model import Delivery
 from relay.runtime.app import create_app
@@ -112,6 +115,28 @@ def test_filters_list_the_deliveries_they_choose_and_buttons_come_back_to_them(
         confirm = client.get(f"/ui/release?id={email.id}&back=state%3Dheld").text
         assert email.recipient and f'data-label="Recipient">{email.recipient}' in confirm
         assert 'name="back" value="state=held"' in confirm and 'href="/ui?state=held"' in confirm
+
+
+def test_the_filtered_list_pages_with_a_cursor(
+    make_runtime: Callable[..., Runtime], sink: HttpSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's filtered list reads a page of the index at a time: "Older deliveries" follows the listing's
+    cursor, each delivery once, newest first; a cursor no listing gave is a 400."""
+    monkeypatch.setattr(ui_view, "DELIVERIES_LISTED", 2)
+    rt, ids = busy_runtime(make_runtime, sink)
+    managers = sorted(
+        (r for r in all_records(rt, ids) if r.channel == "managers-hook"), key=lambda r: (r.createdAt, r.id)
+    )
+    with TestClient(create_app(rt)) as client:
+        login(client)
+        first = section(client.get("/ui?channel=managers-hook").text, "deliveries")
+        older = re.search(r'href="(/ui\?cursor=[^"]+)">Older deliveries', first)
+        assert older is not None
+        second = section(client.get(html.unescape(older.group(1))).text, "deliveries")
+        assert "Older deliveries" not in second
+        shown = re.findall(r'data-id="([^"]+)"', first) + re.findall(r'data-id="([^"]+)"', second)
+        assert [i for i in shown if i in {r.id for r in managers}] == [r.id for r in reversed(managers)]
+        assert client.get("/ui?channel=managers-hook&cursor=nonsense").status_code == 400
 
 
 def test_the_page_shows_the_channels_of_the_channels_api(make_runtime: Callable[..., Runtime], sink: HttpSink) -> None:
