@@ -116,6 +116,7 @@ def render_digest(
     context: dict[str, Any] = {
         "items": [asdict(i) for i in items],
         "channel": channel,
+        "channel_label": channel,  # what recipients are shown for it: its `label:` (the caller's `extra`)
         "recipient": recipient,
         "window": human_duration(window),
         **(extra or {}),  # the person's `preferences_url`, for a digest to one person

@@ -28,6 +28,7 @@ from relay.core.digest import (
     window_for,
 )
 from relay.core.model import Delivery, Notification, State
+from relay.core.names import channel_label
 from relay.core.rendering import Rendered
 from relay.delivery import outages
 from relay.delivery.channels import AddressError, address_url, channel_format, send
@@ -163,6 +164,7 @@ def _rendered(rt: Context, record: Delivery, items: list[Delivery], fmt: str, ct
     digest = digest_of(rt.config, record.route)
     window = digest.window if digest is not None else 0.0
     shown = {k: v for k, v in person_links.items() if k == "preferences_url"}  # items of several kinds: no one-click
+    shown["channel_label"] = channel_label(rt.config, record.channel)
     rendered = render_digest(
         rt.renderer, gathered, record.channel, record.address or record.recipient, window, fmt, shown
     )

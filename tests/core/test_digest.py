@@ -87,3 +87,10 @@ def test_an_operators_template_by_channel_wins_and_a_broken_one_falls_back(tmp_p
     broken = render_digest(renderer, ITEMS, "other", None, 60, "txt")
     assert broken.template == "relay:_digest/default.txt.j2" and broken.title == "2 notifications"
     assert broken.error is not None and "ZeroDivisionError" in broken.error
+
+
+def test_the_digest_names_a_channel_by_its_label_when_it_has_no_address() -> None:
+    """Recipients see a channel's label, not its config name (issue 38: names people know)."""
+    renderer = Renderer(None)
+    html = render_digest(renderer, ITEMS, "team-mail", None, 900, "html", {"channel_label": "Team e-mail"})
+    assert "for Team e-mail." in html.body and "team-mail" not in html.body
