@@ -112,6 +112,12 @@ def test_redis_killed_under_load_loses_nothing_acknowledged(sink: HttpSink, smtp
         missing = [e for e in acked if rt.store.event(e) is None]
         assert missing == []
         run_worker(rt)
-        assert len(sink.at("/owners")) == len(acked)
+        # Each acknowledged notification sent once. A 503 whose accept Redis had made durable just before it was
+        # killed (its answer lost with it) is stored and sent too: the platform's retry of it is a duplicate.
+        sent = len(sink.at("/owners"))
+        assert len(acked) <= sent <= len(acked) + refused
+        for event_id in acked:
+            [record] = rt.store.deliveries(rt.store.event_delivery_ids(event_id))
+            assert record is not None and record.state == "delivered" and record.attempts == 1
     finally:
         server.stop()
