@@ -221,9 +221,6 @@ class Filters:
                 break
         return found, after.text() if after is not None else None
 
-    def select(self, store: Store, limit: int) -> list[Delivery]:
-        return self.page(store, limit)[0]
-
     def chosen(self, store: Store) -> tuple[list[Delivery], list[dict[str, str]]]:
         """The deliveries these filters pick, and, when they name `ids`, those named that are not in the
         wanted state (with their state, or "unknown")."""

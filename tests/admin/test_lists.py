@@ -69,8 +69,8 @@ def test_every_filter_and_combination_lists_the_matching_deliveries_newest_first
     ]
     for case in cases:
         wanted = [r for r in records if Filters(**case).matches(r)]
-        assert _ids(Filters(**case).select(store, 50)) == _newest(wanted), case
-    assert _ids(Filters().select(store, 3)) == ["d0011", "d0010", "d0009"]  # equal times: by id, highest first
+        assert _ids(Filters(**case).page(store, 50)[0]) == _newest(wanted), case
+    assert _ids(Filters().page(store, 3)[0]) == ["d0011", "d0010", "d0009"]  # equal times: by id, highest first
 
 
 def test_pages_follow_the_cursor_without_a_gap_or_a_repeat(store: Store) -> None:
@@ -106,9 +106,9 @@ def test_a_state_change_moves_the_delivery_to_its_new_list_only(store: Store, re
     assert moved is not None
     moved.state = State.QUEUED
     store.update(moved, State.FAILED)
-    assert "d0001" not in _ids(Filters(state=State.FAILED).select(store, 50))
-    assert _ids(Filters(state=State.QUEUED).select(store, 50)) == ["d0001"]
-    assert _ids(Filters().select(store, 50)) == _newest(records)  # in its place: by creation
+    assert "d0001" not in _ids(Filters(state=State.FAILED).page(store, 50)[0])
+    assert _ids(Filters(state=State.QUEUED).page(store, 50)[0]) == ["d0001"]
+    assert _ids(Filters().page(store, 50)[0]) == _newest(records)  # in its place: by creation
     listed = [k for k in redis.smembers(LISTS) if redis.zscore(k, "d0001") is not None]
     assert listed == [list_key("queued", "chat", "notification:a").encode()]
 
@@ -120,7 +120,7 @@ def test_pruning_drops_entries_past_the_retention_and_empty_lists_leave_their_re
     new = _record(2, State.DELIVERED, "chat", "new", time.time())
     store.create_deliveries("e", [old, new])
     redis.delete(delivery_key(old.id))  # expired, as Redis does after the retention
-    assert _ids(Filters().select(store, 50)) == ["d0002"]  # an entry whose record is gone is left out
+    assert _ids(Filters().page(store, 50)[0]) == ["d0002"]  # an entry whose record is gone is left out
     store.prune()
     assert redis.zcard(list_key("delivered", "chat", "old")) == 0
     assert redis.smembers(LISTS) == {list_key("delivered", "chat", "new").encode()}
@@ -134,7 +134,7 @@ def test_the_deliveries_an_earlier_relay_indexed_are_listed_once_indexed_again(s
                   "recipientIndex": "", "members": "", "route": "", "notBefore": ""}  # fmt: skip
     redis.hset(delivery_key("dold"), mapping=old_layout)
     redis.zadd(DELIVERIES, {"dold": T0, "dgone": T0})  # dgone: its record expired
-    found = Filters(state=State.FAILED, kind="k:*").select(store, 50)
+    found = Filters(state=State.FAILED, kind="k:*").page(store, 50)[0]
     assert _ids(found) == ["dold"] and found[0].lastError == "HTTP 500" and found[0].updatedAt == T0 + 1
     assert redis.exists(DELIVERIES) == 0
 
@@ -202,5 +202,5 @@ def test_a_replay_since_a_time_chooses_what_failed_since_and_a_listing_what_was_
     recently = time.time() - 60
     chosen, _ = Filters(State.FAILED, since=recently).chosen(store)
     assert _ids(chosen) == ["d0001"]
-    assert Filters(State.FAILED, since=recently).select(store, 50) == []
-    assert _ids(Filters(State.FAILED, since=T0 - 1).select(store, 50)) == ["d0001"]
+    assert Filters(State.FAILED, since=recently).page(store, 50)[0] == []
+    assert _ids(Filters(State.FAILED, since=T0 - 1).page(store, 50)[0]) == ["d0001"]

@@ -290,7 +290,7 @@ def test_a_replay_from_a_listing_read_before_the_delivery_went_out_sends_nothing
     payload = sample_notification()
     post(client, payload)
     run_worker(rt)
-    stale = Filters(State.FAILED).select(rt.store, 50)
+    stale = Filters(State.FAILED).page(rt.store, 50)[0]
     assert len(stale) == 1
     assert rt.intake.replay(stale, 3) == 1
     run_worker(rt)
