@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from run import free_port, wait_until  # noqa: E402
 
 from relay.admin.selection import Filters  # noqa: E402
+from relay.core.clock import system_clock  # noqa: E402
 from relay.core.model import Delivery, State  # noqa: E402
 from relay.storage.store import StateChange, Store  # noqa: E402
 
@@ -90,7 +91,7 @@ def main() -> int:
     try:
         redis = Redis(port=port)
         wait_until(lambda: _pings(redis), 15, "redis")
-        store = Store(redis, 7 * 86400)
+        store = Store(redis, 7 * 86400, system_clock)
         started = time.time()
         fill(store, args.n)
         print(f"stored {args.n} deliveries in {time.time() - started:.0f}s; used_memory {_mb(redis)} MB")
