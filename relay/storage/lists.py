@@ -4,10 +4,10 @@ One sorted set per (state, channel, kind) a delivery was stored in, scored by it
 the order listings have always had), holds each retained delivery once: the scripts that write a record
 (`relay.storage.scripts`: CREATE, UPDATE, GATHER) put it in its set and take it out of its other states' sets
 in the same atomic step. A registry (`relay:lists`, a set) names the sets in use. A listing picks the sets its
-filters match (states x channels x kinds in use: a few hundred at most) and merges their newest entries in one
-script (`PAGE`), a page at a time: a cursor is the last entry shown, (score, id), and the next page starts
-after it, so a page costs the same at any depth. Its cost grows with the sets merged, never with the
-deliveries retained. Pruned with the retention (`Lists.prune`).
+filters match (states x channels x kinds in use: a few hundred at most), reads their newest entries in one
+transaction (a snapshot) and merges them (`merge`), a page at a time: a cursor is the last entry shown, (score,
+id), and the next page starts after it, so a page costs the same at any depth. Its cost grows with the sets
+merged, never with the deliveries retained. Pruned with the retention (`Lists.prune`).
 
 An earlier relay indexed every delivery in one set by creation time (`relay:deliveries`); the first listing
 after an upgrade moves those entries into today's sets (`Lists.backfill`, once, in steps of BACKFILL_STEP).
@@ -15,10 +15,13 @@ after an upgrade moves those entries into today's sets (`Lists.backfill`, once, 
 
 from __future__ import annotations
 
+import heapq
 import logging
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from itertools import islice
 
 from redis import Redis
 
@@ -30,8 +33,8 @@ log = logging.getLogger("relay.storage")
 LISTS = PREFIX + "lists"  # set of the list keys in use
 LIST_PREFIX = PREFIX + "list:"  # + state:channel:kind (channel and kind as `key_part`s)
 BACKFILL_STEP = 1000
-# Entries read from one list at a time while merging: the newest 50 of 100 lists read at most 1,600.
-MERGE_BATCH = 16
+# Entries read first from each list, at least (a round trip costs about as much for 1 as for 4 of each).
+FIRST_READ = 4
 CURSOR_PATTERN = r"^[0-9][0-9.e+-]{0,30}~[A-Za-z0-9_.-]{1,200}$"
 
 
@@ -75,92 +78,6 @@ local function relist(id, score, state, rest)
   redis.call('ZADD', into, score, id)
   redis.call('SADD', '{LISTS}', into)
 end
-"""
-
-# The newest `want` entries of the lists in KEYS, merged, at or below the highest score and above (or at) the
-# lowest; with a cursor's id, those at the highest score whose id is not below it are skipped (shown already).
-# Ties are broken by id, in byte order as a sorted set orders equal scores (Lua's `<` on strings follows the
-# server's locale: compared byte by byte here). ARGV: highest score, cursor id ('' none), lowest score, want.
-# Returns id, score, id, score, ... newest first.
-PAGE = f"""
-local top, after, low, want = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local top_n = tonumber(top)
--- Read first from each list about its share of the page: most of many lists give none or one entry to it.
-local first = math.max(1, math.min({MERGE_BATCH}, math.ceil(2 * want / #KEYS)))
-local function below(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
-local lists = {{}}
-local function head(k)
-  local l = lists[k]
-  while true do
-    if l.pos > #l.buf then
-      if l.done then return nil end
-      local batch = l.offset == 0 and first or {MERGE_BATCH}
-      l.buf = redis.call('ZREVRANGEBYSCORE', KEYS[k], top, low, 'WITHSCORES', 'LIMIT', l.offset, batch)
-      l.offset = l.offset + #l.buf / 2
-      l.pos = 1
-      l.done = #l.buf < 2 * batch
-      if #l.buf == 0 then return nil end
-    end
-    local id, score = l.buf[l.pos], l.buf[l.pos + 1]
-    if after ~= '' and tonumber(score) == top_n and not below(id, after) then
-      l.pos = l.pos + 2
-    else
-      return {{id, tonumber(score), score}}
-    end
-  end
-end
--- A max-heap of the lists' heads, the newest on top (by score, then id).
-local heap = {{}}
-local function before(a, b)
-  if a[2] ~= b[2] then return a[2] > b[2] end
-  return below(b[1], a[1])
-end
-local function push(h)
-  heap[#heap + 1] = h
-  local i = #heap
-  while i > 1 do
-    local p = math.floor(i / 2)
-    if not before(heap[i], heap[p]) then break end
-    heap[i], heap[p] = heap[p], heap[i]
-    i = p
-  end
-end
-local function pop()
-  local top_h = heap[1]
-  heap[1] = heap[#heap]
-  heap[#heap] = nil
-  local i = 1
-  while true do
-    local l, r, m = 2 * i, 2 * i + 1, i
-    if l <= #heap and before(heap[l], heap[m]) then m = l end
-    if r <= #heap and before(heap[r], heap[m]) then m = r end
-    if m == i then break end
-    heap[i], heap[m] = heap[m], heap[i]
-    i = m
-  end
-  return top_h
-end
-for k = 1, #KEYS do
-  lists[k] = {{buf = {{}}, pos = 1, offset = 0, done = false}}
-  local h = head(k)
-  if h then h[4] = k; push(h) end
-end
-local out = {{}}
-while #out < 2 * want and #heap > 0 do
-  local h = pop()
-  out[#out + 1] = h[1]
-  out[#out + 1] = h[3]
-  lists[h[4]].pos = lists[h[4]].pos + 2
-  local nxt = head(h[4])
-  if nxt then nxt[4] = h[4]; push(nxt) end
-end
-return out
 """
 
 # Entries older than the cutoff leave every list (their records have expired); a list left empty leaves the
@@ -215,10 +132,27 @@ class Cursor:
         return cls(score, ident)
 
 
+def merge(
+    read: Mapping[str, Sequence[tuple[bytes, float]]], count: int, cursor: Cursor | None, want: int
+) -> tuple[list[tuple[str, str]], bool]:
+    """The newest `want` (id, score) entries of the lists read (each newest first: at most `count` entries of
+    each), after the cursor, ordered by score, then by id (byte order, as a sorted set orders equal scores);
+    and whether they are the page: not when a list read to `count` may hold more of it (its last entry read is
+    above the page's last)."""
+    runs = [[(score, ident) for ident, score in entries] for entries in read.values()]
+    if cursor is not None:  # those at the cursor's score and not below its id were shown already
+        top, after = float(cursor.score), cursor.id.encode()
+        runs = [[e for e in run if e[0] != top or e[1] < after] for run in runs]
+    merged = list(islice(heapq.merge(*runs, reverse=True), want))
+    # The last entry read of each list read to `count`: what follows it may be in the page unless it is below.
+    deeper = ((entries[-1][1], entries[-1][0]) for entries in read.values() if len(entries) == count)
+    whole = all(len(merged) == want and last <= merged[-1] for last in deeper)
+    return [(_text(ident), repr(score)) for score, ident in merged], whole
+
+
 class Lists:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
-        self._page = redis.register_script(PAGE)
         self._prune = redis.register_script(PRUNE)
         self._backfill = redis.register_script(BACKFILL)
         self._backfilled = False
@@ -249,15 +183,26 @@ class Lists:
         cursor: Cursor | None = None,
     ) -> tuple[list[tuple[str, str]], Cursor | None]:
         """The newest `limit` (id, score) entries after the cursor, and the cursor of the next page (None: no
-        more). Three round trips: the registry, the merge, and (once per process) the earlier index's check."""
+        more). Three round trips: the registry, the lists (once more when one held more of the page than read
+        first), and (once per process) the earlier index's check."""
         self.backfill()
         keys = self.names(state, channel, kind)
         if not keys:
             return [], None
-        top, after = (cursor.score, cursor.id) if cursor is not None else ("+inf", "")
-        low = repr(since) if since is not None else "-inf"
-        flat = [_text(v) for v in self._page(keys=keys, args=[top, after, low, limit + 1])]
-        entries = list(zip(flat[::2], flat[1::2], strict=True))
+        top, low = cursor.score if cursor is not None else "+inf", repr(since) if since is not None else "-inf"
+        want, bottom = limit + 1, low
+        # First from each list about twice its share of the page: most of many lists give none or one entry to it.
+        count = min(want, max(FIRST_READ, -(-2 * want // len(keys))))
+        while True:
+            pipe = self.redis.pipeline(transaction=True)  # every list read in one snapshot, as by one script
+            for key in keys:
+                pipe.zrevrangebyscore(key, top, bottom, 0, count, withscores=True)
+            entries, whole = merge(dict(zip(keys, pipe.execute(), strict=True)), count, cursor, want)
+            if whole and (len(entries) == want or bottom == low):
+                break
+            # Again, deeper, down to the page's last entry so far only (read again, a page ends there or above,
+            # unless entries left meanwhile: then down to `low` again).
+            bottom, count = entries[-1][1] if len(entries) == want else low, max(want, 2 * count)
         more = len(entries) > limit
         entries = entries[:limit]
         return entries, Cursor(entries[-1][1], entries[-1][0]) if more else None
