@@ -165,16 +165,6 @@ redis.call('ZREM', KEYS[2], ARGV[3])
 return 1
 """
 
-# Lease a delivery to ARGV[1] when nobody holds it, and read its record, in one step: {1, fields} or {0}.
-# For what is not a worker's send (a release, a reload's re-plan): what a worker holds is left to it.
-# KEYS: leases, the record. ARGV: owner, unit.
-_TAKE_AND_READ = """
-if redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[1]) == 1 then
-  return {1, redis.call('HGETALL', KEYS[2])}
-end
-return {0}
-"""
-
 
 @dataclass(frozen=True)
 class Claimed:
@@ -220,7 +210,6 @@ class Leases:
         self._give_back = redis.register_script(_GIVE_BACK)
         self._release = redis.register_script(_RELEASE)
         self._take = redis.register_script(_TAKE)
-        self._take_and_read = redis.register_script(_TAKE_AND_READ)
         # The units this process has claimed and not yet handed on (to planning's end, or to the senders,
         # which say what they hold themselves): the sweep of this worker's own leases leaves them alone.
         self._lock = threading.Lock()
@@ -278,10 +267,15 @@ class Leases:
         kind, ident = split_unit(unit)
         return bool(self._take(keys=[LEASES, UNPLANNED if kind == EVENT else READY], args=[owner, unit, ident]))
 
-    def take_and_read(self, delivery_id: str, owner: str, record_key: str) -> tuple[bool, list[Any]]:
-        """Lease a delivery nobody holds and read its record's fields (flat), in one step."""
-        taken, *rest = self._take_and_read(keys=[LEASES, record_key], args=[owner, delivery_unit(delivery_id)])
-        return bool(taken), (rest[0] if rest else [])
+    def take_and_read(self, delivery_id: str, owner: str, record_key: str) -> tuple[bool, dict[Any, Any]]:
+        """Lease a delivery to `owner` when nobody holds it, and read its record's fields, in one step (MULTI):
+        (True, fields), or (False, {}) when another holds it. For what is not a worker's send (a release, a
+        reload's re-plan): what a worker holds is left to it."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hsetnx(LEASES, delivery_unit(delivery_id), owner)
+        pipe.hgetall(record_key)
+        taken, fields = pipe.execute()
+        return bool(taken), fields if taken else {}
 
     def schedule(self, at: Mapping[str, float], slots: Mapping[str, float] | None = None) -> None:
         """Deliveries due at these times (delivery id -> epoch seconds), with the rate-limit slots they booked."""

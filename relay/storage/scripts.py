@@ -6,10 +6,8 @@ from relay.storage.lists import RELIST_LUA
 # so a burst is spread over time in one round trip each, without waking everyone at once.
 # KEYS: the channel's next free slot. ARGV: the interval between sends, now (relay's clock, `relay.core.clock`).
 RESERVE_SLOT = """
-local now = tonumber(ARGV[2])
-local interval = tonumber(ARGV[1])
-local nxt = tonumber(redis.call('GET', KEYS[1]) or '0')
-if nxt < now then nxt = now end
+local interval, now = tonumber(ARGV[1]), tonumber(ARGV[2])
+local nxt = math.max(now, tonumber(redis.call('GET', KEYS[1]) or '0'))
 redis.call('SET', KEYS[1], tostring(nxt + interval), 'PX', math.ceil((nxt + interval - now) * 1000) + 1000)
 return tostring(nxt - now)
 """

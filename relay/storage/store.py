@@ -287,7 +287,7 @@ class Store:
         taken, fields = self.leases.take_and_read(delivery_id_, self.owner, delivery_key(delivery_id_))
         if not taken:
             return False, None
-        record = read_delivery(hash_pairs(fields))
+        record = read_delivery(fields)
         if record is None:
             self.leases.release([delivery_unit(delivery_id_)], self.owner)
             return True, None
