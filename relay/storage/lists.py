@@ -25,7 +25,6 @@ from itertools import islice
 
 from redis import Redis
 
-from relay.core.states import State
 from relay.storage.records import DELIVERIES, PREFIX, _text, delivery_key, key_part
 
 log = logging.getLogger("relay.storage")
@@ -65,20 +64,6 @@ def parse_list_key(key: str) -> ListName | None:
         return None
     return ListName(key, parts[0], _unpart(parts[1]), _unpart(parts[2]))
 
-
-# Move a delivery into the list of its state (the lists of its other states lose it): every write of a record
-# calls it, in the same script. ARGV-free: the caller passes the id, the score, the state and `list_rest`.
-RELIST_LUA = f"""
-local LIST_STATES = {{{", ".join(repr(s.value) for s in State)}}}
-local function relist(id, score, state, rest)
-  for _, s in ipairs(LIST_STATES) do
-    if s ~= state then redis.call('ZREM', '{LIST_PREFIX}' .. s .. rest, id) end
-  end
-  local into = '{LIST_PREFIX}' .. state .. rest
-  redis.call('ZADD', into, score, id)
-  redis.call('SADD', '{LISTS}', into)
-end
-"""
 
 # Entries older than the cutoff leave every list (their records have expired); a list left empty leaves the
 # registry, in the same step (a write that fills it again adds it back). KEYS: the registry. ARGV: cutoff.
