@@ -24,6 +24,8 @@ from fnmatch import fnmatchcase
 from itertools import islice
 
 from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import WatchError
 
 from relay.storage.records import DELIVERIES, PREFIX, _text, delivery_key, key_part
 
@@ -75,28 +77,6 @@ end
 return 1
 """
 
-# Move up to ARGV[1] entries of an earlier relay's index of every delivery into today's lists, each by its
-# record's state, channel and kind as stored now (read in the same step: a write since is not undone); an
-# entry whose record is gone, or is no hash relay wrote, is dropped.
-# KEYS: the earlier index, the registry. ARGV: how many, the record key prefix. Returns how many were moved.
-BACKFILL = f"""
-local function part(v) return (string.gsub(string.gsub(v, '%%', '%%25'), ':', '%%3A')) end
-local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
-for _, id in ipairs(ids) do
-  local f = {{}}
-  if redis.call('TYPE', ARGV[2] .. id)['ok'] == 'hash' then
-    f = redis.call('HMGET', ARGV[2] .. id, 'state', 'channel', 'kind', 'updatedAt', 'createdAt')
-  end
-  if f[2] then
-    local key = '{LIST_PREFIX}' .. (f[1] or 'queued') .. ':' .. part(f[2]) .. ':' .. part(f[3] or '')
-    redis.call('ZADD', key, f[5] or f[4] or '0', id)
-    redis.call('SADD', KEYS[2], key)
-  end
-  redis.call('ZREM', KEYS[1], id)
-end
-return #ids
-"""
-
 
 @dataclass(frozen=True)
 class Cursor:
@@ -139,7 +119,6 @@ class Lists:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self._prune = redis.register_script(PRUNE)
-        self._backfill = redis.register_script(BACKFILL)
         self._backfilled = False
         self._parsed: dict[str, ListName | None] = {}  # a key's parts, parsed once (a few hundred keys)
 
@@ -201,10 +180,39 @@ class Lists:
             return
         moved = 0
         while True:
-            step = int(self._backfill(keys=[DELIVERIES, LISTS], args=[BACKFILL_STEP, delivery_key("")]))
+            with self.redis.pipeline(transaction=True) as pipe:
+                try:
+                    step = self._backfill_step(pipe)
+                except WatchError:  # a record written while this step read it: the step again
+                    continue
             moved += step
             if step < BACKFILL_STEP:
                 break
         if moved:
             log.info("indexed %d deliveries an earlier relay stored, for the lists", moved)
         self._backfilled = True
+
+    def _backfill_step(self, pipe: Pipeline) -> int:
+        """Move up to BACKFILL_STEP entries of the earlier index into today's lists, each by its record's state,
+        channel and kind as stored now: the records are watched (WATCH) before they are read, and the moves are
+        one transaction, which fails (WatchError) when a record was written meanwhile, so that a write since is
+        not undone. An entry whose record is gone, or is no hash relay wrote, is dropped."""
+        ids = [_text(i) for i in self.redis.zrange(DELIVERIES, 0, BACKFILL_STEP - 1)]
+        if not ids:
+            return 0
+        pipe.watch(*(delivery_key(i) for i in ids))  # type: ignore[no-untyped-call]
+        reads = self.redis.pipeline(transaction=False)
+        for i in ids:
+            reads.type(delivery_key(i))
+            reads.hmget(delivery_key(i), "state", "channel", "kind", "updatedAt", "createdAt")
+        found = reads.execute()
+        pipe.multi()
+        for i, stored, fields in zip(ids, found[::2], found[1::2], strict=True):
+            state, channel, kind, updated, created = (None if f is None else _text(f) for f in fields)
+            if _text(stored) == "hash" and channel is not None:
+                key = list_key(state or "queued", channel, kind or "")
+                pipe.zadd(key, {i: created or updated or "0"})
+                pipe.sadd(LISTS, key)
+        pipe.zrem(DELIVERIES, *ids)
+        pipe.execute()
+        return len(ids)

@@ -1,15 +1,18 @@
 """The merge of the lists of deliveries into a page (`relay.storage.lists.merge`, issue 36: in Python, no longer a
 script): against a plain sort of everything, over many lists, ties in createdAt, `since`, and the cursor from
-page to page."""
+page to page; and the earlier relay's index moved in a transaction (no longer a script)."""
 
 from __future__ import annotations
 
 import random
+from typing import Any, cast
 
 import pytest
 from redis import Redis
+from redis.client import Pipeline
 
 from relay.storage.lists import LISTS, Cursor, Lists, list_key, merge
+from relay.storage.records import DELIVERIES, delivery_key
 
 STATES = ["delivered", "failed", "held", "queued"]
 
@@ -78,3 +81,38 @@ def test_a_merge_is_the_page_only_when_no_list_read_to_its_count_may_hold_more_o
     )
     after = Cursor("8.0", "x2")  # x2 shown: left out, as x1 would be were it read (its id is not below x2's)
     assert merge({"x": [(b"x3", 8.0), (b"x2", 8.0), (b"x1", 8.0)]}, 3, after, 2) == ([("x1", "8.0")], False)
+
+
+class _WrittenAfterTheReads:
+    """A Redis whose first non-transactional pipeline (the backfill step's reads) is followed by another
+    process's write of the record read."""
+
+    def __init__(self, redis: Redis, key: str) -> None:
+        self.redis, self.key, self.written = redis, key, False
+
+    def zrange(self, *args: Any) -> Any:
+        return self.redis.zrange(*args)
+
+    def pipeline(self, transaction: bool = True) -> Pipeline:
+        pipe = self.redis.pipeline(transaction=transaction)
+        if not transaction and not self.written:
+            self.written, reads = True, pipe.execute
+
+            def execute(raise_on_error: bool = True) -> list[Any]:
+                found = reads(raise_on_error)
+                self.redis.hset(self.key, "state", "queued")
+                return found
+
+            pipe.execute = execute  # type: ignore[method-assign]
+        return pipe
+
+
+def test_a_record_written_while_the_earlier_index_is_moved_is_listed_as_written_not_as_read(redis: Redis) -> None:
+    redis.hset(delivery_key("dold"), mapping={"id": "dold", "state": "failed", "channel": "chat", "kind": "k"})
+    redis.zadd(DELIVERIES, {"dold": 5.0})
+    lists = Lists(redis)
+    lists.redis = cast(Redis, racing := _WrittenAfterTheReads(redis, delivery_key("dold")))
+    lists.backfill()
+    assert racing.written and redis.exists(DELIVERIES) == 0
+    assert redis.zrange(list_key("queued", "chat", "k"), 0, -1) == [b"dold"]
+    assert redis.exists(list_key("failed", "chat", "k")) == 0  # the step as first read was not stored
