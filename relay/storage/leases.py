@@ -80,20 +80,15 @@ def split_unit(unit: str) -> tuple[str, str]:
 # Returns the units still due and the units taken, flat: unit, score, booked slot ('' for none).
 _CLAIM = """
 if ARGV[4] == '1' then redis.call('DEL', KEYS[5]) end
-local out, taken, looked = {}, 0, 0
-local want = tonumber(ARGV[3])
+local out, taken, looked, want = {}, 0, 0, tonumber(ARGV[3])
 while taken < want and looked < 4 * want + 8 do
   looked = looked + 1
   local e = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'WITHSCORES', 'LIMIT', 0, 1)
   local d = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[2], 'WITHSCORES', 'LIMIT', 0, 1)
-  local set, member, score, unit
-  if #e > 0 and (#d == 0 or tonumber(e[2]) <= tonumber(d[2])) then
-    set, member, score, unit = KEYS[1], e[1], e[2], 'e:' .. e[1]
-  elseif #d > 0 then
-    set, member, score, unit = KEYS[2], d[1], d[2], 'd:' .. d[1]
-  else
-    break
-  end
+  if #e == 0 and #d == 0 then break end
+  local set, first, prefix = KEYS[2], d, 'd:'
+  if #e > 0 and (#d == 0 or tonumber(e[2]) <= tonumber(d[2])) then set, first, prefix = KEYS[1], e, 'e:' end
+  local member, score, unit = first[1], first[2], prefix .. first[1]
   redis.call('ZREM', set, member)
   if redis.call('HEXISTS', KEYS[3], unit) == 1 then
     redis.call('ZADD', set, ARGV[5], member)
@@ -104,11 +99,8 @@ while taken < want and looked < 4 * want + 8 do
       break
     end
     redis.call('HSET', KEYS[3], unit, ARGV[1])
-    local slot = ''
-    if set == KEYS[2] then
-      slot = redis.call('HGET', KEYS[6], member) or ''
-      if slot ~= '' then redis.call('HDEL', KEYS[6], member) end
-    end
+    local slot = set == KEYS[2] and redis.call('HGET', KEYS[6], member) or ''
+    if slot ~= '' then redis.call('HDEL', KEYS[6], member) end
     out[#out + 1] = unit
     out[#out + 1] = score
     out[#out + 1] = slot
@@ -130,17 +122,14 @@ for i = 6, #ARGV do
   local unit = ARGV[i]
   if redis.call('HGET', KEYS[3], unit) == ARGV[1] then
     redis.call('HDEL', KEYS[3], unit)
-    local losses = 0
-    if ARGV[3] == '1' then losses = redis.call('HINCRBY', KEYS[4], unit, 1) end
+    local losses = ARGV[3] == '1' and redis.call('HINCRBY', KEYS[4], unit, 1) or 0
     local kind, member = string.sub(unit, 1, 2), string.sub(unit, 3)
     if kind ~= 'e:' and kind ~= 'd:' then kind, member = 'd:', unit end
     if losses >= tonumber(ARGV[4]) then
       given_up[#given_up + 1] = unit
       if kind == 'e:' then redis.call('HINCRBY', KEYS[5], '@GIVEN_UP@', 1) end
     else
-      local set = KEYS[2]
-      if kind == 'e:' then set = KEYS[1] end
-      redis.call('ZADD', set, 'NX', ARGV[2], member)
+      redis.call('ZADD', kind == 'e:' and KEYS[1] or KEYS[2], 'NX', ARGV[2], member)
       back = back + 1
     end
   end
