@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 import logging
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -34,8 +35,6 @@ log = logging.getLogger("relay.storage")
 LISTS = PREFIX + "lists"  # set of the list keys in use
 LIST_PREFIX = PREFIX + "list:"  # + state:channel:kind (channel and kind as `key_part`s)
 BACKFILL_STEP = 1000
-# Entries read first from each list, at least (a round trip costs about as much for 1 as for 4 of each).
-FIRST_READ = 4
 CURSOR_PATTERN = r"^[0-9][0-9.e+-]{0,30}~[A-Za-z0-9_.-]{1,200}$"
 
 
@@ -98,21 +97,21 @@ class Cursor:
 
 
 def merge(
-    read: Mapping[str, Sequence[tuple[bytes, float]]], count: int, cursor: Cursor | None, want: int
-) -> tuple[list[tuple[str, str]], bool]:
-    """The newest `want` (id, score) entries of the lists read (each newest first: at most `count` entries of
-    each), after the cursor, ordered by score, then by id (byte order, as a sorted set orders equal scores);
-    and whether they are the page: not when a list read to `count` may hold more of it (its last entry read is
-    above the page's last)."""
-    runs = [[(score, ident) for ident, score in entries] for entries in read.values()]
+    read: Mapping[str, Sequence[tuple[bytes, float]]], counts: Mapping[str, int], cursor: Cursor | None, want: int
+) -> tuple[list[tuple[str, str, str]], bool]:
+    """The newest `want` (id, score, list) entries of the lists read (each newest first, at most `counts[list]`
+    of it), after the cursor, ordered by score, then by id (byte order, as a sorted set orders equal scores);
+    and whether they are the page: not when a list read to its count may hold more of it (its last entry read
+    is above the page's last)."""
+    runs = [[(score, ident, key) for ident, score in entries] for key, entries in read.items()]
     if cursor is not None:  # those at the cursor's score and not below its id were shown already
         top, after = float(cursor.score), cursor.id.encode()
         runs = [[e for e in run if e[0] != top or e[1] < after] for run in runs]
     merged = list(islice(heapq.merge(*runs, reverse=True), want))
-    # The last entry read of each list read to `count`: what follows it may be in the page unless it is below.
-    deeper = ((entries[-1][1], entries[-1][0]) for entries in read.values() if len(entries) == count)
-    whole = all(len(merged) == want and last <= merged[-1] for last in deeper)
-    return [(_text(ident), repr(score)) for score, ident in merged], whole
+    # The last entry read of each list read to its count: what follows it may be in the page unless it is below.
+    deeper = ((entries[-1][1], entries[-1][0]) for key, entries in read.items() if len(entries) == counts[key])
+    whole = all(len(merged) == want and last <= merged[-1][:2] for last in deeper)
+    return [(_text(ident), repr(score), key) for score, ident, key in merged], whole
 
 
 class Lists:
@@ -121,6 +120,9 @@ class Lists:
         self._prune = redis.register_script(PRUNE)
         self._backfilled = False
         self._parsed: dict[str, ListName | None] = {}  # a key's parts, parsed once (a few hundred keys)
+        # How many entries of each list the last page took: the next (a refresh, the page after) reads as many
+        # of it first, so that one read of every list is usually the page (one list per key in use: bounded).
+        self._took: dict[str, int] = {}
 
     def names(self, state: str | None, channel: str | None, kind: str | None) -> list[str]:
         """The keys of the lists in use that these filters match (`kind` a glob, as the filters take it)."""
@@ -155,18 +157,24 @@ class Lists:
             return [], None
         top, low = cursor.score if cursor is not None else "+inf", repr(since) if since is not None else "-inf"
         want, bottom = limit + 1, low
-        # First from each list about twice its share of the page: most of many lists give none or one entry to it.
-        count = min(want, max(FIRST_READ, -(-2 * want // len(keys))))
+        # First from each list about twice its share of the page (most of many lists give none or one entry to
+        # it), or one more than the last page took of it.
+        share = -(-2 * want // len(keys))
+        counts = {key: min(want, max(share, self._took.get(key, 0) + 1)) for key in keys}
         while True:
             pipe = self.redis.pipeline(transaction=True)  # every list read in one snapshot, as by one script
             for key in keys:
-                pipe.zrevrangebyscore(key, top, bottom, 0, count, withscores=True)
-            entries, whole = merge(dict(zip(keys, pipe.execute(), strict=True)), count, cursor, want)
-            if whole and (len(entries) == want or bottom == low):
+                pipe.zrevrangebyscore(key, top, bottom, 0, counts[key], withscores=True)
+            found, whole = merge(dict(zip(keys, pipe.execute(), strict=True)), counts, cursor, want)
+            if whole and (len(found) == want or bottom == low):
                 break
             # Again, deeper, down to the page's last entry so far only (read again, a page ends there or above,
             # unless entries left meanwhile: then down to `low` again).
-            bottom, count = entries[-1][1] if len(entries) == want else low, max(want, 2 * count)
+            bottom = found[-1][1] if len(found) == want else low
+            counts = {key: max(want, 2 * count) for key, count in counts.items()}
+        took = Counter(key for _, _, key in found)
+        self._took.update((key, took[key]) for key in keys)
+        entries = [(ident, score) for ident, score, _ in found]
         more = len(entries) > limit
         entries = entries[:limit]
         return entries, Cursor(entries[-1][1], entries[-1][0]) if more else None

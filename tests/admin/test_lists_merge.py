@@ -67,20 +67,40 @@ def test_a_page_s_score_is_the_stored_text_and_its_cursor_names_its_last_entry(r
 
 def test_a_merge_is_the_page_only_when_no_list_read_to_its_count_may_hold_more_of_it() -> None:
     read = {
-        "x": [(b"x1", 9.0), (b"x2", 8.0)],  # read to the count: what follows x2 may come before y1
-        "y": [(b"y1", 5.0)],  # read whole (fewer than the count)
+        "x": [(b"x1", 9.0), (b"x2", 8.0)],  # read to its count: what follows x2 may come before y1
+        "y": [(b"y1", 5.0)],  # read whole (fewer than its count)
     }
-    assert merge(read, 2, None, 3) == ([("x1", "9.0"), ("x2", "8.0"), ("y1", "5.0")], False)
-    assert merge(read, 2, None, 2) == ([("x1", "9.0"), ("x2", "8.0")], True)  # x2 is the page's last
-    read["z"] = [(b"z1", 1.0), (b"z0", 1.0)]  # read to the count, below the page's last: it may hold no more
+    counts = {"x": 2, "y": 2, "z": 2}
+    assert merge(read, counts, None, 3) == ([("x1", "9.0", "x"), ("x2", "8.0", "x"), ("y1", "5.0", "y")], False)
+    assert merge(read, counts, None, 2) == ([("x1", "9.0", "x"), ("x2", "8.0", "x")], True)  # x2: the page's last
+    read["z"] = [(b"z1", 1.0), (b"z0", 1.0)]  # read to its count, below the page's last: it may hold no more
     read["y"] = [(b"y1", 5.0), (b"y0", 5.0)]  # the page's last (y0) at once: what follows is below
-    assert merge({k: read[k] for k in "yz"}, 2, None, 2) == ([("y1", "5.0"), ("y0", "5.0")], True)
-    assert merge(read, 2, None, 5) == (
-        [("x1", "9.0"), ("x2", "8.0"), ("y1", "5.0"), ("y0", "5.0"), ("z1", "1.0")],
-        False,
-    )
+    assert merge({k: read[k] for k in "yz"}, counts, None, 2) == ([("y1", "5.0", "y"), ("y0", "5.0", "y")], True)
+    assert [e[0] for e in merge(read, counts, None, 5)[0]] == ["x1", "x2", "y1", "y0", "z1"]
+    assert not merge(read, counts, None, 5)[1]
+    assert merge(read, counts | {"x": 3, "y": 3}, None, 5)[1]  # x and y read whole; z below the last (z1)
     after = Cursor("8.0", "x2")  # x2 shown: left out, as x1 would be were it read (its id is not below x2's)
-    assert merge({"x": [(b"x3", 8.0), (b"x2", 8.0), (b"x1", 8.0)]}, 3, after, 2) == ([("x1", "8.0")], False)
+    assert merge({"x": [(b"x3", 8.0), (b"x2", 8.0), (b"x1", 8.0)]}, {"x": 3}, after, 2) == ([("x1", "8.0", "x")], False)
+
+
+def test_a_page_reads_first_as_deep_as_the_last_one_took_of_each_list(redis: Redis) -> None:
+    everything = _fill(redis, random.Random(3), 40, 400, 400)
+    lists, merges = Lists(redis), []
+
+    def counted(*args: Any) -> Any:
+        merges.append(args[1])
+        return merge(*args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("relay.storage.lists.merge", counted)
+        assert [i for i, _ in lists.page(limit=30)[0]] == [i for _, i in everything[:30]]
+        first = len(merges)
+        merges.clear()
+        assert [i for i, _ in lists.page(limit=30)[0]] == [i for _, i in everything[:30]]
+    assert first >= 2 and len(merges) == 1  # the same page again: one read of every list
+    assert max(merges[0].values()) > 2  # a list read deeper than its share (2 of 31 over 40) at once
+    # Of each list its share, or what the last page took of it and one more: no deeper.
+    assert sum(merges[0].values()) <= 31 + 2 * len(merges[0])
 
 
 class _WrittenAfterTheReads:
