@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import heapq
 import logging
+import math
 import re
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from itertools import islice
+from typing import Any
 
 from redis import Redis
 from redis.client import Pipeline
@@ -114,6 +115,13 @@ def merge(
     return [(_text(ident), repr(score), key) for score, ident, key in merged], whole
 
 
+def _pairs(reply: Any) -> list[tuple[bytes, float]]:
+    """A ZREVRANGEBYSCORE ... WITHSCORES reply as the server sent it: (member, score) pairs on RESP3, flat on RESP2."""
+    if reply and isinstance(reply[0], list):
+        return [(member, float(score)) for member, score in reply]
+    return list(zip(reply[::2], map(float, reply[1::2]), strict=True))
+
+
 class Lists:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
@@ -163,17 +171,20 @@ class Lists:
         counts = {key: min(want, max(share, self._took.get(key, 0) + 1)) for key in keys}
         while True:
             pipe = self.redis.pipeline(transaction=True)  # every list read in one snapshot, as by one script
-            for key in keys:
-                pipe.zrevrangebyscore(key, top, bottom, 0, counts[key], withscores=True)
-            found, whole = merge(dict(zip(keys, pipe.execute(), strict=True)), counts, cursor, want)
+            for key in keys:  # as sent (no pairs made by the client: a page reads hundreds of lists)
+                read = ("ZREVRANGEBYSCORE", key, top, bottom, "WITHSCORES", "LIMIT", 0, counts[key])
+                pipe.execute_command(*read)  # type: ignore[no-untyped-call]
+            lists = {key: _pairs(reply) for key, reply in zip(keys, pipe.execute(), strict=True)}
+            found, whole = merge(lists, counts, cursor, want)
             if whole and (len(found) == want or bottom == low):
                 break
             # Again, deeper, down to the page's last entry so far only (read again, a page ends there or above,
             # unless entries left meanwhile: then down to `low` again).
             bottom = found[-1][1] if len(found) == want else low
             counts = {key: max(want, 2 * count) for key, count in counts.items()}
-        took = Counter(key for _, _, key in found)
-        self._took.update((key, took[key]) for key in keys)
+        # How deep the page went in each list: its entries at or above the page's last, shown or skipped.
+        last = (float(found[-1][1]), found[-1][0].encode()) if found else (math.inf, b"")
+        self._took.update((key, sum(1 for i, score in lists[key] if (score, i) >= last)) for key in keys)
         entries = [(ident, score) for ident, score, _ in found]
         more = len(entries) > limit
         entries = entries[:limit]

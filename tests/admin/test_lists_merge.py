@@ -136,3 +136,16 @@ def test_a_record_written_while_the_earlier_index_is_moved_is_listed_as_written_
     assert racing.written and redis.exists(DELIVERIES) == 0
     assert redis.zrange(list_key("queued", "chat", "k"), 0, -1) == [b"dold"]
     assert redis.exists(list_key("failed", "chat", "k")) == 0  # the step as first read was not stored
+
+
+def test_a_client_on_resp2_lists_the_same_pages(redis: Redis, redis_server: Any) -> None:
+    _fill(redis, random.Random(5), 30, 300, 50)
+    resp2 = Redis.from_url(redis_server.url, protocol=2)  # replies flat, scores as text: the same page
+    try:
+        assert _pages(Lists(resp2), 20) == _pages(Lists(redis), 20)
+        # The replies as sent: flat on RESP2, pairs on RESP3 (redis-py's own).
+        key, read = list_key("delivered", "ch0", "k0"), ("ZREVRANGEBYSCORE", "+inf", "-inf", "WITHSCORES")
+        assert isinstance(resp2.execute_command(read[0], key, *read[1:])[0], bytes)  # type: ignore[no-untyped-call]
+        assert isinstance(redis.execute_command(read[0], key, *read[1:])[0], list)  # type: ignore[no-untyped-call]
+    finally:
+        resp2.close()
