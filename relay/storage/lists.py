@@ -224,11 +224,13 @@ class Lists:
         for i in ids:
             reads.type(delivery_key(i))
             reads.hmget(delivery_key(i), "state", "channel", "kind", "updatedAt", "createdAt")
-        found = reads.execute()
+        found = reads.execute(raise_on_error=False)  # HMGET of a key of another type fails: that entry is dropped
         pipe.multi()
         for i, stored, fields in zip(ids, found[::2], found[1::2], strict=True):
+            if _text(stored) != "hash":
+                continue
             state, channel, kind, updated, created = (None if f is None else _text(f) for f in fields)
-            if _text(stored) == "hash" and channel is not None:
+            if channel is not None:
                 key = list_key(state or "queued", channel, kind or "")
                 pipe.zadd(key, {i: created or updated or "0"})
                 pipe.sadd(LISTS, key)
