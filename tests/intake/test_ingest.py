@@ -72,11 +72,15 @@ def test_accepted_notification_is_seen_by_rq_and_run_by_a_real_worker(
     assert job.func_name == WORK_JOB and job.args == (event_id,)
     assert job.retries_left is None and job.timeout == rt.intake.job_timeout
 
-    # The event, its index entry and its counter went in with the job.
-    assert redis.hget(event_key(event_id), "kind") == b"notification:access-control-request-failed"
+    # The event, its index entry and its counter went in with the job. The record is the dedup (no key of its
+    # own), kept for the retention or the dedup window, whichever is longer; its payload has its kind.
+    assert set(redis.hkeys(event_key(event_id))) == {b"receivedAt", b"payload"}
+    stored = rt.store.event(event_id)
+    assert stored is not None and stored.kind == "notification:access-control-request-failed"
     assert redis.zscore(EVENTS, event_id) is not None
-    assert 0 < redis.ttl(dedup_key(event_id)) <= int(rt.config.dedup_ttl)
-    assert 0 < redis.ttl(event_key(event_id)) <= rt.store.retention
+    assert not redis.exists(dedup_key(event_id))
+    kept = max(rt.store.retention, int(rt.config.dedup_ttl))
+    assert kept - 5 < redis.ttl(event_key(event_id)) <= kept
     field = metric_field("relay_notifications_received_total", kind="notification:access-control-request-failed")
     assert redis.hget(METRICS, field) == b"1"
 
@@ -132,7 +136,7 @@ def test_unreachable_redis_is_queue_unavailable_and_writes_nothing(rt: Runtime, 
     intake = Intake.create(dead, rt.store, rt.config.dedup_ttl)
     with pytest.raises(QueueUnavailable):
         intake.accept("e-1", "notification:x", "{}")
-    assert not redis.exists(dedup_key("e-1"))
+    assert not redis.exists(event_key("e-1")) and not redis.exists(dedup_key("e-1"))
 
 
 def test_async_intake_loads_the_script_again_after_a_redis_restart(rt: Runtime, redis: Redis) -> None:
