@@ -281,7 +281,11 @@ def event_from_hash(data: Any, event_id: str) -> EventRecord | None:
 
 
 def _kind_of(payload: str) -> str:
-    found = json.loads(payload)
+    """The kind in a stored payload ("" in one that is no notification: its planning fails and says so)."""
+    try:
+        found = json.loads(payload)
+    except ValueError:
+        return ""
     kind = found.get("kind", "") if isinstance(found, dict) else ""
     return kind if isinstance(kind, str) else ""
 
