@@ -144,9 +144,7 @@ def _str(value: Any) -> str:
 
 def _stats(redis: Redis) -> dict[str, int]:
     """MEMORY STATS' byte counts (what is not the keys' own: overhead, clients, AOF buffers, ...)."""
-    flat = redis.execute_command("MEMORY STATS")
-    pairs = dict(zip(flat[::2], flat[1::2], strict=True)) if isinstance(flat, list) else dict(flat)
-    return {_str(k): int(v) for k, v in pairs.items() if isinstance(v, int)}
+    return {_str(k): int(v) for k, v in redis.memory_stats().items() if isinstance(v, int)}
 
 
 def _pings(redis: Redis) -> bool:
