@@ -35,7 +35,7 @@ def _event(event_id: str, key: str, data: Any) -> EventRecord | None:
             log.error("event unreadable at %s (%s): left out", key, data, extra={"eventId": event_id})
         return None
     try:
-        record = event_from_hash(data, event_id)
+        record = event_from_hash(data, event_id, raw_key=key != event_key(event_id))
     except (KeyError, ValueError, TypeError) as exc:
         log.error("event unreadable at %s (%s): left out", key, type(exc).__name__, extra={"eventId": event_id})
         return None

@@ -261,17 +261,17 @@ def hash_pairs(flat: Any) -> dict[Any, Any]:
     return dict(zip(items[::2], items[1::2], strict=True))
 
 
-def event_from_hash(data: Any, event_id: str) -> EventRecord | None:
+def event_from_hash(data: Any, event_id: str, raw_key: bool = False) -> EventRecord | None:
     """The event `event_id` stored in a hash read with HGETALL (None when there was none, and when it is
-    another event's: an earlier relay's, which named its id); ValueError or KeyError for a hash that is no
-    event relay wrote (its fields missing or malformed).
+    another event's: one naming another eventId; at the raw key of an earlier relay (`raw_key`), one naming
+    none, today's of another id); ValueError or KeyError for a hash that is no event relay wrote.
 
     A record stores neither its eventId (its key has it) nor its kind (its payload has it), nor an empty
     trace (memory: issue 36); an earlier relay's records have all three, and are read as they are."""
     if not data:
         return None
     d = {_text(k): _text(v) for k, v in data.items()}
-    if d.get("eventId", event_id) != event_id:
+    if d.get("eventId", None if raw_key else event_id) != event_id:
         return None
     payload = d["payload"]
     kind = d["kind"] if "kind" in d else _kind_of(payload)

@@ -41,8 +41,8 @@ def _states(rt: Runtime, event_id: str) -> list[str]:
     return sorted(r.state for r in rt.store.deliveries(rt.store.event_delivery_ids(event_id)) if r is not None)
 
 
-# Every key an event's id is part of: its hash (relay:event:<id>), its delivery list (relay:event:<id>:deliveries)
-# and its dedup key (relay:dedup:<id>). `:deliveries` is the one suffix among relay's keys; the others are ids
+# Every key an event's id is part of: its record (relay:event:<id>), and, as an earlier relay kept them, its
+# delivery list (relay:event:<id>:deliveries) and its dedup key (relay:dedup:<id>). `:deliveries` is the one suffix among relay's keys; the others are ids
 # that spell an escaped one, or nest the suffix.
 LOOKALIKES = ["{x}:deliveries", "{x}%3Adeliveries", "{x}:deliveries:deliveries"]
 
@@ -194,3 +194,34 @@ def test_an_event_an_earlier_relay_stored_where_a_delivery_list_went_is_left_alo
         k.encode(): v.encode() for k, v in {**fields, "payload": json.dumps(squatter)}.items()
     }
     assert not redis.exists(event_key(f"{z}:deliveries"))
+
+
+def test_an_event_as_the_relay_before_stored_it_is_read_whole(
+    client: TestClient, rt: Runtime, redis: Redis, sink: HttpSink
+) -> None:
+    """The layout of the relay before this one (issue 36's P6 changed it): the record with eventId, kind and an
+    empty trace, its deliveries in a list of their own, a dedup key beside it. Read as it is: its deliveries
+    listed (the list first, then ids the record has), its retry a duplicate, its planning again adds nothing."""
+    from relay.delivery.jobs import plan_job
+
+    payload = sample_notification()
+    event_id = payload["metadata"]["eventId"]
+    assert _post(client, event_id) == "accepted"
+    run_worker(rt)
+    ids = rt.store.event_delivery_ids(event_id)
+    sent = len(sink.hits)
+    key = event_key(event_id)
+    redis.hdel(key, "deliveries")
+    redis.hset(key, mapping={"eventId": event_id, "kind": payload["kind"], "trace": ""})
+    redis.rpush(event_deliveries_key(event_id), *ids[:2])
+    redis.hset(key, "deliveries", ids[2])  # one planned after the upgrade
+    redis.set(dedup_key(event_id), "2", ex=60)
+    found = _event(client, event_id).json()
+    assert [d["id"] for d in found["deliveries"]] == ids and found["kind"] == payload["kind"]
+    assert _post(client, event_id) == "duplicate"
+    plan_job(rt, event_id)
+    run_worker(rt)
+    assert rt.store.event_delivery_ids(event_id) == ids and len(sink.hits) == sent
+    assert redis.hget(key, "deliveries") == ids[2].encode() and redis.llen(event_deliveries_key(event_id)) == 2
+    assert login(client).status_code == 303
+    assert event_id in client.get("/ui").text
