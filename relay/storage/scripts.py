@@ -103,17 +103,15 @@ end
 CREATE = (
     ADD_IDS_LUA
     + """
-local out, made_ids = {}, {}
-local a = 4
+local out, made_ids, a = {}, {}, 4
 for r = 9, #KEYS do
-  local key = KEYS[r]
   local id, created, failed, take, metric = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   local held, due, list = ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]
   local n = tonumber(ARGV[a + 8])
   local made = 0
-  if redis.call('EXISTS', key) == 0 then
-    redis.call('HSET', key, unpack(ARGV, a + 9, a + 8 + 2 * n))
-    redis.call('EXPIRE', key, ARGV[1])
+  if redis.call('EXISTS', KEYS[r]) == 0 then
+    redis.call('HSET', KEYS[r], unpack(ARGV, a + 9, a + 8 + 2 * n))
+    redis.call('EXPIRE', KEYS[r], ARGV[1])
     redis.call('ZADD', list, created, id)
     redis.call('SADD', KEYS[2], list)
     made_ids[#made_ids + 1] = id
@@ -217,27 +215,21 @@ return redis.call('HGET', KEYS[2], 'items') or '[]'
 # Returns 0 (duplicate), 1 (accepted, a wake-up queued already) or the job id ARGV[8]
 # (accepted: enqueue it); an error, with nothing written, when a key holds another type of value.
 ACCEPT = """
-local wanted = {'string', 'hash', 'zset', 'hash', 'zset', 'string', 'string'}
-for i, want in ipairs(wanted) do
+for i, want in ipairs({'string', 'hash', 'zset', 'hash', 'zset', 'string', 'string'}) do
   local found = redis.call('TYPE', KEYS[i])['ok']
   if found ~= 'none' and found ~= want then
     return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. found .. ': nothing accepted')
   end
 end
 local at, id = unpack(redis.call('HMGET', KEYS[2], 'receivedAt', 'eventId'))
-local seen = at and (id or ARGV[2]) == ARGV[2] and tonumber(at) > tonumber(ARGV[1])
-if seen or redis.call('GET', KEYS[1]) == '2' or redis.call('GET', KEYS[7]) == '1' then
-  redis.call('HINCRBY', KEYS[4], ARGV[7], 1)
-  return 0
-end
+local dup = (at and (id or ARGV[2]) == ARGV[2] and tonumber(at) > tonumber(ARGV[1]))
+  or redis.call('GET', KEYS[1]) == '2' or redis.call('GET', KEYS[7]) == '1'
+redis.call('HINCRBY', KEYS[4], dup and ARGV[7] or ARGV[6], 1)
+if dup then return 0 end
 redis.call('HDEL', KEYS[2], 'eventId', 'kind', 'trace')
 redis.call('HSET', KEYS[2], 'receivedAt', ARGV[3], 'payload', ARGV[4], unpack(ARGV, 10))
 redis.call('EXPIRE', KEYS[2], ARGV[5])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
-redis.call('HINCRBY', KEYS[4], ARGV[6], 1)
 redis.call('ZADD', KEYS[5], ARGV[3], ARGV[2])
-if redis.call('SET', KEYS[6], ARGV[8], 'NX', 'EX', ARGV[9]) then
-  return ARGV[8]
-end
-return 1
+return redis.call('SET', KEYS[6], ARGV[8], 'NX', 'EX', ARGV[9]) and ARGV[8] or 1
 """
