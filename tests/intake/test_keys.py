@@ -42,8 +42,8 @@ def _states(rt: Runtime, event_id: str) -> list[str]:
 
 
 # Every key an event's id is part of: its record (relay:event:<id>), and, as an earlier relay kept them, its
-# delivery list (relay:event:<id>:deliveries) and its dedup key (relay:dedup:<id>). `:deliveries` is the one suffix among relay's keys; the others are ids
-# that spell an escaped one, or nest the suffix.
+# delivery list (relay:event:<id>:deliveries) and its dedup key (relay:dedup:<id>). `:deliveries` is the one
+# suffix among relay's keys; the others are ids that spell an escaped one, or nest the suffix.
 LOOKALIKES = ["{x}:deliveries", "{x}%3Adeliveries", "{x}:deliveries:deliveries"]
 
 
