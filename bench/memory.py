@@ -104,6 +104,7 @@ def main() -> int:
             wait_until(lambda: http("GET", f"http://127.0.0.1:{port}/readyz")[0] == 200, 60, "relay serve ready")
             time.sleep(1)
             before = int(redis.info("memory")["used_memory"])
+            stats_before = _stats(redis)
             bodies = [(t, body(t)) for t in (f"bench-{uuid.uuid4()}" for _ in range(args.n))]
             size = len(bodies[0][1])
             started = time.time()
@@ -126,6 +127,8 @@ def main() -> int:
                 if each >= 1:
                     print(f"  {each:8.0f}  {kind}  ({count} keys, {encoding})")
             if args.show:
+                stats = _stats(redis)
+                print("MEMORY STATS growth:", {k: stats[k] - stats_before.get(k, 0) for k in stats})
                 for key in (next(redis.scan_iter("relay:delivery:*")), f"relay:event:{bodies[0][0]}"):
                     fields = redis.hgetall(key)
                     print(key, {_str(k): _str(v) for k, v in fields.items()})
@@ -137,6 +140,11 @@ def main() -> int:
 
 def _str(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _stats(redis: Redis) -> dict[str, int]:
+    """MEMORY STATS' byte counts (what is not the keys' own: overhead, clients, AOF buffers, ...)."""
+    return {_str(k): int(v) for k, v in redis.memory_stats().items() if isinstance(v, int)}
 
 
 def _pings(redis: Redis) -> bool:

@@ -45,7 +45,14 @@ BATCH = 10
 WORK_SECONDS = 1.5
 
 
-def work(rt: Context, event_id: str = "") -> int:
+# What a plain `rq worker` taking relay's queue gets: it calls the job without relay's runtime.
+NOT_RELAY_WORKER = (
+    "relay's wake-up job runs in `relay worker` or `relay serve`, which hand it relay's runtime; a plain"
+    " `rq worker` cannot run it (the work stays due in Redis for relay's workers)"
+)
+
+
+def work(rt: Context | str = "", event_id: str = "") -> int:
     """The wake-up job: take due work (`relay.storage.leases`), oldest first and a batch at a time, for up to
     `WORK_SECONDS`. Returns how many units were taken. `rt`: this worker's runtime (RQ hands it in:
     `relay.delivery.context.job_class`); `event_id`: the notification whose arrival queued this job, for RQ's
@@ -54,6 +61,8 @@ def work(rt: Context, event_id: str = "") -> int:
     Its start clears the wake-up flag, so the next notification queues another job, which the other workers
     take meanwhile. Work still due when the time is up stays due, with a wake-up queued.
     """
+    if isinstance(rt, str):
+        raise RuntimeError(NOT_RELAY_WORKER)
     return _take_due(rt)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from redis import Redis
 
 from relay.core.model import Delivery
+from relay.storage.events import record_key
 from relay.storage.lists import LISTS, list_key
 from relay.storage.records import (
     HELD,
@@ -19,7 +20,6 @@ from relay.storage.records import (
     _text,
     delivery_key,
     delivery_to_hash,
-    event_deliveries_key,
     metric_field,
 )
 from relay.storage.scripts import CLOSE_DIGEST, GATHER
@@ -67,7 +67,7 @@ class Digests:
             list_key(new.state, new.channel, new.kind),
             HELD,
             METRICS,
-            event_deliveries_key(new.eventId),
+            record_key(self.redis, new.eventId),
             delivery_key(new.id),
             LISTS,
         ]

@@ -1,16 +1,18 @@
 """Reading the notifications stored (`relay.storage.records` names their keys): each read isolated, so that one
 event that cannot be read (a key of another type, a hash relay did not write, an earlier relay's layout) is
 logged and left out, and takes no page, listing or other event down. An event whose id holds `%` or `:` is
-read where an earlier relay stored it too, when today's keys hold nothing (`relay.storage.records.key_part`)."""
+read where an earlier relay stored it too, when today's keys hold nothing (`relay.storage.records.key_part`).
+An event's record holds its deliveries' ids; an earlier relay listed them in a list of their own, still read."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis import Redis
+from redis.exceptions import ResponseError
 
 from relay.storage.records import (
     EventRecord,
@@ -33,11 +35,13 @@ def _event(event_id: str, key: str, data: Any) -> EventRecord | None:
             log.error("event unreadable at %s (%s): left out", key, data, extra={"eventId": event_id})
         return None
     try:
-        record = event_from_hash(data)
+        record = event_from_hash(data, event_id, raw_key=key != event_key(event_id))
     except (KeyError, ValueError, TypeError) as exc:
         log.error("event unreadable at %s (%s): left out", key, type(exc).__name__, extra={"eventId": event_id})
         return None
-    return record if record is not None and record.eventId == event_id else None
+    if record is not None:
+        record.key = key
+    return record
 
 
 def read_events(redis: Redis, event_ids: Iterable[str]) -> dict[str, EventRecord]:
@@ -59,55 +63,69 @@ def read_events(redis: Redis, event_ids: Iterable[str]) -> dict[str, EventRecord
     return found
 
 
-def _ids(event_id: str, key: str, answer: Any) -> list[str]:
+def record_key(redis: Redis, event_id: str) -> str:
+    """The key of the event's record, where its deliveries' ids are added (`relay.storage.scripts.ADD_IDS_LUA`):
+    today's, unless an earlier relay stored the event at its raw key and today's holds nothing."""
+    if legacy_keys(event_id) is None:
+        return event_key(event_id)  # no round trip: most ids
+    found = read_events(redis, [event_id]).get(event_id)
+    return found.key if found is not None else event_key(event_id)
+
+
+def _earlier_lists(event_id: str, record: EventRecord | None) -> list[str]:
+    """Where earlier relays listed the event's deliveries (lists, read and never written now): at
+    `event_deliveries_key`, and for an event stored at its raw key (before key escaping) that key's list."""
+    legacy = legacy_keys(event_id)
+    raw = legacy is not None and record is not None and record.key == legacy.event
+    return [event_deliveries_key(event_id), *([legacy.deliveries] if legacy is not None and raw else [])]
+
+
+def _ids(redis: Redis, event_id: str, key: str, answer: Any) -> list[str]:
     if isinstance(answer, Exception):
-        log.error("delivery list unreadable at %s (%s): read as empty", key, answer, extra={"eventId": event_id})
+        # A hash there is an event an earlier relay stored as `X:deliveries` at the list key of X: no list.
+        if not isinstance(answer, ResponseError) or redis.type(key) != b"hash":
+            log.error("delivery list unreadable at %s (%s): read as empty", key, answer, extra={"eventId": event_id})
         return []
     return [_text(v) for v in answer]
 
 
-def _legacy_lists(redis: Redis, event_ids: list[str]) -> dict[str, str]:
-    """The delivery list keys an earlier relay gave these events, of those it stored (found at their raw key
-    and not at today's): today's list of `a:b` is where an earlier relay listed the deliveries of `a%3Ab`."""
-    legacy = {i: k for i in event_ids if (k := legacy_keys(i)) is not None}
-    if not legacy:
-        return {}
+def _listed(
+    redis: Redis, records: Mapping[str, EventRecord | None], first: int | None = None
+) -> dict[str, tuple[list[str], int]]:
+    """Each event's delivery ids in the order planned (its first `first`, or all) and how many it has: those
+    an earlier relay listed, then its record's; in one round trip."""
+    where = [(i, key) for i, record in records.items() for key in _earlier_lists(i, record)]
     pipe = redis.pipeline(transaction=False)
-    for i, keys in legacy.items():
-        pipe.exists(event_key(i))
-        pipe.hget(keys.event, "eventId")
+    for _, key in where:
+        pipe.lrange(key, 0, -1 if first is None else first - 1)
+        pipe.llen(key)
     answers = pipe.execute(raise_on_error=False)
-    found = {}
-    for n, (i, keys) in enumerate(legacy.items()):
-        today, stored_as = answers[2 * n], answers[2 * n + 1]
-        if today == 0 and not isinstance(stored_as, Exception) and stored_as is not None and _text(stored_as) == i:
-            found[i] = keys.deliveries
-    return found
+    earlier: dict[str, tuple[list[str], int]] = {i: ([], 0) for i in records}
+    for n, (i, key) in enumerate(where):
+        listed, total = answers[2 * n], answers[2 * n + 1]
+        ids, count = earlier[i]
+        earlier[i] = (ids + _ids(redis, i, key, listed), count + (total if isinstance(total, int) else 0))
+    out = {}
+    for i, record in records.items():
+        mine = record.deliveries if record is not None else []
+        ids, count = earlier[i]
+        merged = list(dict.fromkeys(ids + (mine if first is None else mine[:first])))
+        out[i] = (merged if first is None else merged[:first], count + len(mine))
+    return out
 
 
 def read_delivery_ids(redis: Redis, event_id: str) -> list[str]:
-    """The ids of the event's deliveries in the order they were stored (none when its list cannot be read)."""
-    keys = [event_deliveries_key(event_id), *_legacy_lists(redis, [event_id]).values()]
-    pipe = redis.pipeline(transaction=False)
-    for key in keys:
-        pipe.lrange(key, 0, -1)
-    answers = pipe.execute(raise_on_error=False)
-    return list(dict.fromkeys(i for key, a in zip(keys, answers, strict=True) for i in _ids(event_id, key, a)))
+    """The ids of the event's deliveries in the order they were stored (none of a list that cannot be read)."""
+    record = read_events(redis, [event_id]).get(event_id)
+    return _listed(redis, {event_id: record})[event_id][0]
 
 
 def read_delivery_page(redis: Redis, event_id: str, start: int, count: int) -> tuple[list[str], int]:
-    """`count` of the event's delivery ids from the `start`-th (in the order they were planned: the list only
-    grows, so a position stays valid) and how many it has; none when its list cannot be read."""
-    if _legacy_lists(redis, [event_id]):  # an earlier relay's event: its lists are merged, rare and small
-        ids = read_delivery_ids(redis, event_id)
-        return ids[start : start + count], len(ids)
-    key = event_deliveries_key(event_id)
-    pipe = redis.pipeline(transaction=False)
-    pipe.lrange(key, start, start + count - 1)
-    pipe.llen(key)
-    listed, total = pipe.execute(raise_on_error=False)
-    ids = _ids(event_id, key, listed)  # a list of another type: logged, and read as empty
-    return ids, total if isinstance(total, int) else len(ids)
+    """`count` of the event's delivery ids from the `start`-th (in the order they were planned: ids are only
+    added, at the end, so a position stays valid) and how many it has. Each page reads every id (26 bytes
+    each: 0.5 MB for the default `max_deliveries`), in two round trips."""
+    ids = read_delivery_ids(redis, event_id)
+    return ids[start : start + count], len(ids)
 
 
 @dataclass
@@ -121,20 +139,8 @@ class EventSummary:
 
 def read_summaries(redis: Redis, event_ids: list[str], first: int) -> list[EventSummary]:
     """The events still stored and readable, in the order given, each with its first `first` delivery ids and
-    its count of deliveries, in two round trips (three with events an earlier relay stored)."""
+    its count of deliveries, in two round trips."""
     events = read_events(redis, event_ids)
-    stored = [i for i in event_ids if i in events]
-    legacy = _legacy_lists(redis, stored)
-    pipe = redis.pipeline(transaction=False)
-    where = [(i, key) for i in stored for key in (event_deliveries_key(i), *([legacy[i]] if i in legacy else []))]
-    for _, key in where:
-        pipe.lrange(key, 0, first - 1)
-        pipe.llen(key)
-    answers = pipe.execute(raise_on_error=False) if where else []
-    summaries = {i: EventSummary(events[i]) for i in stored}
-    for n, (i, key) in enumerate(where):
-        listed, total = answers[2 * n], answers[2 * n + 1]
-        summary = summaries[i]
-        summary.first = list(dict.fromkeys(summary.first + _ids(i, key, listed)))[:first]
-        summary.total += total if isinstance(total, int) else 0
-    return list(summaries.values())
+    stored = {i: events[i] for i in event_ids if i in events}
+    listed = _listed(redis, stored, first)
+    return [EventSummary(event, *listed[i]) for i, event in stored.items()]

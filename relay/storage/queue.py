@@ -118,7 +118,7 @@ class Intake:
         QueueUnavailable on any Redis error of the accept itself: nothing was accepted then."""
         try:
             label = self.store.kinds.label(kind)
-            keys, args = self._accept_call(event_id, kind, payload, "", label)
+            keys, args = self._accept_call(event_id, payload, "", label)
             if self.min_replicas:
                 pipe = self.redis.pipeline(transaction=False)
                 self._script(keys, args, client=pipe)
@@ -144,7 +144,7 @@ class Intake:
             script = self._async_scripts[client] = client.register_script(ACCEPT)
         try:
             label = await self.store.kinds.label_async(client, kind)
-            keys, args = self._accept_call(event_id, kind, payload, trace, label)
+            keys, args = self._accept_call(event_id, payload, trace, label)
             if self.min_replicas:
                 pipe = client.pipeline(transaction=False)
                 await script(keys, args, client=pipe)
@@ -177,26 +177,25 @@ class Intake:
             raise NotReplicated(f"{acked} of {wanted} replica(s) acknowledged the write within {within:g} s")
         return answer
 
-    def _accept_call(
-        self, event_id: str, kind: str, payload: str, trace: str, label: str
-    ) -> tuple[list[str], list[Any]]:
+    def _accept_call(self, event_id: str, payload: str, trace: str, label: str) -> tuple[list[str], list[Any]]:
         """The keys and arguments of the accept script for one notification; `trace`: its trace context;
         `label`: the kind as counted (`relay.storage.tally.KindLabels`)."""
         legacy = legacy_keys(event_id)
         keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, WAKE]
         keys.append(legacy.dedup if legacy else keys[0])
+        at = self.store.clock()
         args: list[Any] = [
-            max(1, int(self.dedup_ttl)),
+            repr(at - self.dedup_ttl),
             event_id,
-            kind,
-            repr(self.store.clock()),
+            repr(at),
             payload,
-            self.store.retention,
+            # The record is the dedup: it is kept for the whole window, even with a shorter retention.
+            max(self.store.retention, math.ceil(self.dedup_ttl)),
             _received_field(label),
             _DUPLICATE_FIELD,
             wake_job_id(event_id),
             WAKE_TTL,
-            trace,
+            *(("trace", trace) if trace else ()),
         ]
         return keys, args
 

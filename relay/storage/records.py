@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -47,14 +47,17 @@ def key_part(value: str) -> str:
 
 
 def event_key(event_id: str) -> str:
+    """The event's record: what was received, and the ids of its deliveries (its `deliveries` field)."""
     return f"{PREFIX}event:{key_part(event_id)}"
 
 
 def event_deliveries_key(event_id: str) -> str:
+    """Where an earlier relay listed the event's deliveries (a list; read, never written now)."""
     return f"{PREFIX}event:{key_part(event_id)}:deliveries"
 
 
 def dedup_key(event_id: str) -> str:
+    """An earlier relay's dedup key of the event (read, never written now: the event record is the dedup)."""
     return f"{PREFIX}dedup:{key_part(event_id)}"
 
 
@@ -73,12 +76,6 @@ def legacy_keys(event_id: str) -> LegacyKeys | None:
     if key_part(event_id) == event_id:
         return None
     return LegacyKeys(f"{PREFIX}event:{event_id}", f"{PREFIX}event:{event_id}:deliveries", f"{PREFIX}dedup:{event_id}")
-
-
-def squatter_key(event_id: str) -> str:
-    """Where the event to move goes, when an earlier relay stored one (with the raw id `<key part>:deliveries`)
-    at the key of this event's delivery list: its own key today."""
-    return event_key(key_part(event_id) + ":deliveries")
 
 
 def delivery_key(delivery_id: str) -> str:
@@ -118,24 +115,26 @@ class UnknownState(ValueError):
         self.delivery_id, self.value = delivery_id, value
 
 
-def state_of(data: dict[str, str]) -> State:
+def state_of(data: dict[str, str], ident: str | None = None) -> State:
     """The stored state (`queued` when none is stored); UnknownState for a value that is none of them."""
     value = data.get("state", State.QUEUED)
     try:
         return State(value)
     except ValueError:
-        raise UnknownState(data.get("id", "?"), value) from None
+        raise UnknownState(ident or data.get("id", "?"), value) from None
 
 
-def delivery_from_hash(data: dict[str, str]) -> Delivery:
-    """A delivery as its hash holds it; UnknownState when its state is none this relay knows."""
+def delivery_from_hash(data: dict[str, str], ident: str | None = None) -> Delivery:
+    """The delivery `ident` (the id its key holds) as its hash holds it; UnknownState when its state is none
+    this relay knows. A record stores no `id` (its key has it); an earlier relay's has, read when `ident` is
+    not given."""
     template, used = data.get("template", "auto"), data.get("templateUsed") or None
     used = None if used == "-" else used  # none used yet, beside a template named like a file
     log = [{k: entry.get(k) for k in _ATTEMPT_KEYS} | entry for entry in json.loads(data.get("attemptLog") or "[]")]
     if "templateUsed" not in data and template.endswith(".j2"):
         template, used = legacy_choice(template, data.get("kind", "")), template
     return Delivery(
-        id=data["id"],
+        id=data["id"] if ident is None else ident,
         eventId=data["eventId"],
         kind=data.get("kind", ""),
         messageIndex=int(data.get("messageIndex", 0)),
@@ -144,7 +143,7 @@ def delivery_from_hash(data: dict[str, str]) -> Delivery:
         address=data.get("address") or None,
         channel=data.get("channel", ""),
         template=template,
-        state=state_of(data),
+        state=state_of(data, ident),
         attempts=int(data.get("attempts", 0)),
         maxAttempts=int(data.get("maxAttempts", 1)),
         lastError=data.get("lastError") or None,
@@ -179,10 +178,10 @@ _READ_AS = {"messageIndex": "0", "template": "auto", "attempts": "0", "maxAttemp
 
 
 def delivery_to_hash(d: Delivery) -> dict[str, str]:
-    """The delivery's hash, as the scripts store it (`items` aside: only the gathering script writes it)."""
+    """The delivery's hash, as the scripts store it (`items` aside: only the gathering script writes it), with
+    no `id`: its key has it (`delivery_key`)."""
     times = [e.get("at") for e in d.attemptLog]
     full = {
-        "id": d.id,
         "eventId": d.eventId,
         "kind": d.kind,
         "messageIndex": str(d.messageIndex),
@@ -251,6 +250,9 @@ class EventRecord:
     receivedAt: float
     payload: str
     trace: str = ""  # the W3C traceparent of its intake, with tracing on (relay.tracing)
+    # Its deliveries' ids in the order planned (fields `deliveries`, `deliveries.1`, ...: `relay.storage.scripts`).
+    deliveries: list[str] = field(default_factory=list)
+    key: str = ""  # where it is stored: today's key, or the raw key an earlier relay gave it
 
 
 def hash_pairs(flat: Any) -> dict[Any, Any]:
@@ -259,14 +261,33 @@ def hash_pairs(flat: Any) -> dict[Any, Any]:
     return dict(zip(items[::2], items[1::2], strict=True))
 
 
-def event_from_hash(data: Any) -> EventRecord | None:
-    """The event stored in a hash read with HGETALL (None when there was none); ValueError or KeyError for a
-    hash that is no event relay wrote (its fields missing or malformed)."""
+def event_from_hash(data: Any, event_id: str, raw_key: bool = False) -> EventRecord | None:
+    """The event `event_id` stored in a hash read with HGETALL (None when there was none, and when it is
+    another event's: one naming another eventId; at the raw key of an earlier relay (`raw_key`), one naming
+    none, today's of another id); ValueError or KeyError for a hash that is no event relay wrote.
+
+    A record stores neither its eventId (its key has it) nor its kind (its payload has it), nor an empty
+    trace (memory: issue 36); an earlier relay's records have all three, and are read as they are."""
     if not data:
         return None
     d = {_text(k): _text(v) for k, v in data.items()}
-    received = float(d.get("receivedAt", 0))
-    return EventRecord(d["eventId"], d.get("kind", ""), received, d.get("payload", "{}"), d.get("trace", ""))
+    if d.get("eventId", None if raw_key else event_id) != event_id:
+        return None
+    payload = d["payload"]
+    kind = d["kind"] if "kind" in d else _kind_of(payload)
+    parts = (d.get(f"deliveries.{n}", "") for n in range(1, int(d.get("parts", 0)) + 1))
+    ids = " ".join((d.get("deliveries", ""), *parts)).split()
+    return EventRecord(event_id, kind, float(d["receivedAt"]), payload, d.get("trace", ""), ids)
+
+
+def _kind_of(payload: str) -> str:
+    """The kind in a stored payload ("" in one that is no notification: its planning fails and says so)."""
+    try:
+        found = json.loads(payload)
+    except ValueError:
+        return ""
+    kind = found.get("kind", "") if isinstance(found, dict) else ""
+    return kind if isinstance(kind, str) else ""
 
 
 def parse_since(value: str | None, now: float) -> float | None:
@@ -286,7 +307,7 @@ def parse_since(value: str | None, now: float) -> float | None:
     return parsed.timestamp()
 
 
-def read_delivery(data: Any, ident: str = "") -> Delivery | None:
+def read_delivery(data: Any, ident: str) -> Delivery | None:
     """The record in a hash as redis-py returns it; None for none, and for one in a state this relay does
     not know (a newer relay's): such a record is listed by nobody and left as it is, never overwritten. A
     record that cannot be read (a key of another type, a hash relay did not write) is logged, and None."""
@@ -296,7 +317,7 @@ def read_delivery(data: Any, ident: str = "") -> Delivery | None:
     if not data:
         return None
     try:
-        return delivery_from_hash({_text(k): _text(v) for k, v in data.items()})
+        return delivery_from_hash({_text(k): _text(v) for k, v in data.items()}, ident)
     except UnknownState as exc:
         log.warning("delivery left alone: %s", exc, extra={"deliveryId": exc.delivery_id})
         return None

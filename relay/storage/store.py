@@ -19,7 +19,7 @@ from relay.core.clock import Clock
 from relay.core.model import Delivery, State, delivery_id, iso
 from relay.storage.activity import count_activity
 from relay.storage.digests import Digests
-from relay.storage.events import read_delivery_ids, read_delivery_page, read_events
+from relay.storage.events import read_delivery_ids, read_delivery_page, read_events, record_key
 from relay.storage.leases import LEASES, LOSSES, READY, Leases, delivery_unit, event_unit
 from relay.storage.lists import LISTS, Lists, list_key, list_rest
 from relay.storage.records import (
@@ -46,7 +46,6 @@ from relay.storage.records import (
     metric_field,
     parse_since,
     read_delivery,
-    squatter_key,
     unset_fields,
 )
 from relay.storage.scripts import CREATE, RESERVE_SLOT, UPDATE
@@ -170,8 +169,7 @@ class Store:
 
     def _create(self, event_id: str, records: list[Delivery], to_take: set[str], done: bool) -> list[Delivery]:
         """One chunk of `create_deliveries`, in one round trip."""
-        keys = [event_deliveries_key(event_id), LISTS, FAILED, METRICS, LEASES, HELD, READY, LOSSES]
-        keys.append(squatter_key(event_id))
+        keys = [record_key(self.redis, event_id), LISTS, FAILED, METRICS, LEASES, HELD, READY, LOSSES]
         args: list[Any] = [self.retention, self.owner, event_unit(event_id) if done else ""]
         at = self.clock()
         metrics: list[str] = []
@@ -283,7 +281,7 @@ class Store:
         taken, fields = self.leases.take_and_read(delivery_id_, self.owner, delivery_key(delivery_id_))
         if not taken:
             return False, None
-        record = read_delivery(fields)
+        record = read_delivery(fields, delivery_id_)
         if record is None:
             self.leases.release([delivery_unit(delivery_id_)], self.owner)
             return True, None

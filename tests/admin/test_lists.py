@@ -16,7 +16,7 @@ from relay.core.clock import system_clock
 from relay.core.model import Delivery, State
 from relay.runtime.bootstrap import Runtime
 from relay.storage.lists import LISTS, Cursor, list_key
-from relay.storage.records import DELIVERIES, delivery_from_hash, delivery_key, delivery_to_hash
+from relay.storage.records import DELIVERIES, delivery_from_hash, delivery_key, delivery_to_hash, event_key
 from relay.storage.store import Store
 from tests.conftest import admin, post, run_worker, sample_notification
 
@@ -94,6 +94,8 @@ def test_a_notification_s_deliveries_page_with_the_same_cursor(store: Store) -> 
     records = [_record(n, State.DELIVERED, "chat", "k", T0 + n % 2) for n in range(5)]
     for r in records:
         r.eventId = "e-one"
+    # The event's record lists its deliveries (none is added to an event not stored).
+    store.redis.hset(event_key("e-one"), mapping={"receivedAt": repr(T0), "payload": "{}"})
     store.create_deliveries("e-one", records)
     first, cursor = Filters(event_id="e-one").page(store, 3)
     rest, last = Filters(event_id="e-one").page(store, 3, cursor)
@@ -144,7 +146,7 @@ def test_records_keep_no_empty_field_and_a_cleared_one_is_deleted(store: Store, 
     record.lastError, record.attempts = "HTTP 500", 3
     store.create_deliveries("e1", [record])
     stored = {k.decode() for k in redis.hkeys(delivery_key("d0001"))}
-    assert stored == {"id", "eventId", "kind", "channel", "state", "attempts", "maxAttempts", "lastError"} | {
+    assert stored == {"eventId", "kind", "channel", "state", "attempts", "maxAttempts", "lastError"} | {
         "createdAt",
         "updatedAt",
     }
@@ -187,11 +189,11 @@ def test_an_attempt_log_is_stored_without_its_nulls_and_read_whole() -> None:
     record.attemptLog, record.attemptTimes = [entry], [T0 + 1]
     stored = delivery_to_hash(record)
     assert "attemptTimes" not in stored and "null" not in stored["attemptLog"]
-    again = delivery_from_hash(stored)
+    again = delivery_from_hash(stored, record.id)
     assert again.attemptLog == [entry] and list(again.attemptLog[0]) == list(entry)
     assert again.attemptTimes == [T0 + 1]
     record.attemptTimes = [T0, T0 + 1]  # more tries than the log keeps: stored as they are
-    assert delivery_from_hash(delivery_to_hash(record)).attemptTimes == [T0, T0 + 1]
+    assert delivery_from_hash(delivery_to_hash(record), record.id).attemptTimes == [T0, T0 + 1]
 
 
 def test_a_replay_since_a_time_chooses_what_failed_since_and_a_listing_what_was_created_since(store: Store) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -344,7 +345,7 @@ def test_page_never_shows_channel_urls_addresses_or_secrets(
 
 def test_payload_values_are_escaped(rt: Runtime, logged_in: TestClient) -> None:
     evil = "notification:<script>alert(1)</script>"
-    rt.intake.accept('"><img src=x onerror=alert(1)>', evil, "{}")
+    rt.intake.accept('"><img src=x onerror=alert(1)>', evil, json.dumps({"kind": evil}))
     html = logged_in.get("/ui").text
     assert "<script>alert(1)" not in html and "<img src=x" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html

@@ -5,12 +5,12 @@ changes that."""
 from __future__ import annotations
 
 from redis import Redis
-from rq import Queue
+from rq import Queue, SimpleWorker
 
 from relay.delivery.context import Context
 from relay.runtime.bootstrap import Runtime
 from relay.runtime.worker import make_worker
-from relay.storage.queue import QUEUE_NAME
+from relay.storage.queue import QUEUE_NAME, WORK_JOB
 
 
 def named(rt: Context, suffix: str, *, sep: str = "") -> str:
@@ -30,3 +30,16 @@ def test_a_job_fetched_outside_a_worker_is_rqs_own(rt: Runtime, redis: Redis) ->
     job = Queue(QUEUE_NAME, connection=redis).enqueue(named, "x")
     fetched = Queue(QUEUE_NAME, connection=redis).fetch_job(job.id)
     assert fetched is not None and fetched.func is named
+
+
+def test_a_plain_rq_worker_is_told_to_run_relay_worker(rt: Runtime, redis: Redis) -> None:
+    """RQ's own worker on relay's queue runs the wake-up job without relay's runtime: the job fails saying
+    which command runs it (an arrival's job has the eventId as its argument, a scheduled one none)."""
+    queue = Queue(QUEUE_NAME, connection=redis)
+    jobs = [queue.enqueue_call(WORK_JOB, args=("evt-1",)), queue.enqueue_call(WORK_JOB)]
+    SimpleWorker([queue], connection=redis).work(burst=True, with_scheduler=False)
+    for job in jobs:
+        job.refresh()
+        result = job.latest_result()
+        assert job.is_failed and result is not None
+        assert "RuntimeError" in str(result.exc_string) and "`relay worker` or `relay serve`" in str(result.exc_string)

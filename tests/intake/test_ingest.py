@@ -3,6 +3,8 @@ when none is queued, through RQ's own enqueue."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,7 +23,7 @@ from relay.storage.queue import (
     job_id,
     wake_job_id,
 )
-from relay.storage.store import EVENTS, METRICS, dedup_key, event_key, metric_field
+from relay.storage.store import EVENTS, METRICS, PREFIX, dedup_key, event_key, metric_field
 from tests.conftest import post, run_worker, sample_notification
 from tests.servers import HttpSink
 
@@ -72,11 +74,15 @@ def test_accepted_notification_is_seen_by_rq_and_run_by_a_real_worker(
     assert job.func_name == WORK_JOB and job.args == (event_id,)
     assert job.retries_left is None and job.timeout == rt.intake.job_timeout
 
-    # The event, its index entry and its counter went in with the job.
-    assert redis.hget(event_key(event_id), "kind") == b"notification:access-control-request-failed"
+    # The event, its index entry and its counter went in with the job. The record is the dedup (no key of its
+    # own), kept for the retention or the dedup window, whichever is longer; its payload has its kind.
+    assert set(redis.hkeys(event_key(event_id))) == {b"receivedAt", b"payload"}
+    stored = rt.store.event(event_id)
+    assert stored is not None and stored.kind == "notification:access-control-request-failed"
     assert redis.zscore(EVENTS, event_id) is not None
-    assert 0 < redis.ttl(dedup_key(event_id)) <= int(rt.config.dedup_ttl)
-    assert 0 < redis.ttl(event_key(event_id)) <= rt.store.retention
+    assert not redis.exists(dedup_key(event_id))
+    kept = max(rt.store.retention, int(rt.config.dedup_ttl))
+    assert kept - 5 < redis.ttl(event_key(event_id)) <= kept
     field = metric_field("relay_notifications_received_total", kind="notification:access-control-request-failed")
     assert redis.hget(METRICS, field) == b"1"
 
@@ -132,7 +138,7 @@ def test_unreachable_redis_is_queue_unavailable_and_writes_nothing(rt: Runtime, 
     intake = Intake.create(dead, rt.store, rt.config.dedup_ttl)
     with pytest.raises(QueueUnavailable):
         intake.accept("e-1", "notification:x", "{}")
-    assert not redis.exists(dedup_key("e-1"))
+    assert not redis.exists(event_key("e-1")) and not redis.exists(dedup_key("e-1"))
 
 
 def test_async_intake_loads_the_script_again_after_a_redis_restart(rt: Runtime, redis: Redis) -> None:
@@ -204,3 +210,71 @@ def test_async_intake_without_redis_is_queue_unavailable(rt: Runtime, tmp_path: 
 
     with pytest.raises(QueueUnavailable):
         asyncio.run(run())
+
+
+def test_a_repeat_is_a_duplicate_within_the_dedup_window_and_accepted_after_it(
+    rt: Runtime, redis: Redis, sink: HttpSink
+) -> None:
+    """The event record is the dedup: its receivedAt against relay's clock. Accepted again after the window, the
+    record keeps the ids of the deliveries planned before (planning it again finds them: nothing sent twice)."""
+    payload = sample_notification()
+    event_id, status = _accept(rt, payload)
+    assert status == "accepted"
+    run_worker(rt)
+    ids = rt.store.event_delivery_ids(event_id)
+    assert len(ids) == 3 and len(sink.hits) == 2  # two of the three go to the hook
+    window = rt.config.dedup_ttl
+    rt.clock.advance(window - 1)
+    assert _accept(rt, payload)[1] == "duplicate"
+    assert redis.hget(METRICS, metric_field("relay_notifications_duplicate_total")) == b"1"
+    rt.clock.advance(1.5)
+    at = rt.clock()
+    assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "accepted"
+    stored = rt.store.event(event_id)
+    assert stored is not None and stored.receivedAt == at and stored.deliveries == ids
+    assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "duplicate"  # a new window
+
+
+def test_the_record_outlives_a_retention_shorter_than_the_dedup_window(
+    make_runtime: Callable[..., Runtime], redis: Redis
+) -> None:
+    rt = make_runtime(retention=3600, dedup_ttl=7200)
+    payload = sample_notification()
+    event_id, _ = _accept(rt, payload)
+    assert 7195 < redis.ttl(event_key(event_id)) <= 7200
+    rt.clock.advance(7100)  # past the retention, in the window
+    assert _accept(rt, payload)[1] == "duplicate"
+
+
+def test_an_earlier_relays_dedup_keys_and_records_still_dedup(rt: Runtime, redis: Redis) -> None:
+    """Upgraded within the window: an earlier relay's dedup key (`2`, or `1` at the raw key before key
+    escaping) and its event record (eventId, kind, trace stored) each make a duplicate; another id's key is no
+    duplicate of this one. Accepted anew after the window, the record drops the fields it no longer keeps."""
+    plain, raw = sample_notification(), sample_notification()
+    redis.set(dedup_key(plain["metadata"]["eventId"]), "2", ex=60)
+    assert _accept(rt, plain)[1] == "duplicate"
+    raw["metadata"]["eventId"] = "legacy:2"
+    redis.set(f"{PREFIX}dedup:legacy:2", "1", ex=60)
+    assert _accept(rt, raw)[1] == "duplicate"
+    # An earlier relay's key of `a%3Ab` (raw) is where today's of `a:b` would be: `a:b` is no duplicate of it.
+    other = sample_notification()
+    other["metadata"]["eventId"] = "a:b"
+    redis.set(f"{PREFIX}dedup:a%3Ab", "1", ex=60)
+    redis.hset(f"{PREFIX}event:a%3Ab", mapping=_earlier_record("a%3Ab", other, rt.clock()))
+    assert _accept(rt, other)[1] == "accepted"
+    assert rt.store.event("a:b") is not None and rt.store.event("a%3Ab") is None  # taken over, as before
+    old = sample_notification()
+    old_id = old["metadata"]["eventId"]
+    redis.hset(event_key(old_id), mapping=_earlier_record(old_id, old, rt.clock() - 10))
+    assert _accept(rt, old)[1] == "duplicate"
+    rt.clock.advance(rt.config.dedup_ttl)
+    assert _accept(rt, old)[1] == "accepted"
+    assert set(redis.hkeys(event_key(old_id))) == {b"receivedAt", b"payload"}
+    stored = rt.store.event(old_id)
+    assert stored is not None and stored.kind == old["kind"] and stored.trace == ""
+
+
+def _earlier_record(event_id: str, payload: dict[str, Any], at: float) -> dict[str, str]:
+    """An event record as an earlier relay stored it: every field."""
+    fields = {"eventId": event_id, "kind": payload["kind"], "receivedAt": repr(at), "trace": "00-ab-cd-01"}
+    return {**fields, "payload": json.dumps(payload)}

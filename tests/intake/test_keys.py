@@ -41,9 +41,9 @@ def _states(rt: Runtime, event_id: str) -> list[str]:
     return sorted(r.state for r in rt.store.deliveries(rt.store.event_delivery_ids(event_id)) if r is not None)
 
 
-# Every key an event's id is part of: its hash (relay:event:<id>), its delivery list (relay:event:<id>:deliveries)
-# and its dedup key (relay:dedup:<id>). `:deliveries` is the one suffix among relay's keys; the others are ids
-# that spell an escaped one, or nest the suffix.
+# Every key an event's id is part of: its record (relay:event:<id>), and, as an earlier relay kept them, its
+# delivery list (relay:event:<id>:deliveries) and its dedup key (relay:dedup:<id>). `:deliveries` is the one
+# suffix among relay's keys; the others are ids that spell an escaped one, or nest the suffix.
 LOOKALIKES = ["{x}:deliveries", "{x}%3Adeliveries", "{x}:deliveries:deliveries"]
 
 
@@ -100,7 +100,7 @@ def test_an_accept_that_fails_part_way_leaves_no_dedup_key(client: TestClient, r
     payload["metadata"]["eventId"] = event_id
     refused = post(client, payload)
     assert refused.status_code == 503
-    assert not redis.exists(dedup_key(event_id))
+    assert redis.type(event_key(event_id)) == b"string" and not redis.exists(dedup_key(event_id))
     assert redis.zscore(EVENTS, event_id) is None and redis.zscore(UNPLANNED, event_id) is None
     redis.delete(event_key(event_id))
     assert post(client, payload).json()["status"] == "accepted"  # the retry, once the key is gone
@@ -113,9 +113,8 @@ def test_a_key_of_the_wrong_type_takes_down_no_page(
     for event_id in (good, bad, broken):
         assert _post(client, event_id) == "accepted"
     run_worker(rt)
-    # bad's delivery list is a string now; broken's event hash is not one relay wrote; and one delivery
-    # listed in the index is a list.
-    redis.delete(event_deliveries_key(bad))
+    # bad's delivery list as an earlier relay kept it is a string; broken's event hash is not one relay wrote;
+    # and one delivery listed in the index is a list.
     redis.set(event_deliveries_key(bad), "garbage")
     redis.delete(event_key(broken))
     redis.hset(event_key(broken), "receivedAt", "not a time")
@@ -126,7 +125,7 @@ def test_a_key_of_the_wrong_type_takes_down_no_page(
     redis.zadd(DELIVERIES, {"dlist": time.time() + 60})  # an earlier relay's index: left out when indexed again
 
     assert len(_event(client, good).json()["deliveries"]) == 3
-    assert _event(client, bad).json()["deliveries"] == []  # the event, with no deliveries to show
+    assert len(_event(client, bad).json()["deliveries"]) == 3  # those its record lists
     assert _event(client, broken).status_code == 404
     listed = admin(client, "/api/v1/deliveries")
     assert listed.status_code == 200 and len(listed.json()) == 9
@@ -155,11 +154,15 @@ def test_an_earlier_relays_keys_are_still_read(client: TestClient, rt: Runtime, 
     redis.set(f"{PREFIX}dedup:legacy:1", "1")
     from relay.delivery.jobs import plan_job
 
-    # Its planning as the earlier relay did it: its list at the raw key.
+    # Planned now, its deliveries are added to its record where it is.
     plan_job(rt, event_id)
     ids = rt.store.event_delivery_ids(event_id)
-    redis.rename(event_deliveries_key(event_id), f"{PREFIX}event:legacy:1:deliveries")
-    assert rt.store.event_delivery_ids(event_id) == ids and len(ids) == 3
+    assert len(ids) == 3 and redis.hget(f"{PREFIX}event:legacy:1", "deliveries") == " ".join(ids).encode()
+    assert not redis.exists(event_key(event_id))
+    # Planned as the earlier relay did it: its list at the raw key.
+    redis.hdel(f"{PREFIX}event:legacy:1", "deliveries")
+    redis.rpush(f"{PREFIX}event:legacy:1:deliveries", *ids)
+    assert rt.store.event_delivery_ids(event_id) == ids
     found = _event(client, event_id).json()
     assert found["eventId"] == event_id and len(found["deliveries"]) == 3
     assert post(client, payload).json()["status"] == "duplicate"
@@ -167,11 +170,11 @@ def test_an_earlier_relays_keys_are_still_read(client: TestClient, rt: Runtime, 
     assert event_id in client.get("/ui").text
 
 
-def test_an_event_an_earlier_relay_stored_where_a_delivery_list_goes_is_moved_aside(
-    client: TestClient, rt: Runtime, redis: Redis
+def test_an_event_an_earlier_relay_stored_where_a_delivery_list_went_is_left_alone(
+    client: TestClient, rt: Runtime, redis: Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """An earlier relay stored `Z:deliveries` at the key of Z's delivery list: Z is planned all the same, and
-    `Z:deliveries` is found at its own key."""
+    """An earlier relay stored `Z:deliveries` at the key of Z's delivery list (as an earlier relay named it): Z
+    is planned all the same, its deliveries read from its record, and `Z:deliveries` is left where it is."""
     z = sample_notification()["metadata"]["eventId"]
     squatter = sample_notification()
     squatter["metadata"]["eventId"] = f"{z}:deliveries"
@@ -183,5 +186,42 @@ def test_an_event_an_earlier_relay_stored_where_a_delivery_list_goes_is_moved_as
     assert _post(client, z) == "accepted"
     run_worker(rt)
     assert _states(rt, z) == ["delivered"] * 3
+    assert len(_event(client, z).json()["deliveries"]) == 3
+    assert "unreadable" not in caplog.text  # the hash is no list of Z's: not read as one, nor logged
     assert _event(client, f"{z}:deliveries").json()["eventId"] == f"{z}:deliveries"
-    assert redis.type(event_key(f"{z}:deliveries")) == b"hash"
+    assert _event(client, f"{z}:deliveries").json()["deliveries"] == []
+    assert redis.hgetall(f"{PREFIX}event:{z}:deliveries") == {
+        k.encode(): v.encode() for k, v in {**fields, "payload": json.dumps(squatter)}.items()
+    }
+    assert not redis.exists(event_key(f"{z}:deliveries"))
+
+
+def test_an_event_as_the_relay_before_stored_it_is_read_whole(
+    client: TestClient, rt: Runtime, redis: Redis, sink: HttpSink
+) -> None:
+    """The layout of the relay before this one (issue 36's P6 changed it): the record with eventId, kind and an
+    empty trace, its deliveries in a list of their own, a dedup key beside it. Read as it is: its deliveries
+    listed (the list first, then ids the record has), its retry a duplicate, its planning again adds nothing."""
+    from relay.delivery.jobs import plan_job
+
+    payload = sample_notification()
+    event_id = payload["metadata"]["eventId"]
+    assert _post(client, event_id) == "accepted"
+    run_worker(rt)
+    ids = rt.store.event_delivery_ids(event_id)
+    sent = len(sink.hits)
+    key = event_key(event_id)
+    redis.hdel(key, "deliveries")
+    redis.hset(key, mapping={"eventId": event_id, "kind": payload["kind"], "trace": ""})
+    redis.rpush(event_deliveries_key(event_id), *ids[:2])
+    redis.hset(key, "deliveries", ids[2])  # one planned after the upgrade
+    redis.set(dedup_key(event_id), "2", ex=60)
+    found = _event(client, event_id).json()
+    assert [d["id"] for d in found["deliveries"]] == ids and found["kind"] == payload["kind"]
+    assert _post(client, event_id) == "duplicate"
+    plan_job(rt, event_id)
+    run_worker(rt)
+    assert rt.store.event_delivery_ids(event_id) == ids and len(sink.hits) == sent
+    assert redis.hget(key, "deliveries") == ids[2].encode() and redis.llen(event_deliveries_key(event_id)) == 2
+    assert login(client).status_code == 303
+    assert event_id in client.get("/ui").text
