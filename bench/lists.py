@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from run import free_port, wait_until  # noqa: E402
 
 from relay.admin.selection import Filters  # noqa: E402
+from relay.core.clock import system_clock  # noqa: E402
 from relay.core.model import Delivery, State  # noqa: E402
 from relay.storage.store import StateChange, Store  # noqa: E402
 
@@ -90,7 +91,7 @@ def main() -> int:
     try:
         redis = Redis(port=port)
         wait_until(lambda: _pings(redis), 15, "redis")
-        store = Store(redis, 7 * 86400)
+        store = Store(redis, 7 * 86400, system_clock)
         started = time.time()
         fill(store, args.n)
         print(f"stored {args.n} deliveries in {time.time() - started:.0f}s; used_memory {_mb(redis)} MB")
@@ -105,20 +106,20 @@ def main() -> int:
             cursor = Filters().page(store, 50, cursor)[1]
         deep[0] = cursor
         rows = [
-            timed("newest 50, no filter", lambda: Filters().select(store, 50)),
-            timed("state=delivered", lambda: Filters(state=State.DELIVERED).select(store, 50)),
-            timed("state=failed", lambda: Filters(state=State.FAILED).select(store, 50)),
-            timed("channel=mail", lambda: Filters(channel="mail").select(store, 50)),
-            timed("kind=notification:kind-07", lambda: Filters(kind=KINDS[7]).select(store, 50)),
-            timed("kind=notification:kind-1*", lambda: Filters(kind="notification:kind-1*").select(store, 50)),
+            timed("newest 50, no filter", lambda: Filters().page(store, 50)[0]),
+            timed("state=delivered", lambda: Filters(state=State.DELIVERED).page(store, 50)[0]),
+            timed("state=failed", lambda: Filters(state=State.FAILED).page(store, 50)[0]),
+            timed("channel=mail", lambda: Filters(channel="mail").page(store, 50)[0]),
+            timed("kind=notification:kind-07", lambda: Filters(kind=KINDS[7]).page(store, 50)[0]),
+            timed("kind=notification:kind-1*", lambda: Filters(kind="notification:kind-1*").page(store, 50)[0]),
             timed(
                 "state=failed channel=pager kind=...-03",
-                lambda: Filters(State.FAILED, KINDS[3], "pager").select(store, 50),
+                lambda: Filters(State.FAILED, KINDS[3], "pager").page(store, 50)[0],
             ),
-            timed("since=30m", lambda: Filters(since=since).select(store, 50)),
-            timed("state=held since=30m", lambda: Filters(State.HELD, since=since).select(store, 50)),
+            timed("since=30m", lambda: Filters(since=since).page(store, 50)[0]),
+            timed("state=held since=30m", lambda: Filters(State.HELD, since=since).page(store, 50)[0]),
             timed("page 201 (10,000 deep), no filter", deep_page),
-            timed("newest 500, no filter", lambda: Filters().select(store, 500), rounds=5),
+            timed("newest 500, no filter", lambda: Filters().page(store, 500)[0], rounds=5),
         ]
         lists = redis.scard("relay:lists")
         print(f"\n{args.n} deliveries in {lists} lists; median of 20 (records read included):")

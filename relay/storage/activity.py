@@ -1,6 +1,6 @@
 """Deliveries per minute by the state they came to, for the admin page's chart of the last hour.
 
-Counted in the store's own UPDATE script (relay.storage.scripts), with the state change itself, so the chart
+Counted in the store's own transaction (`Store.update_many`), with the state change itself, so the chart
 and the records agree: one hash a minute, `relay:activity:<minute>` (field: the state reached, value: how many
 deliveries reached it in that minute), gone two hours after its last count. Reading the hour is one round trip
 of 60 small reads, whatever relay keeps.
@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from redis import Redis
+from redis.client import Pipeline
 
 from relay.core.model import Delivery, State
 from relay.storage.records import PREFIX, _text
@@ -34,14 +35,14 @@ def activity_key(at: float) -> str:
     return f"{ACTIVITY}{int(at // 60)}"
 
 
-def with_activity(keys: list[str], args: list[Any], changes: Sequence[Change]) -> tuple[list[str], list[Any]]:
-    """The UPDATE script's keys and arguments with the minute's activity: its key last, and, when a state
-    changed, the TTL then each state reached and how many reached it (the minute of the last record stored)."""
+def count_activity(pipe: Pipeline, changes: Sequence[Change]) -> None:
+    """Count each state reached in the minute of the last record stored, in the store's transaction `pipe`."""
     counts = Counter(c.record.state for c in changes if c.record.state != c.previous_state)
-    tail: list[Any] = [ACTIVITY_TTL] if counts else []
-    for state, n in sorted(counts.items()):
-        tail += [str(state), n]
-    return [*keys, activity_key(changes[-1].record.updatedAt)], [*args, *tail]
+    if counts:
+        key = activity_key(changes[-1].record.updatedAt)
+        for state, n in sorted(counts.items()):
+            pipe.hincrby(key, str(state), n)
+        pipe.expire(key, ACTIVITY_TTL)
 
 
 @dataclass(frozen=True)

@@ -80,20 +80,15 @@ def split_unit(unit: str) -> tuple[str, str]:
 # Returns the units still due and the units taken, flat: unit, score, booked slot ('' for none).
 _CLAIM = """
 if ARGV[4] == '1' then redis.call('DEL', KEYS[5]) end
-local out, taken, looked = {}, 0, 0
-local want = tonumber(ARGV[3])
+local out, taken, looked, want = {}, 0, 0, tonumber(ARGV[3])
 while taken < want and looked < 4 * want + 8 do
   looked = looked + 1
   local e = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'WITHSCORES', 'LIMIT', 0, 1)
   local d = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[2], 'WITHSCORES', 'LIMIT', 0, 1)
-  local set, member, score, unit
-  if #e > 0 and (#d == 0 or tonumber(e[2]) <= tonumber(d[2])) then
-    set, member, score, unit = KEYS[1], e[1], e[2], 'e:' .. e[1]
-  elseif #d > 0 then
-    set, member, score, unit = KEYS[2], d[1], d[2], 'd:' .. d[1]
-  else
-    break
-  end
+  if #e == 0 and #d == 0 then break end
+  local set, first, prefix = KEYS[2], d, 'd:'
+  if #e > 0 and (#d == 0 or tonumber(e[2]) <= tonumber(d[2])) then set, first, prefix = KEYS[1], e, 'e:' end
+  local member, score, unit = first[1], first[2], prefix .. first[1]
   redis.call('ZREM', set, member)
   if redis.call('HEXISTS', KEYS[3], unit) == 1 then
     redis.call('ZADD', set, ARGV[5], member)
@@ -104,11 +99,8 @@ while taken < want and looked < 4 * want + 8 do
       break
     end
     redis.call('HSET', KEYS[3], unit, ARGV[1])
-    local slot = ''
-    if set == KEYS[2] then
-      slot = redis.call('HGET', KEYS[6], member) or ''
-      if slot ~= '' then redis.call('HDEL', KEYS[6], member) end
-    end
+    local slot = set == KEYS[2] and redis.call('HGET', KEYS[6], member) or ''
+    if slot ~= '' then redis.call('HDEL', KEYS[6], member) end
     out[#out + 1] = unit
     out[#out + 1] = score
     out[#out + 1] = slot
@@ -130,17 +122,14 @@ for i = 6, #ARGV do
   local unit = ARGV[i]
   if redis.call('HGET', KEYS[3], unit) == ARGV[1] then
     redis.call('HDEL', KEYS[3], unit)
-    local losses = 0
-    if ARGV[3] == '1' then losses = redis.call('HINCRBY', KEYS[4], unit, 1) end
+    local losses = ARGV[3] == '1' and redis.call('HINCRBY', KEYS[4], unit, 1) or 0
     local kind, member = string.sub(unit, 1, 2), string.sub(unit, 3)
     if kind ~= 'e:' and kind ~= 'd:' then kind, member = 'd:', unit end
     if losses >= tonumber(ARGV[4]) then
       given_up[#given_up + 1] = unit
       if kind == 'e:' then redis.call('HINCRBY', KEYS[5], '@GIVEN_UP@', 1) end
     else
-      local set = KEYS[2]
-      if kind == 'e:' then set = KEYS[1] end
-      redis.call('ZADD', set, 'NX', ARGV[2], member)
+      redis.call('ZADD', kind == 'e:' and KEYS[1] or KEYS[2], 'NX', ARGV[2], member)
       back = back + 1
     end
   end
@@ -163,16 +152,6 @@ _TAKE = """
 if redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[1]) == 0 then return 0 end
 redis.call('ZREM', KEYS[2], ARGV[3])
 return 1
-"""
-
-# Lease a delivery to ARGV[1] when nobody holds it, and read its record, in one step: {1, fields} or {0}.
-# For what is not a worker's send (a release, a reload's re-plan): what a worker holds is left to it.
-# KEYS: leases, the record. ARGV: owner, unit.
-_TAKE_AND_READ = """
-if redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[1]) == 1 then
-  return {1, redis.call('HGETALL', KEYS[2])}
-end
-return {0}
 """
 
 
@@ -220,7 +199,6 @@ class Leases:
         self._give_back = redis.register_script(_GIVE_BACK)
         self._release = redis.register_script(_RELEASE)
         self._take = redis.register_script(_TAKE)
-        self._take_and_read = redis.register_script(_TAKE_AND_READ)
         # The units this process has claimed and not yet handed on (to planning's end, or to the senders,
         # which say what they hold themselves): the sweep of this worker's own leases leaves them alone.
         self._lock = threading.Lock()
@@ -278,10 +256,15 @@ class Leases:
         kind, ident = split_unit(unit)
         return bool(self._take(keys=[LEASES, UNPLANNED if kind == EVENT else READY], args=[owner, unit, ident]))
 
-    def take_and_read(self, delivery_id: str, owner: str, record_key: str) -> tuple[bool, list[Any]]:
-        """Lease a delivery nobody holds and read its record's fields (flat), in one step."""
-        taken, *rest = self._take_and_read(keys=[LEASES, record_key], args=[owner, delivery_unit(delivery_id)])
-        return bool(taken), (rest[0] if rest else [])
+    def take_and_read(self, delivery_id: str, owner: str, record_key: str) -> tuple[bool, dict[Any, Any]]:
+        """Lease a delivery to `owner` when nobody holds it, and read its record's fields, in one step (MULTI):
+        (True, fields), or (False, {}) when another holds it. For what is not a worker's send (a release, a
+        reload's re-plan): what a worker holds is left to it."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hsetnx(LEASES, delivery_unit(delivery_id), owner)
+        pipe.hgetall(record_key)
+        taken, fields = pipe.execute()
+        return bool(taken), fields if taken else {}
 
     def schedule(self, at: Mapping[str, float], slots: Mapping[str, float] | None = None) -> None:
         """Deliveries due at these times (delivery id -> epoch seconds), with the rate-limit slots they booked."""

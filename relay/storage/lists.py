@@ -4,10 +4,10 @@ One sorted set per (state, channel, kind) a delivery was stored in, scored by it
 the order listings have always had), holds each retained delivery once: the scripts that write a record
 (`relay.storage.scripts`: CREATE, UPDATE, GATHER) put it in its set and take it out of its other states' sets
 in the same atomic step. A registry (`relay:lists`, a set) names the sets in use. A listing picks the sets its
-filters match (states x channels x kinds in use: a few hundred at most) and merges their newest entries in one
-script (`PAGE`), a page at a time: a cursor is the last entry shown, (score, id), and the next page starts
-after it, so a page costs the same at any depth. Its cost grows with the sets merged, never with the
-deliveries retained. Pruned with the retention (`Lists.prune`).
+filters match (states x channels x kinds in use: a few hundred at most), reads their newest entries in one
+transaction (a snapshot) and merges them (`merge`), a page at a time: a cursor is the last entry shown, (score,
+id), and the next page starts after it, so a page costs the same at any depth. Its cost grows with the sets
+merged, never with the deliveries retained. Pruned with the retention (`Lists.prune`).
 
 An earlier relay indexed every delivery in one set by creation time (`relay:deliveries`); the first listing
 after an upgrade moves those entries into today's sets (`Lists.backfill`, once, in steps of BACKFILL_STEP).
@@ -15,14 +15,20 @@ after an upgrade moves those entries into today's sets (`Lists.backfill`, once, 
 
 from __future__ import annotations
 
+import heapq
 import logging
+import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from itertools import islice
+from typing import Any
 
 from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import WatchError
 
-from relay.core.states import State
 from relay.storage.records import DELIVERIES, PREFIX, _text, delivery_key, key_part
 
 log = logging.getLogger("relay.storage")
@@ -30,8 +36,6 @@ log = logging.getLogger("relay.storage")
 LISTS = PREFIX + "lists"  # set of the list keys in use
 LIST_PREFIX = PREFIX + "list:"  # + state:channel:kind (channel and kind as `key_part`s)
 BACKFILL_STEP = 1000
-# Entries read from one list at a time while merging: the newest 50 of 100 lists read at most 1,600.
-MERGE_BATCH = 16
 CURSOR_PATTERN = r"^[0-9][0-9.e+-]{0,30}~[A-Za-z0-9_.-]{1,200}$"
 
 
@@ -63,106 +67,6 @@ def parse_list_key(key: str) -> ListName | None:
     return ListName(key, parts[0], _unpart(parts[1]), _unpart(parts[2]))
 
 
-# Move a delivery into the list of its state (the lists of its other states lose it): every write of a record
-# calls it, in the same script. ARGV-free: the caller passes the id, the score, the state and `list_rest`.
-RELIST_LUA = f"""
-local LIST_STATES = {{{", ".join(repr(s.value) for s in State)}}}
-local function relist(id, score, state, rest)
-  for _, s in ipairs(LIST_STATES) do
-    if s ~= state then redis.call('ZREM', '{LIST_PREFIX}' .. s .. rest, id) end
-  end
-  local into = '{LIST_PREFIX}' .. state .. rest
-  redis.call('ZADD', into, score, id)
-  redis.call('SADD', '{LISTS}', into)
-end
-"""
-
-# The newest `want` entries of the lists in KEYS, merged, at or below the highest score and above (or at) the
-# lowest; with a cursor's id, those at the highest score whose id is not below it are skipped (shown already).
-# Ties are broken by id, in byte order as a sorted set orders equal scores (Lua's `<` on strings follows the
-# server's locale: compared byte by byte here). ARGV: highest score, cursor id ('' none), lowest score, want.
-# Returns id, score, id, score, ... newest first.
-PAGE = f"""
-local top, after, low, want = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local top_n = tonumber(top)
--- Read first from each list about its share of the page: most of many lists give none or one entry to it.
-local first = math.max(1, math.min({MERGE_BATCH}, math.ceil(2 * want / #KEYS)))
-local function below(a, b)
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
-local lists = {{}}
-local function head(k)
-  local l = lists[k]
-  while true do
-    if l.pos > #l.buf then
-      if l.done then return nil end
-      local batch = l.offset == 0 and first or {MERGE_BATCH}
-      l.buf = redis.call('ZREVRANGEBYSCORE', KEYS[k], top, low, 'WITHSCORES', 'LIMIT', l.offset, batch)
-      l.offset = l.offset + #l.buf / 2
-      l.pos = 1
-      l.done = #l.buf < 2 * batch
-      if #l.buf == 0 then return nil end
-    end
-    local id, score = l.buf[l.pos], l.buf[l.pos + 1]
-    if after ~= '' and tonumber(score) == top_n and not below(id, after) then
-      l.pos = l.pos + 2
-    else
-      return {{id, tonumber(score), score}}
-    end
-  end
-end
--- A max-heap of the lists' heads, the newest on top (by score, then id).
-local heap = {{}}
-local function before(a, b)
-  if a[2] ~= b[2] then return a[2] > b[2] end
-  return below(b[1], a[1])
-end
-local function push(h)
-  heap[#heap + 1] = h
-  local i = #heap
-  while i > 1 do
-    local p = math.floor(i / 2)
-    if not before(heap[i], heap[p]) then break end
-    heap[i], heap[p] = heap[p], heap[i]
-    i = p
-  end
-end
-local function pop()
-  local top_h = heap[1]
-  heap[1] = heap[#heap]
-  heap[#heap] = nil
-  local i = 1
-  while true do
-    local l, r, m = 2 * i, 2 * i + 1, i
-    if l <= #heap and before(heap[l], heap[m]) then m = l end
-    if r <= #heap and before(heap[r], heap[m]) then m = r end
-    if m == i then break end
-    heap[i], heap[m] = heap[m], heap[i]
-    i = m
-  end
-  return top_h
-end
-for k = 1, #KEYS do
-  lists[k] = {{buf = {{}}, pos = 1, offset = 0, done = false}}
-  local h = head(k)
-  if h then h[4] = k; push(h) end
-end
-local out = {{}}
-while #out < 2 * want and #heap > 0 do
-  local h = pop()
-  out[#out + 1] = h[1]
-  out[#out + 1] = h[3]
-  lists[h[4]].pos = lists[h[4]].pos + 2
-  local nxt = head(h[4])
-  if nxt then nxt[4] = h[4]; push(nxt) end
-end
-return out
-"""
-
 # Entries older than the cutoff leave every list (their records have expired); a list left empty leaves the
 # registry, in the same step (a write that fills it again adds it back). KEYS: the registry. ARGV: cutoff.
 PRUNE = """
@@ -171,28 +75,6 @@ for _, key in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if redis.call('EXISTS', key) == 0 then redis.call('SREM', KEYS[1], key) end
 end
 return 1
-"""
-
-# Move up to ARGV[1] entries of an earlier relay's index of every delivery into today's lists, each by its
-# record's state, channel and kind as stored now (read in the same step: a write since is not undone); an
-# entry whose record is gone, or is no hash relay wrote, is dropped.
-# KEYS: the earlier index, the registry. ARGV: how many, the record key prefix. Returns how many were moved.
-BACKFILL = f"""
-local function part(v) return (string.gsub(string.gsub(v, '%%', '%%25'), ':', '%%3A')) end
-local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
-for _, id in ipairs(ids) do
-  local f = {{}}
-  if redis.call('TYPE', ARGV[2] .. id)['ok'] == 'hash' then
-    f = redis.call('HMGET', ARGV[2] .. id, 'state', 'channel', 'kind', 'updatedAt', 'createdAt')
-  end
-  if f[2] then
-    local key = '{LIST_PREFIX}' .. (f[1] or 'queued') .. ':' .. part(f[2]) .. ':' .. part(f[3] or '')
-    redis.call('ZADD', key, f[5] or f[4] or '0', id)
-    redis.call('SADD', KEYS[2], key)
-  end
-  redis.call('ZREM', KEYS[1], id)
-end
-return #ids
 """
 
 
@@ -215,14 +97,40 @@ class Cursor:
         return cls(score, ident)
 
 
+def merge(
+    read: Mapping[str, Sequence[tuple[bytes, float]]], counts: Mapping[str, int], cursor: Cursor | None, want: int
+) -> tuple[list[tuple[str, str, str]], bool]:
+    """The newest `want` (id, score, list) entries of the lists read (each newest first, at most `counts[list]`
+    of it), after the cursor, ordered by score, then by id (byte order, as a sorted set orders equal scores);
+    and whether they are the page: not when a list read to its count may hold more of it (its last entry read
+    is above the page's last)."""
+    runs = [[(score, ident, key) for ident, score in entries] for key, entries in read.items()]
+    if cursor is not None:  # those at the cursor's score and not below its id were shown already
+        top, after = float(cursor.score), cursor.id.encode()
+        runs = [[e for e in run if e[0] != top or e[1] < after] for run in runs]
+    merged = list(islice(heapq.merge(*runs, reverse=True), want))
+    # The last entry read of each list read to its count: what follows it may be in the page unless it is below.
+    deeper = ((entries[-1][1], entries[-1][0]) for key, entries in read.items() if len(entries) == counts[key])
+    whole = all(len(merged) == want and last <= merged[-1][:2] for last in deeper)
+    return [(_text(ident), repr(score), key) for score, ident, key in merged], whole
+
+
+def _pairs(reply: Any) -> list[tuple[bytes, float]]:
+    """A ZREVRANGEBYSCORE ... WITHSCORES reply as the server sent it: (member, score) pairs on RESP3, flat on RESP2."""
+    if reply and isinstance(reply[0], list):
+        return [(member, float(score)) for member, score in reply]
+    return list(zip(reply[::2], map(float, reply[1::2]), strict=True))
+
+
 class Lists:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
-        self._page = redis.register_script(PAGE)
         self._prune = redis.register_script(PRUNE)
-        self._backfill = redis.register_script(BACKFILL)
         self._backfilled = False
         self._parsed: dict[str, ListName | None] = {}  # a key's parts, parsed once (a few hundred keys)
+        # How many entries of each list the last page took: the next (a refresh, the page after) reads as many
+        # of it first, so that one read of every list is usually the page (one list per key in use: bounded).
+        self._took: dict[str, int] = {}
 
     def names(self, state: str | None, channel: str | None, kind: str | None) -> list[str]:
         """The keys of the lists in use that these filters match (`kind` a glob, as the filters take it)."""
@@ -249,15 +157,35 @@ class Lists:
         cursor: Cursor | None = None,
     ) -> tuple[list[tuple[str, str]], Cursor | None]:
         """The newest `limit` (id, score) entries after the cursor, and the cursor of the next page (None: no
-        more). Three round trips: the registry, the merge, and (once per process) the earlier index's check."""
+        more). Three round trips: the registry, the lists (once more when one held more of the page than read
+        first), and (once per process) the earlier index's check."""
         self.backfill()
         keys = self.names(state, channel, kind)
         if not keys:
             return [], None
-        top, after = (cursor.score, cursor.id) if cursor is not None else ("+inf", "")
-        low = repr(since) if since is not None else "-inf"
-        flat = [_text(v) for v in self._page(keys=keys, args=[top, after, low, limit + 1])]
-        entries = list(zip(flat[::2], flat[1::2], strict=True))
+        top, low = cursor.score if cursor is not None else "+inf", repr(since) if since is not None else "-inf"
+        want, bottom = limit + 1, low
+        # First from each list about twice its share of the page (most of many lists give none or one entry to
+        # it), or one more than the last page took of it.
+        share = -(-2 * want // len(keys))
+        counts = {key: min(want, max(share, self._took.get(key, 0) + 1)) for key in keys}
+        while True:
+            pipe = self.redis.pipeline(transaction=True)  # every list read in one snapshot, as by one script
+            for key in keys:  # as sent (no pairs made by the client: a page reads hundreds of lists)
+                read = ("ZREVRANGEBYSCORE", key, top, bottom, "WITHSCORES", "LIMIT", 0, counts[key])
+                pipe.execute_command(*read)  # type: ignore[no-untyped-call]
+            lists = {key: _pairs(reply) for key, reply in zip(keys, pipe.execute(), strict=True)}
+            found, whole = merge(lists, counts, cursor, want)
+            if whole and (len(found) == want or bottom == low):
+                break
+            # Again, deeper, down to the page's last entry so far only (read again, a page ends there or above,
+            # unless entries left meanwhile: then down to `low` again).
+            bottom = found[-1][1] if len(found) == want else low
+            counts = {key: max(want, 2 * count) for key, count in counts.items()}
+        # How deep the page went in each list: its entries at or above the page's last, shown or skipped.
+        last = (float(found[-1][1]), found[-1][0].encode()) if found else (math.inf, b"")
+        self._took.update((key, sum(1 for i, score in lists[key] if (score, i) >= last)) for key in keys)
+        entries = [(ident, score) for ident, score, _ in found]
         more = len(entries) > limit
         entries = entries[:limit]
         return entries, Cursor(entries[-1][1], entries[-1][0]) if more else None
@@ -271,10 +199,41 @@ class Lists:
             return
         moved = 0
         while True:
-            step = int(self._backfill(keys=[DELIVERIES, LISTS], args=[BACKFILL_STEP, delivery_key("")]))
+            with self.redis.pipeline(transaction=True) as pipe:
+                try:
+                    step = self._backfill_step(pipe)
+                except WatchError:  # a record written while this step read it: the step again
+                    continue
             moved += step
             if step < BACKFILL_STEP:
                 break
         if moved:
             log.info("indexed %d deliveries an earlier relay stored, for the lists", moved)
         self._backfilled = True
+
+    def _backfill_step(self, pipe: Pipeline) -> int:
+        """Move up to BACKFILL_STEP entries of the earlier index into today's lists, each by its record's state,
+        channel and kind as stored now: the records are watched (WATCH) before they are read, and the moves are
+        one transaction, which fails (WatchError) when a record was written meanwhile, so that a write since is
+        not undone. An entry whose record is gone, or is no hash relay wrote, is dropped."""
+        ids = [_text(i) for i in self.redis.zrange(DELIVERIES, 0, BACKFILL_STEP - 1)]
+        if not ids:
+            return 0
+        pipe.watch(*(delivery_key(i) for i in ids))  # type: ignore[no-untyped-call]
+        reads = self.redis.pipeline(transaction=False)
+        for i in ids:
+            reads.type(delivery_key(i))
+            reads.hmget(delivery_key(i), "state", "channel", "kind", "updatedAt", "createdAt")
+        found = reads.execute(raise_on_error=False)  # HMGET of a key of another type fails: that entry is dropped
+        pipe.multi()
+        for i, stored, fields in zip(ids, found[::2], found[1::2], strict=True):
+            if _text(stored) != "hash":
+                continue
+            state, channel, kind, updated, created = (None if f is None else _text(f) for f in fields)
+            if channel is not None:
+                key = list_key(state or "queued", channel, kind or "")
+                pipe.zadd(key, {i: created or updated or "0"})
+                pipe.sadd(LISTS, key)
+        pipe.zrem(DELIVERIES, *ids)
+        pipe.execute()
+        return len(ids)

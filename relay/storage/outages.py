@@ -36,12 +36,9 @@ local function hold(id, created, probe_at, max)
   redis.call('ZADD', KEYS[2], created, id)
   local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
   redis.call('ZADD', KEYS[3], num(probe_at), oldest)
-  local due = probe_at
-  if oldest ~= id then
-    due = probe_at + max
-    redis.call('ZADD', KEYS[3], num(due), id)
-  end
-  return due
+  if oldest == id then return probe_at end
+  redis.call('ZADD', KEYS[3], num(probe_at + max), id)
+  return probe_at + max
 end
 local function step(first)
   local probes = tonumber(redis.call('HGET', KEYS[1], 'probes') or '0')
@@ -84,8 +81,7 @@ return {'down', h[1] or '', h[2] or '', num(due)}
 _NOTE = (
     _HOLD
     + """
-local clock, kind, max = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[9])
-local id = ARGV[7]
+local clock, kind, max, id = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[9]), ARGV[7]
 if kind == 'ok' then redis.call('HINCRBY', KEYS[4], 'd', 1) else redis.call('HINCRBY', KEYS[4], 'f', 1) end
 if ARGV[10] ~= '' then redis.call('HINCRBY', KEYS[4], ARGV[10], 1) end
 redis.call('EXPIRE', KEYS[4], @TTL@)

@@ -1,78 +1,41 @@
 """The Lua scripts that make each of the store's writes one atomic round trip (`relay.storage.store`)."""
 
-from relay.storage.lists import RELIST_LUA
+from relay.core.states import State
+from relay.storage.lists import LIST_PREFIX, LISTS
 
 # Slots of a channel's rate limit: each call books the next free one (a virtual schedule, GCRA-like),
 # so a burst is spread over time in one round trip each, without waking everyone at once.
 # KEYS: the channel's next free slot. ARGV: the interval between sends, now (relay's clock, `relay.core.clock`).
 RESERVE_SLOT = """
-local now = tonumber(ARGV[2])
-local interval = tonumber(ARGV[1])
-local nxt = tonumber(redis.call('GET', KEYS[1]) or '0')
-if nxt < now then nxt = now end
+local interval, now = tonumber(ARGV[1]), tonumber(ARGV[2])
+local nxt = math.max(now, tonumber(redis.call('GET', KEYS[1]) or '0'))
 redis.call('SET', KEYS[1], tostring(nxt + interval), 'PX', math.ceil((nxt + interval - now) * 1000) + 1000)
 return tostring(nxt - now)
 """
 
-# Store deliveries' new states atomically in one command: each record, the failed index, the release of
-# its lease (when this worker holds it), the held index and the metrics.
-# An outcome stored by the lease holder also ends the count of the delivery's lost tries (they count in a row).
-# The record moves to the list of its state (`relay.storage.lists`), scored by createdAt.
-# KEYS: failed index, metrics, leases, held index, losses, then each record's key, then the minute's activity
-# (relay.storage.activity). ARGV: retention, lease owner, then
-# per record: id, updatedAt, failed-index op (add/rem/-), release lease (1/0), held-index op (its notBefore to
-# add, rem, or -), its state, its `list_rest`, createdAt, n, n field/value pairs, m, m fields to delete, the
-# counts of integer and of float increments, then those increments; then, when a state changed, the activity's
-# TTL and its state/count pairs.
-UPDATE = (
-    RELIST_LUA
-    + """
-local i = 3
-for r = 6, #KEYS - 1 do
-  local key = KEYS[r]
-  local id, updated, failed, unlease = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local held, state, rest, created = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
-  local n = tonumber(ARGV[i + 8])
-  redis.call('HSET', key, unpack(ARGV, i + 9, i + 8 + 2 * n))
-  i = i + 9 + 2 * n
-  local m = tonumber(ARGV[i])
-  if m > 0 then redis.call('HDEL', key, unpack(ARGV, i + 1, i + m)) end
-  redis.call('EXPIRE', key, ARGV[1])
-  relist(id, created, state, rest)
-  local unit = 'd:' .. id
-  if unlease == '1' and redis.call('HGET', KEYS[3], unit) == ARGV[2] then
-    redis.call('HDEL', KEYS[3], unit)
-    redis.call('HDEL', KEYS[5], unit)
-  end
-  if failed == 'add' then
-    redis.call('ZADD', KEYS[1], updated, id)
-  elseif failed == 'rem' then
-    redis.call('ZREM', KEYS[1], id)
-  end
-  if held == 'rem' then
-    redis.call('ZREM', KEYS[4], id)
-  elseif held ~= '-' then
-    redis.call('ZADD', KEYS[4], held, id)
-  end
-  i = i + 1 + m
-  local ints, floats = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-  i = i + 2
-  for _ = 1, ints do
-    redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1])
-    i = i + 2
-  end
-  for _ = 1, floats do
-    redis.call('HINCRBYFLOAT', KEYS[2], ARGV[i], ARGV[i + 1])
-    i = i + 2
+# What of deliveries' new states needs a script (`Store.update_many` runs it in the transaction that stores the
+# records, the failed and held indexes and the activity): each moves to the list of its state (out of its other
+# states' lists, `relay.storage.lists`), scored by createdAt; its lease is dropped when this worker holds it,
+# with the count of its lost tries (an outcome stored by the lease holder ends them: they count in a row); and
+# the metrics are counted (HINCRBYFLOAT: an integer's count stays an integer's text).
+# KEYS: leases, losses, metrics. ARGV: lease owner, r, then per record (r of them): id, createdAt, its state, its
+# `list_rest`, drop its lease (1/0); then the metrics' field/increment pairs.
+UPDATE = f"""
+local STATES = {{{", ".join(repr(s.value) for s in State)}}}
+local last = 2 + 5 * tonumber(ARGV[2])
+for i = 3, last, 5 do
+  local id, rest, unit = ARGV[i], ARGV[i + 3], 'd:' .. ARGV[i]
+  for _, s in ipairs(STATES) do redis.call('ZREM', '{LIST_PREFIX}' .. s .. rest, id) end
+  redis.call('ZADD', '{LIST_PREFIX}' .. ARGV[i + 2] .. rest, ARGV[i + 1], id)
+  redis.call('SADD', '{LISTS}', '{LIST_PREFIX}' .. ARGV[i + 2] .. rest)
+  if ARGV[i + 4] == '1' and redis.call('HGET', KEYS[1], unit) == ARGV[1] then
+    redis.call('HDEL', KEYS[1], unit)
+    redis.call('HDEL', KEYS[2], unit)
   end
 end
-if ARGV[i] then
-  for j = i + 1, #ARGV, 2 do redis.call('HINCRBY', KEYS[#KEYS], ARGV[j], ARGV[j + 1]) end
-  redis.call('EXPIRE', KEYS[#KEYS], ARGV[i])
-end
+for j = last + 1, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[3], ARGV[j], ARGV[j + 1]) end
 return 1
 """
-)
 
 # Add ids (a Lua table) to the event record at `key` (`relay.storage.records.EventRecord`): the first ids in its
 # field `deliveries`, each later call's in a field of its own (`deliveries.<n>`, n counted in `parts`), so that an

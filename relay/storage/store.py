@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 
 from relay.core.clock import Clock
 from relay.core.model import Delivery, State, delivery_id, iso
-from relay.storage.activity import with_activity
+from relay.storage.activity import count_activity
 from relay.storage.digests import Digests
 from relay.storage.events import read_delivery_ids, read_delivery_page, read_events, record_key
 from relay.storage.leases import LEASES, LOSSES, READY, Leases, delivery_unit, event_unit
@@ -122,7 +122,6 @@ class Store:
         self.digests = Digests(redis, self.retention, self.tally)
         self.lists = Lists(redis)  # the deliveries, newest first (relay.storage.lists)
         self._reserve = redis.register_script(RESERVE_SLOT)
-        self._update = redis.register_script(UPDATE)
         self._create_script = redis.register_script(CREATE)
 
     # -- events ----------------------------------------------------------------------------------
@@ -230,46 +229,43 @@ class Store:
         self.update_many([StateChange(record, previous_state, latency_from, send_seconds, metric_labels)])
 
     def update_many(self, outcomes: list[StateChange]) -> None:
-        """`update` for several records, in one round trip."""
-        keys: list[str] = [FAILED, METRICS, LEASES, HELD, LOSSES]
-        args: list[Any] = [self.retention, self.owner]
+        """`update` for several records, in one round trip: one transaction (MULTI/EXEC) with the UPDATE script."""
+        pipe = self.redis.pipeline(transaction=True)
+        args: list[Any] = [self.owner, len(outcomes)]
         counted: list[tuple[str, float]] = []
         at = self.clock()
         for outcome in outcomes:
             record, previous_state = outcome.record, outcome.previous_state
             record.updatedAt = at
-            failed = "-"
+            key, fields = delivery_key(record.id), delivery_to_hash(record)
+            pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
+            if dropped := unset_fields(fields):
+                pipe.hdel(key, *dropped)
+            pipe.expire(key, self.retention)
             if record.state is State.FAILED:
-                failed = "add"
+                pipe.zadd(FAILED, {record.id: at})
             elif previous_state is State.FAILED:
-                failed = "rem"
-            ints: list[tuple[str, int]] = []
-            floats: list[tuple[str, float]] = []
+                pipe.zrem(FAILED, record.id)
+            if (held := _held_op(record, previous_state, at)) == "rem":
+                pipe.zrem(HELD, record.id)
+            elif held != "-":
+                pipe.zadd(HELD, {record.id: held})
             if record.state != previous_state:
                 kind = self.kinds.label(record.kind)
                 labels = {"state": record.state, "channel": record.channel, "kind": kind, **outcome.labels}
-                ints.append((metric_field("relay_deliveries_total", **labels), 1))
+                counted.append((metric_field("relay_deliveries_total", **labels), 1))
             if outcome.latency_from is not None:
-                self._observe(ints, floats, LATENCY, max(0.0, record.updatedAt - outcome.latency_from))
+                self._observe(counted, LATENCY, max(0.0, record.updatedAt - outcome.latency_from))
             if outcome.send_seconds is not None:
-                self._observe(ints, floats, SEND_LATENCY, outcome.send_seconds, channel=record.channel)
-            fields = delivery_to_hash(record)
-            keys.append(delivery_key(record.id))
-            args += [record.id, repr(record.updatedAt), failed, int(record.held_lease)]
-            args += [_held_op(record, previous_state, at), record.state.value, list_rest(record.channel, record.kind)]
-            args += [repr(record.createdAt), len(fields)]
-            for pair in fields.items():
-                args.extend(pair)
-            dropped = unset_fields(fields)
-            args += [len(dropped), *dropped, len(ints), len(floats)]
-            counted += ints
-            counted += floats
-            for name, amount in ints:
-                args.extend((name, amount))
-            for name, value in floats:
-                args.extend((name, repr(value)))
+                self._observe(counted, SEND_LATENCY, outcome.send_seconds, channel=record.channel)
+            args += [record.id, repr(record.createdAt), record.state.value, list_rest(record.channel, record.kind)]
+            args.append(int(record.held_lease))
         if outcomes:  # with each state reached counted in its minute (relay.storage.activity)
-            self._update(*with_activity(keys, args, outcomes))
+            count_activity(pipe, outcomes)
+            for name, amount in counted:
+                args += [name, repr(amount)]
+            pipe.eval(UPDATE, 3, LEASES, LOSSES, METRICS, *args)  # its text, not its sha: no NOSCRIPT inside EXEC
+            pipe.execute()
             self.tally.add_many(counted)
         for outcome in outcomes:
             outcome.record.held_lease = False
@@ -285,7 +281,7 @@ class Store:
         taken, fields = self.leases.take_and_read(delivery_id_, self.owner, delivery_key(delivery_id_))
         if not taken:
             return False, None
-        record = read_delivery(hash_pairs(fields), delivery_id_)
+        record = read_delivery(fields, delivery_id_)
         if record is None:
             self.leases.release([delivery_unit(delivery_id_)], self.owner)
             return True, None
@@ -316,14 +312,12 @@ class Store:
         self.tally.add(field, amount)
 
     @staticmethod
-    def _observe(
-        ints: list[tuple[str, int]], floats: list[tuple[str, float]], name: str, seconds: float, **labels: str
-    ) -> None:
+    def _observe(counted: list[tuple[str, float]], name: str, seconds: float, **labels: str) -> None:
         """One duration into a shared histogram: only its own bucket is counted here (three increments,
         not one per bucket); /metrics adds the buckets up into Prometheus' cumulative ones."""
-        ints.append((bucket_field(name, seconds, **labels), 1))
-        ints.append((metric_field(name + "_count", **labels), 1))
-        floats.append((metric_field(name + "_sum", **labels), seconds))
+        counted.append((bucket_field(name, seconds, **labels), 1))
+        counted.append((metric_field(name + "_count", **labels), 1))
+        counted.append((metric_field(name + "_sum", **labels), seconds))
 
     def counters(self) -> dict[str, float]:
         return {_text(k): float(v) for k, v in self.redis.hgetall(METRICS).items()}

@@ -30,12 +30,8 @@ _REJECTED_REMEMBERED = 1024  # kinds refused a series remembered here, so each c
 
 # KEYS: the kinds set. ARGV: the kind, the limit. 1 when the kind has (or now got) its own series.
 ADMIT_KIND = """
-if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 1 end
-if redis.call('SCARD', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('SADD', KEYS[1], ARGV[1])
-  return 1
-end
-return 0
+if redis.call('SCARD', KEYS[1]) < tonumber(ARGV[2]) then redis.call('SADD', KEYS[1], ARGV[1]) end
+return redis.call('SISMEMBER', KEYS[1], ARGV[1])
 """
 
 

@@ -18,8 +18,8 @@ refusal:
   (Accept: text/html) with `render(seconds)` instead of JSON, made 429 with Retry-After here;
   `wait(request, surface)` is the number of seconds alone (None: go ahead).
 - The counts (a sliding window: the times of the refusals within `server.auth_failures.window`, at most
-  `limit`) live in Redis under relay's own keys, so every API replica sees the same; each call is one
-  script (`register_script`), atomic. Redis down: nothing is throttled (the credential check still
+  `limit`) live in Redis under relay's own keys, so every API replica sees the same; a refusal is counted
+  in one transaction (MULTI/EXEC), atomic. Redis down: nothing is throttled (the credential check still
   holds), and a warning is logged (once a minute).
 - The client is the TCP peer, or, when the peer is one of `server.trusted_proxies`, the right-most
   X-Forwarded-For address that is not (each trusted proxy appends the peer it saw). IPv6 clients are
@@ -40,7 +40,6 @@ import time
 from collections.abc import Callable
 
 from redis.asyncio import Redis as AsyncRedis
-from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import Response
@@ -64,29 +63,7 @@ THROTTLED = "relay_auth_throttled_total"
 KEY_PREFIX = "relay:auth-failures:"
 REDIS_DOWN_LOGGED_EVERY = 60.0  # seconds
 
-# KEYS: the client's refusals (zset of times), the metrics hash. ARGV: now, window, limit, the 429's counter.
-# Returns 0 (go ahead) or the seconds until enough refusals leave the window (as text: Lua numbers
-# become integers in Redis answers).
-_CHECK = """
-local now, window, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local since = '(' .. (now - window)
-local n = redis.call('ZCOUNT', KEYS[1], since, '+inf')
-if n < limit then return 0 end
-local frees = redis.call('ZRANGEBYSCORE', KEYS[1], since, '+inf', 'WITHSCORES', 'LIMIT', n - limit, 1)
-redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
-return tostring(tonumber(frees[2]) + window - now)
-"""
-
-# KEYS: as above. ARGV: now, window, a unique member, the refusal's counter. Returns the client's refusals
-# within the window, this one included.
-_FAILED = """
-local now, window = tonumber(ARGV[1]), tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-redis.call('ZADD', KEYS[1], now, ARGV[3])
-redis.call('PEXPIRE', KEYS[1], math.ceil(window * 1000))
-redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
-return redis.call('ZCARD', KEYS[1])
-"""
+# A client's refusals: a sorted set of their times (`KEY_PREFIX` + surface:client), each a unique member.
 
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -161,8 +138,8 @@ class Guard:
     ) -> None:
         self.connect, self.server, self.clock = connect, server, clock
         self.tally = tally if tally is not None else Tally()  # this process's counts (relay.storage.tally)
-        # One client (and its scripts) per running loop: an asyncio connection belongs to its loop.
-        self.clients: dict[asyncio.AbstractEventLoop, tuple[AsyncScript, AsyncScript]] = {}
+        # One client per running loop: an asyncio connection belongs to its loop.
+        self.clients: dict[asyncio.AbstractEventLoop, AsyncRedis] = {}
         self.quiet_until = 0.0  # Redis down: said once a minute, not at every call a client can make
 
     def _redis_down(self, message: str, *args: object) -> None:
@@ -171,13 +148,11 @@ class Guard:
             self.quiet_until = now + REDIS_DOWN_LOGGED_EVERY
             log.warning(message, *args)
 
-    def _scripts(self) -> tuple[AsyncScript, AsyncScript]:
+    def _redis(self) -> AsyncRedis:
         loop = asyncio.get_running_loop()
-        scripts = self.clients.get(loop)
-        if scripts is None:
-            client = self.connect()
-            scripts = self.clients[loop] = (client.register_script(_CHECK), client.register_script(_FAILED))
-        return scripts
+        if loop not in self.clients:
+            self.clients[loop] = self.connect()
+        return self.clients[loop]
 
     def _client(self, request: Request, server: ServerConfig) -> str:
         return counted_as(client_address(request, server.trusted_networks()))
@@ -187,16 +162,19 @@ class Guard:
         server = self.server()
         limits = server.auth_failures
         client = self._client(request, server)
-        check, _ = self._scripts()
-        try:
-            left = await check(
-                keys=[KEY_PREFIX + f"{surface}:{client}", METRICS],
-                args=[repr(self.clock()), repr(limits.window), limits.limit, metric_field(THROTTLED)],
+        now, redis = self.clock(), self._redis()
+        try:  # the `limit`-th newest refusal within the window: the client waits until it leaves the window
+            since = f"({now - limits.window!r}"
+            frees = await redis.zrevrangebyscore(
+                KEY_PREFIX + f"{surface}:{client}", "+inf", since, start=limits.limit - 1, num=1, withscores=True
             )
+            if not frees:
+                return None
+            await redis.hincrby(METRICS, metric_field(THROTTLED), 1)
         except RedisError as exc:
             self._redis_down("%s: refused credentials not looked up, nothing throttled: Redis %s", surface, exc)
             return None
-        seconds = float(left)
+        seconds = float(frees[0][1]) + limits.window - now
         if seconds <= 0:
             return None
         self.tally.add(metric_field(THROTTLED))
@@ -223,11 +201,16 @@ class Guard:
         server = self.server()
         limits = server.auth_failures
         client = self._client(request, server)
-        _, fail = self._scripts()
-        args = [repr(self.clock()), repr(limits.window), os.urandom(8).hex(), metric_field(FAILURES, endpoint=surface)]
+        now, key, counter = self.clock(), KEY_PREFIX + f"{surface}:{client}", metric_field(FAILURES, endpoint=surface)
+        pipe = self._redis().pipeline(transaction=True)
+        pipe.zremrangebyscore(key, "-inf", repr(now - limits.window))
+        pipe.zadd(key, {os.urandom(8).hex(): now})
+        pipe.pexpire(key, math.ceil(limits.window * 1000))
+        pipe.hincrby(METRICS, counter, 1)
+        pipe.zcard(key)  # the client's refusals within the window, this one included
         try:
-            count = int(await fail(keys=[KEY_PREFIX + f"{surface}:{client}", METRICS], args=args))
-            self.tally.add(args[3])
+            count = int((await pipe.execute())[-1])
+            self.tally.add(counter)
         except RedisError as exc:
             self._redis_down(
                 "%s: refused credentials from %s (%s), not counted: Redis %s", surface, client, reason, exc
