@@ -255,12 +255,6 @@ class EventRecord:
     key: str = ""  # where it is stored: today's key, or the raw key an earlier relay gave it
 
 
-def hash_pairs(flat: Any) -> dict[Any, Any]:
-    """A hash as a Lua script returns HGETALL's reply (field, value, field, value, ...); nothing: {}."""
-    items = flat if isinstance(flat, list) else []
-    return dict(zip(items[::2], items[1::2], strict=True))
-
-
 def event_from_hash(data: Any, event_id: str, raw_key: bool = False) -> EventRecord | None:
     """The event `event_id` stored in a hash read with HGETALL (None when there was none, and when it is
     another event's: one naming another eventId; at the raw key of an earlier relay (`raw_key`), one naming
