@@ -6,6 +6,7 @@ from __future__ import annotations
 import email
 import email.policy
 import json
+import logging
 import socket
 import threading
 import time
@@ -19,6 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from aiosmtpd.controller import Controller
+
+# aiosmtpd logs each connection at info from its own thread, which may outlive the test whose captured stream
+# it would write to ("--- Logging error ---" in the run's output): only its warnings are wanted.
+logging.getLogger("mail.log").setLevel(logging.WARNING)
 
 
 def free_port() -> int:
