@@ -7,7 +7,7 @@ due again. A delivery gathered into a digest goes out with its digest (`carried`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from relay.core.model import Delivery, State
@@ -22,45 +22,55 @@ def release(intake: Intake, records: list[Delivery], dry_run: bool = False) -> i
     """Send held deliveries now: each queued again under a lease (so that a worker sending it at this moment is
     never undone) and made due; its old wake-up, when it comes, finds it sent. Returns how many go out now, as
     `carried` lists them (a digest counts once, its items with it)."""
-    store = intake.store
-    chosen = carried(store, records, State.HELD)
-    if dry_run or not chosen:
-        return len(chosen)
-    released = []
-    for current in _taken(store, chosen, State.HELD):
+
+    def queue(store: Store, current: Delivery) -> None:
         current.state = State.QUEUED
         # A digest, queued, goes out as it is; a delivery still to gather is marked, so that it gathers apart
         # from what its route holds (`relay.core.digest.gather_key`) and no quiet hours hold it.
         current.released = current.released or not current.items
         store.update(current, State.HELD)  # lets go of the lease
-        released.append(current.id)
-    if released:
-        store.incr("relay_releases_total", len(released))
-        intake.enqueue_deliveries(released)
-    return len(released)
+
+    return _send_again(intake, records, State.HELD, dry_run, "relay_releases_total", queue)
 
 
 def replay(intake: Intake, records: list[Delivery], attempts: int, dry_run: bool = False) -> int:
     """Requeue failed deliveries with a fresh retry budget; delivered ones are never touched. Returns how many
     go out again, as `carried` lists them."""
-    store = intake.store
-    chosen = carried(store, records, State.FAILED)
-    if dry_run or not chosen:
-        return len(chosen)
-    replayed = []
-    for record in _taken(store, chosen, State.FAILED):
-        previous = record.state
+
+    def requeue(store: Store, record: Delivery) -> None:
         record.state = State.QUEUED
         record.maxAttempts = record.attempts + attempts
         record.lastError = (record.lastError or "") and f"replayed after: {record.lastError}"
         # A digest's items go back with it (out of the failed list), to be sent in it again.
-        items = [i for i in store.deliveries(record.items) if i is not None and i.state == previous]
-        store.update_many([StateChange(record, previous)] + [_requeued(i, previous) for i in items])
-        replayed.append(record.id)
-    if replayed:
-        store.incr("relay_replays_total", len(replayed))
-        intake.enqueue_deliveries(replayed)
-    return len(replayed)
+        items = [i for i in store.deliveries(record.items) if i is not None and i.state is State.FAILED]
+        store.update_many([StateChange(record, State.FAILED)] + [_requeued(i, State.FAILED) for i in items])
+
+    return _send_again(intake, records, State.FAILED, dry_run, "relay_replays_total", requeue)
+
+
+def _send_again(
+    intake: Intake,
+    records: list[Delivery],
+    state: State,
+    dry_run: bool,
+    counter: str,
+    store_one: Callable[[Store, Delivery], None],
+) -> int:
+    """What a replay and a release share: the deliveries `carried` for `records` in `state`, each taken under its
+    lease as it is now and stored queued by `store_one` (which lets go of the lease), counted in `counter`, and
+    made due. How many go out (with `dry_run`, would)."""
+    store = intake.store
+    chosen = carried(store, records, state)
+    if dry_run or not chosen:
+        return len(chosen)
+    sent = []
+    for current in _taken(store, chosen, state):
+        store_one(store, current)
+        sent.append(current.id)
+    if sent:
+        store.incr(counter, len(sent))
+        intake.enqueue_deliveries(sent)
+    return len(sent)
 
 
 def carried(store: Store, records: list[Delivery], state: State) -> list[Delivery]:

@@ -154,10 +154,11 @@ class Store:
         chunks stored before a failure are given back, due now."""
         stored: list[Delivery] = []
         try:
+            event = record_key(self.redis, event_id)  # where the chunks add their ids: found once
             for start in range(0, max(1, len(records)), PLAN_CHUNK):
                 last = start + PLAN_CHUNK >= len(records)
                 chunk = records[start : start + PLAN_CHUNK]
-                stored += self._create(event_id, chunk, take or set(), done and last)
+                stored += self._create(event_id, event, chunk, take or set(), done and last)
         except RedisError:
             taken = [delivery_unit(r.id) for r in stored if r.held_lease]
             with contextlib.suppress(RedisError):  # else this worker's sweep of its own leases does it
@@ -165,9 +166,11 @@ class Store:
             raise
         return stored
 
-    def _create(self, event_id: str, records: list[Delivery], to_take: set[str], done: bool) -> list[Delivery]:
-        """One chunk of `create_deliveries`, in one round trip."""
-        keys = [record_key(self.redis, event_id), LISTS, FAILED, METRICS, LEASES, HELD, READY, LOSSES]
+    def _create(
+        self, event_id: str, event: str, records: list[Delivery], to_take: set[str], done: bool
+    ) -> list[Delivery]:
+        """One chunk of `create_deliveries`, in one round trip; `event`: the key of the event's record."""
+        keys = [event, LISTS, FAILED, METRICS, LEASES, HELD, READY, LOSSES]
         args: list[Any] = [self.retention, self.owner, event_unit(event_id) if done else ""]
         at = self.clock()
         metrics: list[str] = []

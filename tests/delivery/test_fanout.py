@@ -103,11 +103,13 @@ def test_a_planning_stopped_part_way_is_planned_again_whole_and_sends_each_once(
     real = Store._create
     calls: list[int] = []
 
-    def second_chunk_lost(self: Store, event_id: str, records: list[Delivery], take: set[str], done: bool) -> Any:
+    def second_chunk_lost(
+        self: Store, event_id: str, event: str, records: list[Delivery], take: set[str], done: bool
+    ) -> Any:
         calls.append(len(records))
         if len(calls) == 2:  # Redis gone between two chunks: the first stored (and its leases taken), not the rest
             raise RedisConnectionError("connection lost")
-        return real(self, event_id, records, take, done)
+        return real(self, event_id, event, records, take, done)
 
     monkeypatch.setattr(Store, "_create", second_chunk_lost)
     payload = sample_notification(messages=_requester_messages(1, 5, email=True))
