@@ -23,6 +23,8 @@ def test_compose_services_run_relay_commands_on_redis_with_aof() -> None:
     for name in ("api", "worker"):
         assert services[name]["command"][0] == "relay" and services[name]["command"][1] in known
         assert services[name]["environment"]["RELAY_REDIS__URL"].startswith("redis://")
+        # A worker exits on a Redis error and counts on its supervisor (docs/operations.md): compose is one.
+        assert services[name]["restart"] == "unless-stopped"
 
 
 def test_compose_redis_fsyncs_each_write_as_a_202_promises() -> None:
