@@ -4,7 +4,6 @@ Only what is parsed here is ever echoed back into the page or its links."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode
@@ -12,6 +11,7 @@ from urllib.parse import parse_qsl, urlencode
 from relay.admin.selection import Filters
 from relay.core.model import State
 from relay.storage.lists import Cursor
+from relay.storage.received import Before, parse_before
 
 EVENTS_PER_PAGE = 25
 MAX_EVENTS_PER_PAGE = 200
@@ -32,7 +32,7 @@ def _text(q: Mapping[str, str], key: str) -> str | None:
 @dataclass(frozen=True)
 class PageQuery:
     event: str | None = None
-    before: float | None = None
+    before: Before | None = None  # the list of notifications' page: below this one (`relay.storage.received`)
     limit: int = EVENTS_PER_PAGE
     state: State | None = None
     channel: str | None = None
@@ -47,9 +47,7 @@ class PageQuery:
     def of_query(cls, q: Mapping[str, str]) -> PageQuery:
         """Raises ValueError for a limit, a before, a state or a cursor that is none."""
         limit = max(1, min(MAX_EVENTS_PER_PAGE, int(q.get("limit") or EVENTS_PER_PAGE)))
-        before = float(q["before"]) if q.get("before") else None
-        if before is not None and not math.isfinite(before):
-            raise ValueError("before must be finite")
+        before = parse_before(q["before"]) if q.get("before") else None
         refresh = q.get("refresh", "")
         return cls(
             event=_text(q, "event"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from redis import Redis
 
@@ -18,8 +18,9 @@ from relay.core.outages import held_by_outage
 from relay.core.silences import Silence, holder
 from relay.storage.activity import Minute, last_hour
 from relay.storage.events import read_summaries
+from relay.storage.received import received_page
 from relay.storage.silences import Silences
-from relay.storage.store import EVENTS, FAILED, HELD, Store
+from relay.storage.store import FAILED, HELD, Store
 
 DELIVERIES_PER_EVENT = 50  # in the list of notifications
 DELIVERIES_OF_ONE = 500  # in the view of one notification (more: relay status, or the admin API's pages)
@@ -148,7 +149,7 @@ class Page:
     events: list[EventView]
     failed: list[FailedGroup]
     failed_total: int
-    older: float | None
+    older: str | None  # more notifications than those listed: the next page's cursor
     held: list[DeliveryRow] = field(default_factory=list)  # soonest first
     held_total: int = 0
     silences: list[SilenceRow] = field(default_factory=list)  # active and pending, oldest start first
@@ -213,20 +214,12 @@ class PageData:
                 row.digest_event = found[row.delivery.digest].eventId
 
     def page(self, query: PageQuery) -> Page:
-        older: float | None = None
+        older: str | None = None
         event_ids: list[str] = []
         if query.event is not None:
             event_ids = [query.event]
         elif not query.filtered:
-            # "(": strictly older than the last one shown
-            high = f"({query.before!r}" if query.before is not None else "+inf"
-            found = cast(
-                list[tuple[bytes, float]],
-                self.redis.zrevrangebyscore(EVENTS, high, "-inf", start=0, num=query.limit + 1, withscores=True),
-            )
-            event_ids = [_text(e) for e, _ in found[: query.limit]]
-            if len(found) > query.limit:
-                older = float(found[query.limit - 1][1])
+            event_ids, older = received_page(self.redis, query.before, query.limit)
         # With filters, their deliveries are listed instead of the notifications.
         events = (
             [] if query.filtered else self.events(event_ids, DELIVERIES_OF_ONE if query.event else DELIVERIES_PER_EVENT)

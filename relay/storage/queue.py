@@ -33,8 +33,8 @@ from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL, Leases
 from relay.storage.records import legacy_keys
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
-    EVENTS,
     METRICS,
+    RECEIVED,
     Store,
     dedup_key,
     event_key,
@@ -181,13 +181,19 @@ class Intake:
         """The keys and arguments of the accept script for one notification; `trace`: its trace context;
         `label`: the kind as counted (`relay.storage.tally.KindLabels`)."""
         legacy = legacy_keys(event_id)
-        keys = [dedup_key(event_id), event_key(event_id), EVENTS, METRICS, UNPLANNED, WAKE]
+        keys = [dedup_key(event_id), event_key(event_id), RECEIVED, METRICS, UNPLANNED, WAKE]
         keys.append(legacy.dedup if legacy else keys[0])
+        # In whole milliseconds, so that the record's receivedAt and its entry's stream ID say the same time; cut
+        # down, never up: a time after now would keep the notification from the planners until then.
         at = self.store.clock()
+        received_ms = math.floor(at * 1000)
+        if received_ms / 1000 > at:  # the product rounded up to the next ms
+            received_ms -= 1
+        received = received_ms / 1000
         args: list[Any] = [
-            repr(at - self.dedup_ttl),
+            repr(received - self.dedup_ttl),
             event_id,
-            repr(at),
+            f"{received:.3f}",
             payload,
             # The record is the dedup: it is kept for the whole window, even with a shorter retention.
             max(self.store.retention, math.ceil(self.dedup_ttl)),
@@ -195,6 +201,7 @@ class Intake:
             _DUPLICATE_FIELD,
             wake_job_id(event_id),
             WAKE_TTL,
+            received_ms,
             *(("trace", trace) if trace else ()),
         ]
         return keys, args

@@ -17,7 +17,8 @@ from relay.core.rendering import AUTO, FORMATS
 log = logging.getLogger("relay.storage")
 
 PREFIX = "relay:"
-EVENTS = PREFIX + "events"  # zset eventId -> received time
+EVENTS = PREFIX + "events"  # an earlier relay's zset eventId -> received time (read, never written now)
+RECEIVED = PREFIX + "received"  # stream: an entry {eventId} a notification accepted, its ID the receivedAt in ms
 DELIVERIES = PREFIX + "deliveries"  # zset delivery id -> created time
 FAILED = PREFIX + "failed"  # zset delivery id -> time it failed
 HELD = PREFIX + "held"  # zset delivery id -> notBefore, of the deliveries held now (quiet hours)

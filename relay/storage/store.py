@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from relay.storage.records import (
     LATENCY_BUCKETS,
     METRICS,
     PREFIX,
+    RECEIVED,
     SEND_LATENCY,
     WORKERS,
     EventRecord,
@@ -60,6 +62,7 @@ __all__ = [
     "LATENCY_BUCKETS",
     "METRICS",
     "PREFIX",
+    "RECEIVED",
     "SEND_LATENCY",
     "WORKERS",
     "EventRecord",
@@ -298,7 +301,8 @@ class Store:
         cutoff = self.clock() - self.retention
         pipe = self.redis.pipeline(transaction=False)
         for index in (EVENTS, DELIVERIES, FAILED, HELD):  # held: by notBefore, long past for any still listed
-            pipe.zremrangebyscore(index, "-inf", cutoff)  # DELIVERIES: an earlier relay's, until indexed again
+            pipe.zremrangebyscore(index, "-inf", cutoff)  # EVENTS, DELIVERIES: an earlier relay's, until they age out
+        pipe.xtrim(RECEIVED, minid=math.ceil(cutoff * 1000), approximate=False)  # exact; its IDs are ms
         pipe.execute()
         self.lists.prune(cutoff)
 

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from relay.runtime.bootstrap import Runtime
 from relay.storage.leases import UNPLANNED
 from relay.storage.lists import LISTS, list_key
-from relay.storage.records import DELIVERIES, EVENTS, PREFIX, dedup_key, event_deliveries_key, event_key
+from relay.storage.records import DELIVERIES, EVENTS, PREFIX, RECEIVED, dedup_key, event_deliveries_key, event_key
 from tests.admin.test_ui import login
 from tests.conftest import admin, post, run_worker, sample_notification
 from tests.servers import HttpSink
@@ -101,7 +101,7 @@ def test_an_accept_that_fails_part_way_leaves_no_dedup_key(client: TestClient, r
     refused = post(client, payload)
     assert refused.status_code == 503
     assert redis.type(event_key(event_id)) == b"string" and not redis.exists(dedup_key(event_id))
-    assert redis.zscore(EVENTS, event_id) is None and redis.zscore(UNPLANNED, event_id) is None
+    assert not redis.exists(RECEIVED) and redis.zscore(UNPLANNED, event_id) is None
     redis.delete(event_key(event_id))
     assert post(client, payload).json()["status"] == "accepted"  # the retry, once the key is gone
 
@@ -118,7 +118,6 @@ def test_a_key_of_the_wrong_type_takes_down_no_page(
     redis.set(event_deliveries_key(bad), "garbage")
     redis.delete(event_key(broken))
     redis.hset(event_key(broken), "receivedAt", "not a time")
-    redis.zadd(EVENTS, {broken: time.time()})
     redis.rpush(f"{PREFIX}delivery:dlist", "x")
     redis.zadd(list_key("delivered", "owners", "x"), {"dlist": time.time() + 60})
     redis.sadd(LISTS, list_key("delivered", "owners", "x"))
