@@ -240,7 +240,8 @@ class Delivery:
     firstTry: str | None = None
     # Its last tries (`relay.core.outcome.logged`: at most MAX_LOGGED, their texts bounded), oldest first, and
     # the message its last try sent (title and text, the person's link tokens scrubbed): what
-    # GET /api/v1/deliveries/{id} and /ui/deliveries/{id} show.
+    # GET /api/v1/deliveries/{id} and /ui/deliveries/{id} show. None where that try sent its message's own title
+    # or text as given (`templateUsed` "platform"): the payload has it (`relay.admin.detail.sent_message`).
     attemptLog: list[dict[str, Any]] = field(default_factory=list)
     sentTitle: str | None = None
     sentText: str | None = None

@@ -185,13 +185,17 @@ def test_the_api_pages_with_a_link_header(client: TestClient, rt: Runtime) -> No
 
 def test_an_attempt_log_is_stored_without_its_nulls_and_read_whole() -> None:
     record = _record(1, State.DELIVERED, "chat", "k", T0)
-    entry = {"at": T0 + 1, "outcome": "delivered", "status": None, "said": None, "error": None, "seconds": 0.01}
-    record.attemptLog, record.attemptTimes = [entry], [T0 + 1]
+    at = round(T0 + 1, 3)  # times are stored to the millisecond
+    entry = {"at": at, "outcome": "delivered", "status": None, "said": None, "error": None, "seconds": 0.01}
+    record.attemptLog, record.attemptTimes = [entry], [at]
     stored = delivery_to_hash(record)
-    assert "attemptTimes" not in stored and "null" not in stored["attemptLog"]
+    assert "attemptTimes" not in stored and "null" not in stored["attemptLog"] and ", " not in stored["attemptLog"]
     again = delivery_from_hash(stored, record.id)
     assert again.attemptLog == [entry] and list(again.attemptLog[0]) == list(entry)
-    assert again.attemptTimes == [T0 + 1]
+    assert again.attemptTimes == [at]
+    record.attemptLog[0]["at"] = T0 + 1.0004567  # kept to the millisecond
+    assert delivery_from_hash(delivery_to_hash(record), record.id).attemptLog[0]["at"] == round(T0 + 1.0004567, 3)
+    record.attemptLog[0]["at"] = at
     record.attemptTimes = [T0, T0 + 1]  # more tries than the log keeps: stored as they are
     assert delivery_from_hash(delivery_to_hash(record), record.id).attemptTimes == [T0, T0 + 1]
 
