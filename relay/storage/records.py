@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -259,13 +260,18 @@ _ATTEMPT_KEYS = ("at", "outcome", "status", "said", "error", "seconds")
 
 
 def _compact(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: round(v, 3) if k == "at" else v for k, v in entry.items() if v is not None} for entry in log]
+    return [{k: _ms(v) if k == "at" else v for k, v in entry.items() if v is not None} for entry in log]
+
+
+def _ms(at: float) -> float:
+    # Cut down, never rounded up: a time stored is never after the clock's reading it came from.
+    return math.floor(at * 1000) / 1000
 
 
 def stamp(at: float) -> str:
     """A time as a record stores it: epoch seconds to the millisecond, as the API shows it (and a few bytes a
     time fewer than its repr: memory, issue 36). Read back with float(), as an earlier relay's."""
-    return f"{at:.3f}"
+    return f"{_ms(at):.3f}"
 
 
 def _json(value: Any) -> str:
