@@ -12,6 +12,8 @@ from typing_extensions import TypedDict  # pydantic reads only these TypedDicts 
 
 from relay.admin.api import Delivery, IsoTime
 from relay.core.model import Delivery as Record
+from relay.core.model import Message, Notification
+from relay.core.rendering import PLATFORM
 from relay.storage.store import Store, iso
 from relay.web.errors import error_response
 from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
@@ -43,13 +45,45 @@ class DeliveryDetail(Delivery):
     message: Sent | None  # None until it was tried
 
 
-def detail(record: Record) -> dict[str, Any]:
-    """What GET /api/v1/deliveries/{deliveryId} answers for a record."""
+def detail(record: Record, given: Message | None = None) -> dict[str, Any]:
+    """What GET /api/v1/deliveries/{deliveryId} answers for a record; `given`: its message in the payload."""
     found = record.public(with_event=True)
     found["attemptLog"] = [{**entry, "at": iso(float(entry.get("at") or 0))} for entry in record.attemptLog]
-    tried = record.sentTitle is not None or record.sentText is not None
-    found["message"] = {"title": record.sentTitle or "", "text": record.sentText or ""} if tried else None
+    found["message"] = sent_message(record, given)
     return found
+
+
+def _platform_text(record: Record) -> bool:
+    """The record's last try sent its message's own title or text as given, not kept in the record (they are
+    in the payload: `relay.delivery.compose.note_sent`)."""
+    tried = record.attempts > 0 or bool(record.attemptLog)
+    return tried and record.templateUsed == PLATFORM and (record.sentTitle is None or record.sentText is None)
+
+
+def sent_message(record: Record, given: Message | None) -> Sent | None:
+    """The message the record's last try sent (None until one was): as it keeps it, or its message's own."""
+    if _platform_text(record) and given is not None:
+        title = record.sentTitle if record.sentTitle is not None else given.title
+        text = record.sentText if record.sentText is not None else given.message
+        return Sent(title=title or "", text=text or "")
+    tried = record.sentTitle is not None or record.sentText is not None
+    return Sent(title=record.sentTitle or "", text=record.sentText or "") if tried else None
+
+
+def read_detail(store: Store, delivery_id: str) -> tuple[Record, dict[str, Any]] | None:
+    """The record and what the API answers for it (None: no such record), with its message read from its
+    payload where the record does not keep it: two round trips then."""
+    record = store.delivery(delivery_id)
+    if record is None:
+        return None
+    given = None
+    if _platform_text(record) and (event := store.event(record.eventId)) is not None:
+        try:
+            messages = Notification.model_validate_json(event.payload).messages
+        except ValueError:  # a payload that no longer reads: the message is shown as the record keeps it
+            messages = []
+        given = messages[record.messageIndex] if record.messageIndex < len(messages) else None
+    return record, detail(record, given)
 
 
 def unknown(delivery_id: str) -> Response:
@@ -76,7 +110,7 @@ class DeliveryApi:
     )
     async def get(self, request: Request) -> Response:
         delivery_id = request.path_params["deliveryId"]
-        record = await run_in_threadpool(self.store.delivery, delivery_id)
-        if record is None:
+        found = await run_in_threadpool(read_detail, self.store, delivery_id)
+        if found is None:
             return unknown(delivery_id)
-        return JSONResponse(detail(record))
+        return JSONResponse(found[1])

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from relay.admin.detail import detail
+from relay.admin.detail import read_detail
 from relay.admin.ui import THROTTLED, AdminPage, html_answer, page_operation
 from relay.admin.ui_render import render
 from relay.admin.ui_session import csrf_token, set_session
@@ -45,16 +45,17 @@ class DeliveryPage:
         session, fresh = viewing
         delivery_id = request.path_params["deliveryId"]
         try:
-            record = await run_in_threadpool(self.page.data.store.delivery, delivery_id)
+            found = await run_in_threadpool(read_detail, self.page.data.store, delivery_id)
         except RedisError as exc:
             log.warning("admin page: Redis unavailable (%s)", type(exc).__name__)
             return self.page.redis_down("relay cannot read its records right now. Try again shortly.")
-        if record is None:
+        if found is None:
             return self.page.error(404, "No such delivery", "That delivery is unknown, or its record has expired.")
+        record, shown = found
         response = render(
             "delivery.html.j2",
             self.page.clock(),
-            d=detail(record),
+            d=shown,
             tries=record.attemptLog,  # as stored: `at` in epoch seconds, for the page's own time formats
             created=record.createdAt,
             updated=record.updatedAt,

@@ -240,10 +240,13 @@ class Delivery:
     firstTry: str | None = None
     # Its last tries (`relay.core.outcome.logged`: at most MAX_LOGGED, their texts bounded), oldest first, and
     # the message its last try sent (title and text, the person's link tokens scrubbed): what
-    # GET /api/v1/deliveries/{id} and /ui/deliveries/{id} show.
+    # GET /api/v1/deliveries/{id} and /ui/deliveries/{id} show. None where that try sent its message's own title
+    # or text as given (`templateUsed` "platform"): the payload has it (`relay.admin.detail.sent_message`).
     attemptLog: list[dict[str, Any]] = field(default_factory=list)
     sentTitle: str | None = None
     sentText: str | None = None
+    # Stored as an earlier relay stored it, its fields under these names (`relay.storage.records.STORED`).
+    names_whole: bool = field(default=False, init=False, compare=False, repr=False)
     # This worker leases the delivery (it will send it): the update that stores the outcome lets go.
     held_lease: bool = field(default=False, init=False, compare=False, repr=False)
     # This try probes its down channel (relay.delivery.outages): a failure waits the next probe step.

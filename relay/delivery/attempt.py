@@ -157,7 +157,7 @@ def _attempt(rt: Context, record: Delivery, notification: Notification | None) -
         return store(rt, record, previous, State.SKIPPED, f"recipient address rejected: {exc}", ctx)
     url = with_unsubscribe_headers(url, extra)
     title = fitted_title(record, url, title)
-    note_sent(record, title, rendered, extra)
+    note_sent(record, title, rendered, extra, notification.messages[record.messageIndex])
     record.attempts += 1
     record.attemptTimes.append(rt.clock())
     started = time.monotonic()

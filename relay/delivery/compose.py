@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from relay.core.model import Delivery, Notification
-from relay.core.rendering import Rendered
+from relay.core.model import Delivery, Message, Notification
+from relay.core.rendering import PLATFORM, Rendered
 from relay.core.titles import fit_title
 from relay.delivery.channels import redact, scheme_of
 from relay.delivery.context import Context
@@ -60,12 +60,18 @@ def fitted_title(record: Delivery, url: str, title: str) -> str:
 MAX_SENT_TEXT = 8_000  # characters of the sent text a delivery's record keeps
 
 
-def note_sent(record: Delivery, title: str, rendered: Rendered, links: dict[str, Any] | None = None) -> None:
+def note_sent(
+    record: Delivery, title: str, rendered: Rendered, links: dict[str, Any] | None = None, given: Message | None = None
+) -> None:
     """Keep the message this try sends on the record (shown by GET /api/v1/deliveries/{id}): its title and its
     text (the plain part of an e-mail, else the body), bounded, with the person's link tokens scrubbed (a
-    token is a password to that person's preferences)."""
+    token is a password to that person's preferences). Where the platform's text went out as `given` (its
+    message in the payload), that title or text is not kept twice: the payload has it (memory: issue 36)."""
     text = rendered.text if rendered.text is not None else rendered.body
     tokens = link_tokens(links or {})
     text = redact(text, tokens)
     record.sentTitle = redact(title, tokens)[:1000]
     record.sentText = text if len(text) <= MAX_SENT_TEXT else text[: MAX_SENT_TEXT - 1] + "…"
+    if rendered.template == PLATFORM and given is not None:
+        record.sentTitle = None if record.sentTitle == given.title else record.sentTitle
+        record.sentText = None if record.sentText == given.message else record.sentText

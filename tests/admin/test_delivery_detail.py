@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from starlette.testclient import TestClient
 
-from relay.core.model import Delivery, State
+from relay.admin.detail import sent_message
+from relay.core.model import Delivery, Message, State
 from relay.core.outcome import MAX_LOGGED, MAX_LOGGED_TEXT, Delivered, Transient, attempt_entry, logged
-from relay.core.rendering import Rendered
+from relay.core.rendering import PLATFORM, Rendered
 from relay.delivery.compose import note_sent
 from relay.runtime.bootstrap import Runtime
+from relay.storage.records import delivery_key
 from tests.conftest import ADMIN_TOKEN, admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink
 
@@ -40,9 +42,12 @@ def test_a_delivery_shows_each_try_and_the_message_it_sent(rt: Runtime, client: 
     assert first["error"].startswith(f"127.0.0.1:{sink.port} answered HTTP 503")
     assert first["at"] == found["attemptTimes"][0] and first["seconds"] >= 0
     assert second["outcome"] == "delivered" and second["error"] is None and second["status"] is None
-    assert found["message"]["title"] == "Access request failed"
+    assert found["message"] == {"title": payload["messages"][0]["title"], "text": payload["messages"][0]["message"]}
     assert "Alice Rossi" in found["message"]["text"]
     assert "attemptLog" not in admin(client, "/api/v1/deliveries").json()[0]  # listings keep their shape
+    # The platform's own words went out as given: read from the payload, not kept twice.
+    assert found["template"] == PLATFORM
+    assert not {b"sentTitle", b"sentText"} & set(rt.redis.hgetall(delivery_key(delivery_id)))
 
 
 def test_an_unknown_delivery_is_404_in_the_error_body_and_it_needs_admin_credentials(client: TestClient) -> None:
@@ -79,6 +84,23 @@ def test_the_message_kept_has_no_link_token() -> None:
     rendered = Rendered("Hi", html, "html", "t", None, f"link: https://relay.example.com/preferences/{token}")
     note_sent(record, "Hi", rendered, links)
     assert record.sentTitle == "Hi" and record.sentText is not None and token not in record.sentText
+
+
+def test_only_what_differs_from_the_platforms_message_is_kept_and_the_rest_read_from_it() -> None:
+    given = Message(title="Access request failed", message="The request failed.")
+    record = Delivery("d1", "e1", "k", 0, "c", "auto", 3, 0.0, 0.0, attempts=1, templateUsed=PLATFORM)
+    as_given = Rendered(given.title or "", given.message or "", "txt", PLATFORM, None)
+    note_sent(record, "Access request failed", as_given, None, given)
+    assert (record.sentTitle, record.sentText) == (None, None)
+    assert sent_message(record, given) == {"title": "Access request failed", "text": "The request failed."}
+    note_sent(record, "Access req…", as_given, None, given)  # the title cut for its channel: kept
+    assert (record.sentTitle, record.sentText) == ("Access req…", None)
+    assert sent_message(record, given) == {"title": "Access req…", "text": "The request failed."}
+    own = Rendered("Access request failed", "The request failed.", "txt", "k/owners.txt.j2", None)
+    note_sent(record, "Access request failed", own, None, given)  # a template's words: kept, even when equal
+    assert (record.sentTitle, record.sentText) == ("Access request failed", "The request failed.")
+    never = Delivery("d2", "e1", "k", 0, "c", "auto", 3, 0.0, 0.0, templateUsed=PLATFORM)
+    assert sent_message(never, given) is None
 
 
 # -- the admin page's view of one delivery ----------------------------------------------------------------

@@ -3,6 +3,7 @@ earlier relay's index read again, and the compact records (issue 36), on a real 
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 from urllib.parse import quote
@@ -16,7 +17,7 @@ from relay.core.clock import system_clock
 from relay.core.model import Delivery, State
 from relay.runtime.bootstrap import Runtime
 from relay.storage.lists import LISTS, Cursor, list_key
-from relay.storage.records import DELIVERIES, delivery_from_hash, delivery_key, delivery_to_hash, event_key
+from relay.storage.records import DELIVERIES, STORED, delivery_from_hash, delivery_key, delivery_to_hash, event_key
 from relay.storage.store import Store
 from tests.conftest import admin, post, run_worker, sample_notification
 
@@ -146,13 +147,11 @@ def test_records_keep_no_empty_field_and_a_cleared_one_is_deleted(store: Store, 
     record.lastError, record.attempts = "HTTP 500", 3
     store.create_deliveries("e1", [record])
     stored = {k.decode() for k in redis.hkeys(delivery_key("d0001"))}
-    assert stored == {"eventId", "kind", "channel", "state", "attempts", "maxAttempts", "lastError"} | {
-        "createdAt",
-        "updatedAt",
-    }
+    names = ["eventId", "kind", "channel", "state", "attempts", "maxAttempts", "lastError", "createdAt", "updatedAt"]
+    assert stored == {STORED[n] for n in names}  # under their short names
     record.state, record.lastError = State.QUEUED, None
     store.update(record, State.FAILED)
-    assert redis.hget(delivery_key("d0001"), "lastError") is None
+    assert redis.hget(delivery_key("d0001"), STORED["lastError"]) is None
     again = store.delivery("d0001")
     assert again is not None and again.lastError is None and again.template == "auto" and again.fallback == []
 
@@ -185,13 +184,19 @@ def test_the_api_pages_with_a_link_header(client: TestClient, rt: Runtime) -> No
 
 def test_an_attempt_log_is_stored_without_its_nulls_and_read_whole() -> None:
     record = _record(1, State.DELIVERED, "chat", "k", T0)
-    entry = {"at": T0 + 1, "outcome": "delivered", "status": None, "said": None, "error": None, "seconds": 0.01}
-    record.attemptLog, record.attemptTimes = [entry], [T0 + 1]
+    at = math.floor((T0 + 1) * 1000) / 1000  # times are stored to the millisecond
+    entry = {"at": at, "outcome": "delivered", "status": None, "said": None, "error": None, "seconds": 0.01}
+    record.attemptLog, record.attemptTimes = [entry], [at]
     stored = delivery_to_hash(record)
-    assert "attemptTimes" not in stored and "null" not in stored["attemptLog"]
+    log = stored[STORED["attemptLog"]]
+    assert STORED["attemptTimes"] not in stored and "null" not in log and ", " not in log
     again = delivery_from_hash(stored, record.id)
     assert again.attemptLog == [entry] and list(again.attemptLog[0]) == list(entry)
-    assert again.attemptTimes == [T0 + 1]
+    assert again.attemptTimes == [at]
+    record.attemptLog[0]["at"] = T0 + 1.0004567  # kept to the millisecond
+    cut = delivery_from_hash(delivery_to_hash(record), record.id).attemptLog[0]["at"]
+    assert cut == math.floor((T0 + 1.0004567) * 1000) / 1000 and cut <= T0 + 1.0004567
+    record.attemptLog[0]["at"] = at
     record.attemptTimes = [T0, T0 + 1]  # more tries than the log keeps: stored as they are
     assert delivery_from_hash(delivery_to_hash(record), record.id).attemptTimes == [T0, T0 + 1]
 
@@ -206,3 +211,30 @@ def test_a_replay_since_a_time_chooses_what_failed_since_and_a_listing_what_was_
     assert _ids(chosen) == ["d0001"]
     assert Filters(State.FAILED, since=recently).page(store, 50)[0] == []
     assert _ids(Filters(State.FAILED, since=T0 - 1).page(store, 50)[0]) == ["d0001"]
+
+
+def test_an_earlier_relays_record_is_read_and_rewritten_under_its_own_names(store: Store, redis: Redis) -> None:
+    """Records store their fields under short names (memory, issue 36); one an earlier relay stored under the
+    model's names is read, and written back, as it is: never half one, half the other."""
+    key = delivery_key("dearlier")
+    redis.hset(key, mapping={"eventId": "e1", "kind": "k", "channel": "chat", "state": "failed", "attempts": "2"})
+    redis.hset(key, mapping={"maxAttempts": "3", "createdAt": repr(T0), "updatedAt": repr(T0), "lastError": "x"})
+    record = store.delivery("dearlier")
+    assert record is not None and (record.eventId, record.state, record.attempts) == ("e1", State.FAILED, 2)
+    record.state, record.lastError = State.QUEUED, None
+    store.update(record, State.FAILED)
+    assert {k.decode() for k in redis.hkeys(key)} == {
+        "eventId",
+        "kind",
+        "channel",
+        "state",
+        "attempts",
+        "maxAttempts",
+        "createdAt",
+        "updatedAt",
+    }
+    new = _record(2, State.QUEUED, "chat", "k", T0)
+    store.create_deliveries("e1", [new])
+    assert not set(STORED) & {k.decode() for k in redis.hkeys(delivery_key(new.id))}
+    again = store.delivery(new.id)
+    assert again is not None and (again.eventId, again.channel, again.state) == ("e2", "chat", State.QUEUED)

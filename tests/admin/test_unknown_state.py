@@ -8,7 +8,7 @@ from starlette.testclient import TestClient
 
 from relay.core.model import State
 from relay.runtime.bootstrap import Runtime
-from relay.storage.records import UnknownState, delivery_from_hash, delivery_to_hash
+from relay.storage.records import STORED, UnknownState, delivery_from_hash, delivery_to_hash
 from relay.storage.store import delivery_key
 from tests.conftest import ADMIN_TOKEN, admin, post, run_worker, sample_notification
 from tests.servers import HttpSink
@@ -36,7 +36,7 @@ def unknown(rt: Runtime, client: TestClient, sink: HttpSink) -> tuple[str, str]:
     event_id = payload["metadata"]["eventId"]
     records = [r for r in rt.store.deliveries(rt.store.event_delivery_ids(event_id)) if r is not None]
     [failed] = [r for r in records if r.state is State.FAILED]
-    rt.redis.hset(delivery_key(failed.id), "state", "paused")
+    rt.redis.hset(delivery_key(failed.id), STORED["state"], "paused")
     return event_id, failed.id
 
 
@@ -68,5 +68,5 @@ def test_a_delivery_in_an_unknown_state_is_left_as_it_is(
     assert replayed.json() == {"replayed": 0, "dryRun": False, "notReplayed": [{"id": ident, "state": "unknown"}]}
     rt.intake.enqueue_deliveries([ident])  # a job for it, as a newer relay may have queued
     run_worker(rt)
-    assert rt.redis.hget(delivery_key(ident), "state") == b"paused"
-    assert rt.redis.hget(delivery_key(ident), "attempts") == b"1"
+    assert rt.redis.hget(delivery_key(ident), STORED["state"]) == b"paused"
+    assert rt.redis.hget(delivery_key(ident), STORED["attempts"]) == b"1"

@@ -11,6 +11,7 @@ from starlette.testclient import TestClient
 
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
+from relay.storage.records import STORED
 from tests.conftest import ADMIN_TOKEN, admin, post, run_worker, sample_notification
 from tests.servers import HttpSink
 
@@ -104,7 +105,7 @@ def test_a_record_stored_before_routes_were_recorded_still_loads(
         post(client, payload)
         run_worker(rt)
         [delivery_id] = rt.store.event_delivery_ids(payload["metadata"]["eventId"])
-        rt.redis.hdel(f"relay:delivery:{delivery_id}", "route")  # as an older relay stored it
+        rt.redis.hdel(f"relay:delivery:{delivery_id}", STORED["route"])  # as an older relay stored it
         event = admin(client, f"/api/v1/events/{payload['metadata']['eventId']}").json()
     [delivery] = event["deliveries"]
     assert delivery["route"] is None and delivery["state"] == "delivered"
