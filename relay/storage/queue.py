@@ -30,7 +30,7 @@ from rq.job import Job, JobStatus
 from relay.core.model import Delivery
 from relay.storage import requeue
 from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL, Leases
-from relay.storage.records import legacy_keys
+from relay.storage.records import legacy_keys, millis
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
     METRICS,
@@ -185,10 +185,7 @@ class Intake:
         keys.append(legacy.dedup if legacy else keys[0])
         # In whole milliseconds, so that the record's receivedAt and its entry's stream ID say the same time; cut
         # down, never up: a time after now would keep the notification from the planners until then.
-        at = self.store.clock()
-        received_ms = math.floor(at * 1000)
-        if received_ms / 1000 > at:  # the product rounded up to the next ms
-            received_ms -= 1
+        received_ms = millis(self.store.clock())
         received = received_ms / 1000
         args: list[Any] = [
             repr(received - self.dedup_ttl),

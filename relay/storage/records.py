@@ -261,18 +261,20 @@ _ATTEMPT_KEYS = ("at", "outcome", "status", "said", "error", "seconds")
 
 
 def _compact(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: _ms(v) if k == "at" else v for k, v in entry.items() if v is not None} for entry in log]
+    return [{k: millis(v) / 1000 if k == "at" else v for k, v in entry.items() if v is not None} for entry in log]
 
 
-def _ms(at: float) -> float:
-    # Cut down, never rounded up: a time stored is never after the clock's reading it came from.
-    return math.floor(at * 1000) / 1000
+def millis(at: float) -> int:
+    """`at` (epoch seconds) in whole milliseconds, cut down: a time stored is never after the clock's reading it
+    came from (`at * 1000` may round up to the next millisecond: undone)."""
+    ms = math.floor(at * 1000)
+    return ms - 1 if ms / 1000 > at else ms
 
 
 def stamp(at: float) -> str:
     """A time as a record stores it: epoch seconds to the millisecond, as the API shows it (and a few bytes a
     time fewer than its repr: memory, issue 36). Read back with float(), as an earlier relay's."""
-    return f"{_ms(at):.3f}"
+    return f"{millis(at) / 1000:.3f}"
 
 
 def _json(value: Any) -> str:
