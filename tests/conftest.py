@@ -9,6 +9,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,31 @@ def pytest_configure(config: pytest.Config) -> None:
     (about 0.15 CPU-s a process). Only the xdist controller (or a run without xdist) writes it."""
     if not hasattr(config, "workerinput"):
         compileall.compile_dir(str(HERE.parent / "relay"), quiet=1)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--wall-clock-shift",
+        type=int,
+        default=0,
+        metavar="DAYS",
+        help="run with Python's wall clock this many days ahead (or behind, negative): `-m dated` with 365 and -365 "
+        "shows that no test passes or fails by the date it runs on (docs/development.md)",
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _wall_clock_shift(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The wall clock moved for this test process only (time-machine: `time.time`, `datetime.now`; not the
+    monotonic clock that timed waits use, nor the servers the tests start), ticking from there."""
+    days = int(request.config.getoption("--wall-clock-shift"))
+    if not days:
+        yield
+        return
+    import time_machine
+
+    with time_machine.travel(datetime.now(UTC) + timedelta(days=days), tick=True):
+        yield
 
 
 SLOW_STRIDE = 4  # one `slow` test among the first items every this many

@@ -40,7 +40,7 @@ def runtime(args: argparse.Namespace) -> Any:
     """Everything built once (relay.runtime.bootstrap), for a command that works on relay's records."""
     from relay.runtime.bootstrap import build
 
-    return build(config(args))
+    return build(config(args), clock=args.clock)
 
 
 def config_file(args: argparse.Namespace) -> Path | None:

@@ -10,6 +10,7 @@ from redis.exceptions import RedisError
 from relay import __version__
 from relay.cli import check, health, inspect, prefs, probe, run, send, silence, token
 from relay.config import ConfigError
+from relay.core.clock import Clock, system_clock
 
 
 def parser() -> argparse.ArgumentParser:
@@ -34,8 +35,10 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, clock: Clock = system_clock) -> int:
+    """`clock`: relay's one clock for every command (a test hands in the `ManualClock` of its runtime)."""
     args = parser().parse_args(argv)
+    args.clock = clock
     try:
         return int(args.func(args))
     except ConfigError as exc:

@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 from relay.cli.common import Command, command_group, config
-from relay.core.clock import system_clock  # relay's one clock: these commands build no runtime
 
 EXPORT_VERSION = 1
 
@@ -66,7 +65,7 @@ def _change(args: argparse.Namespace, off: bool) -> int:
     def change(pref: Any) -> bool:
         return bool(pref.with_opt_out(args.kind, channel) if off else pref.without_opt_out(args.kind, channel))
 
-    pref = store.update(args.person, change, system_clock())
+    pref = store.update(args.person, change, args.clock())
     where = "every channel" if channel == "*" else channel
     print(f"{args.person}: {args.kind} on {where} is {'off' if off else 'on'}")
     still = pref.opted_out(args.kind, channel) if not off and channel != "*" else None
@@ -89,7 +88,7 @@ def cmd_link(args: argparse.Namespace) -> int:
     from relay.web.links import preferences_url
 
     args.person = check_person(args.person)
-    url = preferences_url(config(args).preferences, args.person, system_clock())
+    url = preferences_url(config(args).preferences, args.person, args.clock())
     if url is None:
         print("relay prefs: no link without preferences.public_url (and preferences.secret)", file=sys.stderr)
         return 2

@@ -77,7 +77,7 @@ def cmd_test(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     fmt = channel_format(channel.url, channel.format)
-    body, text = message(args.channel, fmt, datetime.now(UTC))
+    body, text = message(args.channel, fmt, datetime.fromtimestamp(args.clock(), UTC))
     # Shown as `relay check` shows it: the URL the send really uses, its secrets scrubbed.
     print(f"sending a test message through {args.channel}: {shown_target(url, fmt)}")
     outcome = send(url, TITLE, body, fmt, text if fmt == "html" else None)

@@ -267,8 +267,14 @@ class Intake:
     def enqueue_deliveries(self, ids: list[str]) -> None:
         """These deliveries are due now: among the due work, with a worker woken for them."""
         if ids:
-            at = self.store.clock()
-            self.schedule(dict.fromkeys(ids, at))
+            self.schedule(dict.fromkeys(ids, self.now_everywhere()))
+
+    def now_everywhere(self) -> float:
+        """"Now" for work that other machines take: the earlier of this process's clock and Redis's. A release
+        from a CLI whose clock runs ahead is then due at once for workers whose clocks agree with Redis's,
+        rather than that much later; a clock behind is earlier still, so due too."""
+        seconds, micros = self.redis.time()
+        return min(self.store.clock(), seconds + micros / 1e6)
 
     def schedule(self, due: Mapping[str, float], slots: Mapping[str, float] | None = None) -> None:
         """Deliveries due at these times (id -> epoch seconds), and wake-ups for them."""

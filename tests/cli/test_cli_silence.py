@@ -16,6 +16,8 @@ from tests.cli.test_cli import config_file as config_file  # the fixture: the ru
 from tests.conftest import admin, post, run_worker, sample_notification
 from tests.servers import HttpSink
 
+pytestmark = pytest.mark.dated
+
 
 def _listed(config: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> list[dict[str, str]]:
     capsys.readouterr()

@@ -10,6 +10,8 @@ import pytest
 
 from relay.config import ConfigError, load_config, read_config
 
+pytestmark = pytest.mark.dated
+
 
 @pytest.mark.parametrize("raw", ["1234", "0x1f", "yes", "no", "on", "2024-01-01", "~", "null", "1e3", "12:30"])
 def test_a_string_key_gets_the_exact_string(raw: str) -> None:

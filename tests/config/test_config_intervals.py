@@ -9,6 +9,8 @@ import pytest
 
 from relay.config import read_config
 
+pytestmark = pytest.mark.dated
+
 GOOD = """
 channels:
   mail: {url: "json://localhost:9/x"}

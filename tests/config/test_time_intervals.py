@@ -10,6 +10,8 @@ import pytest
 
 from relay.config.time_intervals import Interval, hold_until, parse_period
 
+pytestmark = pytest.mark.dated
+
 
 def interval(name: str, *periods: dict[str, Any]) -> Interval:
     return Interval(name, tuple(parse_period(p) for p in periods))

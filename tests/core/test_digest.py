@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from relay.config import DigestConfig
 from relay.core.digest import (
     CATCH_UP_SECONDS,
@@ -16,6 +18,8 @@ from relay.core.digest import (
     window_for,
 )
 from relay.core.rendering import Renderer
+
+pytestmark = pytest.mark.dated
 
 ITEMS = [
     DigestItem("notification:a", "e1", "2026-11-25T06:00:00.000Z", "First <b>", "one\ntwo", "recipient-type:x"),

@@ -20,6 +20,8 @@ from relay.core.model import (
     recipient_type_name,
 )
 
+pytestmark = pytest.mark.dated
+
 
 def recipient(email: Any = "bruno.verdi@example.com", ref: Any = "user:default/bruno.verdi") -> dict[str, Any]:
     return {"userRef": ref, "metadata.name": "bruno.verdi", "spec.email": email, "kind": "User"}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from relay.core.outages import (
     MAX_PROBE,
     OK,
@@ -16,6 +18,8 @@ from relay.core.outages import (
     probe_schedule,
 )
 from relay.core.outcome import Delivered, Permanent, Transient
+
+pytestmark = pytest.mark.dated
 
 
 def test_probes_double_up_to_ten_minutes() -> None:

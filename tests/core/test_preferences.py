@@ -26,6 +26,8 @@ from relay.core.preferences import (
     validate,
 )
 
+pytestmark = pytest.mark.dated
+
 FRIDAY_EVENING = datetime(2026, 11, 27, 17, 30, tzinfo=UTC).timestamp()  # 18:30 in Rome
 MONDAY_8_ROME = datetime(2026, 11, 30, 7, 0, tzinfo=UTC).timestamp()
 OFFICE = [

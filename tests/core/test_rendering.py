@@ -12,6 +12,8 @@ from relay.core.markdown import escape_markdown
 from relay.core.model import Delivery, Notification
 from relay.core.rendering import PLATFORM, Renderer, candidates
 
+pytestmark = pytest.mark.dated
+
 # A kind relay ships no templates for, so that only the test's own templates are in play.
 KIND = "notification:unit-test-kind"
 KNAME = "unit-test-kind"

@@ -11,6 +11,8 @@ from relay.core.model import Delivery, Notification, State
 from relay.core.rendering import recipient_of
 from relay.core.routing import plan_notification, route_matches, route_message
 
+pytestmark = pytest.mark.dated
+
 KIND = "notification:access-control-request-failed"
 OWNER = "recipient-type:system-owner"
 REQUESTER = "recipient-type:access-control-requester"

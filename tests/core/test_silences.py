@@ -16,6 +16,8 @@ from relay.core.silences import (
     silenced,
 )
 
+pytestmark = pytest.mark.dated
+
 T = 1_800_000_000.0
 
 

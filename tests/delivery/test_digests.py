@@ -30,6 +30,8 @@ from tests.conftest import admin, post, run_scheduled, run_worker, sample_notifi
 from tests.processes import stop
 from tests.servers import HttpSink, SmtpSink, wait_for
 
+pytestmark = pytest.mark.dated
+
 RELAY = str(Path(sys.executable).parent / "relay")
 OWNERS = "recipient-type:system-owner"
 REQUESTERS = "recipient-type:access-control-requester"
@@ -257,7 +259,9 @@ def test_release_on_a_route_with_quiet_hours_and_a_digest_sends_now(
     rt.clock.set(FRIDAY_EVENING)
     events = _accept(rt, _notification("night 1"), _notification("night 2"))
     assert {(_item(rt, e).state, _item(rt, e).digest) for e in events} == {("held", None)}
-    assert main(["release", "--channel", "owners-hook", "--config", str(_config_file(rt, tmp_path))]) == 0
+    assert (
+        main(["release", "--channel", "owners-hook", "--config", str(_config_file(rt, tmp_path))], clock=rt.clock) == 0
+    )
     assert "released 2 held deliveries" in capsys.readouterr().out
     run_worker(rt)  # both join one released digest
     [digest_id] = {_item(rt, e).digest for e in events}
@@ -302,11 +306,11 @@ def test_release_counts_agree_in_the_dry_run_the_bar_and_the_api(
         assert len(held) == 7  # the digest, its three items, the e-mails
         dry = admin(client, "/api/v1/deliveries/release", method="POST", json={"dryRun": True}).json()
         assert dry["released"] == 4
-    assert main(["release", "--dry-run", "--config", config]) == 0
+    assert main(["release", "--dry-run", "--config", config], clock=rt.clock) == 0
     out = capsys.readouterr().out
     assert out.count("would release ") == 4 and out.count("(a digest of 3)") == 1
     assert "4 held deliveries would be sent now (dry run)" in out
-    assert main(["release", "--config", config]) == 0
+    assert main(["release", "--config", config], clock=rt.clock) == 0
     captured = capsys.readouterr()
     assert "released 4 held deliveries" in captured.out
     assert captured.err.rstrip().endswith("4/4")
@@ -399,6 +403,7 @@ def test_a_worker_process_sends_the_digest_when_its_real_window_ends(
         stop(worker)  # SIGTERM; SIGKILL after 30 s
 
 
+@pytest.mark.slow  # a real window and a dead worker's leases, on a `relay worker` process's clock
 def test_an_open_digest_survives_a_worker_killed_during_its_window(
     make_runtime: Callable[..., Runtime], sink: HttpSink, tmp_path: Path
 ) -> None:

@@ -19,6 +19,8 @@ from relay.storage.records import delivery_from_hash
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink
 
+pytestmark = pytest.mark.dated
+
 OWNER = "recipient-type:system-owner"
 REQUESTER = "recipient-type:access-control-requester"
 FORMATS = ("md", "txt", "html")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
 from starlette.testclient import TestClient
 
 from relay.admin.selection import Filters
@@ -14,6 +15,8 @@ from relay.storage.leases import LEASES, READY
 from relay.storage.queue import QUEUE_NAME
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink
+
+pytestmark = pytest.mark.dated
 
 
 def _by_channel(event: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

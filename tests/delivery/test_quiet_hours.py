@@ -30,6 +30,8 @@ from tests.conftest import ADMIN_TOKEN, admin, post, run_scheduled, run_worker, 
 from tests.processes import stop
 from tests.servers import HttpSink, SmtpSink, wait_for
 
+pytestmark = pytest.mark.dated
+
 RELAY = str(Path(sys.executable).parent / "relay")
 OFFICE_HOURS = {
     "name": "office-hours",
@@ -232,11 +234,14 @@ def test_release_by_cli_sends_once(
     rt.clock.set(FRIDAY_EVENING)
     event_id = _accept(rt)
     config = str(_config_file(rt, tmp_path))
-    assert main(["release", "--channel", "owners-hook", "--config", config]) == 0
+    assert main(["release", "--channel", "owners-hook", "--config", config], clock=rt.clock) == 0
     assert "released 0 held deliveries" in capsys.readouterr().out
-    assert main(["release", "--event", event_id, "--dry-run", "--config", config]) == 0
+    assert main(["release", "--event", event_id, "--dry-run", "--config", config], clock=rt.clock) == 0
     assert f"held until {SATURDAY}" in capsys.readouterr().out
-    assert main(["release", "--event", event_id, "--kind", "notification:access-*", "--config", config]) == 0
+    assert (
+        main(["release", "--event", event_id, "--kind", "notification:access-*", "--config", config], clock=rt.clock)
+        == 0
+    )
     assert "released 1 held delivery: they go out now" in capsys.readouterr().out
     run_worker(rt)
     assert len(smtp.mails) == 1 and _email(rt, event_id).state == "delivered"

@@ -18,6 +18,8 @@ from relay.runtime.bootstrap import Runtime, build
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink
 
+pytestmark = pytest.mark.dated
+
 NOW = float(int(time.time()))  # the runtime's clock (whole seconds: times read back as written)
 OWNERS = 'channel="owners-hook"'
 

@@ -24,6 +24,8 @@ from relay.storage.preferences import PREFERENCES, preference_key
 from tests.conftest import ADMIN_TOKEN, admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink
 
+pytestmark = pytest.mark.dated
+
 SECRET = "a-secret-of-at-least-thirty-two-bytes!"
 PUBLIC = "http://testserver"
 ALICE = "user:default/alice.rossi"
