@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError, WithJsonSchema
 from redis import Redis
@@ -108,6 +109,19 @@ class Reloaded(TypedDict):
     behind: list[str]  # those that do not yet (or kept their old config: their log says why)
 
 
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def from_another_site(request: Request) -> bool:
+    """Whether a browser says the request came from a page of another site (`Sec-Fetch-Site`, or an `Origin`
+    other than this host's). A tool (curl, a script) sends neither."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return True
+    origin = request.headers.get("origin")
+    return origin is not None and urlsplit(origin).netloc != request.headers.get("host")
+
+
 def admin_only(handler: Handler, config: Callable[[], Config], guard: Guard) -> Handler:
     """`handler` behind the admin credentials (a client that sent too many wrong ones is answered 429 before
     they are looked at); Redis failing under it answers 503."""
@@ -117,6 +131,13 @@ def admin_only(handler: Handler, config: Callable[[], Config], guard: Guard) -> 
         server = config().server
         if server.admin_tokens and (throttled := await guard.check(request, API)) is not None:
             return throttled
+        if not server.admin_tokens and request.method in WRITES and from_another_site(request):
+            return error_response(
+                403,
+                ["the request came from another site (its Origin or Sec-Fetch-Site says so)"],
+                "A write from another site is refused: with no admin_tokens, a web page could make it.",
+                solutions=["Call the API from a tool, not a web page; or set server.admin_tokens."],
+            )
         if not admin_allowed(server, request.headers):
             await guard.failed(request, API, "no valid admin token")
             return error_response(
@@ -164,19 +185,19 @@ async def json_object(
 ) -> dict[str, Any] | Response:
     """The request's JSON object, or the error answer: 415 not JSON, 413 over `limit` bytes, 422 not an object
     (an empty body reads as `empty`, when given)."""
-    content_type = request.headers.get("content-type")
-    if content_type is not None and not is_json(content_type):
-        # A form of another site can post text/plain or form data, never JSON without a preflight:
-        # insisting on JSON keeps an open (token-less) admin API safe from cross-site replays.
-        return error_response(
-            415,
-            [f"content type {content_type!r} is not JSON"],
-            f"The {what} request must be JSON.",
-            solutions=["Send the body with Content-Type: application/json."],
-        )
     raw = await (request.body() if limit is None else bounded_body(request, limit))
     if raw is None:
         return error_response(413, [f"the body is over {limit} bytes"], f"The {what} request is too large.")
+    content_type = request.headers.get("content-type")
+    if raw.strip() and not is_json(content_type or ""):
+        # A form or a typeless fetch of another site can post text/plain, form data or no type at all, never
+        # JSON without a preflight: insisting on JSON keeps an open (token-less) admin API safe from them.
+        return error_response(
+            415,
+            [f"content type {content_type!r} is not JSON" if content_type else "the body has no content type"],
+            f"The {what} request must be JSON.",
+            solutions=["Send the body with Content-Type: application/json."],
+        )
     try:
         body = empty if empty is not None and not raw.strip() else json.loads(raw)
         if not isinstance(body, dict):
