@@ -24,11 +24,11 @@ from jinja2 import (
 from jinja2.runtime import Context
 
 from relay.config import Config
-from relay.core.limits import MAX_VALUE, RENDER_SECONDS, LimitExceeded, limited
+from relay.core.limits import RENDER_SECONDS, RenderError, joined, limited
 from relay.core.markdown import unescape_markdown
 from relay.core.model import Delivery, Notification, kind_name, recipient_type_name
 from relay.core.names import Lookup, names_of, resource_url
-from relay.core.sandbox import BUILTIN_DIR, RenderError, make_environment
+from relay.core.sandbox import BUILTIN_DIR, make_environment
 
 # Read from here by the check, the preview and the tests.
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
     "BUILTIN_DIR",
     "FORMATS",
     "PLATFORM",
-    "LimitExceeded",
     "RenderError",
     "Rendered",
     "Renderer",
@@ -44,7 +43,6 @@ __all__ = [
 ]
 
 FORMATS = ("md", "html", "txt")
-MAX_OUTPUT_CHARS = MAX_VALUE
 PLATFORM = "platform"
 AUTO = "auto"
 OPERATOR_LOOKUP_TTL = 2.0  # seconds an answer about the operator's template files is trusted
@@ -73,19 +71,6 @@ def candidates(template: str, kind: str, recipient_types: list[str], fmt: str) -
     names = [f"{kname}/{recipient_type_name(t)}.{fmt}.j2" for t in recipient_types]
     names.append(f"{kname}/default.{fmt}.j2")
     return list(dict.fromkeys(names))
-
-
-def _bounded(chunks: Iterator[str], deadline: float) -> str:
-    out: list[str] = []
-    size = 0
-    for chunk in chunks:
-        size += len(chunk)
-        if size > MAX_OUTPUT_CHARS:
-            raise LimitExceeded(f"output larger than {MAX_OUTPUT_CHARS:,} characters")
-        if time.monotonic() > deadline:
-            raise LimitExceeded(f"rendering took longer than {RENDER_SECONDS:g}s")
-        out.append(chunk)
-    return "".join(out)
 
 
 _parents: WeakKeyDictionary[Template, Template | None] = WeakKeyDictionary()
@@ -131,12 +116,11 @@ def render_template(
     The body sees the resulting title as `title`, so a layout can show it without repeating it. Both run under
     one set of limits (`relay.core.limits`): a template that breaks one raises LimitExceeded.
     """
-    deadline = time.monotonic() + RENDER_SECONDS
     with limited(RENDER_SECONDS):
         title: str | None = None
         title_block = find_block(tpl, "title")
         if title_block is not None:
-            title = _bounded(title_block(tpl.new_context(context)), deadline).strip()
+            title = joined(title_block(tpl.new_context(context))).strip()
             if fmt == "html":
                 title = html.unescape(title)
             elif fmt == "md":  # titles are plain text: its values' markdown escapes undone
@@ -145,7 +129,7 @@ def render_template(
         shown = title if title is not None else context.get("title", default_title)
         ctx = tpl.new_context({**context, "title": shown})
         ctx.blocks["title"] = [_empty_block]
-        body = _bounded(tpl.root_render_func(ctx), deadline).strip()
+        body = joined(tpl.root_render_func(ctx)).strip()
     return title, body
 
 

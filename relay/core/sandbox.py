@@ -1,44 +1,41 @@
-"""The Jinja sandbox templates run in: immutable, and bounded in what one render may build, so an operator's
-template cannot exhaust a worker (docs/templates.md, "Limits").
-
-Every way a template builds a string passes a check before the string exists: `*`, `+`, `%` and `**`
-(`call_binop`), `~` (the code generator below), `str` methods (`call`), `str.format` (its formatter), the
-filters (`relay.core.bounded`), and the buffers of `{% set %}` blocks, macros and `{% filter %}` blocks
-(`concat`, which compiled templates use for them). Each value output is counted too (`finalize`).
+"""The Jinja sandbox templates run in: immutable, and with every way a template builds a value put through the
+limits of `relay.core.limits` (docs/templates.md, "Limits") before the value exists: `*`, `+`, `%` and `**`
+(`call_binop`), `~` (the code generator below), `str` methods (`call`), `str.format` (its formatter), the filters
+and `lipsum`, and the buffers of `{% set %}` blocks, macros and `{% filter %}` blocks and the output (`concat`).
+Each value output is counted too (`finalize`).
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterable
-from functools import update_wrapper
+from functools import update_wrapper, wraps
 from pathlib import Path
-from types import BuiltinMethodType, MethodType
 from typing import Any
 
-from jinja2 import BaseLoader, ChoiceLoader, FileSystemLoader, StrictUndefined, nodes, pass_context, select_autoescape
+from jinja2 import (
+    BaseLoader,
+    ChoiceLoader,
+    FileSystemLoader,
+    StrictUndefined,
+    nodes,
+    pass_context,
+    pass_eval_context,
+    select_autoescape,
+)
 from jinja2.compiler import CodeGenerator, Frame, optimizeconst
+from jinja2.nodes import EvalContext
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEscapeFormatter, SandboxedFormatter
 from markupsafe import Markup
 
-from relay.core.bounded import bounded_filters, joined_size, percent_size, spec_size, str_method_size
-from relay.core.limits import (
-    MAX_VALUE,
-    LimitExceeded,
-    RenderError,
-    charge,
-    check_width,
-    size_of,
-    tick,
-    ticking,
-)
+from relay.core import limits
+from relay.core.limits import built, charge, joined_size
 from relay.core.markdown import escape_markdown
 from relay.core.names import display_name
 
 BUILTIN_DIR = Path(__file__).parent / "builtin_templates"
 
-__all__ = ["BUILTIN_DIR", "BoundedSandbox", "LimitExceeded", "RenderError", "make_environment"]
+__all__ = ["BUILTIN_DIR", "BoundedSandbox", "make_environment"]
 
 
 class _BoundedCode(CodeGenerator):
@@ -69,7 +66,7 @@ class _CountingFormatter(SandboxedFormatter):
     """`str.format` in the sandbox, each field sized (its nested fields filled in) before it is formatted."""
 
     def format_field(self, value: Any, format_spec: str) -> Any:
-        charge(spec_size(value, format_spec), "a formatted string")
+        charge(limits.spec_size(value, format_spec), "a formatted string")
         return super().format_field(value, format_spec)
 
 
@@ -77,24 +74,33 @@ class _CountingEscapeFormatter(SandboxedEscapeFormatter, _CountingFormatter):
     pass
 
 
-def _count_output(value: Any) -> Any:
-    """Each value a template outputs (into a body, a `{% set %}` block or a macro) counts against the render's
-    budget: one counted as at least 1, so a buffer of empty strings is bounded too."""
-    charge(max(size_of(value), 1), "an output value")
-    return value
+def _counted(f: Callable[..., Any], estimate: Callable[..., int] | None) -> Callable[..., Any]:
+    """A filter or global sized before it runs (`estimate`), or its result counted once built."""
+
+    @wraps(f)  # also copies Jinja's marker of what a filter is passed (context, environment)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        if estimate is None:
+            return built(f(*args, **kwargs), "a filter's result")
+        charge(estimate(*args, **kwargs), "a filter's result")
+        return f(*args, **kwargs)
+
+    return counted
 
 
-def _bounded_concat(parts: Iterable[str]) -> str:
-    """What compiled templates join a block's buffer with (and `Template.render` its output)."""
-    pieces: list[str] = []
-    size = 0
-    for part in parts:
-        size += len(part)
-        if size > MAX_VALUE:
-            charge(size, "a block's output")  # raises
-        pieces.append(part)
-    charge(size, "a block's output")
-    return "".join(pieces)
+def _bounded_join(join: Callable[..., Any]) -> Callable[..., Any]:
+    @pass_eval_context
+    def bounded_join(eval_ctx: EvalContext, value: Iterable[Any], d: str = "", attribute: Any = None) -> Any:
+        items = list(value)
+        charge(len(items), "a list")
+        if attribute is not None:  # as Jinja's join looks it up: dotted, digits as indexes
+            parts = attribute.split(".") if isinstance(attribute, str) else [attribute]
+            for part in parts:
+                key = int(part) if isinstance(part, str) and part.isdigit() else part
+                items = [eval_ctx.environment.getitem(item, key) for item in items]
+        charge(joined_size(items, limits.text(d)), "a joined string")
+        return join(eval_ctx, items, d)
+
+    return bounded_join
 
 
 class BoundedSandbox(ImmutableSandboxedEnvironment):
@@ -102,57 +108,41 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     intercepted_binops = frozenset(["*", "**", "%", "+"])
     code_generator_class = _BoundedCode
-    concat = staticmethod(_bounded_concat)
-    ticking = staticmethod(ticking)
+    concat = staticmethod(limits.joined)
+    ticking = staticmethod(limits.ticking)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, finalize=_finalize, **kwargs)
-        self.filters = bounded_filters(self.filters)
-        lipsum: Callable[..., Any] = self.globals["lipsum"]  # type: ignore[assignment]
-
-        def bounded_lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> Any:
-            charge(_positive(n) * _positive(max) * 12, "lipsum")
-            return lipsum(n, html, min, max)
-
-        self.globals["lipsum"] = bounded_lipsum
+        self.filters = {name: _counted(f, limits.FILTER_SIZES.get(name)) for name, f in self.filters.items()}
+        self.filters["join"] = _counted(_bounded_join(self.filters["join"]), None)
+        self.globals["lipsum"] = _counted(self.globals["lipsum"], limits.lipsum_size)  # type: ignore[arg-type]
 
     def joining(self, parts: tuple[Any, ...]) -> tuple[Any, ...]:
         """The parts of a `~`, measured before they are joined."""
-        charge(sum(size_of(p) for p in parts), "a joined string")
+        charge(joined_size(list(parts), ""), "a joined string")
         return parts
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-        tick()
+        limits.tick()
         owner = getattr(__obj, "__self__", None)
         if not isinstance(owner, str):
             return super().call(__context, __obj, *args, **kwargs)
         name = getattr(__obj, "__name__", "")
         if name == "join" and args:  # measure the items, then join what was measured
-            items = list(args[0])
-            charge(joined_size(items, owner), "a joined string")
-            args = (items, *args[1:])
+            args = (list(args[0]), *args[1:])
+            charge(joined_size(args[0], owner), "a joined string")
         else:
-            size = str_method_size(owner, name, args, kwargs)
-            if size is not None:
-                charge(size, f"str.{name}")
-        result = super().call(__context, __obj, *args, **kwargs)
-        if isinstance(result, str | list | tuple):
-            charge(len(result), f"str.{name}")
-        return result
+            charge(limits.str_method_size(owner, name, args, kwargs), f"str.{name}")
+        return built(super().call(__context, __obj, *args, **kwargs), f"str.{name}")
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
         """The sandbox's `str.format` and `str.format_map`, through a formatter that sizes each field."""
-        if not isinstance(value, MethodType | BuiltinMethodType) or value.__name__ not in ("format", "format_map"):
+        if super().wrap_str_format(value) is None:  # not a string's format or format_map
             return None
-        f_self = value.__self__
-        if not isinstance(f_self, str):
-            return None
-        str_type = type(f_self)
-        formatter: SandboxedFormatter
+        f_self: str = value.__self__
+        formatter: SandboxedFormatter = _CountingFormatter(self)
         if isinstance(f_self, Markup):
             formatter = _CountingEscapeFormatter(self, escape=f_self.escape)
-        else:
-            formatter = _CountingFormatter(self)
         is_map = value.__name__ == "format_map"
 
         def wrapper(*args: Any, **kwargs: Any) -> str:
@@ -161,29 +151,13 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
                     raise TypeError("format_map() takes exactly one argument")
                 kwargs, args = args[0], ()
             charge(len(f_self), "a format string")
-            return str_type(formatter.vformat(f_self, args, kwargs))
+            return type(f_self)(formatter.vformat(f_self, args, kwargs))
 
         return update_wrapper(wrapper, value)
 
-    def call_binop(self, context: Any, operator_: str, left: Any, right: Any) -> Any:
-        if operator_ == "**":
-            if isinstance(right, int | float) and abs(right) > 100:
-                raise LimitExceeded("exponent too large")
-            return operator.pow(left, right)
-        if operator_ == "%":
-            if not isinstance(left, str):
-                return operator.mod(left, right)
-            charge(percent_size(left, right), "a formatted string")
-            return operator.mod(left, right)
-        if operator_ == "+":
-            if _sized(left) and _sized(right):
-                charge(len(left) + len(right), "a concatenation")
-            return operator.add(left, right)
-        for seq, count in ((left, right), (right, left)):
-            if _sized(seq) and isinstance(count, int):
-                check_width(count, "sequence repetition")
-                charge(len(seq) * max(count, 0), "a repetition")
-        return operator.mul(left, right)
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        limits.check_binop(operator, left, right)
+        return super().call_binop(context, operator, left, right)
 
 
 def is_markdown(name: str | None) -> bool:
@@ -203,15 +177,7 @@ def escape_for_markdown(context: Context, value: Any) -> Any:
 
 @pass_context
 def _finalize(context: Context, value: Any) -> Any:
-    return _count_output(escape_for_markdown(context, value))
-
-
-def _sized(value: Any) -> bool:
-    return isinstance(value, str | list | tuple)
-
-
-def _positive(value: Any) -> int:
-    return value if isinstance(value, int) and value > 0 else 1
+    return limits.output(escape_for_markdown(context, value))
 
 
 def make_environment(template_dir: Path | None) -> BoundedSandbox:

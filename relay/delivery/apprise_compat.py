@@ -48,12 +48,12 @@ from urllib.parse import urlsplit
 
 import apprise
 import requests
+from apprise import NotifyBase
 from apprise import plugins as apprise_plugins
 from apprise.exception import AppriseException
-from apprise.plugins.base import NotifyBase
 from apprise.plugins.email import AppriseEmailException, NotifyEmail
 from apprise.plugins.email.base import PGP_MODE_DEFAULT
-from apprise.plugins.email.smtp import SMTP_EXCEPTIONS, AppriseSMTPController
+from apprise.plugins.email.smtp import AppriseSMTPController
 
 from relay.core.clock import system_clock
 from relay.core.outcome import Delivered, Outcome, Permanent, Transient
@@ -306,7 +306,8 @@ def send_email(obj: NotifyEmail, title: str, html_body: str, text: str, scrub: C
                 for message in messages:
                     if not smtp.sendmail(str(obj.from_addr[1]), message.to_addrs, with_text_part(message.body, text)):
                         failed.append(message.recipient)
-        except (*SMTP_EXCEPTIONS, AppriseEmailException, AppriseException) as exc:
+        # What smtplib and sockets raise (Apprise's controller lets them through), and Apprise's own.
+        except (OSError, smtplib.SMTPException, RuntimeError, AppriseEmailException, AppriseException) as exc:
             if not seen.failures:  # not a refusal or network failure the observer saw: Apprise's own words
                 seen.failures.append(f"e-mail to {obj.smtp_host} failed: {str(exc) or type(exc).__name__}")
             return outcome(False, seen, "", scrub)
