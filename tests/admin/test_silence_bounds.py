@@ -67,12 +67,10 @@ def test_a_time_no_reader_could_show_is_refused_naming_its_field(
 
 
 def test_times_anywhere_in_the_range_and_any_offset_are_taken(page: TestClient) -> None:
-    first = _create(page, startsAt="1970-01-01T00:00:00Z", duration=None, endsAt="9999-12-31T23:59:59Z")
-    assert first.status_code == 201, first.text
-    assert (first.json()["startsAt"], first.json()["endsAt"]) == ("1970-01-01T00:00:00.000Z", "9999-12-31T23:59:59.000Z")
-    naive = _create(page, duration=None, endsAt="2999-01-01T02:00:00", startsAt="2998-12-31T23:00:00-01:00")
-    assert naive.status_code == 201, naive.text
-    assert (naive.json()["startsAt"], naive.json()["endsAt"]) == ("2999-01-01T00:00:00.000Z", "2999-01-01T02:00:00.000Z")
+    first = _create(page, startsAt="1970-01-01T00:00:00Z", duration=None, endsAt="9999-12-31T23:59:59Z").json()
+    assert (first["startsAt"], first["endsAt"]) == ("1970-01-01T00:00:00.000Z", "9999-12-31T23:59:59.000Z")
+    naive = _create(page, duration=None, endsAt="2999-01-01T02:00:00", startsAt="2998-12-31T23:00:00-01:00").json()
+    assert (naive["startsAt"], naive["endsAt"]) == ("2999-01-01T00:00:00.000Z", "2999-01-01T02:00:00.000Z")
 
 
 def _unreadable() -> dict[str, str | bytes]:
