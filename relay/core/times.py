@@ -1,8 +1,9 @@
-"""Times at relay's boundaries, read once. Every instant the API, the command line and the config take is ISO
-8601, read by `instant` into what storage and display use: epoch seconds on relay's clock (relay.core.clock),
-and only within what every reader can show (1970 to 9999 in UTC: `iso` writes it, a page formats it), so
-nothing stored can take a listing down. Durations are relay.config.durations'. And what a hold that reaches
-past `retention` says (`past_retention`): what it holds is kept until it ends, past the retention."""
+"""Times at relay's boundaries, read once: every instant the API, the page and the command line take is ISO
+8601, read by `instant` into what storage and display use, epoch seconds on relay's clock (relay.core.clock),
+and only within what every reader can show (1970 to 9999 in UTC), so nothing stored can take a listing down.
+Durations are relay.config.durations' (the config's too). And how long active hours can stay closed, for
+the warning of a hold longer than `retention` (what it holds is kept past the retention until it ends).
+"""
 
 from __future__ import annotations
 
