@@ -34,6 +34,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     args.person = check_person(args.person)
     cfg, store = _store(args)
     pref = store.get(args.person) or Preference(args.person)
+    _warn(pref, cfg.retention)
     if args.format == "json":
         print(json.dumps(_shown(pref), indent=2, ensure_ascii=False))
         return 0
@@ -48,7 +49,6 @@ def cmd_show(args: argparse.Namespace) -> int:
         print("  active hours: any time")
     else:
         print("  active hours: " + json.dumps(pref.activeHours, ensure_ascii=False))
-    _warn(pref, cfg.retention)
     return 0
 
 
