@@ -14,7 +14,7 @@ from redis import Redis
 from relay.storage.exemplars import EXEMPLARS, Exemplar, parse
 from relay.storage.leases import EVENT, LEASES, READY, UNPLANNED
 from relay.storage.outages import ChannelStates
-from relay.storage.silences import SILENCES, parsed
+from relay.storage.silences import SILENCES, readable
 from relay.storage.store import FAILED, HELD, Store
 
 # A worker that sent no heartbeat for this long is not counted as alive (/readyz, /metrics, the page).
@@ -77,7 +77,7 @@ class CounterReader:
         pipe.hkeys(LEASES)
         pipe.hgetall(EXEMPLARS)
         if scrape:
-            pipe.hvals(SILENCES)
+            pipe.hgetall(SILENCES)
         due_events, due_deliveries, failed, held, waiting, leased, stored, *silences = pipe.execute()
         workers = len(self.store.workers_seen(WORKER_SEEN_WITHIN))
         planning = sum(1 for unit in leased if unit.startswith(EVENT.encode()))
@@ -89,6 +89,6 @@ class CounterReader:
             return counters
         return dataclasses.replace(
             counters,
-            silences_active=sum(1 for raw in silences[0] if parsed(raw.decode()).active(at_clock)),
+            silences_active=sum(1 for s in readable(silences[0]) if s.active(at_clock)),
             channels_up=ChannelStates(self.redis).up(),  # the fleet's state in Redis
         )

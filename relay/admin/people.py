@@ -42,6 +42,12 @@ class PreferenceBody(TypedDict):
     updatedAt: IsoTime | None
 
 
+class PreferenceChange(PreferenceBody):
+    """The preferences as stored, and what the change should tell (active hours closed longer than retention)."""
+
+    warnings: list[str]
+
+
 class PreferenceLink(TypedDict):
     preferencesUrl: str
 
@@ -77,7 +83,7 @@ class PeopleApi:
     @documented(
         Operation(
             "Replace one person's preferences",
-            {200: Answer("The preferences as stored", PreferenceBody)},
+            {200: Answer("The preferences as stored, with `warnings`", PreferenceChange)},
             errors=(*PERSON_ERRORS, 413, 415, 422),
             request=PreferenceModel,
             security=ADMIN_SECURITY,
@@ -101,9 +107,11 @@ class PeopleApi:
                 field=exc.field or None,
                 solutions=["Fix the field named and send them again."],
             )
-        stored = await run_in_threadpool(self.store.put, pref, self.clock())
+        now = self.clock()
+        stored = await run_in_threadpool(self.store.put, pref, now)
         log.info("preferences replaced through the admin API")
-        return JSONResponse(stored.public(iso))
+        warned = await run_in_threadpool(stored.past_retention, now, self.settings().retention)
+        return JSONResponse({**stored.public(iso), "warnings": [warned] if warned else []})
 
     @documented(
         Operation(

@@ -20,6 +20,7 @@ from relay.core.recipients import reference_of
 from relay.core.rendering import Renderer, recipient_of, template_globals
 from relay.core.routing import matcher_view, plan_notification
 from relay.core.silences import Silence, delivery_view, silenced
+from relay.core.times import instant
 from relay.delivery.catalog import Catalog
 from relay.delivery.channels import channel_format, redact
 from relay.delivery.preferences import link_tokens, links, with_unsubscribe_headers
@@ -92,7 +93,7 @@ def preview_plan(
                 item.update(state=State.HELD, notBefore=iso(until.timestamp()))
             elif _has_intervals(config, planned.route):
                 item["quietHours"] = "inside the route's time intervals: goes out now"
-            if hush is not None and hush.until > _epoch(item.get("notBefore")):  # the later hold says when
+            if hush is not None and hush.until > instant(item.get("notBefore", iso(0))):  # the later hold says when
                 item.update(state=State.HELD, notBefore=iso(hush.until), heldBy=hush.reason)
             digest = digest_of(config, planned.route)
             if digest is not None:
@@ -146,10 +147,6 @@ def preview(
             lines.append("    " + item["text"].replace("\n", "\n    "))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
-
-
-def _epoch(shown: str | None) -> float:
-    return datetime.fromisoformat(shown.replace("Z", "+00:00")).timestamp() if shown else 0.0
 
 
 @dataclass

@@ -12,10 +12,11 @@ from pydantic import BaseModel, Field, StrictStr, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from relay.core.model import Delivery, State
+from relay.core.times import since
 from relay.storage.lists import CURSOR_PATTERN as LIST_CURSOR
 from relay.storage.lists import Cursor
 from relay.storage.records import SCAN_LIMIT
-from relay.storage.store import Store, parse_since
+from relay.storage.store import Store
 
 MAX_LISTED = 500
 # A duration back from now (90s, 2h, 1h30m, 7d) or an ISO 8601 date or time.
@@ -26,7 +27,7 @@ def since_value(value: Any, now: float) -> float | None:
     if value is None or value == "":
         return None
     try:
-        return parse_since(str(value), now)
+        return since(str(value), now)
     except ValueError:
         raise ValueError(f"since {value!r} is neither a duration (2h) nor an ISO 8601 time") from None
 

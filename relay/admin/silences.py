@@ -4,7 +4,6 @@ making one from a request (`create`) and expiring one (`expire`, which makes wha
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
@@ -18,15 +17,15 @@ from typing_extensions import TypedDict
 from relay.admin.api import json_object
 from relay.config.durations import parse_duration
 from relay.config.matchers import MatcherError
-from relay.core.silences import MAX_MATCHERS, MAX_TEXT, Silence, compile_matchers
+from relay.core.silences import MAX_MATCHERS, MAX_TEXT, Silence, compile_matchers, past_retention
+from relay.core.times import LAST, Instant
 from relay.delivery.silencing import Scheduling, release_held
 from relay.storage.silences import Silences, new_id
 from relay.storage.store import Store
-from relay.web.errors import error_response, validation_response
+from relay.web.errors import dotted, error_response, validation_response
 from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
 
 STATES = ("active", "pending", "expired")
-LAST_END = 253402300799.0  # 9999-12-31T23:59:59Z: the last time ISO 8601 (and the API) can write
 MAX_BODY = 64 * 1024
 
 
@@ -40,8 +39,8 @@ class SilenceRequest(BaseModel):
         max_length=MAX_MATCHERS,
         description='the routes\' syntax: kind, recipientType, channel, body.*, like kind=~"notification:quality-.*"',
     )
-    startsAt: datetime | SkipJsonSchema[None] = Field(None, description="default: now")
-    endsAt: datetime | SkipJsonSchema[None] = None
+    startsAt: Instant = Field(None, description="default: now")
+    endsAt: Instant = None
     duration: StrictStr | SkipJsonSchema[None] = Field(None, description="from startsAt: 30m, 2h, 1d")
     createdBy: StrictStr = Field(min_length=1, max_length=MAX_TEXT)
     comment: StrictStr = Field(min_length=1, max_length=MAX_TEXT)
@@ -75,17 +74,22 @@ class SilenceError(ValueError):
         self.field = field
 
 
-def _epoch(value: datetime) -> float:
-    return (value if value.tzinfo is not None else value.replace(tzinfo=UTC)).timestamp()
+def refusal(exc: ValidationError | SilenceError) -> str:
+    """A refused silence in one line, its field first: the API's problem, the page's and the CLI's words."""
+    if isinstance(exc, SilenceError):
+        return f"{exc.field}: {exc}"
+    first = exc.errors(include_url=False)[0]
+    return f"{dotted(first['loc']) or 'silence'}: {str(first['msg']).removeprefix('Value error, ')}"
 
 
-def create(silences: Silences, request: SilenceRequest, now: float) -> Silence:
-    """Store a new silence; raises SilenceError (its field) for a time that makes none."""
-    starts = _epoch(request.startsAt) if request.startsAt is not None else now
+def create(silences: Silences, request: SilenceRequest, now: float, retention: float) -> tuple[Silence, list[str]]:
+    """Store a new silence: it, and what its maker is told (`warnings`: a hold longer than `retention`); raises
+    SilenceError (its field) for a time that makes none."""
+    starts = request.startsAt if request.startsAt is not None else now
     if (request.endsAt is None) == (request.duration is None):
         raise SilenceError("endsAt", "give endsAt or duration (one of them)")
-    ends = _epoch(request.endsAt) if request.endsAt is not None else starts + parse_duration(str(request.duration))
-    if ends > LAST_END:
+    ends = request.endsAt if request.endsAt is not None else starts + parse_duration(str(request.duration))
+    if ends > LAST:
         raise SilenceError("endsAt", "the silence would end after the year 9999")
     if ends <= now:
         raise SilenceError("endsAt", "endsAt is in the past: the silence would never be active")
@@ -96,7 +100,7 @@ def create(silences: Silences, request: SilenceRequest, now: float) -> Silence:
     )
     silences.prune(now)
     silences.put(silence)
-    return silence
+    return silence, [w for w in [past_retention(silence, now, retention)] if w]
 
 
 def expire(store: Store, schedule: Scheduling, ident: str, now: float) -> tuple[Silence, int] | None:
@@ -128,6 +132,7 @@ class SilenceBody(TypedDict):
     action: Literal["hold", "skip"]
     state: Literal["active", "pending", "expired"]
     released: NotRequired[int]  # an expiry: the held deliveries it made due at once
+    warnings: NotRequired[list[str]]  # a creation: what its maker should know (a hold longer than retention)
 
 
 class SilenceList(TypedDict):
@@ -159,12 +164,13 @@ class SilencesApi:
             return body
         try:
             wanted = SilenceRequest.model_validate(body)
-            silence = await run_in_threadpool(create, self.silences, wanted, self.clock())
+            now = self.clock()
+            silence, warned = await run_in_threadpool(create, self.silences, wanted, now, self.store.retention)
         except ValidationError as exc:
             return validation_response(exc, "silence")
         except SilenceError as exc:
-            return error_response(422, [f"{exc.field}: {exc}"], f"Invalid silence: {exc}", field=exc.field)
-        return JSONResponse(silence.public(self.clock()), 201)
+            return error_response(422, [refusal(exc)], f"Invalid silence: {refusal(exc)}", field=exc.field)
+        return JSONResponse({**silence.public(now), "warnings": warned}, 201)
 
     @documented(
         Operation(
@@ -205,8 +211,8 @@ class SilencesApi:
         if done is None:
             return error_response(
                 404,
-                [f"no silence with id {ident!r}"],
-                "That silence is unknown (expired ones are kept 5 days).",
+                [f"no readable silence with id {ident!r}"],
+                "That silence is unknown (expired ones are kept 5 days), or unreadable (the log names it).",
                 field="id",
                 solutions=["List them: GET /api/v1/silences."],
             )

@@ -1,6 +1,7 @@
 """The admin page's silences: add one (a form on the page) and expire one (its Expire button); both posted
 with the session's CSRF token and guarded as the replay is (`AdminPage.posted_form`). The page lists the
-active and pending ones (`relay.admin.ui_view.PageData`); the work is the admin API's (relay.admin.silences)."""
+active and pending ones (`relay.admin.ui_view.PageData`), each that holds longer than retention with a note
+saying so; the work is the admin API's (relay.admin.silences)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from relay.admin.silences import SilenceError, SilenceRequest, create, expire
+from relay.admin.silences import SilenceError, SilenceRequest, create, expire, refusal
 from relay.admin.ui import THROTTLED, AdminPage, html_answer, page_operation
 from relay.storage.silences import Silences
 from relay.web.operation import Answer, documented
@@ -49,15 +50,12 @@ class SilencesPage:
             "comment": form.get("comment", "").strip(),
             "action": "skip" if form.get("action") == "skip" else "hold",
         }
+        data, now = self.page.data, self.page.clock()
         try:
             wanted = SilenceRequest.model_validate(body)
-            silence = await run_in_threadpool(create, Silences(self.page.data.redis), wanted, self.page.clock())
-        except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            where = ".".join(str(p) for p in first["loc"]) or "silence"
-            return self.page.error(422, "Not a silence", f"{where}: {first['msg'].removeprefix('Value error, ')}")
-        except SilenceError as exc:
-            return self.page.error(422, "Not a silence", f"{exc.field}: {exc}")
+            silence, _ = await run_in_threadpool(create, Silences(data.redis), wanted, now, data.store.retention)
+        except (ValidationError, SilenceError) as exc:
+            return self.page.error(422, "Not a silence", refusal(exc))
         except RedisError as exc:
             log.warning("admin page: silence not added, Redis unavailable (%s)", type(exc).__name__)
             return self.page.redis_down("No silence was added. Try again shortly.")

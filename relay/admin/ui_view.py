@@ -15,7 +15,7 @@ from relay.admin.selection import Filters, Releasing, Replaying
 from relay.admin.ui_query import PageQuery
 from relay.core.model import Delivery, State, trace_id
 from relay.core.outages import held_by_outage
-from relay.core.silences import Silence, holder
+from relay.core.silences import Silence, holder, past_retention
 from relay.storage.activity import Minute, last_hour
 from relay.storage.events import read_summaries
 from relay.storage.received import received_page
@@ -141,6 +141,7 @@ class FailedGroup:
 class SilenceRow:
     silence: Silence
     state: str  # active or pending, now
+    note: str | None = None  # a hold longer than retention (relay.core.silences.past_retention)
 
 
 @dataclass
@@ -246,9 +247,9 @@ class PageData:
         self.link_digests(held, {})
         counters = page_counters(self.counters.read())
         at = self.counters.clock()
-        silences = [SilenceRow(s, s.state(at)) for s in Silences(self.redis).all() if s.endsAt > at]
+        silences = [s for s in Silences(self.redis).all() if s.endsAt > at]
         page = Page(counters, events, list(groups.values()), int(failed_total), older, held, int(held_total))
-        page.silences = silences
+        page.silences = [SilenceRow(s, s.state(at), past_retention(s, at, self.store.retention)) for s in silences]
         page.activity = last_hour(self.redis, at)
         if query.filtered:
             listed, page.listed_next = chosen.page(self.store, DELIVERIES_LISTED, query.cursor)

@@ -107,11 +107,12 @@ def _relay_state(cfg: Any, data: Any) -> Iterator[tuple[Any, Any, Any]]:
 def _at(value: str | None) -> datetime | None:
     if not value:
         return None
+    from relay.core.times import instant
+
     try:
-        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise SystemExit(f"relay preview: --at {value!r} is not an ISO 8601 time (2026-11-27T18:30:00Z)") from None
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+        return datetime.fromtimestamp(instant(value), UTC)
+    except ValueError as exc:
+        raise SystemExit(f"relay preview: --at: {exc}") from None
 
 
 def add_commands(command: Command) -> None:

@@ -31,8 +31,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     from relay.core.preferences import Preference, check_person
 
     args.person = check_person(args.person)
-    _, store = _store(args)
+    cfg, store = _store(args)
     pref = store.get(args.person) or Preference(args.person)
+    _warn(pref, cfg.retention)
     if args.format == "json":
         print(json.dumps(_shown(pref), indent=2, ensure_ascii=False))
         return 0
@@ -48,6 +49,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         print("  active hours: " + json.dumps(pref.activeHours, ensure_ascii=False))
     return 0
+
+
+def _warn(pref: Any, retention: float) -> None:
+    """A line on standard error when the person's active hours hold longer than the retention."""
+    warning = pref.past_retention(system_clock(), retention)
+    if warning:
+        print(f"relay prefs: {pref.person}: {warning}", file=sys.stderr)
 
 
 def _change(args: argparse.Namespace, off: bool) -> int:
@@ -130,9 +138,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"relay prefs import: preferences[{i}]: {exc}; nothing was imported", file=sys.stderr)
             return 2
-    _, store = _store(args)
+    cfg, store = _store(args)
     count = store.import_many(read)
     print(f"imported the preferences of {_people(count)}")
+    for pref in read:
+        _warn(pref, cfg.retention)
     return 0
 
 

@@ -16,7 +16,7 @@ COLUMNS = ["id", "state", "action", "matchers", "startsAt", "endsAt", "createdBy
 def cmd_add(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from relay.admin.silences import SilenceError, SilenceRequest, create
+    from relay.admin.silences import SilenceError, SilenceRequest, create, refusal
     from relay.storage.silences import Silences
 
     body: dict[str, Any] = {
@@ -30,18 +30,16 @@ def cmd_add(args: argparse.Namespace) -> int:
         body["startsAt"] = args.start
     rt = runtime(args)
     try:
-        silence = create(Silences(rt.redis), SilenceRequest.model_validate(body), rt.clock())
-    except ValidationError as exc:
-        for e in exc.errors(include_url=False):
-            where = ".".join(str(p) for p in e["loc"])
-            print(f"relay: silence not added: {where}: {e['msg'].removeprefix('Value error, ')}", file=sys.stderr)
-        return 2
-    except SilenceError as exc:
-        print(f"relay: silence not added: {exc.field}: {exc}", file=sys.stderr)
+        wanted = SilenceRequest.model_validate(body)
+        silence, warned = create(Silences(rt.redis), wanted, rt.clock(), rt.store.retention)
+    except (ValidationError, SilenceError) as exc:
+        print(f"relay: silence not added: {refusal(exc)}", file=sys.stderr)
         return 2
     shown = silence.public(rt.clock())
     what = "skips" if silence.action == "skip" else "holds"
     print(f"silence {silence.id} {shown['state']}: {what} {', '.join(silence.matchers)} until {shown['endsAt']}")
+    for warning in warned:
+        print(f"relay: warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -66,7 +64,7 @@ def cmd_expire(args: argparse.Namespace) -> int:
     rt = runtime(args)
     done = expire(rt.store, rt.intake, args.id, rt.clock())
     if done is None:
-        print(f"relay: no silence with id {args.id!r} (relay silence list --all)", file=sys.stderr)
+        print(f"relay: no readable silence with id {args.id!r} (relay silence list --all)", file=sys.stderr)
         return 1
     silence, released = done
     print(

@@ -24,6 +24,7 @@ from relay.config.intervals import TimePeriodConfig
 from relay.config.time_intervals import Interval, hold_until, parse_period
 from relay.core.model import Delivery, Notification, State, kind_name
 from relay.core.recipients import email_of, valid_email
+from relay.core.times import closed_too_long
 
 ANY_CHANNEL = "*"
 MAX_OPT_OUTS = 200
@@ -135,6 +136,11 @@ class Preference:
         if self.activeHours is None:
             return None
         return Interval("activeHours", tuple(parse_period(p) for p in self.activeHours))
+
+    def past_retention(self, now: float, retention: float) -> str | None:
+        """A warning when the active hours can stay closed longer than `retention` (what they hold is kept)."""
+        hours = self.hours()
+        return closed_too_long(hours, now, retention) if hours is not None else None
 
 
 def validate(person: str, data: Any, channels: Mapping[str, Any] | None = None) -> Preference:

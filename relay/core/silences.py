@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from relay.config.matchers import Matcher, parse_line
 from relay.core.model import Delivery, State, iso
+from relay.core.times import kept_past, showable
 
 Action = Literal["hold", "skip"]
 HOLD: Action = "hold"
@@ -75,22 +76,40 @@ class Silence:
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> Silence:
+        """A stored silence read back; ValueError (KeyError, TypeError) for one that every reader could not use:
+        a time outside 1970..9999 or an end before its start, no matcher, one that does not compile."""
         data = json.loads(raw)
-        return cls(
+        matchers, action = data["matchers"], data.get("action", HOLD)
+        if not (isinstance(matchers, list) and all(isinstance(m, str) for m in matchers) and action in (HOLD, SKIP)):
+            raise ValueError("its matchers are not a list of texts, or its action is neither hold nor skip")
+        found = cls(
             id=str(data["id"]),
-            matchers=tuple(data["matchers"]),
+            matchers=tuple(matchers),
             startsAt=float(data["startsAt"]),
             endsAt=float(data["endsAt"]),
             createdBy=str(data.get("createdBy", "")),
             comment=str(data.get("comment", "")),
-            action=SKIP if data.get("action") == SKIP else HOLD,
+            action=action,
         )
+        if not (showable(found.startsAt) and showable(found.endsAt) and found.startsAt <= found.endsAt):
+            raise ValueError(f"its times ({found.startsAt}, {found.endsAt}) are not a span within 1970..9999")
+        if not found.compiled:
+            raise ValueError("it has no matcher: it would silence everything unseen")
+        return found
 
     def ended(self, at: float) -> Silence:
         """The silence expired at `at` (a pending one ends before it began: it never silenced anything)."""
         return Silence(
             self.id, self.matchers, min(self.startsAt, at), at, self.createdBy, self.comment, self.action, self.compiled
         )
+
+
+def past_retention(silence: Silence, now: float, retention: float) -> str | None:
+    """What its maker is told of a silence that holds longer than `retention` (what it holds from now, or
+    from its start, waits until its end): the API's `warnings`, the CLI's line, the page's note; else None."""
+    if silence.action != HOLD or silence.endsAt - max(now, silence.startsAt) <= retention:
+        return None
+    return f"it holds what matches until {iso(silence.endsAt)}, longer than retention: {kept_past(retention)}"
 
 
 def held_reason(silence: Silence) -> str:

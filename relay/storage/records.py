@@ -7,7 +7,6 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -337,23 +336,6 @@ def _kind_of(payload: str) -> str:
         return ""
     kind = found.get("kind", "") if isinstance(found, dict) else ""
     return kind if isinstance(kind, str) else ""
-
-
-def parse_since(value: str | None, now: float) -> float | None:
-    """`since` as a duration back from `now` ("2h") or an ISO 8601 time."""
-    if value is None or value == "":
-        return None
-    from relay.config.durations import parse_duration
-
-    try:
-        return now - parse_duration(value)
-    except ValueError:
-        pass
-    text = value.strip().replace("Z", "+00:00")
-    parsed = datetime.fromisoformat(text)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
 
 
 def read_delivery(data: Any, ident: str) -> Delivery | None:

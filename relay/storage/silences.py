@@ -1,26 +1,50 @@
 """Silences in Redis: one hash, id -> the silence's JSON (relay.core.silences), read whole by every planning
-and every delivery that comes due (a silence is seen at once, by every worker, and survives restarts)."""
+and every delivery that comes due (a silence is seen at once, by every worker, and survives restarts). One
+that cannot be read (a hand edit, a corruption) is logged and left out, as an unreadable delivery is: no
+listing, page, expiry or hold decision fails for it."""
 
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
+from collections.abc import Mapping
 
 from redis import Redis
 
 from relay.core.silences import Silence
-from relay.storage.records import PREFIX, _text
+from relay.storage.records import PREFIX
 
 SILENCES = PREFIX + "silences"
 # Expired silences stay listed this long after their end, as Alertmanager keeps them (120h).
 KEPT_EXPIRED = 5 * 86400.0
+log = logging.getLogger("relay.storage.silences")
 
 
 @functools.lru_cache(maxsize=256)
-def parsed(raw: str) -> Silence:
+def parsed(ident: str, raw: bytes | str) -> Silence | None:
     """A stored silence, parsed and its matchers compiled once per process (a pure function of its text:
-    each planning and each due delivery reads them all, and RE2 compiles are not free)."""
-    return Silence.from_json(raw)
+    each planning and each due delivery reads them all, and RE2 compiles are not free); None, logged once
+    while it is remembered here, for one that cannot be read."""
+    try:
+        silence = Silence.from_json(raw)
+        if silence.id != ident:
+            raise ValueError(f"it names itself {silence.id!r}")
+    except (ValueError, KeyError, TypeError) as exc:  # JSON, UTF-8, a matcher, a time, a field: all ValueErrors
+        why = f"{type(exc).__name__}: {exc}"
+        log.error("silence %r unreadable (%s): left out; fix or remove it (HDEL %s)", ident, why, SILENCES)
+        return None
+    return silence
+
+
+def readable(stored: Mapping[bytes | str, bytes | str]) -> list[Silence]:
+    """The silences of the hash as HGETALL answers it, those that can be read."""
+    found = (parsed(_text(ident), raw) for ident, raw in stored.items())
+    return [s for s in found if s is not None]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
 
 
 def new_id() -> str:
@@ -32,22 +56,24 @@ class Silences:
         self.redis = redis
 
     def all(self) -> list[Silence]:
-        """Every silence kept, oldest start first (one round trip; none stored: an empty answer, at once)."""
-        found = [parsed(_text(v)) for v in self.redis.hvals(SILENCES)]
-        return sorted(found, key=lambda s: (s.startsAt, s.id))
+        """Every silence kept that can be read, oldest start first (one round trip; none stored: an empty
+        answer, at once)."""
+        return sorted(readable(self.redis.hgetall(SILENCES)), key=lambda s: (s.startsAt, s.id))
 
     def active(self, now: float) -> list[Silence]:
         return [s for s in self.all() if s.active(now)]
 
     def get(self, ident: str) -> Silence | None:
+        """The silence; None when there is none, or none that can be read."""
         raw = self.redis.hget(SILENCES, ident)
-        return parsed(_text(raw)) if raw is not None else None
+        return parsed(ident, raw) if raw is not None else None
 
     def put(self, silence: Silence) -> None:
         self.redis.hset(SILENCES, silence.id, silence.to_json())
 
     def prune(self, now: float) -> int:
-        """Forget the silences that ended more than KEPT_EXPIRED ago; how many."""
+        """Forget the silences that ended more than KEPT_EXPIRED ago; how many. (One that cannot be read is
+        left as it is, for whoever looks at it.)"""
         old = [s.id for s in self.all() if s.endsAt < now - KEPT_EXPIRED]
         if old:
             self.redis.hdel(SILENCES, *old)

@@ -45,7 +45,6 @@ from relay.storage.records import (
     event_from_hash,
     event_key,
     metric_field,
-    parse_since,
     read_delivery,
     unset_fields,
 )
@@ -76,7 +75,6 @@ __all__ = [
     "event_key",
     "iso",
     "metric_field",
-    "parse_since",
 ]
 
 

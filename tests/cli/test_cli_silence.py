@@ -12,6 +12,7 @@ from starlette.testclient import TestClient
 from relay.cli import main
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
+from relay.storage.silences import SILENCES
 from tests.cli.test_cli import config_file as config_file  # the fixture: the runtime's config as a file
 from tests.conftest import admin, post, run_worker, sample_notification
 from tests.servers import HttpSink
@@ -103,3 +104,45 @@ def test_preview_says_which_silence_would_hold_or_skip(
     # Past the silences' end (--at), nothing is held.
     assert main(["preview", str(payload), "--format", "json", "--at", "2999-01-01T00:00:00Z", "--config", config]) == 0
     assert {d["state"] for d in json.loads(capsys.readouterr().out)["deliveries"]} == {"would send"}
+
+
+@pytest.mark.parametrize(
+    ("when", "field"),
+    [
+        (["--for", "1h", "--start", "0001-01-01T00:00:00+05:00"], "startsAt"),  # the year 0 once in UTC
+        (["--until", "9999-12-31T23:59:59-01:00"], "endsAt"),  # the year 10000 in UTC
+        (["--until", "tomorrow"], "endsAt"),
+    ],
+)
+def test_a_time_no_reader_could_show_is_refused_in_one_line(
+    rt: Runtime, config_file: Path, capsys: pytest.CaptureFixture[str], when: list[str], field: str
+) -> None:
+    args = ["silence", "add", 'kind="x"', *when, "--comment", "c", "--config", str(config_file)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"relay: silence not added: {field}: "), err
+    assert _listed(config_file, capsys, "--all") == []
+
+
+def test_list_and_expire_leave_an_unreadable_silence_out(
+    rt: Runtime, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = str(config_file)
+    assert main(["silence", "add", 'kind="x"', "--for", "1h", "--comment", "c", "--config", config]) == 0
+    zero = {"id": "zero", "matchers": ['kind="x"'], "startsAt": -62135683140.0, "endsAt": 4e9, "createdBy": "x"}
+    rt.redis.hset(SILENCES, mapping={"zero": json.dumps(zero), "junk": "{not json"})
+    assert [s["comment"] for s in _listed(config_file, capsys, "--all")] == ["c"]
+    assert main(["silence", "list", "--config", config]) == 0
+    assert "zero" not in capsys.readouterr().out
+    for ident in ("zero", "junk"):
+        assert main(["silence", "expire", ident, "--config", config]) == 1
+        assert f"no readable silence with id {ident!r}" in capsys.readouterr().err
+
+
+def test_a_hold_past_retention_says_so(rt: Runtime, config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["silence", "add", 'kind="x"', "--comment", "c", "--config", str(config_file)]
+    assert main([*args, "--for", "2h"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main([*args, "--for", "40d"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "kept past retention (30d) until it ends" in err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from relay.config.matchers import MatcherError
@@ -110,3 +112,24 @@ def test_round_trip_and_early_end() -> None:
     never = s.ended(T - 100)  # a pending one expired: it never began
     assert never.startsAt == never.endsAt == T - 100
     assert s.public(T)["startsAt"] == "2027-01-15T08:00:00.000Z" and s.public(T)["state"] == "active"
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"startsAt": -62135683140.0},  # the year 0 in UTC
+        {"endsAt": 1e300},
+        {"endsAt": float("nan")},
+        {"endsAt": T - 1},  # ends before it starts
+        {"matchers": []},  # would silence everything
+        {"matchers": ["{}"]},
+        {"matchers": ['nope="x"']},
+        {"matchers": 'kind="x"'},
+        {"action": "drop"},
+    ],
+)
+def test_a_stored_silence_no_reader_could_use_is_refused(stored: dict[str, object]) -> None:
+    fine = {"id": "s1", "matchers": ['kind="x"'], "startsAt": T, "endsAt": T + 60, "createdBy": "a", "comment": "c"}
+    assert Silence.from_json(json.dumps(fine)).endsAt == T + 60
+    with pytest.raises(ValueError):
+        Silence.from_json(json.dumps({**fine, **stored}))
