@@ -33,7 +33,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     args.person = check_person(args.person)
     cfg, store = _store(args)
     pref = store.get(args.person) or Preference(args.person)
-    _warn(pref, cfg.retention)
+    _warn(pref, args.clock(), cfg.retention)
     if args.format == "json":
         print(json.dumps(_shown(pref), indent=2, ensure_ascii=False))
         return 0
@@ -51,9 +51,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warn(pref: Any, retention: float) -> None:
+def _warn(pref: Any, now: float, retention: float) -> None:
     """A line on standard error when the person's active hours hold longer than the retention."""
-    warning = pref.past_retention(system_clock(), retention)
+    warning = pref.past_retention(now, retention)
     if warning:
         print(f"relay prefs: {pref.person}: {warning}", file=sys.stderr)
 
@@ -142,7 +142,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     count = store.import_many(read)
     print(f"imported the preferences of {_people(count)}")
     for pref in read:
-        _warn(pref, cfg.retention)
+        _warn(pref, args.clock(), cfg.retention)
     return 0
 
 
