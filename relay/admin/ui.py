@@ -236,7 +236,9 @@ class AdminPage:
         if (throttled := await self.guard.check(request, UI, page=self.throttled_page)) is not None:
             return throttled
         form = await read_form(request)
-        token = matching_token(self.tokens(), (form or {}).get("token", ""))
+        if isinstance(form, Response):
+            return form
+        token = matching_token(self.tokens(), form.get("token", ""))
         if token is None:
             await self.guard.failed(request, UI, "not an admin token")
             return render("login.html.j2", self.clock(), 401, error="That is not one of this relay's admin tokens.")
@@ -259,7 +261,9 @@ class AdminPage:
         response = RedirectResponse("/ui/login" if self.tokens() else "/ui", 303)
         session = request.cookies.get(COOKIE)
         form = await read_form(request)
-        if not (session and same_origin(request, self.config()) and form and csrf_ok(session, form)):
+        if isinstance(form, Response):
+            return form
+        if not (session and same_origin(request, self.config()) and csrf_ok(session, form)):
             return self.error(403, "Forbidden", "Log out from the admin page itself.")
         parts = session_parts(session)
         if parts is not None and self.tokens() and session_valid(self.tokens(), session, self.clock()):
@@ -286,8 +290,8 @@ class AdminPage:
                 return self.error(401, "Not logged in", f"Your session has ended: log in again, then {what}.")
             return self.error(403, "Forbidden", f"{what.capitalize()} from the admin page itself (reload it first).")
         form = await read_form(request)
-        if form is None:
-            return self.error(400, "Invalid request", f"The {what} form was not sent as a form.")
+        if isinstance(form, Response):
+            return form
         if not by_header and (not same_origin(request, self.config()) or session is None or not csrf_ok(session, form)):
             return self.error(
                 403, "Forbidden", f"The {what} was not sent from this relay's own page. Reload it and retry."

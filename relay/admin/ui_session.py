@@ -19,19 +19,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from relay.web.forms import bounded_body
+from relay.web import forms
 from relay.web.forms import same_origin as same_origin  # the page's POSTs are checked as every form's
 
 COOKIE = "relay_ui"
 COOKIE_PATH = "/ui"
 SESSION_SECONDS = 12 * 3600
 OPEN_SIGNATURE = "open"  # the signature part of a session cookie when no admin token is configured
-MAX_FORM_BYTES = 16 * 1024
 
 
 def _sign(token: str, expiry: int, nonce: str) -> str:
@@ -108,13 +106,9 @@ def clear_session(response: Response, request: Request) -> None:
     response.delete_cookie(COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict", secure=_secure(request))
 
 
-async def read_form(request: Request) -> dict[str, str] | None:
-    """A URL-encoded form of at most MAX_FORM_BYTES; None when the body is not one."""
-    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if media != "application/x-www-form-urlencoded":
-        return None
-    body = await bounded_body(request, MAX_FORM_BYTES)
-    if body is None:
-        return None
-    parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=20)
-    return {k: v[0] for k, v in parsed.items()}
+async def read_form(request: Request) -> dict[str, str] | Response:
+    """A form of at most 16 KiB and 20 fields (the first value of each name), or the error answer."""
+    try:
+        return dict(reversed(await forms.read_form(request, max_fields=20)))
+    except forms.FormRefused as exc:
+        return exc.answer()

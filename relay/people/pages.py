@@ -31,7 +31,7 @@ from relay.people.render import page
 from relay.people.view import DAYS, apply_switches, hours_form, hours_from_form, other_opt_outs, rows, zone_choices
 from relay.storage.preferences import SEEN_DAYS, Preferences
 from relay.web.errors import RETRY_AFTER, error_response
-from relay.web.forms import is_form, read_fields, same_origin
+from relay.web.forms import FormRefused, read_form, same_origin
 from relay.web.links import (
     PREFERENCES_PATH,
     SCOPE_PREFERENCES,
@@ -46,7 +46,6 @@ from relay.web.operation import FORM, HTML, Answer, Operation, documented
 from relay.web.throttle import PREFERENCES, UNSUBSCRIBE, Guard
 
 log = logging.getLogger("relay.people")
-MAX_FORM_BYTES = 16 * 1024
 MAX_FIELDS = 600
 _PAGE = {"type": "string"}
 _FORM = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -117,11 +116,10 @@ class PeoplePages:
         if isinstance(found, Response):
             return found
         link, token = found
-        if not is_form(request):
-            return error_response(415, ["the body is not a form"], "Send the page's form.")
-        form = await read_fields(request, MAX_FORM_BYTES, MAX_FIELDS)
-        if form is None:
-            return error_response(413, ["the form is too large"], "The form could not be read.")
+        try:
+            form = await read_form(request, MAX_FIELDS)
+        except FormRefused as exc:
+            return exc.answer()
         if not _from_page(request, dict(form), self.settings(), token):
             return error_response(403, ["the form did not come from this page"], "Reload the page and save again.")
         try:
@@ -215,11 +213,10 @@ class PeoplePages:
         if isinstance(found, Response):
             return found
         link, token = found
-        if not is_form(request):
-            return error_response(415, ["the body is not a form"], "Send List-Unsubscribe=One-Click, form-encoded.")
-        form = await read_fields(request, MAX_FORM_BYTES, 20)
-        if form is None:
-            return error_response(413, ["the body is too large"], "Send List-Unsubscribe=One-Click.")
+        try:
+            form = await read_form(request, 20)
+        except FormRefused as exc:
+            return exc.answer()
         values = dict(form)
         at = self.clock()
         try:

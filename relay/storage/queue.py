@@ -270,7 +270,7 @@ class Intake:
             self.schedule(dict.fromkeys(ids, self.now_everywhere()))
 
     def now_everywhere(self) -> float:
-        """"Now" for work that other machines take: the earlier of this process's clock and Redis's. A release
+        """ "Now" for work that other machines take: the earlier of this process's clock and Redis's. A release
         from a CLI whose clock runs ahead is then due at once for workers whose clocks agree with Redis's,
         rather than that much later; a clock behind is earlier still, so due too."""
         seconds, micros = self.redis.time()

@@ -1,18 +1,24 @@
 """Browser forms, for the admin page and the people's pages alike: where a POST came from, and a bounded
-read of its URL-encoded (or, for one-click unsubscribe, multipart) body."""
+read of its URL-encoded (or, for one-click unsubscribe, multipart) body, parsed by python-multipart as
+Starlette parses every form (`Request.form`), with bounds on its size and its number of fields."""
 
 from __future__ import annotations
 
 import ipaddress
-import re
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import Message
 
 from relay.config import Config
 from relay.config.server import Network
+from relay.web.errors import error_response
 
-_MULTIPART_FIELD = re.compile(rb'name="([^"\r\n]{1,100})"\r\n(?:[^\r\n]*\r\n)*?\r\n([^\r\n]{0,1000})\r\n')
+MAX_FORM_BYTES = 16 * 1024
 
 
 def same_origin(request: Request, config: Config) -> bool:
@@ -46,11 +52,6 @@ def _from_trusted_proxy(request: Request, trusted: tuple[Network, ...]) -> bool:
 FORM_MEDIA = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
-def is_form(request: Request) -> bool:
-    """Whether the body is declared a form (URL-encoded, or multipart as some mail providers post RFC 8058)."""
-    return request.headers.get("content-type", "").split(";", 1)[0].strip().lower() in FORM_MEDIA
-
-
 async def bounded_body(request: Request, limit: int) -> bytes | None:
     """The body, if it is at most `limit` bytes (read no further); None when larger or cut off."""
     declared = request.headers.get("content-length", "")
@@ -69,21 +70,40 @@ async def bounded_body(request: Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-async def read_fields(request: Request, limit: int, max_fields: int) -> list[tuple[str, str]] | None:
+class FormRefused(Exception):
+    """A body that is not a form relay reads: its status (415, 413, 400) and why."""
+
+    def __init__(self, status: int, problem: str) -> None:
+        super().__init__(problem)
+        self.status, self.problem = status, problem
+
+    def answer(self) -> Response:
+        """The error convention's answer for it."""
+        return error_response(
+            self.status, [self.problem], "The form could not be read.", solutions=["Send the page's form."]
+        )
+
+
+async def read_form(request: Request, max_fields: int, limit: int = MAX_FORM_BYTES) -> list[tuple[str, str]]:
     """A form's fields in order (a name may repeat: checkboxes), URL-encoded or multipart, of at most `limit`
-    bytes and `max_fields` fields; None when the body is none of these."""
-    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if media not in FORM_MEDIA:
-        return None
+    bytes and `max_fields` fields, no file among them; raises FormRefused."""
     body = await bounded_body(request, limit)
     if body is None:
-        return None
-    if media == "multipart/form-data":  # what some mail providers send for RFC 8058: simple fields only
-        found = [
-            (k.decode("utf-8", "replace"), v.decode("utf-8", "replace")) for k, v in _MULTIPART_FIELD.findall(body)
-        ]
-        return found if len(found) <= max_fields else None
+        raise FormRefused(413, f"the form is over {limit} bytes")
+    if not body:
+        return []  # a POST with no body: an empty form
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media not in FORM_MEDIA:
+        raise FormRefused(415, "the body is not a form (application/x-www-form-urlencoded or multipart/form-data)")
+
+    async def once() -> Message:  # the bounded body, handed to the parser as the request's stream
+        return {"type": "http.request", "body": body, "more_body": False}
+
     try:
-        return parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=max_fields)
-    except ValueError:
-        return None
+        form = await Request(request.scope, once).form(max_files=0, max_fields=max_fields, max_part_size=limit)
+    except (HTTPException, MultiPartException) as exc:
+        raise FormRefused(400, f"the form cannot be read: {getattr(exc, 'detail', None) or exc}") from None
+    fields = form.multi_items()
+    if any(isinstance(v, UploadFile) for _, v in fields):
+        raise FormRefused(400, "the form cannot be read: it holds a file")
+    return [(k, str(v)) for k, v in fields]

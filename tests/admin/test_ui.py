@@ -262,9 +262,9 @@ def test_replay_needs_exactly_one_target(logged_in: TestClient, data: dict[str, 
 def test_replay_must_be_a_small_form(logged_in: TestClient) -> None:
     csrf = csrf_of(logged_in.get("/ui").text)
     as_json = logged_in.post("/ui/replay", json={"csrf": csrf, "id": "x"}, follow_redirects=False)
-    assert as_json.status_code == 400
+    assert as_json.status_code == 415 and as_json.json()["errors"][0].startswith("the body is not a form")
     huge = logged_in.post("/ui/replay", data={"csrf": csrf, "id": "x" * 20_000}, follow_redirects=False)
-    assert huge.status_code == 400
+    assert huge.status_code == 413
 
 
 # -- open mode (no admin tokens): like the admin API, but still no cross-site replay ----------------------
