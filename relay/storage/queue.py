@@ -229,8 +229,8 @@ class Intake:
     def recover_wake(self) -> bool:
         """The heartbeat's wake-up for work left due: `request_wake`, once the flag is dropped if it names no job
         waiting in RQ's queue: one RQ does not have (lost with a primary that failed over before it replicated
-        the job), or one that ran without clearing it (failed, or abandoned by a worker killed as it started). Such a flag would hold back every wake-up until
-        it expires (WAKE_TTL)."""
+        the job), or one that ran without clearing it (failed, or abandoned by a worker killed as it started).
+        Such a flag would hold back every wake-up until it expires (WAKE_TTL)."""
         flag = self.redis.get(WAKE)
         if isinstance(flag, bytes) and not self._waiting(flag.decode()):
             self.redis.delete(WAKE)  # were it set anew meanwhile, one wake-up more: harmless
