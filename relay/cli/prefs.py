@@ -16,9 +16,11 @@ EXPORT_VERSION = 1
 def _store(args: argparse.Namespace) -> Any:
     from relay.runtime.bootstrap import connect
     from relay.storage.preferences import Preferences
+    from relay.storage.schema import check_schema
 
     cfg = config(args)
-    return cfg, Preferences(connect(cfg))
+    check_schema(conn := connect(cfg))
+    return cfg, Preferences(conn)
 
 
 def _shown(pref: Any) -> dict[str, Any]:

@@ -245,8 +245,6 @@ class Delivery:
     attemptLog: list[dict[str, Any]] = field(default_factory=list)
     sentTitle: str | None = None
     sentText: str | None = None
-    # Stored as an earlier relay stored it, its fields under these names (`relay.storage.records.STORED`).
-    names_whole: bool = field(default=False, init=False, compare=False, repr=False)
     # This worker leases the delivery (it will send it): the update that stores the outcome lets go.
     held_lease: bool = field(default=False, init=False, compare=False, repr=False)
     # This try probes its down channel (relay.delivery.outages): a failure waits the next probe step.

@@ -27,6 +27,7 @@ from relay.delivery.sender import Sender
 from relay.runtime import embedded
 from relay.storage.generations import CONFIG_GENERATION
 from relay.storage.queue import Intake
+from relay.storage.schema import check_schema
 from relay.storage.store import Store
 from relay.storage.tally import add_tallies, read_tallies
 from relay.tracing import OFF_TRACER, Tracer
@@ -155,8 +156,10 @@ def build(
     redactor: Redactor | None = None,
 ) -> Runtime:
     """Everything, on `clock` (a test hands in a `ManualClock`); `redactor`: the one the process's logs were set
-    up with (else one of `config`'s), which a reload adds the new secrets to."""
+    up with (else one of `config`'s), which a reload adds the new secrets to. SchemaRefused when the store
+    holds a layout this relay does not read (`relay.storage.schema`)."""
     conn = redis if redis is not None else connect(config)
+    check_schema(conn)
     store = Store(conn, config.retention, clock, owner=process_name())
     store.kinds.limit = config.metrics.max_kinds
     return Runtime(

@@ -11,7 +11,6 @@ from typing import Any
 from redis import Redis
 
 from relay.core.model import Delivery
-from relay.storage.events import record_key
 from relay.storage.lists import LISTS, list_key
 from relay.storage.records import (
     HELD,
@@ -20,6 +19,7 @@ from relay.storage.records import (
     _text,
     delivery_key,
     delivery_to_hash,
+    event_key,
     metric_field,
 )
 from relay.storage.scripts import CLOSE_DIGEST, GATHER
@@ -67,7 +67,7 @@ class Digests:
             list_key(new.state, new.channel, new.kind),
             HELD,
             METRICS,
-            record_key(self.redis, new.eventId),
+            event_key(new.eventId),
             delivery_key(new.id),
             LISTS,
         ]

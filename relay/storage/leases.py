@@ -67,10 +67,8 @@ def delivery_unit(delivery_id: str) -> str:
 
 
 def split_unit(unit: str) -> tuple[str, str]:
-    """(kind, id); a unit without a prefix is a delivery (leases written by an earlier relay)."""
-    if unit.startswith((EVENT, DELIVERY)):
-        return unit[:2], unit[2:]
-    return DELIVERY, unit
+    """(kind: EVENT or DELIVERY, id)."""
+    return unit[:2], unit[2:]
 
 
 # Take up to ARGV[3] due units (score <= ARGV[2]) for ARGV[1], oldest first across both sets, each out of its

@@ -8,15 +8,11 @@ filters match (states x channels x kinds in use: a few hundred at most), reads t
 transaction (a snapshot) and merges them (`merge`), a page at a time: a cursor is the last entry shown, (score,
 id), and the next page starts after it, so a page costs the same at any depth. Its cost grows with the sets
 merged, never with the deliveries retained. Pruned with the retention (`Lists.prune`).
-
-An earlier relay indexed every delivery in one set by creation time (`relay:deliveries`); the first listing
-after an upgrade moves those entries into today's sets (`Lists.backfill`, once, in steps of BACKFILL_STEP).
 """
 
 from __future__ import annotations
 
 import heapq
-import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -26,16 +22,11 @@ from itertools import islice
 from typing import Any
 
 from redis import Redis
-from redis.client import Pipeline
-from redis.exceptions import WatchError
 
-from relay.storage.records import DELIVERIES, PREFIX, _text, delivery_key, key_part
-
-log = logging.getLogger("relay.storage")
+from relay.storage.records import PREFIX, _text, key_part
 
 LISTS = PREFIX + "lists"  # set of the list keys in use
 LIST_PREFIX = PREFIX + "list:"  # + state:channel:kind (channel and kind as `key_part`s)
-BACKFILL_STEP = 1000
 CURSOR_PATTERN = r"^[0-9][0-9.e+-]{0,30}~[A-Za-z0-9_.-]{1,200}$"
 
 
@@ -126,7 +117,6 @@ class Lists:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
         self._prune = redis.register_script(PRUNE)
-        self._backfilled = False
         self._parsed: dict[str, ListName | None] = {}  # a key's parts, parsed once (a few hundred keys)
         # How many entries of each list the last page took: the next (a refresh, the page after) reads as many
         # of it first, so that one read of every list is usually the page (one list per key in use: bounded).
@@ -157,9 +147,8 @@ class Lists:
         cursor: Cursor | None = None,
     ) -> tuple[list[tuple[str, str]], Cursor | None]:
         """The newest `limit` (id, score) entries after the cursor, and the cursor of the next page (None: no
-        more). Three round trips: the registry, the lists (once more when one held more of the page than read
-        first), and (once per process) the earlier index's check."""
-        self.backfill()
+        more). Two round trips: the registry, the lists (once more when one held more of the page than read
+        first)."""
         keys = self.names(state, channel, kind)
         if not keys:
             return [], None
@@ -192,48 +181,3 @@ class Lists:
 
     def prune(self, cutoff: float) -> None:
         self._prune(keys=[LISTS], args=[repr(cutoff)])
-
-    def backfill(self) -> None:
-        """Index the deliveries an earlier relay stored (once: their index is emptied as it goes)."""
-        if self._backfilled:
-            return
-        moved = 0
-        while True:
-            with self.redis.pipeline(transaction=True) as pipe:
-                try:
-                    step = self._backfill_step(pipe)
-                except WatchError:  # a record written while this step read it: the step again
-                    continue
-            moved += step
-            if step < BACKFILL_STEP:
-                break
-        if moved:
-            log.info("indexed %d deliveries an earlier relay stored, for the lists", moved)
-        self._backfilled = True
-
-    def _backfill_step(self, pipe: Pipeline) -> int:
-        """Move up to BACKFILL_STEP entries of the earlier index into today's lists, each by its record's state,
-        channel and kind as stored now: the records are watched (WATCH) before they are read, and the moves are
-        one transaction, which fails (WatchError) when a record was written meanwhile, so that a write since is
-        not undone. An entry whose record is gone, or is no hash relay wrote, is dropped."""
-        ids = [_text(i) for i in self.redis.zrange(DELIVERIES, 0, BACKFILL_STEP - 1)]
-        if not ids:
-            return 0
-        pipe.watch(*(delivery_key(i) for i in ids))  # type: ignore[no-untyped-call]
-        reads = self.redis.pipeline(transaction=False)
-        for i in ids:
-            reads.type(delivery_key(i))
-            reads.hmget(delivery_key(i), "state", "channel", "kind", "updatedAt", "createdAt")
-        found = reads.execute(raise_on_error=False)  # HMGET of a key of another type fails: that entry is dropped
-        pipe.multi()
-        for i, stored, fields in zip(ids, found[::2], found[1::2], strict=True):
-            if _text(stored) != "hash":
-                continue
-            state, channel, kind, updated, created = (None if f is None else _text(f) for f in fields)
-            if channel is not None:
-                key = list_key(state or "queued", channel, kind or "")
-                pipe.zadd(key, {i: created or updated or "0"})
-                pipe.sadd(LISTS, key)
-        pipe.zrem(DELIVERIES, *ids)
-        pipe.execute()
-        return len(ids)

@@ -30,13 +30,12 @@ from rq.job import Job, JobStatus
 from relay.core.model import Delivery
 from relay.storage import requeue
 from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL, Leases
-from relay.storage.records import legacy_keys, millis
+from relay.storage.records import millis
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
     METRICS,
     RECEIVED,
     Store,
-    dedup_key,
     event_key,
     metric_field,
 )
@@ -180,9 +179,7 @@ class Intake:
     def _accept_call(self, event_id: str, payload: str, trace: str, label: str) -> tuple[list[str], list[Any]]:
         """The keys and arguments of the accept script for one notification; `trace`: its trace context;
         `label`: the kind as counted (`relay.storage.tally.KindLabels`)."""
-        legacy = legacy_keys(event_id)
-        keys = [dedup_key(event_id), event_key(event_id), RECEIVED, METRICS, UNPLANNED, WAKE]
-        keys.append(legacy.dedup if legacy else keys[0])
+        keys = [event_key(event_id), RECEIVED, METRICS, UNPLANNED, WAKE]
         # In whole milliseconds, so that the record's receivedAt and its entry's stream ID say the same time; cut
         # down, never up: a time after now would keep the notification from the planners until then.
         received_ms = millis(self.store.clock())
@@ -232,9 +229,8 @@ class Intake:
     def recover_wake(self) -> bool:
         """The heartbeat's wake-up for work left due: `request_wake`, once the flag is dropped if it names no job
         waiting in RQ's queue: one RQ does not have (lost with a primary that failed over before it replicated
-        the job), or one that ran without clearing it (failed: a job an older relay queued, whose function is
-        gone; or abandoned by a worker killed as it started). Such a flag would hold back every wake-up until
-        it expires (WAKE_TTL)."""
+        the job), or one that ran without clearing it (failed, or abandoned by a worker killed as it started).
+        Such a flag would hold back every wake-up until it expires (WAKE_TTL)."""
         flag = self.redis.get(WAKE)
         if isinstance(flag, bytes) and not self._waiting(flag.decode()):
             self.redis.delete(WAKE)  # were it set anew meanwhile, one wake-up more: harmless

@@ -158,54 +158,48 @@ return redis.call('HGET', KEYS[2], 'items') or '[]'
 # counter, and its place among the notifications to plan (`relay.storage.leases`), in one atomic script: it
 # runs whole or not at all on the server, and the append-only file records its writes together, so a 202
 # means durable and nothing is ever half-accepted. A script that fails part way keeps what it wrote before
-# (Redis has no rollback), so every key is checked first: one holding another type of value (written by hand,
-# or by an earlier relay's layout) fails the accept before anything is written, and the platform's retry is
-# not taken for a duplicate.
+# (Redis has no rollback), so every key is checked first: one holding another type of value (written by hand)
+# fails the accept before anything is written, and the platform's retry is not taken for a duplicate.
 # The event record is the dedup: one of this eventId received after ARGV[1] makes a duplicate, nothing written
-# (its TTL, ARGV[5], outlasts the window). So does an earlier relay's dedup key (it kept one a notification, for
-# `dedup_ttl`): KEYS[1] holding 2, or KEYS[7] holding 1 (`relay.storage.records.legacy_keys`; KEYS[1] again
-# when it has none): today's key of `a:b` is where an earlier relay kept `a%3Ab`'s. A record naming another
-# eventId (an earlier relay's `a%3Ab` at today's key of `a:b`) is no duplicate, and is overwritten. A record
-# written anew (after the window) keeps its deliveries' ids and drops an earlier layout's eventId, kind, trace.
+# (its TTL, ARGV[5], outlasts the window). A record written anew (after the window) keeps its deliveries' ids
+# and drops the trace of the last intake.
 # When no wake-up job is queued, the script sets the wake-up flag to a new job's id and returns it: the
 # caller then enqueues that job through RQ's own `Queue.enqueue_call`. Were that enqueue lost (the caller
 # died between the two), the notification still waits among the unplanned ones, and the heartbeat's sweep
 # wakes a worker for it.
-# The stream of notifications received (KEYS[3], the console's list) takes an entry {eventId} with the ID
+# The stream of notifications received (KEYS[2], the console's list) takes an entry {eventId} with the ID
 # `<receivedAt in ms>-0`; when an entry has an ID at or above it (two in one ms, replicas' clocks apart, a clock
 # moved back), it takes the last ID's ms with its sequence + 1 (Redis 6.2 has no `<ms>-*`): the last ID given,
 # which outlives its entry's trimming.
-# KEYS: 1 earlier relay's dedup key, 2 event record, 3 stream of notifications received, 4 metrics, 5 unplanned
-#       events, 6 wake-up flag, 7 the earlier relay's dedup key before key escaping
+# KEYS: 1 event record, 2 stream of notifications received, 3 metrics, 4 unplanned events, 5 wake-up flag
 # ARGV: 1 the dedup window's start (receivedAt - dedup_ttl), 2 eventId, 3 receivedAt, 4 payload, 5 the
 #       record's TTL, 6 received counter field, 7 duplicate counter field, 8 the wake-up job's id, 9 the flag's
 #       lifetime (s), 10 receivedAt in ms, then with tracing on: 'trace' and the W3C traceparent of the intake
 # Returns 0 (duplicate), 1 (accepted, a wake-up queued already) or the job id ARGV[8]
 # (accepted: enqueue it); an error, with nothing written, when a key holds another type of value.
 ACCEPT = """
-for i, want in ipairs({'string', 'hash', 'stream', 'hash', 'zset', 'string', 'string'}) do
+for i, want in ipairs({'hash', 'stream', 'hash', 'zset', 'string'}) do
   local found = redis.call('TYPE', KEYS[i])['ok']
   if found ~= 'none' and found ~= want then
     return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. found .. ': nothing accepted')
   end
 end
-local at, id = unpack(redis.call('HMGET', KEYS[2], 'receivedAt', 'eventId'))
-local dup = (at and (id or ARGV[2]) == ARGV[2] and tonumber(at) > tonumber(ARGV[1]))
-  or redis.call('GET', KEYS[1]) == '2' or redis.call('GET', KEYS[7]) == '1'
-redis.call('HINCRBY', KEYS[4], dup and ARGV[7] or ARGV[6], 1)
+local at = redis.call('HGET', KEYS[1], 'receivedAt')
+local dup = at and tonumber(at) > tonumber(ARGV[1])
+redis.call('HINCRBY', KEYS[3], dup and ARGV[7] or ARGV[6], 1)
 if dup then return 0 end
-redis.call('HDEL', KEYS[2], 'eventId', 'kind', 'trace')
-redis.call('HSET', KEYS[2], 'receivedAt', ARGV[3], 'payload', ARGV[4], unpack(ARGV, 11))
-redis.call('EXPIRE', KEYS[2], ARGV[5])
-if redis.pcall('XADD', KEYS[3], ARGV[10] .. '-0', 'eventId', ARGV[2])['err'] then
-  local info = redis.call('XINFO', 'STREAM', KEYS[3])
+redis.call('HDEL', KEYS[1], 'trace')
+redis.call('HSET', KEYS[1], 'receivedAt', ARGV[3], 'payload', ARGV[4], unpack(ARGV, 11))
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+if redis.pcall('XADD', KEYS[2], ARGV[10] .. '-0', 'eventId', ARGV[2])['err'] then
+  local info = redis.call('XINFO', 'STREAM', KEYS[2])
   for i = 1, #info, 2 do
     if info[i] == 'last-generated-id' then
       local ms, seq = string.match(info[i + 1], '^(%d+)-(%d+)$')
-      redis.call('XADD', KEYS[3], ms .. '-' .. string.format('%d', tonumber(seq) + 1), 'eventId', ARGV[2])
+      redis.call('XADD', KEYS[2], ms .. '-' .. string.format('%d', tonumber(seq) + 1), 'eventId', ARGV[2])
     end
   end
 end
-redis.call('ZADD', KEYS[5], ARGV[3], ARGV[2])
-return redis.call('SET', KEYS[6], ARGV[8], 'NX', 'EX', ARGV[9]) and ARGV[8] or 1
+redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
+return redis.call('SET', KEYS[5], ARGV[8], 'NX', 'EX', ARGV[9]) and ARGV[8] or 1
 """

@@ -20,12 +20,10 @@ from relay.core.clock import Clock
 from relay.core.model import Delivery, State, delivery_id, iso
 from relay.storage.activity import count_activity
 from relay.storage.digests import Digests
-from relay.storage.events import read_delivery_ids, read_delivery_page, read_events, record_key
+from relay.storage.events import read_delivery_ids, read_delivery_page, read_events
 from relay.storage.leases import LEASES, LOSSES, READY, Leases, delivery_unit, event_unit
 from relay.storage.lists import LISTS, Lists, list_key, list_rest
 from relay.storage.records import (
-    DELIVERIES,
-    EVENTS,
     FAILED,
     HELD,
     LATENCY,
@@ -38,10 +36,8 @@ from relay.storage.records import (
     EventRecord,
     _text,
     bucket_field,
-    dedup_key,
     delivery_key,
     delivery_to_hash,
-    event_deliveries_key,
     event_from_hash,
     event_key,
     metric_field,
@@ -53,8 +49,6 @@ from relay.storage.tally import KindLabels, Tally
 
 # Names other modules read from here; they live in `relay.storage.records` (and the core's model).
 __all__ = [
-    "DELIVERIES",
-    "EVENTS",
     "FAILED",
     "HELD",
     "LATENCY",
@@ -67,10 +61,8 @@ __all__ = [
     "EventRecord",
     "StateChange",
     "Store",
-    "dedup_key",
     "delivery_id",
     "delivery_key",
-    "event_deliveries_key",
     "event_from_hash",
     "event_key",
     "iso",
@@ -155,7 +147,7 @@ class Store:
         chunks stored before a failure are given back, due now."""
         stored: list[Delivery] = []
         try:
-            event = record_key(self.redis, event_id)  # where the chunks add their ids: found once
+            event = event_key(event_id)  # where the chunks add their ids
             for start in range(0, max(1, len(records)), PLAN_CHUNK):
                 last = start + PLAN_CHUNK >= len(records)
                 chunk = records[start : start + PLAN_CHUNK]
@@ -298,8 +290,8 @@ class Store:
         """Drop index entries older than the retention (their records have expired already)."""
         cutoff = self.clock() - self.retention
         pipe = self.redis.pipeline(transaction=False)
-        for index in (EVENTS, DELIVERIES, FAILED, HELD):  # held: by notBefore, long past for any still listed
-            pipe.zremrangebyscore(index, "-inf", cutoff)  # EVENTS, DELIVERIES: an earlier relay's, until they age out
+        for index in (FAILED, HELD):  # held: by notBefore, long past for any still listed
+            pipe.zremrangebyscore(index, "-inf", cutoff)
         pipe.xtrim(RECEIVED, minid=math.ceil(cutoff * 1000), approximate=False)  # exact; its IDs are ms
         pipe.execute()
         self.lists.prune(cutoff)

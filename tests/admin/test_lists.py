@@ -1,5 +1,5 @@
-"""The lists of deliveries from their index (issue 38): filters, pages and cursors, state moves, pruning, the
-earlier relay's index read again, and the compact records (issue 36), on a real Redis with a few records."""
+"""The lists of deliveries from their index (issue 38): filters, pages and cursors, state moves, pruning and
+the compact records (issue 36), on a real Redis with a few records."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from relay.core.clock import system_clock
 from relay.core.model import Delivery, State
 from relay.runtime.bootstrap import Runtime
 from relay.storage.lists import LISTS, Cursor, list_key
-from relay.storage.records import DELIVERIES, STORED, delivery_from_hash, delivery_key, delivery_to_hash, event_key
+from relay.storage.records import STORED, delivery_from_hash, delivery_key, delivery_to_hash, event_key
 from relay.storage.store import Store
 from tests.conftest import admin, post, run_worker, sample_notification
 
@@ -129,19 +129,6 @@ def test_pruning_drops_entries_past_the_retention_and_empty_lists_leave_their_re
     assert redis.smembers(LISTS) == {list_key("delivered", "chat", "new").encode()}
 
 
-def test_the_deliveries_an_earlier_relay_indexed_are_listed_once_indexed_again(store: Store, redis: Redis) -> None:
-    old_layout = {"id": "dold", "eventId": "e", "kind": "k:x", "messageIndex": "0", "recipientType": "",
-                  "recipient": "", "address": "", "channel": "chat", "template": "auto", "state": "failed",
-                  "attempts": "3", "maxAttempts": "3", "lastError": "HTTP 500", "createdAt": repr(T0),
-                  "updatedAt": repr(T0 + 1), "fallback": "[]", "attemptTimes": "[]", "fallbackFor": "",
-                  "recipientIndex": "", "members": "", "route": "", "notBefore": ""}  # fmt: skip
-    redis.hset(delivery_key("dold"), mapping=old_layout)
-    redis.zadd(DELIVERIES, {"dold": T0, "dgone": T0})  # dgone: its record expired
-    found = Filters(state=State.FAILED, kind="k:*").page(store, 50)[0]
-    assert _ids(found) == ["dold"] and found[0].lastError == "HTTP 500" and found[0].updatedAt == T0 + 1
-    assert redis.exists(DELIVERIES) == 0
-
-
 def test_records_keep_no_empty_field_and_a_cleared_one_is_deleted(store: Store, redis: Redis) -> None:
     record = _record(1, State.FAILED, "chat", "k", T0)
     record.lastError, record.attempts = "HTTP 500", 3
@@ -211,30 +198,3 @@ def test_a_replay_since_a_time_chooses_what_failed_since_and_a_listing_what_was_
     assert _ids(chosen) == ["d0001"]
     assert Filters(State.FAILED, since=recently).page(store, 50)[0] == []
     assert _ids(Filters(State.FAILED, since=T0 - 1).page(store, 50)[0]) == ["d0001"]
-
-
-def test_an_earlier_relays_record_is_read_and_rewritten_under_its_own_names(store: Store, redis: Redis) -> None:
-    """Records store their fields under short names (memory, issue 36); one an earlier relay stored under the
-    model's names is read, and written back, as it is: never half one, half the other."""
-    key = delivery_key("dearlier")
-    redis.hset(key, mapping={"eventId": "e1", "kind": "k", "channel": "chat", "state": "failed", "attempts": "2"})
-    redis.hset(key, mapping={"maxAttempts": "3", "createdAt": repr(T0), "updatedAt": repr(T0), "lastError": "x"})
-    record = store.delivery("dearlier")
-    assert record is not None and (record.eventId, record.state, record.attempts) == ("e1", State.FAILED, 2)
-    record.state, record.lastError = State.QUEUED, None
-    store.update(record, State.FAILED)
-    assert {k.decode() for k in redis.hkeys(key)} == {
-        "eventId",
-        "kind",
-        "channel",
-        "state",
-        "attempts",
-        "maxAttempts",
-        "createdAt",
-        "updatedAt",
-    }
-    new = _record(2, State.QUEUED, "chat", "k", T0)
-    store.create_deliveries("e1", [new])
-    assert not set(STORED) & {k.decode() for k in redis.hkeys(delivery_key(new.id))}
-    again = store.delivery(new.id)
-    assert again is not None and (again.eventId, again.channel, again.state) == ("e2", "chat", State.QUEUED)

@@ -1,18 +1,16 @@
 """The merge of the lists of deliveries into a page (`relay.storage.lists.merge`, issue 36: in Python, no longer a
 script): against a plain sort of everything, over many lists, ties in createdAt, `since`, and the cursor from
-page to page; and the earlier relay's index moved in a transaction (no longer a script)."""
+page to page."""
 
 from __future__ import annotations
 
 import random
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from redis import Redis
-from redis.client import Pipeline
 
 from relay.storage.lists import LISTS, Cursor, Lists, list_key, merge
-from relay.storage.records import DELIVERIES, delivery_key
 
 STATES = ["delivered", "failed", "held", "queued"]
 
@@ -101,51 +99,3 @@ def test_a_page_reads_first_as_deep_as_the_last_one_took_of_each_list(redis: Red
     assert max(merges[0].values()) > 2  # a list read deeper than its share (2 of 31 over 40) at once
     # Of each list its share, or what the last page took of it and one more: no deeper.
     assert sum(merges[0].values()) <= 31 + 2 * len(merges[0])
-
-
-class _WrittenAfterTheReads:
-    """A Redis whose first non-transactional pipeline (the backfill step's reads) is followed by another
-    process's write of the record read."""
-
-    def __init__(self, redis: Redis, key: str) -> None:
-        self.redis, self.key, self.written = redis, key, False
-
-    def zrange(self, *args: Any) -> Any:
-        return self.redis.zrange(*args)
-
-    def pipeline(self, transaction: bool = True) -> Pipeline:
-        pipe = self.redis.pipeline(transaction=transaction)
-        if not transaction and not self.written:
-            self.written, reads = True, pipe.execute
-
-            def execute(raise_on_error: bool = True) -> list[Any]:
-                found = reads(raise_on_error)
-                self.redis.hset(self.key, "state", "queued")
-                return found
-
-            pipe.execute = execute  # type: ignore[method-assign]
-        return pipe
-
-
-def test_a_record_written_while_the_earlier_index_is_moved_is_listed_as_written_not_as_read(redis: Redis) -> None:
-    redis.hset(delivery_key("dold"), mapping={"id": "dold", "state": "failed", "channel": "chat", "kind": "k"})
-    redis.zadd(DELIVERIES, {"dold": 5.0})
-    lists = Lists(redis)
-    lists.redis = cast(Redis, racing := _WrittenAfterTheReads(redis, delivery_key("dold")))
-    lists.backfill()
-    assert racing.written and redis.exists(DELIVERIES) == 0
-    assert redis.zrange(list_key("queued", "chat", "k"), 0, -1) == [b"dold"]
-    assert redis.exists(list_key("failed", "chat", "k")) == 0  # the step as first read was not stored
-
-
-def test_a_client_on_resp2_lists_the_same_pages(redis: Redis, redis_server: Any) -> None:
-    _fill(redis, random.Random(5), 30, 300, 50)
-    resp2 = Redis.from_url(redis_server.url, protocol=2)  # replies flat, scores as text: the same page
-    try:
-        assert _pages(Lists(resp2), 20) == _pages(Lists(redis), 20)
-        # The replies as sent: flat on RESP2, pairs on RESP3 (redis-py's own).
-        key, read = list_key("delivered", "ch0", "k0"), ("ZREVRANGEBYSCORE", "+inf", "-inf", "WITHSCORES")
-        assert isinstance(resp2.execute_command(read[0], key, *read[1:])[0], bytes)  # type: ignore[no-untyped-call]
-        assert isinstance(redis.execute_command(read[0], key, *read[1:])[0], list)  # type: ignore[no-untyped-call]
-    finally:
-        resp2.close()

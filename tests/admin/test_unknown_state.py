@@ -15,15 +15,15 @@ from tests.servers import HttpSink
 
 
 def test_a_stored_state_is_read_as_the_enum() -> None:
-    record = delivery_from_hash({"id": "d1", "eventId": "e1", "state": "held"})
+    record = delivery_from_hash({STORED["eventId"]: "e1", STORED["state"]: "held"}, "d1")
     assert record.state is State.HELD
-    assert delivery_to_hash(record)["state"] == "held"
-    assert delivery_from_hash({"id": "d1", "eventId": "e1"}).state is State.QUEUED  # none stored
+    assert delivery_to_hash(record)[STORED["state"]] == "held"
+    assert delivery_from_hash({STORED["eventId"]: "e1"}, "d1").state is State.QUEUED  # none stored
 
 
 def test_an_unknown_stored_state_is_a_clear_error() -> None:
     with pytest.raises(UnknownState, match="delivery d1 has a state this relay does not know: 'paused'"):
-        delivery_from_hash({"id": "d1", "eventId": "e1", "state": "paused"})
+        delivery_from_hash({STORED["eventId"]: "e1", STORED["state"]: "paused"}, "d1")
 
 
 @pytest.fixture

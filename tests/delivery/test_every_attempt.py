@@ -15,7 +15,6 @@ from starlette.testclient import TestClient
 from relay.core.model import Delivery
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
-from relay.storage.records import delivery_from_hash
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink
 
@@ -206,21 +205,3 @@ def test_a_digest_of_one_retried_sends_that_message_unchanged(
     assert {r.state for r in _records(rt, event_id)} == {"delivered"}
     assert _sent(sink, smtp) == expected
     assert _fallbacks(rt) == 0
-
-
-def test_a_record_stored_by_an_earlier_relay_renders_with_its_choice() -> None:
-    """Records written before the choice was kept apart held the template used in its place: read back, the
-    kind's own file means `auto`, any other file its name, and a digest's file the digest's lookup."""
-    cases = {
-        "access-control-request-failed/system-owner.txt.j2": "auto",
-        "ops/notice.html.j2": "ops/notice",
-        "_digest/default.md.j2": "_digest",
-        "relay:_digest/default.txt.j2": "_digest",
-        "platform": "platform",
-        "auto": "auto",
-    }
-    for used, choice in cases.items():
-        data = {"id": "d1", "eventId": "e1", "kind": "notification:access-control-request-failed", "template": used}
-        record = delivery_from_hash(data)
-        assert record.template == choice, used
-        assert record.public()["template"] == used

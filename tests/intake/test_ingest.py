@@ -23,7 +23,7 @@ from relay.storage.queue import (
     job_id,
     wake_job_id,
 )
-from relay.storage.store import METRICS, PREFIX, RECEIVED, dedup_key, event_key, metric_field
+from relay.storage.store import METRICS, RECEIVED, event_key, metric_field
 from tests.conftest import post, run_worker, sample_notification
 from tests.servers import HttpSink
 
@@ -83,7 +83,6 @@ def test_accepted_notification_is_seen_by_rq_and_run_by_a_real_worker(
     assert redis.hget(event_key(event_id), "receivedAt") == f"{stored.receivedAt:.3f}".encode()
     entry_id = f"{round(stored.receivedAt * 1000)}-0".encode()
     assert redis.xrange(RECEIVED) == [(entry_id, {b"eventId": event_id.encode()})]
-    assert not redis.exists(dedup_key(event_id))
     kept = max(rt.store.retention, int(rt.config.dedup_ttl))
     assert kept - 5 < redis.ttl(event_key(event_id)) <= kept
     field = metric_field("relay_notifications_received_total", kind="notification:access-control-request-failed")
@@ -141,7 +140,7 @@ def test_unreachable_redis_is_queue_unavailable_and_writes_nothing(rt: Runtime, 
     intake = Intake.create(dead, rt.store, rt.config.dedup_ttl)
     with pytest.raises(QueueUnavailable):
         intake.accept("e-1", "notification:x", "{}")
-    assert not redis.exists(event_key("e-1")) and not redis.exists(dedup_key("e-1"))
+    assert not redis.exists(event_key("e-1"))
 
 
 def test_async_intake_loads_the_script_again_after_a_redis_restart(rt: Runtime, redis: Redis) -> None:
@@ -232,9 +231,11 @@ def test_a_repeat_is_a_duplicate_within_the_dedup_window_and_accepted_after_it(
     assert redis.hget(METRICS, metric_field("relay_notifications_duplicate_total")) == b"1"
     rt.clock.advance(1.5)
     at = rt.clock()
+    redis.hset(event_key(event_id), "trace", "00-ab-cd-01")  # its first intake's, with tracing on
     assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "accepted"
     stored = rt.store.event(event_id)
     assert stored is not None and at - 0.001 < stored.receivedAt <= at and stored.deliveries == ids  # in ms
+    assert stored.trace == ""  # this intake's (none: tracing is off)
     assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "duplicate"  # a new window
 
 
@@ -247,37 +248,3 @@ def test_the_record_outlives_a_retention_shorter_than_the_dedup_window(
     assert 7195 < redis.ttl(event_key(event_id)) <= 7200
     rt.clock.advance(7100)  # past the retention, in the window
     assert _accept(rt, payload)[1] == "duplicate"
-
-
-def test_an_earlier_relays_dedup_keys_and_records_still_dedup(rt: Runtime, redis: Redis) -> None:
-    """Upgraded within the window: an earlier relay's dedup key (`2`, or `1` at the raw key before key
-    escaping) and its event record (eventId, kind, trace stored) each make a duplicate; another id's key is no
-    duplicate of this one. Accepted anew after the window, the record drops the fields it no longer keeps."""
-    plain, raw = sample_notification(), sample_notification()
-    redis.set(dedup_key(plain["metadata"]["eventId"]), "2", ex=60)
-    assert _accept(rt, plain)[1] == "duplicate"
-    raw["metadata"]["eventId"] = "legacy:2"
-    redis.set(f"{PREFIX}dedup:legacy:2", "1", ex=60)
-    assert _accept(rt, raw)[1] == "duplicate"
-    # An earlier relay's key of `a%3Ab` (raw) is where today's of `a:b` would be: `a:b` is no duplicate of it.
-    other = sample_notification()
-    other["metadata"]["eventId"] = "a:b"
-    redis.set(f"{PREFIX}dedup:a%3Ab", "1", ex=60)
-    redis.hset(f"{PREFIX}event:a%3Ab", mapping=_earlier_record("a%3Ab", other, rt.clock()))
-    assert _accept(rt, other)[1] == "accepted"
-    assert rt.store.event("a:b") is not None and rt.store.event("a%3Ab") is None  # taken over, as before
-    old = sample_notification()
-    old_id = old["metadata"]["eventId"]
-    redis.hset(event_key(old_id), mapping=_earlier_record(old_id, old, rt.clock() - 10))
-    assert _accept(rt, old)[1] == "duplicate"
-    rt.clock.advance(rt.config.dedup_ttl)
-    assert _accept(rt, old)[1] == "accepted"
-    assert set(redis.hkeys(event_key(old_id))) == {b"receivedAt", b"payload"}
-    stored = rt.store.event(old_id)
-    assert stored is not None and stored.kind == old["kind"] and stored.trace == ""
-
-
-def _earlier_record(event_id: str, payload: dict[str, Any], at: float) -> dict[str, str]:
-    """An event record as an earlier relay stored it: every field."""
-    fields = {"eventId": event_id, "kind": payload["kind"], "receivedAt": repr(at), "trace": "00-ab-cd-01"}
-    return {**fields, "payload": json.dumps(payload)}

@@ -23,8 +23,8 @@ def sentinel_url(tmp_path: Path) -> Iterator[str]:
 
 def test_sentinel_url_reaches_the_primary(sentinel_url: str) -> None:
     conn = open_redis(sentinel_url, socket_timeout=5)
-    conn.set("relay:probe", "1")
-    assert conn.get("relay:probe") == b"1"
+    conn.set("probe", "1")
+    assert conn.get("probe") == b"1"
     rt = build(Config.model_validate({"redis": {"url": sentinel_url}}))
     body = '{"kind":"notification:x","sender":"p","body":{},"messages":[],"metadata":{"eventId":"s1"}}'
     assert rt.intake.accept("s1", "notification:x", body) == "accepted"
