@@ -261,5 +261,7 @@ def post(client: TestClient, payload: Any, token: str = WEBHOOK_TOKEN, **kwargs:
     return client.post("/webhook", json=payload, headers=headers, **kwargs)
 
 
-def admin(client: TestClient, path: str, method: str = "GET", **kwargs: Any) -> Any:
-    return client.request(method, path, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, **kwargs)
+def admin(
+    client: TestClient, path: str, method: str = "GET", headers: dict[str, str] | None = None, **kwargs: Any
+) -> Any:
+    return client.request(method, path, headers={"Authorization": f"Bearer {ADMIN_TOKEN}", **(headers or {})}, **kwargs)

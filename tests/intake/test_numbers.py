@@ -49,15 +49,20 @@ def test_large_finite_numbers_and_lookalike_text_are_accepted(client: TestClient
     assert raw_post(client, raw).status_code == 202
 
 
+JSON_TYPE = {"content-type": "application/json"}
+
+
 def test_admin_api_bodies_refuse_them_too(client: TestClient) -> None:
     for literal in ("1e400", "NaN"):
-        answer = admin(client, "/api/v1/deliveries/replay", "POST", content=f'{{"dryRun": {literal}}}'.encode())
+        body = f'{{"dryRun": {literal}}}'.encode()
+        answer = admin(client, "/api/v1/deliveries/replay", "POST", content=body, headers=JSON_TYPE)
         assert assert_error_body(answer, 422)["inputErrorField"] == "dryRun"
     answer = admin(
         client,
         "/api/v1/people/ann%40example.com/preferences",
         "PUT",
         content=b'{"optOuts": [{"kind": "k", "channel": "owners-hook", "n": -Infinity}]}',
+        headers=JSON_TYPE,
     )
     assert assert_error_body(answer, 422)["inputErrorField"] == "optOuts.0.n"
 
