@@ -13,7 +13,7 @@ from relay.config import Config, ConfigError, load_config
 from relay.config.source import EXAMPLE_CONFIG, default_config_path
 from relay.config.urls import masked_url
 from relay.core.redaction import Redactor
-from relay.runtime.logs import setup_logging
+from relay.runtime.logs import escape, setup_logging
 
 # Adds a subcommand that takes --config: (name, help) -> its parser.
 Command = Callable[[str, str], argparse.ArgumentParser]
@@ -91,7 +91,8 @@ def table(rows: list[dict[str, Any]], columns: list[str], wide: bool = False) ->
     if not rows:
         return "(none)"
     # One line a row: a multi-line error reads as one.
-    cells = [[("" if r.get(c) is None else " ".join(str(r.get(c)).split())) for c in columns] for r in rows]
+    # Escaped as the logs escape them: a payload's or a silence's terminal escape sequence is shown, not run.
+    cells = [[("" if r.get(c) is None else escape(" ".join(str(r.get(c)).split()))) for c in columns] for r in rows]
     widest = max(len(v) for row in cells for v in row) if wide else CELL_WIDTH
     widths = [min(widest, max(len(c), *(len(row[i]) for row in cells))) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]

@@ -11,6 +11,7 @@ from typing import Any
 from relay.cli.common import Command, runtime, shown_redis_url
 from relay.cli.tables import LIST_COLUMNS, STATUS_COLUMNS, deliveries_table
 from relay.core.states import State
+from relay.runtime.logs import escape
 
 # The states `--state` offers, as written on the command line (relay.core.states loads no model).
 STATES = tuple(s.value for s in State)
@@ -42,7 +43,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps({**event_json, "deliveries": records}, indent=2))
         print(_redis_line(rt), file=sys.stderr)  # stdout stays one JSON document
         return 0
-    print(f"event {event.eventId}  kind {event.kind}  received {iso(event.receivedAt)}")
+    print(escape(f"event {event.eventId}  kind {event.kind}  received {iso(event.receivedAt)}"))
     print(deliveries_table(records, STATUS_COLUMNS, args.wide))
     print(_redis_line(rt))
     return 0

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from relay.cli.common import Command, command_group, runtime, table
+from relay.runtime.logs import escape
 
 COLUMNS = ["id", "state", "action", "matchers", "startsAt", "endsAt", "createdBy", "comment"]
 
@@ -37,7 +38,9 @@ def cmd_add(args: argparse.Namespace) -> int:
         return 2
     shown = silence.public(rt.clock())
     what = "skips" if silence.action == "skip" else "holds"
-    print(f"silence {silence.id} {shown['state']}: {what} {', '.join(silence.matchers)} until {shown['endsAt']}")
+    print(
+        escape(f"silence {silence.id} {shown['state']}: {what} {', '.join(silence.matchers)} until {shown['endsAt']}")
+    )
     for warning in warned:
         print(f"relay: warning: {warning}", file=sys.stderr)
     return 0

@@ -54,6 +54,16 @@ def test_table_cells_are_cut_with_an_ellipsis_unless_wide() -> None:
     assert table(rows, ["id", "lastError"], wide=True).splitlines()[1] == "d1  " + "x" * 59 + "yz"
 
 
+def test_control_characters_are_shown_escaped_never_sent_to_the_terminal() -> None:
+    """A payload's or a silence's terminal escape sequence (a colour, a title, a cleared screen) reaches a table
+    as text, escaped as the logs escape it: `relay deliveries`, `relay status` and `relay silence list` alike."""
+    out = table(
+        [{"kind": "notification:\x1b]0;pwned\x07\x1b[2J", "comment": "a\u2028b\x9bc"}], ["kind", "comment"], wide=True
+    )
+    assert "\x1b" not in out and "\x07" not in out and "\u2028" not in out and "\x9b" not in out
+    assert "notification:\\u001b]0;pwned\\u0007\\u001b[2J" in out and "a b\\u009bc" in out  # U+2028 is white space
+
+
 def test_a_long_error_is_cut_in_the_table_and_whole_with_wide_or_json(
     make_runtime: Callable[..., Runtime], sink: HttpSink, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
