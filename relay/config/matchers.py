@@ -190,8 +190,12 @@ def parse_matcher(text: str, scalars: tuple[str, ...] = ()) -> Matcher:
 
 
 def _split(line: str) -> list[str]:
-    """Alertmanager's ParseMatchers: optional braces, commas outside double quotes separate."""
+    """Alertmanager's ParseMatchers: optional braces, both or neither; commas outside double quotes separate (a
+    trailing one too, as there)."""
     line = line.strip()
+    if line.startswith("{") != line.endswith("}"):
+        missing = "closing" if line.startswith("{") else "opening"
+        raise MatcherError(f"matchers {line!r}: a {missing} brace is missing (braces go around all or none)")
     line = line.removeprefix("{").removesuffix("}")
     pieces: list[str] = []
     current: list[str] = []

@@ -113,7 +113,9 @@ def _bounds(value: object, what: str) -> tuple[str, str]:
     if not text:
         raise ValueError(f"an empty {what}")
     lo, sep, hi = text.partition(":")
-    return lo.strip(), (hi.strip() if sep else lo.strip())
+    if lo != lo.strip() or hi != hi.strip():  # as Alertmanager reads a range: `monday:friday`, no spaces
+        raise ValueError(f"{value!r}: no spaces around the ':' of a range (like {what} ranges 1:5)")
+    return lo, (hi if sep else lo)
 
 
 def _named(word: str, names: Sequence[str], offset: int, what: str, value: object) -> int:
@@ -150,10 +152,13 @@ def parse_days_of_month(value: object) -> Range:
         if number is None or number == 0 or not -31 <= number <= 31:
             raise ValueError(f"{value!r} is not a day of month (1 to 31, or -31 to -1 counting from the end)")
         bounds.append(number)
-    # As Alertmanager checks it: a negative day read as in a 30-day month, to catch a blatant inversion.
-    true = [b if b > 0 else 30 + b for b in bounds]
+    # As Alertmanager checks it: a negative start needs a negative end, and a negative day is read as in the
+    # shortest month (28 days), so that no range is inverted in some months and not others.
+    if bounds[0] < 0 < bounds[1]:
+        raise ValueError(f"{value!r}: a range that starts from the month's end must end counted from it too")
+    true = [b if b > 0 else 28 + b for b in bounds]
     if true[0] > true[1]:
-        raise ValueError(f"{value!r}: the first day comes after the last")
+        raise ValueError(f"{value!r}: the first day comes after the last (in a 28-day month)")
     return bounds[0], bounds[1]
 
 

@@ -159,6 +159,10 @@ INVALID = [
     ({"days_of_month": ["-32"]}, "'-32'"),
     ({"days_of_month": ["10:5"]}, "after the last"),
     ({"days_of_month": ["-1:-5"]}, "after the last"),
+    # What Alertmanager refuses: a negative start with a positive end, an inversion in a 28-day month, spaces.
+    ({"days_of_month": ["-3:29"]}, "counted from it too"),
+    ({"days_of_month": ["26:-3"]}, "in a 28-day month"),
+    ({"weekdays": ["monday : friday"]}, "no spaces"),
     ({"years": ["twenty"]}, "'twenty'"),
     ({"years": ["2028:2026"]}, "after the last"),
     ({"location": "Mars/Olympus_Mons"}, "'Mars/Olympus_Mons'"),
