@@ -9,9 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
     ValidationError,
@@ -20,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from relay.config.base import ConfigModel
 from relay.config.durations import parse_rate as parse_rate
 from relay.config.environment import environment_settings, merge
 from relay.config.intervals import TimeIntervalConfig
@@ -47,11 +46,7 @@ from relay.config.yaml_file import read_file
 _REFERENCES_CHECKED = "references_checked"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-class RedisConfig(_Model):
+class RedisConfig(ConfigModel):
     url: RedisUrl = None
     # Only for the embedded server: fsync policy of its append-only file. `always` because a 202 means
     # durable: with everysec, Redis 6.2 answers before writing while a slow fsync is pending, so even a
@@ -64,7 +59,7 @@ class RedisConfig(_Model):
     replica_timeout: Seconds = Field(default=1.0, gt=0, le=30)
 
 
-class MetricsConfig(_Model):
+class MetricsConfig(ConfigModel):
     # `relay worker` serves its own /metrics on this port (prometheus-client's HTTP exposition); none by default.
     port: int | None = Field(default=None, ge=1, le=65535)
     host: str = "127.0.0.1"  # 0.0.0.0 in a container, for Prometheus to reach it
@@ -73,7 +68,7 @@ class MetricsConfig(_Model):
     max_kinds: int = Field(default=200, ge=1, le=100_000)
 
 
-class RetryConfig(_Model):
+class RetryConfig(ConfigModel):
     attempts: int = Field(default=6, ge=1, le=100)
     backoff: list[Seconds] = Field(default_factory=lambda: [10.0, 60.0, 300.0, 1800.0, 7200.0])
 
@@ -84,7 +79,7 @@ class RetryConfig(_Model):
         return self.backoff[min(attempt - 1, len(self.backoff) - 1)]
 
 
-class PlatformConfig(_Model):
+class PlatformConfig(ConfigModel):
     url: HttpUrl = None
     ui_url: HttpUrl = None  # the platform UI's base, for links to a notification's resource; default `url`
     access_token: str | None = None
@@ -94,7 +89,7 @@ class PlatformConfig(_Model):
     timeout: Seconds = 5.0
 
 
-class TemplatesConfig(_Model):
+class TemplatesConfig(ConfigModel):
     dir: str = "./templates"
     # Use the templates shipped with relay (per kind and recipient type) where the operator has none.
     # Off by default: then a kind without a template of the operator's gets the platform's own text.
@@ -106,7 +101,7 @@ def _outage_off(value: Any) -> Any:
     return None if value is False or (isinstance(value, str) and value.strip().lower() == "off") else value
 
 
-class OutageConfig(_Model):
+class OutageConfig(ConfigModel):
     """When a channel is down (relay.core.outages): after `after` transient failures in a row its deliveries
     wait as held, and one is tried every `probe` (doubling up to 10 min) until one is delivered."""
 
@@ -114,7 +109,7 @@ class OutageConfig(_Model):
     probe: Seconds = Field(default=30.0, ge=1, le=600)
 
 
-class ChannelConfig(_Model):
+class ChannelConfig(ConfigModel):
     url: str
     label: str | None = Field(default=None, min_length=1, max_length=60)  # shown to recipients (relay.core.names)
     outage: Annotated[OutageConfig | None, BeforeValidator(_outage_off)] = Field(default_factory=OutageConfig)
@@ -128,7 +123,7 @@ class ChannelConfig(_Model):
 MIN_PREFERENCES_SECRET = 32  # bytes: the links it signs live for months
 
 
-class PreferencesConfig(_Model):
+class PreferencesConfig(ConfigModel):
     """What people choose for themselves (relay.core.preferences): where links in messages point, the secret
     that signs them, how long a link is good for, and the kinds no preference may skip or hold."""
 
@@ -156,12 +151,15 @@ class PreferencesConfig(_Model):
         return bool(self.public_url and self.secret)
 
 
-class LoggingConfig(_Model):
-    level: str = "INFO"
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+class LoggingConfig(ConfigModel):
+    level: Annotated[LogLevel, BeforeValidator(lambda v: v.upper() if isinstance(v, str) else v)] = "INFO"
     format: Literal["auto", "json", "text"] = "auto"
 
 
-class TracingConfig(_Model):
+class TracingConfig(ConfigModel):
     """OpenTelemetry traces (README, "Tracing"): on here, or by OpenTelemetry's own OTEL_EXPORTER_OTLP_ENDPOINT
     (or _TRACES_ENDPOINT); everything else (exporter, sampler, batching, service name) by OpenTelemetry's own
     variables. `ui_url`: a trace in the operator's tracing UI, `{trace_id}` standing for the id."""
@@ -188,7 +186,7 @@ class TracingConfig(_Model):
 DEAD_WORKER_AFTER = 45.0
 
 
-class Config(_Model):
+class Config(ConfigModel):
     server: ServerConfig = Field(default_factory=lambda: ServerConfig())
     redis: RedisConfig = Field(default_factory=RedisConfig)
     data_dir: str = "./.relay"

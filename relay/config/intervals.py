@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
+from relay.config.base import ConfigModel
 from relay.config.time_intervals import (
     Interval,
     parse_days_of_month,
@@ -18,10 +19,6 @@ from relay.config.time_intervals import (
     parse_weekdays,
     parse_years,
 )
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 def _checked(parse: Any) -> Any:
@@ -60,7 +57,7 @@ def _unquoted_hint(parse: Any) -> Any:
 ClockTime = Annotated[str, BeforeValidator(_clock)]
 
 
-class TimeRangeConfig(_Model):
+class TimeRangeConfig(ConfigModel):
     start_time: Annotated[ClockTime, _checked(parse_time)]
     end_time: Annotated[ClockTime, _checked(lambda v: parse_time(v, end=True))]
 
@@ -70,7 +67,7 @@ class TimeRangeConfig(_Model):
         return self
 
 
-class TimePeriodConfig(_Model):
+class TimePeriodConfig(ConfigModel):
     """One entry of an interval's `time_intervals`, in Alertmanager's shape (relay.config.time_intervals)."""
 
     times: list[TimeRangeConfig] = Field(default_factory=list)
@@ -81,7 +78,7 @@ class TimePeriodConfig(_Model):
     location: Annotated[str | None, _checked(parse_location)] = None
 
 
-class TimeIntervalConfig(_Model):
+class TimeIntervalConfig(ConfigModel):
     name: str = Field(min_length=1, max_length=100)
     time_intervals: list[TimePeriodConfig] = Field(default_factory=list)
 

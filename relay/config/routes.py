@@ -7,9 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
     ValidationInfo,
@@ -17,13 +15,9 @@ from pydantic import (
     model_validator,
 )
 
+from relay.config.base import ConfigModel
 from relay.config.matchers import Matcher, MatcherError, parse_line
 from relay.config.server import Seconds
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
 
 MIN_DIGEST_WINDOW = 1.0  # seconds
 MAX_DIGEST_ITEMS = 1000
@@ -34,7 +28,7 @@ def _digest_shorthand(value: Any) -> Any:
     return {"window": value} if isinstance(value, str | int | float) and not isinstance(value, bool) else value
 
 
-class DigestConfig(_Model):
+class DigestConfig(ConfigModel):
     """Gather a route's deliveries to one channel (one address, on a per_recipient channel) for `window` from
     the first, then send them as one message; `max_items` sends at once (relay.delivery.digests). `key`: a
     dotted path into the notification (`body.requestedResource.parentSystem.urn`): one digest per value."""
@@ -63,7 +57,7 @@ def _matcher_parses(line: str, info: ValidationInfo) -> str:
     return line
 
 
-class RouteConfig(_Model):
+class RouteConfig(ConfigModel):
     # Shown with each delivery the route plans (records, API, admin page, preview); else `routes[i]`.
     name: str | None = Field(default=None, min_length=1, max_length=100)
     kinds: list[str] = Field(default_factory=lambda: ["*"])
@@ -90,7 +84,7 @@ class RouteConfig(_Model):
         return self._compiled
 
 
-class DefaultRoute(_Model):
+class DefaultRoute(ConfigModel):
     channels: list[str] = Field(default_factory=list)
     template: str = "auto"
     fallback: list[str] = Field(default_factory=list)

@@ -7,8 +7,9 @@ import functools
 import ipaddress
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
+from relay.config.base import ConfigModel
 from relay.config.durations import parse_duration
 
 # The longest eventId relay takes at all (the payload's model reads it from here); a config may lower it.
@@ -27,16 +28,12 @@ MAX_DELIVERIES_CEILING = 100_000
 MAX_JSON_DEPTH = 128
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-class BasicAuth(_Model):
+class BasicAuth(ConfigModel):
     username: str
     password: str
 
 
-class HmacAuth(_Model):
+class HmacAuth(ConfigModel):
     """A signature of `timestamp + "." + body` (HMAC-SHA256, hex), for senders that can sign."""
 
     # Several secrets at once allow rotation; `secret: x` is the same as `secrets: [x]`.
@@ -66,7 +63,7 @@ class HmacAuth(_Model):
         return secrets
 
 
-class WebhookAuth(_Model):
+class WebhookAuth(ConfigModel):
     tokens: list[str] = Field(default_factory=list)
     # The platform can only add custom headers: a token may come in a header of this name.
     header: str = Field(default="X-Relay-Token", pattern=_HEADER_NAME)
@@ -78,7 +75,7 @@ class WebhookAuth(_Model):
         return bool(self.tokens) or self.basic is not None or self.hmac is not None
 
 
-class LimitsConfig(_Model):
+class LimitsConfig(ConfigModel):
     """Bounds on what one webhook call may carry; a payload over one is answered 422 naming the field."""
 
     max_depth: int = Field(default=32, ge=4, le=MAX_JSON_DEPTH)
@@ -96,7 +93,7 @@ class LimitsConfig(_Model):
     max_header_bytes: int = Field(default=16_384, ge=8_192, le=1_048_576)
 
 
-class AuthFailures(_Model):
+class AuthFailures(ConfigModel):
     """How many refused credentials one client address may send to one surface (the webhook, the admin
     API, the admin page's login, the preference links) within `window` before it is answered 429 there."""
 
@@ -142,7 +139,7 @@ def _weakness(value: str) -> str | None:
     return None
 
 
-class ServerConfig(_Model):
+class ServerConfig(ConfigModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     path: str = "/webhook"

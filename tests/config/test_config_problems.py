@@ -265,6 +265,9 @@ def test_an_unknown_time_interval_lists_the_defined_ones(tmp_path: Path) -> None
         ("redis: {appendfsync: never}\n", "redis.appendfsync: must be 'always' or 'everysec'"),
         ("server: {auth: {hmac: {secrets: []}}}\n", "server.auth.hmac.secrets: must have at least 1 item(s)"),
         ("routes: [{name: ''}]\n", "routes[0].name: must be at least 1 character(s) long"),
+        ("server: {limits: {max_deliveries: true}}\n", "server.limits.max_deliveries: true is not a number"),
+        ("channels: {a: {url: 'json://x', outage: {after: true}}}\n", "channels.a.outage.after: true is not a number"),
+        ("logging: {level: LOUD}\n", "logging.level: must be 'DEBUG', 'INFO', 'WARNING', 'ERROR' or 'CRITICAL'"),
         (
             "time_intervals: [{name: x, time_intervals: [{days_of_month: [1.5]}]}]\n",
             "time_intervals[0].time_intervals[0].days_of_month[0]: must be a whole number (it is 1.5) or text",
