@@ -14,8 +14,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, available_timezones
 
 WEEKDAYS = ("sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday")  # Go's numbering
 MONTHS = tuple(m.lower() for m in calendar.month_name[1:])
@@ -23,7 +24,7 @@ DAY_MINUTES = 24 * 60
 # The furthest ahead `hold_until` looks; an interval that does not open by then holds until then, and the
 # delivery is looked at again at that time.
 HORIZON = timedelta(days=4 * 366)  # a leap day comes within it
-_TIME = re.compile(r"^(\d{2}):(\d{2})$")
+_TIME = re.compile(r"^([0-9]{2}):([0-9]{2})$")  # ASCII digits: `\d` takes ٠٨ too
 
 Range = tuple[int, int]  # inclusive bounds
 
@@ -166,20 +167,26 @@ def parse_years(value: object) -> Range:
     bounds = []
     for word in _bounds(value, "year"):
         number = _integer(word)
-        if number is None or number <= 0:
-            raise ValueError(f"{value!r} is not a year (like 2026, or 2026:2028)")
+        if number is None or not 1970 <= number <= 9999:  # what every reader can show
+            raise ValueError(f"{value!r} is not a year from 1970 to 9999 (like 2026, or 2026:2028)")
         bounds.append(number)
     if bounds[0] > bounds[1]:
         raise ValueError(f"{value!r}: the first year comes after the last")
     return bounds[0], bounds[1]
 
 
+@lru_cache(maxsize=1)
+def iana_zones() -> frozenset[str]:
+    """Every name of the IANA time zone database Python knows but the system's own `localtime`, `posixrules`
+    and `Factory` (no place's time): what a config, a person's hours and the page accept."""
+    return frozenset(available_timezones() - {"localtime", "posixrules", "Factory"})
+
+
 def parse_location(value: str | None) -> ZoneInfo:
     name = "UTC" if value is None or value == "" else value
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"{value!r} is not a known IANA time zone (like Europe/Rome or UTC)") from None
+    if name not in iana_zones():
+        raise ValueError(f"{value!r} is not a known IANA time zone (like Europe/Rome or UTC)")
+    return ZoneInfo(name)
 
 
 def parse_period(raw: Mapping[str, Any]) -> Period:

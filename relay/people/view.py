@@ -9,13 +9,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
-from zoneinfo import available_timezones
 
 from pydantic import ValidationError
 
 from relay.config import Config
 from relay.config.intervals import TimePeriodConfig
-from relay.config.time_intervals import WEEKDAYS
+from relay.config.time_intervals import WEEKDAYS, iana_zones
 from relay.core.names import channel_label
 from relay.core.preferences import Preference, critical, human_kind, literal_opt_out
 
@@ -153,13 +152,6 @@ def hours_from_form(form: Sequence[tuple[str, str]]) -> list[dict[str, Any]] | N
 
 # The areas of the IANA list's own zones (its other names are aliases: `US/Eastern`, `Etc/GMT+5`, `Japan`).
 AREAS = ("Africa", "America", "Antarctica", "Arctic", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific")
-
-
-@lru_cache(maxsize=1)
-def iana_zones() -> frozenset[str]:
-    """Every name of the IANA time zone database Python knows (not the system's own `localtime`): what the page
-    accepts."""
-    return frozenset(available_timezones() - {"localtime", "posixrules", "Factory"})
 
 
 @lru_cache(maxsize=1)

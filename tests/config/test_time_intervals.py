@@ -168,6 +168,11 @@ INVALID = [
     ({"location": "Mars/Olympus_Mons"}, "'Mars/Olympus_Mons'"),
     ({"location": "../../etc/passwd"}, "not a known IANA time zone"),
     ({"weekday": ["monday"]}, "unknown field"),
+    ({"times": [{"start_time": "\u0660\u0668:\u0660\u0660", "end_time": "18:00"}]}, "not a time of day as HH:MM"),
+    ({"location": "Factory"}, "not a known IANA time zone"),
+    ({"location": "localtime"}, "not a known IANA time zone"),
+    ({"years": ["99999"]}, "not a year from 1970 to 9999"),
+    ({"years": ["1969"]}, "not a year from 1970 to 9999"),
 ]
 
 

@@ -65,3 +65,18 @@ def test_import_and_show_say_so_in_a_line(
     assert NOTE in capsys.readouterr().err
     assert main(["prefs", "show", "carla@example.com", "--config", str(config)]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    "hours",
+    [
+        [{"times": [{"start_time": "\u0660\u0668:\u0660\u0660", "end_time": "18:00"}]}],  # Arabic-Indic digits
+        [{"weekdays": ["monday"], "location": "Factory"}],  # no place's time: the page refuses it too
+        [{"years": ["99999"]}],
+    ],
+)
+def test_hours_no_reader_could_show_are_refused(make_runtime: Callable[..., Runtime], hours: object) -> None:
+    with TestClient(create_app(make_runtime())) as client:
+        answer = admin(client, PATH, "PUT", json={"activeHours": hours})
+        assert answer.status_code == 422, answer.text
+        assert not admin(client, PATH).json()["activeHours"]  # nothing stored
