@@ -10,7 +10,7 @@ import unicodedata
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from jinja2 import pass_context
 from jinja2.runtime import Context
@@ -32,11 +32,21 @@ _LINK_SAFE = "/?#[]@!$&'()*+,;=:-._~%"
 Lookup = Callable[[Sequence[str]], Mapping[str, str]]
 
 
+# Bidirectional controls (U+202A to U+202E, U+2066 to U+2069, the marks): an override makes a name read as
+# another (`Alice\u202egnp.exe`), in a page or an e-mail alike.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _shown(c: str) -> bool:
+    return (unicodedata.category(c) != "Cc" or c.isspace()) and c not in _BIDI
+
+
 def clean_name(value: Any) -> str | None:
-    """A display name as shown: one line, no control characters, at most MAX_NAME characters; None if empty."""
+    """A display name as shown: one line, no control or bidirectional control characters, at most MAX_NAME
+    characters; None if empty."""
     if not isinstance(value, str):
         return None
-    text = " ".join("".join(c for c in value if unicodedata.category(c) != "Cc" or c.isspace()).split())
+    text = " ".join("".join(c for c in value if _shown(c)).split())
     if not text:
         return None
     return text if len(text) <= MAX_NAME else text[: MAX_NAME - 1] + "…"
@@ -204,7 +214,8 @@ def relative_link(body: Any) -> str | None:
 def join_link(base: str | None, link: str | None) -> str | None:
     """`base` (the platform UI's http(s) URL) with a link relative to it, or None: nothing from the payload
     may change the scheme or the host, so a link that is absolute (`https://x`), scheme-relative (`//x`,
-    `/\\x`, which browsers read as `//x`), has a scheme (`javascript:`) or control characters is refused."""
+    `/\\x`, which browsers read as `//x`), has a scheme (`javascript:`), control characters or a `.` or `..`
+    segment (out of the base's path) is refused."""
     if not base or not link or len(link) > MAX_LINK:
         return None
     if any(unicodedata.category(c) == "Cc" for c in link) or link.replace("\\", "/").startswith("//"):
@@ -215,6 +226,8 @@ def join_link(base: str | None, link: str | None) -> str | None:
         return None
     if root.scheme not in ("http", "https") or not root.hostname or parts.scheme or parts.netloc:
         return None
+    if any(unquote(s) in (".", "..") for s in parts.path.replace("\\", "/").split("/")):
+        return None  # a browser would climb out of the base's path (`/..//evil.example`)
     joined = base.rstrip("/") + quote(link if link.startswith("/") else "/" + link, safe=_LINK_SAFE)
     try:
         out = urlsplit(joined)

@@ -164,10 +164,21 @@ def test_only_an_http_base_makes_a_link(base: str) -> None:
 
 
 def test_every_joined_link_stays_on_the_ui_host() -> None:
-    tries = ["/@evil.example", "/:80@evil.example", "/%2F%2Fevil.example", "/..//evil.example", "?@evil.example"]
+    tries = ["/@evil.example", "/:80@evil.example", "/%2F%2Fevil.example", "?@evil.example"]
     for link in tries:
         joined = join_link(UI, link)
         assert joined is not None and urlsplit(joined).netloc == "ui.example.com", link
+
+
+@pytest.mark.parametrize("link", ["/..//evil.example", "/a/../../x", "%2e%2e/x", "/./x", "\\..\\x", "a/%2E%2E"])
+def test_no_link_climbs_out_of_the_ui_urls_path(link: str) -> None:
+    """Below a base with a path (`https://ui.example.com/platform`), a `.` or `..` segment, in any spelling a
+    browser resolves, would leave it: refused."""
+    assert join_link("https://ui.example.com/platform", link) is None
+
+
+def test_a_display_name_loses_its_bidirectional_controls() -> None:
+    assert clean_name("Alice\u202e gnp.exe\u2066x\u2069") == "Alice gnp.exex"
 
 
 def test_a_channel_is_shown_by_its_label_else_its_readable_name() -> None:
