@@ -83,6 +83,7 @@ class Seen:
     said: str | None = None  # the last refusing answer's own words (an HTTP reason and body, an SMTP reply)
     smtp_code: int | None = None  # the last SMTP reply that refused (4xx, 5xx)
     smtp_server: str = ""  # host:port of the SMTP session
+    unsupported: str | None = None  # what the SMTP server lacks that the channel's URL asks for (AUTH)
 
     @property
     def failed_status(self) -> int | None:
@@ -191,6 +192,10 @@ def _observe_smtp(name: str, original: Callable[..., Any]) -> Callable[..., Any]
         except smtplib.SMTPResponseException as exc:
             _smtp_refusal(seen, exc.smtp_code, exc.smtp_error)
             raise
+        except smtplib.SMTPNotSupportedError as exc:  # credentials for a server with no AUTH: the channel's config
+            seen.unsupported = f"SMTP server {seen.smtp_server or '?'}: {exc}"
+            seen.failures.append(seen.unsupported)
+            raise
         except OSError as exc:
             seen.unanswered += 1
             seen.failures.append(f"connection to SMTP server {seen.smtp_server or '?'} {network_failure(exc)}")
@@ -253,6 +258,8 @@ def outcome(ok: bool, seen: Seen, reason: str, scrub: Callable[[str], str] = str
             if code in _SLACK_TRANSIENT:
                 return Transient(reason, seen.retry_after, said=code)
             return Permanent(reason, said=code)
+    if seen.unsupported is not None:
+        return Permanent(reason)
     if seen.smtp_code is not None:  # an SMTP 4xx may mend; a 5xx (bad credentials, sender refused) will not
         if seen.smtp_code >= 500:
             return Permanent(reason, seen.smtp_code, said)

@@ -137,6 +137,19 @@ def test_a_refused_smtp_port_is_named_with_its_port_and_no_password(text: str | 
     assert "Pa55word-9" not in outcome.reason
 
 
+@pytest.mark.parametrize("text", [None, "the text part"])
+def test_credentials_for_a_server_without_auth_are_a_permanent_failure(smtp: SmtpSink, text: str | None) -> None:
+    """The channel's URL gives a user and a password, and the server offers no AUTH: smtplib refuses to log in
+    (SMTPNotSupportedError). That is the channel's configuration, not a passing fault: no retry, and the channel
+    is not marked down for it."""
+    url = smtp.url().replace("mailto://", "mailto://bob:Pa55word-9@") + "&to=bob@example.com"
+    smtp.clear()
+    outcome = send(url, "t", "<p>b</p>", "html", text)
+    assert isinstance(outcome, Permanent), outcome
+    assert f"SMTP server 127.0.0.1:{smtp.port}" in outcome.reason and "AUTH" in outcome.reason
+    assert "Pa55word-9" not in outcome.reason and smtp.mails == []
+
+
 # --- where and why a web hook failed ------------------------------------------------------------
 
 
