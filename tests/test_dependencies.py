@@ -121,7 +121,7 @@ def test_pydantic_settings_reads_env_vars_and_decodes_through_decode_complex_val
     ]
     problems: list[str] = []
     given = {"RELAY_SERVER__PORT": "9000", "RELAY_SERVER__AUTH__TOKENS": "[a, b]", "RELAY_RETRY__BACKOFF": '["1s"]'}
-    data = environment_settings(Config, given, problems)
+    data = environment_settings(Config, given, problems, {})
     assert data["server"]["port"] == "9000"  # from the mapping given, not the process's environment
     assert data["retry"]["backoff"] == ["1s"]
     assert [p.split(":")[0] for p in problems] == ["server.auth.tokens"]

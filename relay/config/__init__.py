@@ -20,7 +20,7 @@ from pydantic import (
 
 from relay.config.base import ConfigModel
 from relay.config.durations import parse_rate as parse_rate
-from relay.config.environment import environment_settings, merge
+from relay.config.environment import environment_settings, hidden, merge
 from relay.config.intervals import TimeIntervalConfig
 from relay.config.messages import validation_problems
 from relay.config.routes import DefaultRoute as DefaultRoute
@@ -310,7 +310,8 @@ def read_config(path: str | Path | None = None, environ: dict[str, str] | None =
     if file is not None:
         data = substitute(read_file(file, problems), environ, problems)
         base = file.resolve().parent
-    merge(data, environment_settings(Config, environ, problems))
+    read: dict[str, str] = {}  # what each _FILE variable's file holds: never shown
+    merge(data, environment_settings(Config, environ, problems, read))
     data["base_dir"] = str(base)
     config = None
     try:
@@ -318,6 +319,7 @@ def read_config(path: str | Path | None = None, environ: dict[str, str] | None =
     except ValidationError as exc:
         problems.extend(validation_problems(exc, Config))
     problems.extend(reference_problems(data))
+    problems = [hidden(p, read) for p in problems]
     return ConfigRead(file, None if problems else config, problems, data)
 
 

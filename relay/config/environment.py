@@ -140,9 +140,12 @@ def _read_secret(name: str, file: str, problems: list[str]) -> str | None:
     return None
 
 
-def _variables(model: type[BaseModel], environ: Mapping[str, str], problems: list[str]) -> dict[str, tuple[str, str]]:
+def _variables(
+    model: type[BaseModel], environ: Mapping[str, str], problems: list[str], read: dict[str, str]
+) -> dict[str, tuple[str, str]]:
     """The RELAY_ variables under a section of the config, by key path (joined by `__`, single-`_` names spelt
-    out) with the name given and the value (a `_FILE` one read from its file); a key set twice is a problem."""
+    out) with the name given and the value (a `_FILE` one read from its file, also kept in `read` by the
+    variable's name); a key set twice is a problem."""
     found: dict[str, str | None] = {}
     given: dict[str, str] = {}  # key -> the name that set it, for messages
     for name, value in sorted(environ.items()):
@@ -154,6 +157,8 @@ def _variables(model: type[BaseModel], environ: Mapping[str, str], problems: lis
         wanted: str | None = value
         if (parts is None or not _is_key(model, parts)) and stem_parts and _is_key(model, stem_parts):
             parts, wanted = stem_parts, _read_secret(name, value, problems)
+            if wanted:
+                read[f"{name}={value}"] = wanted
         if parts is None:
             continue  # not a config key: free for ${...}
         # An unknown key under a section goes on: validation names it (`server.bogus: unknown key`).
@@ -165,10 +170,13 @@ def _variables(model: type[BaseModel], environ: Mapping[str, str], problems: lis
     return {key: (given[key], value) for key, value in found.items() if value is not None}
 
 
-def environment_settings(model: type[BaseModel], environ: Mapping[str, str], problems: list[str]) -> dict[str, Any]:
+def environment_settings(
+    model: type[BaseModel], environ: Mapping[str, str], problems: list[str], read: dict[str, str]
+) -> dict[str, Any]:
     """The config's keys set by RELAY_ variables, as nested data for the model to validate; each problem (a
-    `_FILE` that cannot be read, a list that is not JSON, a key set twice) added to problems."""
-    found = _variables(model, environ, problems)
+    `_FILE` that cannot be read, a list that is not JSON, a key set twice) added to problems; what each `_FILE`
+    variable's file holds in `read` (`hidden` keeps it out of every problem)."""
+    found = _variables(model, environ, problems, read)
     data = _Source(_settings_class(model), {ENV_PREFIX + key: value for key, (_, value) in found.items()})()
     names = {tuple(key.split(NESTED)): name for key, (name, _) in found.items()}
     _drop_not_json(data, (), names, problems)
@@ -195,3 +203,14 @@ def merge(data: dict[str, Any], overrides: dict[str, Any]) -> None:
             merge(data[key], value)
         else:
             data[key] = value
+
+
+def hidden(problem: str, read: Mapping[str, str]) -> str:
+    """`problem` with what any `_FILE` variable's file holds written as `<the file of NAME=PATH>`: whole, as a
+    quoted value shows it, and line by line (a check may quote a part of it). A file is a secret's."""
+    for where, text in read.items():
+        for spelling in sorted(
+            {text, repr(text)[1:-1], *(line for line in text.splitlines() if len(line) > 2)}, key=len
+        )[::-1]:
+            problem = problem.replace(spelling, f"<the file of {where}>")
+    return problem

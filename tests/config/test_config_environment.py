@@ -146,3 +146,38 @@ def test_the_error_of_load_config_names_them_all() -> None:
     with pytest.raises(ConfigError) as err:
         load_config(None, environ={"RELAY_SERVER__PORT": "x", "RELAY_WORKERS": "y"})
     assert {p.split(":")[0] for p in err.value.problems} == {"server.port", "workers"}
+
+
+SECRET_LINES = "root:$6$s3cretHash$abcdef:19000:0:99999:7:::\nsecond-secret-line\n"
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "RELAY_SERVER__PATH_FILE",
+        "RELAY_DEDUP_TTL_FILE",
+        "RELAY_RETRY__BACKOFF_FILE",
+        "RELAY_SERVER__AUTH__HMAC__TOLERANCE_FILE",
+        "RELAY_SERVER__TRUSTED_PROXIES_FILE",
+        "RELAY_PLATFORM__URL_FILE",
+        "RELAY_PLATFORM__UI_URL_FILE",
+        "RELAY_PREFERENCES__PUBLIC_URL_FILE",
+        "RELAY_REDIS__URL_FILE",
+    ],
+)
+def test_a_file_named_by_a_FILE_variable_is_never_shown_in_a_problem(tmp_path: Path, variable: str) -> None:
+    """A `_FILE` variable names a secret's file: whatever the check finds wrong, the problem names the variable
+    and the path, never what the file holds (an operator's slip like `..._FILE=/etc/shadow` stays private)."""
+    secret = tmp_path / "secret"
+    secret.write_text(SECRET_LINES, encoding="utf-8")
+    found = read_config(None, {variable: str(secret)})
+    text = "\n".join(found.problems)
+    assert found.problems, variable
+    assert "s3cretHash" not in text and "second-secret-line" not in text, text
+
+
+def test_a_bare_password_file_for_the_redis_url_is_not_echoed_in_the_hint(tmp_path: Path) -> None:
+    secret = tmp_path / "redis-password"
+    secret.write_text("hunter2-redis\n", encoding="utf-8")
+    [problem] = read_config(None, {"RELAY_REDIS__URL_FILE": str(secret)}).problems
+    assert "hunter2-redis" not in problem and f"RELAY_REDIS__URL_FILE={secret}" in problem
