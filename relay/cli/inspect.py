@@ -153,9 +153,7 @@ def _progress(done: int, total: int, width: int = 30) -> None:
 def add_commands(command: Command) -> None:
     for name, help_ in (("deliveries", "table of deliveries, newest first"), ("replay", "requeue failed deliveries")):
         c = command(name, help_)
-        c.add_argument("--event")
-        c.add_argument("--kind")
-        c.add_argument("--channel")
+        _filter_options(c)
         c.add_argument("--since", help="a duration back from now (2h) or an ISO time")
         if name == "deliveries":
             c.add_argument("--state", choices=list(STATES))
@@ -164,18 +162,26 @@ def add_commands(command: Command) -> None:
             _output_options(c)
             c.set_defaults(func=cmd_deliveries)
         else:
-            c.add_argument("--dry-run", action="store_true")
+            c.add_argument("--dry-run", action="store_true", help="say what would be replayed; change nothing")
             c.set_defaults(func=cmd_replay)
-    c = command("release", "send held deliveries (quiet hours) now")
-    c.add_argument("--event")
-    c.add_argument("--kind")
-    c.add_argument("--channel")
-    c.add_argument("--dry-run", action="store_true")
+    c = command(
+        "release",
+        "send held deliveries now, past quiet hours, a person's hours, a digest's window or a silence (one whose "
+        "channel is down still waits for it)",
+    )
+    _filter_options(c)
+    c.add_argument("--dry-run", action="store_true", help="say what would be released; change nothing")
     c.set_defaults(func=cmd_release, since=None)
     c = command("status", "one notification's deliveries (with the address of each), and the Redis they came from")
     c.add_argument("event_id")
     _output_options(c)
     c.set_defaults(func=cmd_status)
+
+
+def _filter_options(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--event", help="one notification's deliveries (its eventId)")
+    c.add_argument("--kind", help="kinds matching this pattern (* any characters): notification:access-*")
+    c.add_argument("--channel", help="one channel's deliveries (its name in the config)")
 
 
 def _output_options(c: argparse.ArgumentParser) -> None:

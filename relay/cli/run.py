@@ -68,8 +68,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def add_commands(command: Command) -> None:
     c = command("serve", "API, workers and (without redis.url) an embedded Redis, in one process group")
     c.add_argument("--workers", type=int, help="worker processes (default: config `workers`, 2)")
-    c.add_argument("--host")
-    c.add_argument("--port", type=int)
+    c.add_argument("--host", help="the API's address (config server.host; default 127.0.0.1)")
+    c.add_argument("--port", type=int, help="the API's port (config server.port; default 8080)")
     c.set_defaults(func=cmd_serve)
     command("api", "the HTTP API alone, against redis.url").set_defaults(func=cmd_api)
     c = command("worker", "one delivery worker, against redis.url")

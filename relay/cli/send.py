@@ -62,14 +62,15 @@ def cmd_sink(args: argparse.Namespace) -> int:
 
 def add_commands(command: Command, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c = command("send", "post a notification to a running relay")
-    c.add_argument("payload")
-    c.add_argument("--url")
-    c.add_argument("--token")
+    c.add_argument("payload", help="a notification's JSON file, or - to read it from standard input")
+    c.add_argument("--url", help="the webhook's URL (default: this config's server.host, port and path)")
+    c.add_argument("--token", help="the webhook's token (default: this config's first server.auth.tokens)")
     c.set_defaults(func=cmd_send)
-    c = sub.add_parser("sink", help="print what the example channels send (webhooks and e-mail), for trying relay")
+    about = "print what the example channels send (webhooks and e-mail), for trying relay"
+    c = sub.add_parser("sink", help=about, description=about)
     c.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a container)")
-    c.add_argument("--http-port", type=int, default=9999)
-    c.add_argument("--smtp-port", type=int, default=8025)
+    c.add_argument("--http-port", type=int, default=9999, help="the webhooks' port (default: %(default)s)")
+    c.add_argument("--smtp-port", type=int, default=8025, help="the e-mail's SMTP port (default: %(default)s)")
     c.add_argument(
         "--fail",
         action="store_true",
