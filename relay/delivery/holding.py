@@ -1,7 +1,8 @@
-"""After a config reload, held deliveries are asked again under the new time intervals (relay.core.quiet).
+"""After a config reload, held deliveries are asked again under the new time intervals: the quiet-hours gate
+(`relay.delivery.gates.quiet_hours`) says when each may go now.
 
 A held delivery is due at its `notBefore` (`relay.storage.leases`), with an RQ scheduled wake-up then; the
-worker that takes it asks the intervals again, so a reload that holds a delivery longer needs nothing more.
+worker that takes it asks the gates again, so a reload that holds a delivery longer needs nothing more.
 One that lets it go sooner (an interval widened, or removed from the route) would wait for the old time:
 here it is due at the new one, and its record gets the new `notBefore`, under a lease (a send a worker has
 in hand is never undone).
@@ -10,13 +11,12 @@ in hand is never undone).
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 
 from relay.core.model import State
-from relay.core.quiet import held_until
+from relay.core.outages import held_by_outage
 from relay.core.silences import holder
 from relay.delivery.context import Context
-from relay.delivery.preferences import person_hold
+from relay.delivery.gates import Due, Held, quiet_hours
 from relay.storage.leases import delivery_unit
 
 log = logging.getLogger("relay.delivery.holding")
@@ -30,7 +30,6 @@ def replan_held(rt: Context) -> int:
     Returns how many were moved sooner."""
     rt = rt.pinned()  # one config throughout
     now = rt.clock()
-    at = datetime.fromtimestamp(now, UTC)
     ids = rt.store.held_ids()
     sooner = 0
     for record in rt.store.deliveries(ids):
@@ -38,12 +37,10 @@ def replan_held(rt: Context) -> int:
             continue
         if record.digest or record.items:
             continue  # a digest goes at the end of its window, asking the intervals then; its items go in it
-        if holder(record.lastError) is not None:
-            continue  # a silence holds it: due at the silence's end, when the intervals are asked again
-        until = held_until(rt.config, record.route, at)
-        mine = person_hold(rt, record, now)  # a person's active hours hold it too, with the route's
-        base = mine if mine is not None else until.timestamp() if until is not None else now
-        new = max(base, now + SETTLE_SECONDS)
+        if holder(record.lastError) is not None or held_by_outage(record.lastError):
+            continue  # a silence or its channel holds it: due at the silence's end, or when the channel is up
+        held = quiet_hours(Due(rt, record, now=now))
+        new = max(held.until if isinstance(held, Held) else now, now + SETTLE_SECONDS)
         if abs(new - record.notBefore) < 1:
             continue
         taken, current = rt.store.take_and_read(record.id)
