@@ -62,6 +62,7 @@ def _decide(
     kind = "transient" if isinstance(outcome, Transient) else "permanent"
     change = StateChange(record, previous, send_seconds=took, labels={"reason": kind})
     if step.state is State.RETRYING and step.retry_in is not None:
+        change.due = rt.clock() + step.retry_in  # kept until then at least
         rt.intake.retry_later(record.id, step.retry_in)  # due then before the state is stored
         rt.store.update_many([change, *follow(record, followers)])
         log.info("failed, retrying in %gs: %s", step.retry_in, record.lastError, extra={**ctx, "state": record.state})

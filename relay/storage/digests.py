@@ -5,6 +5,7 @@ a digest to new items when it goes out (`relay.delivery.digests` decides; the sc
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +72,8 @@ class Digests:
             delivery_key(new.id),
             LISTS,
         ]
-        args: list[Any] = [new.id, max(1, int(window * 1000)), max_items, item.id, self.retention]
+        # Kept from the end of its window: a digest is never removed while it gathers.
+        args: list[Any] = [new.id, max(1, int(window * 1000)), max_items, item.id, self.retention + math.ceil(window)]
         args += [repr(new.createdAt), metric, repr(new.notBefore or new.createdAt)]
         args += [delivery_key(""), len(fields)]
         for pair in fields.items():
