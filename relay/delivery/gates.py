@@ -224,7 +224,10 @@ def _carry_out(due: Due, verdict: Verdict) -> str:
     else:
         record.state, record.notBefore, record.lastError = State.HELD, verdict.until, verdict.why
         rt.intake.deliver_at(record.id, verdict.until)  # due then, before the state is stored
-        rt.store.update_many([StateChange(record, previous)])  # lets go of the lease
+        items = [i for i in rt.store.deliveries(record.items) if i is not None and i.state is State.HELD]
+        for item in items:  # a digest's items wait with it (and are kept as long: never removed while waiting)
+            item.notBefore = verdict.until
+        rt.store.update_many([StateChange(record, previous), *(StateChange(i, State.HELD) for i in items)])
         log.info("delivery held until %s: %s", iso(verdict.until), verdict.why or "quiet hours", extra=ctx)
         state = record.state
     if verdict.counted is not None:
