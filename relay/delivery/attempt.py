@@ -27,7 +27,7 @@ from relay.delivery.compose import compose, fitted_title, note_sent
 from relay.delivery.context import Context
 from relay.delivery.gates import Due, through
 from relay.delivery.preferences import links, with_unsubscribe_headers
-from relay.delivery.recording import decide, derived, queue_new, store
+from relay.delivery.recording import decide, derived, log_context, queue_new, store
 from relay.storage.leases import delivery_unit
 
 log = logging.getLogger("relay.delivery.jobs")
@@ -56,11 +56,8 @@ def _steps(rt: Context, due: Due) -> str:
     if stopped is not None:
         return stopped
     with rt.tracer.attempt(due.record):  # a span in its notification's trace (relay.tracing)
-        return _attempt(rt, due.record, due.notification)
+        return _attempt(rt, due.record, lambda: due.notification)
 
-
-def _ctx(record: Delivery) -> dict[str, str]:
-    return {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}
 
 
 def _read(rt: Context, record: Delivery | str) -> Delivery | None:
@@ -82,7 +79,7 @@ def _let_go(rt: Context, record: Delivery) -> None:
 
 
 def _attempt(rt: Context, record: Delivery, read: Callable[[], Notification | None]) -> str:
-    ctx = _ctx(record)
+    ctx = log_context(record)
     previous = record.state
     if record.items:
         return digests.send_digest(rt, record, rt.config.channels.get(record.channel), ctx)

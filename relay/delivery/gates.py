@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Protocol
 
 from relay.core.model import Delivery, Notification, State
@@ -36,8 +37,7 @@ from relay.core.silences import delivery_view, holder, reads_notification, silen
 from relay.delivery import outages
 from relay.delivery.context import Context
 from relay.delivery.preferences import SKIPS, personal
-from relay.delivery.recording import store
-from relay.delivery.silencing import SILENCED
+from relay.delivery.recording import log_context, store
 from relay.storage.outages import ChannelStates
 from relay.storage.outages import Gate as ChannelGate
 from relay.storage.preferences import Preferences
@@ -48,6 +48,7 @@ log = logging.getLogger("relay.delivery.jobs")
 SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
 MAX_SLOT_SLEEP = 1.5
 PERSON_HOURS = "held by the person's active hours"
+SILENCED = "relay_silenced_total"
 
 
 @dataclass
@@ -60,24 +61,21 @@ class Due:
     slot_at: float | None = None  # the rate slot it booked, when it comes due at one
     given: Notification | None = None  # its notification, when the caller has it (a planning's)
     now: float = 0.0
-    _found: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.now = self.now or self.rt.clock()
 
+    @cached_property
     def notification(self) -> Notification | None:
-        if self.given is None and "notification" not in self._found:
-            event = self.rt.store.event(self.record.eventId)
-            self._found["notification"] = Notification.model_validate_json(event.payload) if event else None
-        return self.given or self._found["notification"]  # type: ignore[return-value]
+        event = self.rt.store.event(self.record.eventId) if self.given is None else None
+        return Notification.model_validate_json(event.payload) if event is not None else self.given
 
+    @cached_property
     def preferences(self) -> list[Preference]:
         """Its people's preferences: none for a delivery to no one person (no read)."""
-        if "preferences" not in self._found:
-            notification = self.notification() if personal(self.rt, [self.record]) else None
-            people = people_of_delivery(self.rt.config, notification, self.record) if notification else []
-            self._found["preferences"] = list(Preferences(self.rt.redis).get_many(people).values()) if people else []
-        return self._found["preferences"]  # type: ignore[return-value]
+        notification = self.notification if personal(self.rt, [self.record]) else None
+        people = people_of_delivery(self.rt.config, notification, self.record) if notification else []
+        return list(Preferences(self.rt.redis).get_many(people).values()) if people else []
 
 
 @dataclass(frozen=True)
@@ -123,7 +121,7 @@ def opted_out(due: Due) -> Verdict | None:
     record = due.record
     if record.released or record.items or critical(due.rt.config, record.kind):
         return None
-    for preference in due.preferences():
+    for preference in due.preferences:
         opted = preference.opted_out(record.kind, record.channel)
         if opted is not None:
             counted = (SKIPS, {"kind": record.kind, "channel": record.channel})
@@ -137,7 +135,7 @@ def silenced_now(due: Due) -> Verdict | None:
     if record.released or record.items:  # a digest's items were asked as each was gathered
         return None
     active = Silences(due.rt.redis).active(due.now)
-    notification = due.notification() if active and reads_notification(active) else None
+    notification = due.notification if active and reads_notification(active) else None
     fields = matcher_view(notification) if notification is not None else None
     hit = silenced(active, delivery_view(fields, record), due.now) if active else None
     if hit is None:
@@ -155,7 +153,7 @@ def quiet_hours(due: Due) -> Verdict | None:
     if record.released:
         return None
     route = held_until(config, record.route, datetime.fromtimestamp(due.now, UTC))
-    hours = [p for p in due.preferences() if p.activeHours is not None]
+    hours = [p for p in due.preferences if p.activeHours is not None]
     if hours:
         fresh = replace(record, state=State.QUEUED, notBefore=None)
         mine = effect(config, hours, fresh, due.now, lambda at: held_until(config, record.route, at))
@@ -177,7 +175,7 @@ def channel_down(due: Due) -> Verdict | None:
     if record.state is State.HELD and held_by_outage(record.lastError):
         record.notBefore = None  # its wait for the channel was lateness, counted as such when delivered
     if record.probing:
-        log.info("channel down: this delivery probes it", extra=_ctx(record))
+        log.info("channel down: this delivery probes it", extra=log_context(record))
     return None
 
 
@@ -210,7 +208,7 @@ def through(due: Due, gates: tuple[Gate, ...] = GATES) -> str | None:
 
 def _carry_out(due: Due, verdict: Verdict) -> str:
     rt, record = due.rt, due.record
-    previous, ctx = record.state, _ctx(record)
+    previous, ctx = record.state, log_context(record)
     if isinstance(verdict, Gathered):
         return record.state
     if isinstance(verdict, Throttled):
@@ -234,9 +232,6 @@ def _carry_out(due: Due, verdict: Verdict) -> str:
         rt.store.incr(verdict.counted[0], 1, **verdict.counted[1])
     return state
 
-
-def _ctx(record: Delivery) -> dict[str, str]:
-    return {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}
 
 
 __all__ = ["GATES", "Due", "Gate", "Verdict", "through"]

@@ -27,7 +27,7 @@ from relay.core.states import OPEN, SENDABLE, State
 from relay.delivery import attempt
 from relay.delivery.context import Context
 from relay.delivery.preferences import note_people
-from relay.delivery.recording import created, follow, wake_for
+from relay.delivery.recording import created, follow, log_context, wake_for
 from relay.storage.leases import DELIVERY, EVENT, Claimed, delivery_unit, event_unit, split_unit
 from relay.storage.store import EventRecord, StateChange
 
@@ -183,8 +183,7 @@ def _plan(rt: Context, event_id: str, event: EventRecord) -> int:
     note_people(rt, notification, created(records, stored))  # noted once: as they show
     for record in stored:
         if record.state is State.SKIPPED:
-            ctx = {"eventId": event_id, "deliveryId": record.id, "channel": record.channel}
-            log.info("delivery skipped: %s", record.lastError, extra=ctx)
+            log.info("delivery skipped: %s", record.lastError, extra=log_context(record))
     wake_for(rt, stored)
     for record in stored:  # leased only when this planning created it: never one a sender holds already
         if record.held_lease:

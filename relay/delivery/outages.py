@@ -17,7 +17,7 @@ from relay.core.outages import TRANSIENT, down_reason, kind_of
 from relay.core.outcome import Outcome
 from relay.core.states import State
 from relay.delivery.context import Context
-from relay.delivery.recording import follow
+from relay.delivery.recording import follow, log_context
 from relay.storage.outages import ChannelStates, Gate
 from relay.storage.store import StateChange, iso
 
@@ -50,7 +50,7 @@ def after_send(
         probing=record.probing,
     )
     if gate.state == "resumed":
-        log.info("channel up again: %d waiting deliveries go out", gate.resumed, extra=_ctx(record))
+        log.info("channel up again: %d waiting deliveries go out", gate.resumed, extra=log_context(record))
         rt.intake.request_wake()  # they are due now
     if kind != TRANSIENT or gate.state != "down":
         return False
@@ -70,9 +70,6 @@ def hold(rt: Context, record: Delivery, gate: Gate, followers: list[Delivery], p
         "delivery held: %s (looked at again by %s, or sent as soon as the channel is up)",
         record.lastError,
         iso(gate.due),
-        extra={**_ctx(record), "state": "held"},
+        extra={**log_context(record), "state": "held"},
     )
 
-
-def _ctx(record: Delivery) -> dict[str, str]:
-    return {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}

@@ -106,6 +106,11 @@ def store(
     return record.state
 
 
+def log_context(record: Delivery) -> dict[str, str]:
+    """What a delivery's log lines say it is (the `extra` of each)."""
+    return {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}
+
+
 def follow(digest: Delivery, items: list[Delivery] | None) -> list[StateChange]:
     """A digest's items take its state and its tries (and say why, when it is not delivered)."""
     changes = []
