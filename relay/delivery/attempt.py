@@ -59,7 +59,6 @@ def _steps(rt: Context, due: Due) -> str:
         return _attempt(rt, due.record, lambda: due.notification)
 
 
-
 def _read(rt: Context, record: Delivery | str) -> Delivery | None:
     """The record as it is now (one fresh from planning is); None when it expired (its lease let go)."""
     if isinstance(record, Delivery):

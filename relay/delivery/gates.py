@@ -233,5 +233,4 @@ def _carry_out(due: Due, verdict: Verdict) -> str:
     return state
 
 
-
 __all__ = ["GATES", "Due", "Gate", "Verdict", "through"]

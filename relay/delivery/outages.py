@@ -72,4 +72,3 @@ def hold(rt: Context, record: Delivery, gate: Gate, followers: list[Delivery], p
         iso(gate.due),
         extra={**log_context(record), "state": "held"},
     )
-

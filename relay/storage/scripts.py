@@ -13,6 +13,14 @@ redis.call('SET', KEYS[1], tostring(nxt + interval), 'PX', math.ceil((nxt + inte
 return tostring(nxt - now)
 """
 
+# A key kept at least ARGV[1] seconds from now (a longer TTL it has stays): a waiting delivery's notification is
+# kept as long as it (`Store.update_many`). KEYS: the key.
+KEEP_LONGER = """
+local ttl = redis.call('TTL', KEYS[1])
+if ttl >= 0 and ttl < tonumber(ARGV[1]) then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return ttl
+"""
+
 # What of deliveries' new states needs a script (`Store.update_many` runs it in the transaction that stores the
 # records, the failed and held indexes and the activity): each moves to the list of its state (out of its other
 # states' lists, `relay.storage.lists`), scored by createdAt; its lease is dropped when this worker holds it,

@@ -49,7 +49,7 @@ from relay.storage.records import (
     read_delivery,
     unset_fields,
 )
-from relay.storage.scripts import CREATE, RESERVE_SLOT, UPDATE
+from relay.storage.scripts import CREATE, KEEP_LONGER, RESERVE_SLOT, UPDATE
 from relay.storage.tally import KindLabels, Tally
 
 # Names other modules read from here; they live in `relay.storage.records` (and the core's model).
@@ -85,13 +85,6 @@ log = logging.getLogger("relay.storage")
 # call, far from the 1,048,576 arguments Redis takes in one command (and a few MB at most).
 PLAN_CHUNK = 500
 
-# A key kept at least ARGV[1] seconds from now (a longer TTL it has stays). KEYS: the key.
-KEEP_LONGER = """
-local ttl = redis.call('TTL', KEYS[1])
-if ttl >= 0 and ttl < tonumber(ARGV[1]) then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
-return ttl
-"""
-
 
 def _held_op(record: Delivery, previous_state: State | None, at: float) -> str:
     """What a stored state does to the held index: add (at notBefore), remove, or nothing (-)."""
@@ -116,7 +109,7 @@ class StateChange:
     latency_from: float | None = None
     send_seconds: float | None = None
     labels: dict[str, str] = field(default_factory=dict)
-    due: float | None = None  # a retry's due time (a held record's is its notBefore)
+    due: float | None = None  # a retry's due time (a held record waits for its notBefore)
 
 
 class Store:
@@ -253,9 +246,9 @@ class Store:
             pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
             if dropped := unset_fields(fields):
                 pipe.hdel(key, *dropped)
-            keep = self._kept(record, outcome.due, at)
-            pipe.expire(key, keep)
-            if keep > self.retention:  # its notification (event record, payload) waits with it
+            waits = record.notBefore if record.state is State.HELD else outcome.due  # a wait's end, if it waits
+            pipe.expire(key, keep := self.retention + max(0, math.ceil((waits or at) - at)))  # never gone while waiting
+            if keep > self.retention:  # its notification (event record, payload) is kept as long
                 pipe.eval(KEEP_LONGER, 1, event_key(record.eventId), keep)
             if record.state is State.FAILED:
                 pipe.zadd(FAILED, {record.id: at})
@@ -284,12 +277,6 @@ class Store:
             self.tally.add_many(counted)
         for outcome in outcomes:
             outcome.record.held_lease = False
-
-    def _kept(self, record: Delivery, due: float | None, at: float) -> int:
-        """How long a record is kept (seconds, Redis' TTL): the retention, from the time it waits for when it
-        waits (held, retrying): a delivery is never removed while it waits, and ages out after it is done."""
-        until = record.notBefore if record.state is State.HELD else due if record.state is State.RETRYING else None
-        return self.retention + max(0, math.ceil((until or at) - at))
 
     def reserve_slot(self, channel: str, rate: float) -> float:
         """Book the channel's next send slot (at most `rate` a second); seconds until it comes."""
