@@ -9,7 +9,7 @@ it comes due, so the gates after the one that held it are asked then. The order,
 
 1. `in_digest`: an item gathered into a digest waits in it (the digest sends it).
 2. `opted_out`: the person's opt-outs skip it (a skip ends it at once, never after a hold).
-3. `silenced`: an active silence holds or skips it (its record says which silence).
+3. `silenced_now`: an active silence holds or skips it (its record says which silence).
 4. `quiet_hours`: the route's time intervals and the person's active hours hold it, found together.
 5. `channel_down`: its channel is down and this is not the probe: it waits for the channel.
 6. `rate`: the channel's rate limit books it a send slot, last so that nothing held spends one.
@@ -214,16 +214,17 @@ def _carry_out(due: Due, verdict: Verdict) -> str:
     if isinstance(verdict, Throttled):
         rt.intake.retry_later(record.id, verdict.wait, slot_at=due.now + verdict.wait)
         return "throttled"
+    # A digest's items wait with it (and are kept as long: never removed while waiting).
+    items = [i for i in rt.store.deliveries(record.items) if i is not None and i.state is State.HELD]
     if isinstance(verdict, WaitsForChannel):
-        outages.hold(rt, record, verdict.gate, [])
+        outages.hold(rt, record, verdict.gate, items)
         return record.state
     if isinstance(verdict, Skipped):
         state = store(rt, record, previous, State.SKIPPED, verdict.why, ctx)
     else:
         record.state, record.notBefore, record.lastError = State.HELD, verdict.until, verdict.why
         rt.intake.deliver_at(record.id, verdict.until)  # due then, before the state is stored
-        items = [i for i in rt.store.deliveries(record.items) if i is not None and i.state is State.HELD]
-        for item in items:  # a digest's items wait with it (and are kept as long: never removed while waiting)
+        for item in items:
             item.notBefore = verdict.until
         rt.store.update_many([StateChange(record, previous), *(StateChange(i, State.HELD) for i in items)])
         log.info("delivery held until %s: %s", iso(verdict.until), verdict.why or "quiet hours", extra=ctx)
