@@ -11,6 +11,7 @@ from jinja2 import Environment, TemplateNotFound, TemplateSyntaxError
 from relay.config import Config
 from relay.config.server import is_loopback
 from relay.config.time_intervals import HORIZON
+from relay.core.clock import Clock, system_clock
 from relay.core.digest import human_duration
 from relay.core.quiet import held_until
 from relay.core.rendering import AUTO, BUILTIN_DIR, FORMATS, PLATFORM, make_environment
@@ -114,10 +115,12 @@ def channel_url_problems(data: dict[str, Any]) -> list[str]:
     return problems
 
 
-def check_intervals(config: Config, now: datetime | None = None) -> tuple[list[str], list[str]]:
+def check_intervals(
+    config: Config, now: datetime | None = None, clock: Clock = system_clock
+) -> tuple[list[str], list[str]]:
     """Warnings for routes whose time intervals never let a delivery go (within four years), and a note of
     when each route with intervals would send a delivery planned now, and of what each digest gathers."""
-    at = now or datetime.now(UTC)
+    at = now or datetime.fromtimestamp(clock(), UTC)  # the runtime's clock: "now" is relay's
     warnings, notes = [], []
     for i, route in enumerate(config.routes):
         where = route.name or f"routes[{i}]"
@@ -140,8 +143,9 @@ def check_intervals(config: Config, now: datetime | None = None) -> tuple[list[s
     return warnings, notes
 
 
-def check_all(config: Config) -> tuple[list[str], list[str], list[str]]:
-    """Problems (the config cannot work), warnings (it works, but likely not as meant) and notes."""
+def check_all(config: Config, clock: Clock = system_clock) -> tuple[list[str], list[str], list[str]]:
+    """Problems (the config cannot work), warnings (it works, but likely not as meant) and notes, as of now on
+    `clock` (the runtime's)."""
     problems, notes = check_channels(config)
     t_problems, t_notes = check_templates(config)
     warnings = []
@@ -151,5 +155,5 @@ def check_all(config: Config) -> tuple[list[str], list[str], list[str]]:
     for weak in config.server.weak_credentials():
         where = "fine on loopback only" if is_loopback(host) else f"`relay serve` and `relay api` refuse it on {host}"
         warnings.append(f"{weak}: it could be guessed ({where}); `relay token` prints a strong one")
-    i_warnings, i_notes = check_intervals(config)
+    i_warnings, i_notes = check_intervals(config, clock=clock)
     return problems + t_problems, warnings + i_warnings, notes + t_notes + i_notes

@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl
 
 from relay.admin.checks import shown_target
 from relay.config import Config
+from relay.core.clock import Clock, system_clock
 from relay.core.digest import digest_of, human_duration
 from relay.core.model import Delivery, Notification, State
 from relay.core.names import Lookup
@@ -34,13 +35,15 @@ def preview_plan(
     preferences: Mapping[str, Preference] | None = None,
     silences: Sequence[Silence] = (),
     lookup: Lookup | None = None,
+    clock: Clock = system_clock,
 ) -> list[dict[str, Any]]:
-    """`now`: when the notification would arrive (default: now), for the routes' time intervals.
+    """`now`: when the notification would arrive (default: now on `clock`, the runtime's), for the routes' time
+    intervals.
     `preferences`: the people's, by person (relay.storage.preferences), to say what they would skip or hold.
     `silences`: relay's (relay.storage.silences), to say which would hold or skip a delivery then.
     `lookup`: the platform catalog's names (relay.delivery.names.catalog_lookup), as sending asks them."""
     notification = Notification.model_validate(data)
-    at = now or datetime.now(UTC)
+    at = now or datetime.fromtimestamp(clock(), UTC)
     extra = template_globals(config)
     renderer = Renderer(config.templates_path, extra, config.templates.builtin)
     out = []
@@ -110,8 +113,9 @@ def preview(
     preferences: Mapping[str, Preference] | None = None,
     silences: Sequence[Silence] = (),
     lookup: Lookup | None = None,
+    clock: Clock = system_clock,
 ) -> str:
-    plan = preview_plan(config, data, now, preferences, silences, lookup)
+    plan = preview_plan(config, data, now, preferences, silences, lookup, clock)
     if fmt == "json":
         return json.dumps({"deliveries": plan}, indent=2, ensure_ascii=False)
     if not plan:

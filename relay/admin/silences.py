@@ -19,7 +19,7 @@ from relay.config.durations import parse_duration
 from relay.config.matchers import MatcherError
 from relay.core.silences import MAX_MATCHERS, MAX_TEXT, Silence, compile_matchers, past_retention
 from relay.core.times import LAST, Instant
-from relay.delivery.silencing import Scheduling, release_held
+from relay.delivery.holding import Scheduling, release_held
 from relay.storage.silences import Silences, new_id
 from relay.storage.store import Store
 from relay.web.errors import dotted, error_response, validation_response

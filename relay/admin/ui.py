@@ -39,7 +39,7 @@ from relay.admin.ui_session import (
 from relay.admin.ui_view import DELIVERIES_OF_ONE, PageData, anchor
 from relay.config import Config
 from relay.core.model import State
-from relay.delivery.silencing import Scheduling
+from relay.delivery.holding import Scheduling
 from relay.storage.sessions import EndedSessions
 from relay.web.auth import admin_allowed, admin_token_offered
 from relay.web.operation import ADMIN_SECURITY, FORM, HTML, Answer, Operation, documented

@@ -325,15 +325,6 @@ def effect(
     return Hold(at.timestamp()) if at != start or delivery.state is not State.HELD else None
 
 
-def apply(delivery: Delivery, found: Effect) -> None:
-    """Record an effect on the delivery: skipped with its reason, or held until its time."""
-    if isinstance(found, Skip):
-        delivery.state, delivery.lastError, delivery.notBefore = State.SKIPPED, found.reason, None
-    elif isinstance(found, Hold):
-        delivery.state, delivery.notBefore = State.HELD, found.until
-        delivery.lastError = "held by the person's active hours"
-
-
 def human_kind(kind: str) -> str:
     """`notification:access-control-request-failed` as a person reads it: `Access control request failed`."""
     words = kind_name(kind).replace("-", " ").replace("_", " ").strip()

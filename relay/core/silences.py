@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from relay.config.matchers import Matcher, parse_line
-from relay.core.model import Delivery, State, iso
+from relay.core.model import Delivery, iso
 from relay.core.times import kept_past, showable
 
 Action = Literal["hold", "skip"]
@@ -172,15 +172,3 @@ def silenced(silences: Iterable[Silence], view: Mapping[str, Any], now: float) -
     if skips:
         return Silenced(min(skips, key=lambda s: (s.startsAt, s.id)), True)
     return Silenced(max(matching, key=lambda s: (s.endsAt, s.id)), False)
-
-
-def apply(record: Delivery, found: Silenced) -> None:
-    """A delivery still to send, silenced: held until the silence ends (a later `notBefore`, quiet hours',
-    stays), or skipped."""
-    if found.skip:
-        record.state = State.SKIPPED
-        record.notBefore = None
-    else:
-        record.state = State.HELD
-        record.notBefore = max(found.until, record.notBefore or 0.0)
-    record.lastError = found.reason

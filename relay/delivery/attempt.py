@@ -1,40 +1,36 @@
-"""One try of one leased delivery, as a short pipeline: read, hold, wait for a down channel, throttle,
-address, gather, render, send, decide, record.
+"""One try of one leased delivery, as a short pipeline: read, the gates (`relay.delivery.gates`: held,
+skipped, waiting for its channel, throttled), address, gather, render, send, decide, record.
 
 Runs in a sender thread (`relay.delivery.sender`). Every decision is a pure function of the core
 (`relay.core.lookup.after_look_up`, `relay.core.outcome.next_step`, `relay.core.lookup.fallback_channels`,
-`relay.core.quiet.held_until`, `relay.core.digest`); this module only reads and writes what they decide
-(storing an outcome: `relay.delivery.recording`; digests: `relay.delivery.digests`). Order matters for
-at-least-once: anything a new state depends on (a retry's scheduled job, a fallback's or a group member's
-deliveries) is made due before the state is stored, and storing the state is what lets go of the lease.
+`relay.core.digest`) or a gate; this module only reads and writes what they decide (storing an outcome:
+`relay.delivery.recording`; digests: `relay.delivery.digests`). Order matters for at-least-once: anything a
+new state depends on (a retry's scheduled job, a fallback's or a group member's deliveries) is made due before
+the state is stored, and storing the state is what lets go of the lease.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from datetime import UTC, datetime
+from collections.abc import Callable
 
 from relay.core.digest import digest_of
 from relay.core.lookup import Expand, Skip, after_look_up, unusable_ref
 from relay.core.model import Delivery, Notification
 from relay.core.outcome import Transient
-from relay.core.quiet import held_until
 from relay.core.states import OPEN, State
 from relay.delivery import digests, outages
 from relay.delivery.catalog import CatalogUnavailable
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose, fitted_title, note_sent
 from relay.delivery.context import Context
-from relay.delivery.preferences import links, person_hold, with_unsubscribe_headers
-from relay.delivery.recording import decide, derived, queue_new, store
-from relay.delivery.silencing import silenced_at_due
+from relay.delivery.gates import Due, through
+from relay.delivery.preferences import links, with_unsubscribe_headers
+from relay.delivery.recording import decide, derived, log_context, queue_new, store
 from relay.storage.leases import delivery_unit
-from relay.storage.store import iso
 
 log = logging.getLogger("relay.delivery.jobs")
-SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
-MAX_SLOT_SLEEP = 1.5
 
 __all__ = ["run"]
 
@@ -48,30 +44,19 @@ def run(rt: Context, record: Delivery | str, notification: Notification | None, 
         return "expired"
     # An attempt that stored an outcome let go of the lease with it; any other end does here. One that raised
     # keeps it: the caller counts the loss (`relay.delivery.jobs`).
-    state = _steps(rt, current, notification, slot_at)
+    state = _steps(rt, Due(rt, current, slot_at, notification))
     _let_go(rt, current)
     return state
 
 
-def _steps(rt: Context, current: Delivery, notification: Notification | None, slot_at: float | None) -> str:
-    if current.state not in OPEN:
-        return current.state
-    if current.digest:  # gathered: its digest sends it (a wake-up of its own from before finds this)
-        return current.state
-    if current.state is State.HELD and not current.released and _held_again(rt, current):
-        return current.state
-    if silenced_at_due(rt, current, _ctx(current), notification):
-        return current.state
-    if outages.waits(rt, current):  # its channel is down: held (a release or replay too)
-        return current.state
-    if _throttled(rt, current, slot_at):
-        return "throttled"
-    with rt.tracer.attempt(current):  # a span in its notification's trace (relay.tracing)
-        return _attempt(rt, current, notification)
-
-
-def _ctx(record: Delivery) -> dict[str, str]:
-    return {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}
+def _steps(rt: Context, due: Due) -> str:
+    if due.record.state not in OPEN:
+        return due.record.state
+    stopped = through(due)
+    if stopped is not None:
+        return stopped
+    with rt.tracer.attempt(due.record):  # a span in its notification's trace (relay.tracing)
+        return _attempt(rt, due.record, lambda: due.notification)
 
 
 def _read(rt: Context, record: Delivery | str) -> Delivery | None:
@@ -92,49 +77,12 @@ def _let_go(rt: Context, record: Delivery) -> None:
         record.held_lease = False
 
 
-def _held_again(rt: Context, record: Delivery) -> bool:
-    """A held delivery's wake-up asks its route's intervals (and its person's active hours) again under the
-    config and preferences as they are now (a reload may have moved them): still held, it is due anew and
-    stays held; else it is sent now."""
-    now = rt.clock()
-    until = held_until(rt.config, record.route, datetime.fromtimestamp(now, UTC))
-    mine = person_hold(rt, record, now)  # both together, the later wins
-    if until is None and mine is None:
-        return False
-    record.notBefore = max(t for t in (until.timestamp() if until is not None else None, mine) if t is not None)
-    rt.intake.deliver_at(record.id, record.notBefore)  # due then before the state is stored
-    rt.store.update(record, record.state)
-    log.info(
-        "delivery still held by quiet hours, until %s",
-        iso(record.notBefore),
-        extra={"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel},
-    )
-    return True
-
-
-def _throttled(rt: Context, record: Delivery, slot_at: float | None) -> bool:
-    """A rate-limited channel: book the next slot; one that is not near waits as a scheduled job."""
-    channel = rt.config.channels.get(record.channel)
-    if channel is not None and channel.rate and slot_at is None:
-        wait = rt.store.reserve_slot(record.channel, channel.rate)
-        if wait > SLOT_SLACK:
-            rt.intake.retry_later(record.id, wait, slot_at=rt.clock() + wait)
-            return True
-    left = slot_at - rt.clock() if slot_at is not None else 0.0
-    if 0 < left <= MAX_SLOT_SLEEP:
-        # RQ schedules in whole seconds, so the job may run up to a second before its slot.
-        time.sleep(left)
-    return False
-
-
-def _attempt(rt: Context, record: Delivery, notification: Notification | None) -> str:
-    ctx = _ctx(record)
+def _attempt(rt: Context, record: Delivery, read: Callable[[], Notification | None]) -> str:
+    ctx = log_context(record)
     previous = record.state
     if record.items:
         return digests.send_digest(rt, record, rt.config.channels.get(record.channel), ctx)
-    if notification is None:
-        event = rt.store.event(record.eventId)
-        notification = Notification.model_validate_json(event.payload) if event is not None else None
+    notification = read()  # read once, when the gates did not (a digest renders its items' instead)
     channel = rt.config.channels.get(record.channel)
     if notification is None or channel is None:
         reason = "event expired" if notification is None else f"channel {record.channel!r} is no longer configured"

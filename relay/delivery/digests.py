@@ -48,7 +48,7 @@ def gather(rt: Context, record: Delivery, previous: State, digest: DigestConfig,
     at = rt.clock()  # the clock quiet hours are asked by, so a held delivery's catch-up window follows it
     new = _new_digest(rt, record, key, at, at + window)
     scheduled = False
-    if rt.store.digests.open(key) is None:
+    if rt.store.digests.open(key, at) is None:
         rt.intake.deliver_at(new.id, at + window)  # its wake-up exists before the digest does
         scheduled = True
     got = rt.store.digests.gather(key, record, new, window, digest.max_items)

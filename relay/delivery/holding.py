@@ -1,23 +1,27 @@
-"""After a config reload, held deliveries are asked again under the new time intervals (relay.core.quiet).
+"""After a config reload, held deliveries are asked again under the new time intervals: the quiet-hours gate
+(`relay.delivery.gates.quiet_hours`) says when each may go now.
 
 A held delivery is due at its `notBefore` (`relay.storage.leases`), with an RQ scheduled wake-up then; the
-worker that takes it asks the intervals again, so a reload that holds a delivery longer needs nothing more.
+worker that takes it asks the gates again, so a reload that holds a delivery longer needs nothing more.
 One that lets it go sooner (an interval widened, or removed from the route) would wait for the old time:
-here it is due at the new one, and its record gets the new `notBefore`, under a lease (a send a worker has
-in hand is never undone).
+here it is due at the new one, and its record gets the new `notBefore` (`move_held`). A silence expired early
+makes what it held due at once the same way (`release_held`); whether a silence holds a delivery is the gate
+`relay.delivery.gates.silenced_now`'s.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from collections.abc import Callable
+from typing import Protocol
 
-from relay.core.model import State
-from relay.core.quiet import held_until
-from relay.core.silences import holder
+from relay.core.model import Delivery, State
+from relay.core.outages import held_by_outage
+from relay.core.silences import Silence, holder
 from relay.delivery.context import Context
-from relay.delivery.preferences import person_hold
+from relay.delivery.gates import Due, Held, quiet_hours
 from relay.storage.leases import delivery_unit
+from relay.storage.store import Store
 
 log = logging.getLogger("relay.delivery.holding")
 # The workers follow a reload within their heartbeat (5 s): a wake-up moved earlier comes after they have,
@@ -30,33 +34,52 @@ def replan_held(rt: Context) -> int:
     Returns how many were moved sooner."""
     rt = rt.pinned()  # one config throughout
     now = rt.clock()
-    at = datetime.fromtimestamp(now, UTC)
-    ids = rt.store.held_ids()
-    sooner = 0
-    for record in rt.store.deliveries(ids):
-        if record is None or record.state is not State.HELD or record.notBefore is None:
-            continue
-        if record.digest or record.items:
-            continue  # a digest goes at the end of its window, asking the intervals then; its items go in it
-        if holder(record.lastError) is not None:
-            continue  # a silence holds it: due at the silence's end, when the intervals are asked again
-        until = held_until(rt.config, record.route, at)
-        mine = person_hold(rt, record, now)  # a person's active hours hold it too, with the route's
-        base = mine if mine is not None else until.timestamp() if until is not None else now
-        new = max(base, now + SETTLE_SECONDS)
-        if abs(new - record.notBefore) < 1:
-            continue
-        taken, current = rt.store.take_and_read(record.id)
-        if not taken or current is None:
-            continue  # a worker has it in hand this moment
-        if current.state is not State.HELD or current.notBefore is None:
-            rt.store.leases.release([delivery_unit(current.id)], rt.store.owner)
-            continue
-        if new < current.notBefore:
-            sooner += 1
-        rt.intake.deliver_at(current.id, new)  # due then (sooner or later) before the state is stored
-        current.notBefore = new
-        rt.store.update(current, State.HELD)  # lets go of the lease
+
+    def when(record: Delivery) -> float | None:
+        if record.digest or record.items or record.notBefore is None:
+            return None  # a digest goes at the end of its window, asking the intervals then; its items go in it
+        if holder(record.lastError) is not None or held_by_outage(record.lastError):
+            return None  # a silence or its channel holds it: due at the silence's end, or when the channel is up
+        held = quiet_hours(Due(rt, record, now=now))
+        new = max(held.until if isinstance(held, Held) else now, now + SETTLE_SECONDS)
+        return new if abs(new - record.notBefore) >= 1 else None
+
+    moved = move_held(rt.store, when)
+    rt.intake.schedule({ident: new for ident, _, new in moved})
+    sooner = sum(1 for _, old, new in moved if new < old)
     if sooner:
         log.info("config reloaded: %d held deliveries go out sooner", sooner)
     return sooner
+
+
+class Scheduling(Protocol):
+    def enqueue_deliveries(self, ids: list[str]) -> None: ...
+
+
+def release_held(store: Store, silence: Silence, schedule: Scheduling, at: float) -> int:
+    """What `silence` held, due now (it expired early at `at`): each asked again when a worker takes it (another
+    silence, quiet hours may still hold it). Returns how many."""
+    moved = move_held(store, lambda record: at if holder(record.lastError) == silence.id else None)
+    schedule.enqueue_deliveries([ident for ident, _, _ in moved])  # a worker woken at once can take them
+    return len(moved)
+
+
+def move_held(store: Store, when: Callable[[Delivery], float | None]) -> list[tuple[str, float, float]]:
+    """Give each held delivery that `when` names a new time (None: it stays as it is), under a lease: a send a
+    worker has in hand is never undone. Returns (id, old notBefore, new) of each moved; the caller makes them
+    due then, once no lease holds them (were it to stop first, each still goes at its old time: never lost)."""
+    moved = []
+    for record in store.deliveries(store.held_ids()):
+        if record is None or record.state is not State.HELD or when(record) is None:
+            continue
+        taken, current = store.take_and_read(record.id)
+        if not taken or current is None:
+            continue  # a worker has it in hand this moment
+        new = when(current) if current.state is State.HELD else None
+        if new is None:
+            store.leases.release([delivery_unit(current.id)], store.owner)
+            continue
+        moved.append((current.id, current.notBefore or new, new))
+        current.notBefore = new
+        store.update(current, State.HELD)  # lets go of the lease
+    return moved

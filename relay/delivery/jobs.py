@@ -3,10 +3,11 @@ deliveries to this worker's senders.
 
 The path of one notification: its arrival queues a wake-up (`work`), which takes it among the due work with
 a lease (`relay.storage.leases`); `plan_event` reads the event, plans its deliveries (`relay.core.routing`)
-and stores them, leasing the first few to this worker (the rest, and held ones, wait among the due
-deliveries), in one round trip that also lets go of the notification's lease; the senders
-(`relay.delivery.sender`) try each once (`relay.delivery.attempt`). A retry, a rate-limit slot, a held
-delivery or a digest is a delivery due later, with a wake-up scheduled through RQ for then. Jobs end fast;
+and stores them queued, leasing the first few to this worker (the rest wait among the due deliveries), in
+one round trip that also lets go of the notification's lease; the senders (`relay.delivery.sender`) try each
+once (`relay.delivery.attempt`), after the gates (`relay.delivery.gates`: what holds or skips a delivery is
+decided there, when it comes due, never at planning). A retry, a rate-limit slot, a held delivery or a digest
+is a delivery due later, with a wake-up scheduled through RQ for then. Jobs end fast;
 the sending happens beside them, covered by the leases.
 """
 
@@ -16,22 +17,19 @@ import contextlib
 import logging
 import random
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from redis.exceptions import RedisError
 
 from relay.core.model import Delivery, Notification
-from relay.core.quiet import held_until
 from relay.core.routing import plan_notification
 from relay.core.states import OPEN, SENDABLE, State
 from relay.delivery import attempt
 from relay.delivery.context import Context
-from relay.delivery.preferences import apply_preferences, count_planned
-from relay.delivery.recording import created, follow, wake_for
-from relay.delivery.silencing import count_silenced, silence_planned
+from relay.delivery.preferences import note_people
+from relay.delivery.recording import created, follow, log_context, wake_for
 from relay.storage.leases import DELIVERY, EVENT, Claimed, delivery_unit, event_unit, split_unit
-from relay.storage.store import EventRecord, StateChange, iso
+from relay.storage.store import EventRecord, StateChange
 
 log = logging.getLogger("relay.delivery.jobs")
 # A planning hands this many of a notification's deliveries to its own worker's senders; the rest wait
@@ -175,25 +173,17 @@ def plan_event(rt: Context, event_id: str) -> int:
 
 
 def _plan(rt: Context, event_id: str, event: EventRecord) -> int:
+    """Planning plans: the deliveries stored queued and due now (the gates decide, as each comes due)."""
     notification = Notification.model_validate_json(event.payload)
     records = plan_notification(rt.config, notification, event_id, rt.clock())
     rt.tracer.stamp(records)  # their tries continue this trace
-    _Holds(rt).apply(records)
-    applied = apply_preferences(rt, notification, records)  # after the routes' holds: the later notBefore wins
-    silenced = silence_planned(rt, notification, records)  # last: a silence's hold or skip says why
     here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
     rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
     stored = rt.store.create_deliveries(event_id, records, take=here, done=True)
-    new = created(records, stored)
-    count_planned(rt, applied, new)  # counted before any of them is sent: as they show
-    count_silenced(rt, silenced, new)
+    note_people(rt, notification, created(records, stored))  # noted once: as they show
     for record in stored:
-        ctx = {"eventId": event_id, "deliveryId": record.id, "channel": record.channel}
         if record.state is State.SKIPPED:
-            log.info("delivery skipped: %s", record.lastError, extra=ctx)
-        elif record.state is State.HELD and record.notBefore is not None:
-            why = record.lastError or "quiet hours"
-            log.info("delivery held until %s: %s", iso(record.notBefore), why, extra=ctx)
+            log.info("delivery skipped: %s", record.lastError, extra=log_context(record))
     wake_for(rt, stored)
     for record in stored:  # leased only when this planning created it: never one a sender holds already
         if record.held_lease:
@@ -231,26 +221,3 @@ def give_up(rt: Context, ident: str, why: str) -> None:
     items = [i for i in rt.store.deliveries(record.items) if i is not None]  # a digest's follow it
     rt.store.update_many([StateChange(record, previous, labels={"reason": "crash"}), *follow(record, items)])
     log.error("delivery failed: %s", why, extra={"eventId": record.eventId, "deliveryId": ident})
-
-
-class _Holds:
-    """When each route's time intervals let its deliveries go (asked once per route and planning job)."""
-
-    def __init__(self, rt: Context) -> None:
-        self.config = rt.config
-        self.now = datetime.fromtimestamp(rt.clock(), UTC)
-        self.found: dict[str | None, float | None] = {}
-
-    def until(self, route: str | None) -> float | None:
-        if route not in self.found:
-            until = held_until(self.config, route, self.now)
-            self.found[route] = until.timestamp() if until is not None else None
-        return self.found[route]
-
-    def apply(self, planned: list[Delivery]) -> None:
-        """Each queued delivery that its route's intervals hold now is held until they let it go."""
-        for delivery in planned:
-            if delivery.state is State.QUEUED:
-                delivery.notBefore = self.until(delivery.route)
-                if delivery.notBefore is not None:
-                    delivery.state = State.HELD

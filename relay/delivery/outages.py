@@ -1,12 +1,11 @@
 """A channel that is down: its deliveries wait as held instead of spending their attempts.
 
-Two calls in a try (`relay.delivery.attempt`, `relay.delivery.digests`): `waits` before the send (the
-channel down and no probe due: the delivery is held, under its lease, and its try ends), and `after_send`
-after it (the outcome counted for the channel; a transient failure that leaves it down holds the delivery
-too, its attempt given back). The rules are `relay.core.outages`; the state is shared by every worker in
-Redis (`relay.storage.outages`). A delivery held here is woken by the channel coming up (it is due again
-then, oldest first, and its rate limit spaces the sends) or, should the probe's worker die, by a later
-wake-up of its own, which probes.
+Before a send, the gate `relay.delivery.gates.channel_down` asks whether the channel is down (the delivery
+then waits here, `hold`, under its lease, and its try ends); after it, `after_send` counts the outcome for the
+channel (a transient failure that leaves it down holds the delivery too, its attempt given back). The rules
+are `relay.core.outages`; the state is shared by every worker in Redis (`relay.storage.outages`). A delivery
+held here is woken by the channel coming up (it is due again then, oldest first, and its rate limit spaces
+the sends) or, should the probe's worker die, by a later wake-up of its own, which probes.
 """
 
 from __future__ import annotations
@@ -14,11 +13,11 @@ from __future__ import annotations
 import logging
 
 from relay.core.model import Delivery
-from relay.core.outages import TRANSIENT, down_reason, held_by_outage, kind_of
+from relay.core.outages import TRANSIENT, down_reason, kind_of
 from relay.core.outcome import Outcome
 from relay.core.states import State
 from relay.delivery.context import Context
-from relay.delivery.recording import follow
+from relay.delivery.recording import follow, log_context
 from relay.storage.outages import ChannelStates, Gate
 from relay.storage.store import StateChange, iso
 
@@ -27,24 +26,6 @@ log = logging.getLogger("relay.delivery.jobs")
 
 def _states(rt: Context) -> ChannelStates:
     return ChannelStates(rt.redis)  # scripts are registered by hash: nothing is sent to Redis here
-
-
-def waits(rt: Context, record: Delivery) -> bool:
-    """Before a send: True when the record's channel is down and this is not its probe (the record is held
-    and stored, letting go of its lease). A record that goes marks whether it is the probe."""
-    channel = rt.config.channels.get(record.channel)
-    if channel is None or channel.outage is None or record.digest:
-        return False
-    gate = _states(rt).gate(record.channel, record.id, record.createdAt, channel.outage.probe, rt.clock())
-    if gate.state != "down":
-        record.probing = gate.state == "probe"
-        if record.state is State.HELD and held_by_outage(record.lastError):
-            record.notBefore = None  # its wait for the channel was lateness, counted as such when delivered
-        if record.probing:
-            log.info("channel down: this delivery probes it", extra=_ctx(record))
-        return False
-    _hold(rt, record, gate, [])
-    return True
 
 
 def after_send(
@@ -69,16 +50,16 @@ def after_send(
         probing=record.probing,
     )
     if gate.state == "resumed":
-        log.info("channel up again: %d waiting deliveries go out", gate.resumed, extra=_ctx(record))
+        log.info("channel up again: %d waiting deliveries go out", gate.resumed, extra=log_context(record))
         rt.intake.request_wake()  # they are due now
     if kind != TRANSIENT or gate.state != "down":
         return False
     record.maxAttempts += 1  # a try while the channel is down spends nothing of the delivery's budget
-    _hold(rt, record, gate, followers, previous)
+    hold(rt, record, gate, followers, previous)
     return True
 
 
-def _hold(rt: Context, record: Delivery, gate: Gate, followers: list[Delivery], previous: State | None = None) -> None:
+def hold(rt: Context, record: Delivery, gate: Gate, followers: list[Delivery], previous: State | None = None) -> None:
     before = previous if previous is not None else record.state
     record.state = State.HELD
     record.notBefore = gate.due
@@ -89,9 +70,5 @@ def _hold(rt: Context, record: Delivery, gate: Gate, followers: list[Delivery], 
         "delivery held: %s (looked at again by %s, or sent as soon as the channel is up)",
         record.lastError,
         iso(gate.due),
-        extra={**_ctx(record), "state": "held"},
+        extra={**log_context(record), "state": "held"},
     )
-
-
-def _ctx(record: Delivery) -> dict[str, str]:
-    return {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}

@@ -1,36 +1,25 @@
-"""The preference stages of the pipeline: at planning, each person's choices applied to the deliveries
-addressed to them (relay.core.preferences); at sending, the links that let them choose (their preference
-page, one-click unsubscribe) in the template's context and the e-mail's headers (RFC 8058).
+"""People's preferences in the pipeline: what each person was sent, noted at planning (their page); at
+sending, the links that let them choose (their preference page, one-click unsubscribe) in the template's
+context and the e-mail's headers (RFC 8058). What their choices do to a delivery (skip it, hold it) is decided
+by the gates (`relay.delivery.gates`) when it comes due.
 
 A link goes to whoever reads the delivery's address, so it may change only that address's person: the
 recipient's `userRef` when that address is its own (the platform catalog's, or without one the first
-address its links went to), else the address itself (`link_person`). Planning obeys both, so a choice made
+address its links went to), else the address itself (`link_person`). The gates obey both, so a choice made
 through either kind of link takes effect."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any, Protocol
 from urllib.parse import quote, unquote, urlencode
 
 from redis import Redis
 
 from relay.config import Config
-from relay.core.model import Delivery, Notification, State
-from relay.core.preferences import (
-    Hold,
-    Skip,
-    apply,
-    claim_of,
-    critical,
-    effect,
-    people_of_delivery,
-    recipient_of_delivery,
-)
-from relay.core.quiet import held_until
+from relay.core.model import Delivery, Notification
+from relay.core.preferences import claim_of, critical, people_of_delivery, recipient_of_delivery
 from relay.delivery.catalog import Catalog, CatalogUnavailable
 from relay.delivery.channels import EMAIL_SCHEMES, scheme_of
 from relay.delivery.context import Context
@@ -42,54 +31,15 @@ SKIPS = "relay_preference_skips_total"
 ONE_CLICK = "List-Unsubscribe=One-Click"
 
 
-@dataclass
-class Applied:
-    """What preferences did to a planning: each delivery's people, and the deliveries they skipped."""
-
-    people: dict[str, list[str]] = field(default_factory=dict)  # delivery id -> its people
-    skipped: set[str] = field(default_factory=set)
-    at: float = 0.0
-
-
-def apply_preferences(rt: Context, notification: Notification, planned: list[Delivery]) -> Applied:
-    """Skip or hold the planned deliveries that their people's preferences say to (after the routes' own
-    holds). One read of Redis for everyone's preferences; `count_planned` counts, once they are stored."""
-    config = rt.config
-    people = {r.id: p for r in planned if (p := people_of_delivery(config, notification, r))}
-    applied = Applied(people, set(), rt.clock())
-    if not people:
-        return applied
-    found = Preferences(rt.redis).get_many(p for each in people.values() for p in each)
-    for record in planned:
-        persons = people.get(record.id)
-        if not persons:
-            continue
-        route = record.route
-
-        def route_until(instant: datetime, route: str | None = route) -> datetime | None:
-            return held_until(config, route, instant)
-
-        result = effect(config, [found[p] for p in persons if p in found], record, applied.at, route_until)
-        apply(record, result)
-        if isinstance(result, Skip):
-            applied.skipped.add(record.id)
-    return applied
-
-
-def count_planned(rt: Context, applied: Applied, created: list[Delivery]) -> None:
-    """Count the skips and note what each person was sent (for their page), for the deliveries this planning
-    created: planned twice (two workers, or again after a crash), a notification counts once."""
+def note_people(rt: Context, notification: Notification, created: list[Delivery]) -> None:
+    """Note what each person was sent (for their page), for the deliveries a planning created: planned twice
+    (two workers, or again after a crash), a notification is noted once. Whether their preferences skip or hold
+    a delivery is a gate's (`relay.delivery.gates`), when it comes due."""
     sent: list[tuple[str, str, str]] = []
-    for record in created:
-        persons = applied.people.get(record.id)
-        if not persons:
-            continue
-        if record.id in applied.skipped:
-            rt.store.incr(SKIPS, kind=record.kind, channel=record.channel)
-        # Each person's page lists it: the one a link to this address opens is among them.
-        sent += [(person, record.kind, record.channel) for person in persons]
+    for record in created:  # each person's page lists it: the one a link to this address opens is among them
+        sent += [(p, record.kind, record.channel) for p in people_of_delivery(rt.config, notification, record)]
     if sent:
-        Preferences(rt.redis).note_sent(sent, applied.at)
+        Preferences(rt.redis).note_sent(sent, rt.clock())
 
 
 def personal(rt: Context, records: list[Delivery]) -> bool:
@@ -98,26 +48,6 @@ def personal(rt: Context, records: list[Delivery]) -> bool:
     return any(
         r.recipientIndex is not None and (c := channels.get(r.channel)) is not None and c.per_recipient for r in records
     )
-
-
-def person_hold(rt: Context, record: Delivery, at: float) -> float | None:
-    """When a held delivery may go under its person's active hours and its route's intervals together, asked
-    anew at `at` (a config reload re-plans held deliveries: relay.delivery.holding); None when its person has
-    no active hours (or it is no person's)."""
-    if not personal(rt, [record]):
-        return None  # no person's: no read of its event
-    event = rt.store.event(record.eventId)
-    if event is None:
-        return None
-    notification = Notification.model_validate_json(event.payload)
-    people = people_of_delivery(rt.config, notification, record)
-    found = list(Preferences(rt.redis).get_many(people).values()) if people else []
-    if not any(p.activeHours is not None for p in found):
-        return None
-    config = rt.config
-    fresh = replace(record, state=State.QUEUED, notBefore=None)
-    result = effect(config, found, fresh, at, lambda instant: held_until(config, record.route, instant))
-    return result.until if isinstance(result, Hold) else None
 
 
 class LinkContext(Protocol):

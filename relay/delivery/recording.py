@@ -12,11 +12,10 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from relay.core.lookup import fallback_channels
-from relay.core.model import Delivery, Notification, delivery_id, trace_id
+from relay.core.model import Delivery, delivery_id, trace_id
 from relay.core.outcome import Delivered, Outcome, Transient, attempt_entry, logged, next_step
 from relay.core.states import SENDABLE, State
 from relay.delivery.context import Context
-from relay.delivery.preferences import apply_preferences, count_planned, personal
 from relay.storage import exemplars
 from relay.storage.store import LATENCY, SEND_LATENCY, StateChange
 
@@ -63,6 +62,7 @@ def _decide(
     kind = "transient" if isinstance(outcome, Transient) else "permanent"
     change = StateChange(record, previous, send_seconds=took, labels={"reason": kind})
     if step.state is State.RETRYING and step.retry_in is not None:
+        change.due = rt.clock() + step.retry_in  # kept until then at least
         rt.intake.retry_later(record.id, step.retry_in)  # due then before the state is stored
         rt.store.update_many([change, *follow(record, followers)])
         log.info("failed, retrying in %gs: %s", step.retry_in, record.lastError, extra={**ctx, "state": record.state})
@@ -104,6 +104,11 @@ def store(
     else:
         log.info("delivery %s: %s", state, why, extra=ctx)
     return record.state
+
+
+def log_context(record: Delivery) -> dict[str, str]:
+    """What a delivery's log lines say it is (the `extra` of each)."""
+    return {"eventId": record.eventId, "deliveryId": record.id, "channel": record.channel}
 
 
 def follow(digest: Delivery, items: list[Delivery] | None) -> list[StateChange]:
@@ -155,14 +160,9 @@ def derived(record: Delivery, key: str, ts: float, **changes: Any) -> Delivery:
 
 
 def queue_new(rt: Context, event_id: str, records: list[Delivery]) -> None:
-    """Deliveries born of one being sent (a fallback, a group's members): their people's preferences applied
-    as at planning, stored and made due (a held one at its notBefore), with a wake-up for them."""
-    event = rt.store.event(event_id) if personal(rt, records) else None  # read only when preferences may apply
-    applied = apply_preferences(rt, Notification.model_validate_json(event.payload), records) if event else None
-    stored = rt.store.create_deliveries(event_id, records)  # the open ones are due now, or held until notBefore
-    if applied is not None:
-        count_planned(rt, applied, created(records, stored))
-    wake_for(rt, stored)
+    """Deliveries born of one being sent (a fallback, a group's members): stored queued and due now, with a
+    wake-up for them (the gates ask each as it comes due)."""
+    wake_for(rt, rt.store.create_deliveries(event_id, records))
 
 
 def wake_for(rt: Context, stored: list[Delivery]) -> None:

@@ -5,6 +5,7 @@ a digest to new items when it goes out (`relay.delivery.digests` decides; the sc
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,8 @@ from relay.storage.records import (
 from relay.storage.scripts import CLOSE_DIGEST, GATHER
 from relay.storage.tally import Tally
 
+OPEN_GRACE = 60.0  # seconds an open digest's key outlives its window: relay's clock closes it, the TTL cleans up
+
 
 @dataclass(frozen=True)
 class Gathered:
@@ -39,7 +42,7 @@ class Gathered:
 
 
 def open_digest_key(key: str) -> str:
-    """Holds the id of the digest gathering for `key` (relay.core.digest.gather_key), for its window."""
+    """Holds the id of the digest gathering for `key` (relay.core.digest.gather_key) and its window's end."""
     return f"{PREFIX}digest:open:{key}"
 
 
@@ -51,10 +54,10 @@ class Digests:
         self._gather = redis.register_script(GATHER)
         self._close = redis.register_script(CLOSE_DIGEST)
 
-    def open(self, key: str) -> str | None:
-        """The digest gathering for this key now, if one is."""
-        found = self.redis.get(open_digest_key(key))
-        return _text(found) if found is not None else None
+    def open(self, key: str, now: float) -> str | None:
+        """The digest gathering for this key at `now` (relay's clock), if one is."""
+        ident, _, ends = _text(self.redis.get(open_digest_key(key)) or "").partition(" ")
+        return ident if ends and float(ends) > now else None
 
     def gather(self, key: str, item: Delivery, new: Delivery, window: float, max_items: int) -> Gathered:
         """Join `item` to the open digest of `key`, or open `new` (stored as given) when none is; an item
@@ -71,7 +74,10 @@ class Digests:
             delivery_key(new.id),
             LISTS,
         ]
-        args: list[Any] = [new.id, max(1, int(window * 1000)), max_items, item.id, self.retention]
+        # The window is relay's clock's (the script compares its end): the key's TTL only cleans up, after it.
+        # The digest is kept from the end of its window: never removed while it gathers.
+        cleanup = int((window + OPEN_GRACE) * 1000)
+        args: list[Any] = [new.id, cleanup, max_items, item.id, self.retention + math.ceil(window)]
         args += [repr(new.createdAt), metric, repr(new.notBefore or new.createdAt)]
         args += [delivery_key(""), len(fields)]
         for pair in fields.items():

@@ -23,7 +23,7 @@ from typing import Any
 
 from redis import Redis
 
-from relay.storage.records import PREFIX, _text, key_part
+from relay.storage.records import PREFIX, _text, delivery_key, key_part
 
 LISTS = PREFIX + "lists"  # set of the list keys in use
 LIST_PREFIX = PREFIX + "list:"  # + state:channel:kind (channel and kind as `key_part`s)
@@ -59,14 +59,27 @@ def parse_list_key(key: str) -> ListName | None:
 
 
 # Entries older than the cutoff leave every list (their records have expired); a list left empty leaves the
-# registry, in the same step (a write that fills it again adds it back). KEYS: the registry. ARGV: cutoff.
+# registry, in the same step (a write that fills it again adds it back). In the lists of a state that waits
+# (queued, held, retrying), only those whose record is gone: a delivery is kept while it waits, however old.
+# KEYS: the registry. ARGV: cutoff, the waiting states' list prefixes, the record key prefix.
 PRUNE = """
+local waits = {}
+for p in string.gmatch(ARGV[2], '[^ ]+') do waits[#waits + 1] = p end
 for _, key in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[1])
+  local waiting = false
+  for _, p in ipairs(waits) do if string.sub(key, 1, #p) == p then waiting = true end end
+  if waiting then
+    for _, id in ipairs(redis.call('ZRANGEBYSCORE', key, '-inf', ARGV[1])) do
+      if redis.call('EXISTS', ARGV[3] .. id) == 0 then redis.call('ZREM', key, id) end
+    end
+  else
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[1])
+  end
   if redis.call('EXISTS', key) == 0 then redis.call('SREM', KEYS[1], key) end
 end
 return 1
 """
+WAITING = " ".join(LIST_PREFIX + s + ":" for s in ("queued", "held", "retrying"))
 
 
 @dataclass(frozen=True)
@@ -180,4 +193,4 @@ class Lists:
         return entries, Cursor(entries[-1][1], entries[-1][0]) if more else None
 
     def prune(self, cutoff: float) -> None:
-        self._prune(keys=[LISTS], args=[repr(cutoff)])
+        self._prune(keys=[LISTS], args=[repr(cutoff), WAITING, delivery_key("")])

@@ -13,6 +13,14 @@ redis.call('SET', KEYS[1], tostring(nxt + interval), 'PX', math.ceil((nxt + inte
 return tostring(nxt - now)
 """
 
+# A key kept at least ARGV[1] seconds from now (a longer TTL it has stays): a waiting delivery's notification is
+# kept as long as it (`Store.update_many`). KEYS: the key.
+KEEP_LONGER = """
+local ttl = redis.call('TTL', KEYS[1])
+if ttl >= 0 and ttl < tonumber(ARGV[1]) then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return ttl
+"""
+
 # What of deliveries' new states needs a script (`Store.update_many` runs it in the transaction that stores the
 # records, the failed and held indexes and the activity): each moves to the list of its state (out of its other
 # states' lists, `relay.storage.lists`), scored by createdAt; its lease is dropped when this worker holds it,
@@ -104,13 +112,14 @@ return out
 )
 
 # Gather a delivery into the open digest of its (route, channel, address), opening one when none is: the
-# open digest's id lives at KEYS[1] for the window, so it closes by itself when the window ends (and
-# early, when full). The item names its digest in its own record in the same step, so a delivery gathered
-# once is never gathered again. Returns {digest id, items now, created (1/0), full (1/0), its notBefore}.
+# open digest's id and the end of its window (relay's clock) live at KEYS[1] ("<id> <end>"), so it is closed
+# to new items once relay's clock reaches the end (and early, when full); the key's own TTL only cleans up.
+# The item names its digest in its own record in the same step, so a delivery gathered once is never
+# gathered again. Returns {digest id, items now, created (1/0), full (1/0), its notBefore}.
 # KEYS: open-digest key, the item's record, the new digest's list (`relay.storage.lists`), held index, metrics,
 # the record of the item's event (the new digest's id is added to its ids), the new digest's record, the lists
-# registry. ARGV: new digest id, window (ms), max items, item id, retention, createdAt, the new digest's metric
-# field, its notBefore, record key prefix, n, n field/value pairs.
+# registry. ARGV: new digest id, the open key's TTL (ms: cleanup), max items, item id, retention, createdAt (now),
+# the new digest's metric field, its notBefore (the window's end), record key prefix, n, n field/value pairs.
 GATHER = (
     ADD_IDS_LUA
     + """
@@ -118,12 +127,15 @@ local had = redis.call('HGET', KEYS[2], 'digest')
 if had then
   return {had, 0, 0, 0, redis.call('HGET', ARGV[9] .. had, 'notBefore') or ''}
 end
-local d = redis.call('GET', KEYS[1])
+local open = redis.call('GET', KEYS[1])
+local d, ends = nil, nil
+if open then d, ends = string.match(open, '^(%S+) (%S+)$') end
+if d and tonumber(ends) <= tonumber(ARGV[6]) then d = nil end
 local created = 0
 if not d then
   d = ARGV[1]
   local n = tonumber(ARGV[10])
-  redis.call('SET', KEYS[1], d, 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], d .. ' ' .. ARGV[8], 'PX', ARGV[2])
   redis.call('HSET', KEYS[7], unpack(ARGV, 11, 10 + 2 * n))
   redis.call('EXPIRE', KEYS[7], ARGV[5])
   redis.call('ZADD', KEYS[3], ARGV[6], d)
@@ -140,7 +152,7 @@ redis.call('HSET', key, 'items', cjson.encode(items))
 redis.call('HSET', KEYS[2], 'digest', d)
 local full = 0
 if #items >= tonumber(ARGV[3]) then
-  if redis.call('GET', KEYS[1]) == d then redis.call('DEL', KEYS[1]) end
+  if string.match(redis.call('GET', KEYS[1]) or '', '^%S+') == d then redis.call('DEL', KEYS[1]) end
   full = 1
 end
 return {d, #items, created, full, redis.call('HGET', key, 'notBefore') or ''}
@@ -150,7 +162,7 @@ return {d, #items, created, full, redis.call('HGET', key, 'notBefore') or ''}
 # Close a digest to new items (when it is sent or released) and read what it carries: after this, nothing
 # joins it. KEYS: open-digest key, the digest's record. ARGV: the digest's id.
 CLOSE_DIGEST = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if string.match(redis.call('GET', KEYS[1]) or '', '^%S+') == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return redis.call('HGET', KEYS[2], 'items') or '[]'
 """
 

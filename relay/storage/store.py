@@ -44,7 +44,7 @@ from relay.storage.records import (
     read_delivery,
     unset_fields,
 )
-from relay.storage.scripts import CREATE, RESERVE_SLOT, UPDATE
+from relay.storage.scripts import CREATE, KEEP_LONGER, RESERVE_SLOT, UPDATE
 from relay.storage.tally import KindLabels, Tally
 
 # Names other modules read from here; they live in `relay.storage.records` (and the core's model).
@@ -99,6 +99,7 @@ class StateChange:
     latency_from: float | None = None
     send_seconds: float | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    due: float | None = None  # a retry's due time (a held record waits for its notBefore)
 
 
 class Store:
@@ -235,7 +236,10 @@ class Store:
             pipe.hset(key, mapping=fields)  # type: ignore[arg-type]
             if dropped := unset_fields(fields):
                 pipe.hdel(key, *dropped)
-            pipe.expire(key, self.retention)
+            waits = record.notBefore if record.state is State.HELD else outcome.due  # a wait's end, if it waits
+            pipe.expire(key, keep := self.retention + max(0, math.ceil((waits or at) - at)))  # never gone while waiting
+            if keep > self.retention:  # its notification (event record, payload) is kept as long
+                pipe.eval(KEEP_LONGER, 1, event_key(record.eventId), keep)
             if record.state is State.FAILED:
                 pipe.zadd(FAILED, {record.id: at})
             elif previous_state is State.FAILED:

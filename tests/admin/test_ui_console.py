@@ -64,17 +64,20 @@ def test_the_chart_counts_each_state_reached_in_its_minute(
     for minute in hour:
         for state, n in minute.counts.items():
             counted[state] = counted.get(state, 0) + n
-    # Each delivery counted once for the state it came to (held at planning is no change: not counted).
+    # Each delivery counted once for the state it came to (queued at planning is no change: not counted; held
+    # when it came due is).
     assert counted.get("delivered") == sum(r.state == "delivered" for r in stored) == 5
     assert counted.get("failed") == sum(r.state == "failed" for r in stored) == 1
+    assert counted.get("held") == sum(r.state == "held" for r in stored) == 3
     [key] = [k for k in rt.redis.scan_iter("relay:activity:*")]
     assert 7000 < int(rt.redis.ttl(key)) <= 7200
 
     drawn = chart(hour)
-    assert drawn.totals["delivered"] == 5 and drawn.totals["failed"] == 1 and drawn.peak == 6
+    assert drawn.totals["delivered"] == 5 and drawn.totals["failed"] == 1 and drawn.totals["other"] == 3
+    assert drawn.peak == 9
     [bar] = [b for b in drawn.bars if b.segments]
-    assert [s.outcome for s in bar.segments] == ["delivered", "failed"]  # delivered at the bottom
-    assert bar.segments[0].height == round(HEIGHT * 5 / 6, 2) and bar.segments[1].y == 0
+    assert [s.outcome for s in bar.segments] == ["delivered", "failed", "other"]  # delivered at the bottom
+    assert bar.segments[0].height == round(HEIGHT * 5 / 9, 2) and bar.segments[2].y == 0
 
 
 def test_an_empty_hour_draws_no_bar() -> None:

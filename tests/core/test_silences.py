@@ -7,10 +7,9 @@ import json
 import pytest
 
 from relay.config.matchers import MatcherError
-from relay.core.model import Delivery, State
+from relay.core.model import Delivery
 from relay.core.silences import (
     Silence,
-    apply,
     compile_matchers,
     delivery_view,
     holder,
@@ -65,29 +64,14 @@ def test_a_skip_wins_and_among_holds_the_one_ending_last() -> None:
     assert hit is not None and hit.skip and hit.reason == "silenced by c: db migration"
 
 
-def test_apply_holds_until_the_end_or_skips_and_says_who_and_why() -> None:
-    record = _delivery()
+def test_a_hold_lasts_until_the_end_and_its_reason_says_who_and_why() -> None:
     hit = silenced([_silence('kind!=""')], VIEW, T)
-    assert hit is not None
-    apply(record, hit)
-    assert (record.state, record.notBefore) == (State.HELD, T + 3600)
-    assert record.lastError == "silenced by s1 (ops): db migration"
-    assert holder(record.lastError) == "s1"
-    # Quiet hours that hold it later keep their later time.
-    late = _delivery()
-    late.state, late.notBefore = State.HELD, T + 9000
-    apply(late, hit)
-    assert late.notBefore == T + 9000
-    skipped = _delivery()
+    assert hit is not None and (hit.skip, hit.until) == (False, T + 3600)
+    assert hit.reason == "silenced by s1 (ops): db migration"
+    assert holder(hit.reason) == "s1"
     hit = silenced([_silence('kind!=""', action="skip")], VIEW, T)
-    assert hit is not None
-    apply(skipped, hit)
-    assert (skipped.state, skipped.notBefore, skipped.lastError) == (
-        State.SKIPPED,
-        None,
-        "silenced by s1: db migration",
-    )
-    assert holder(skipped.lastError) == "s1" and holder("timeout") is None and holder(None) is None
+    assert hit is not None and hit.skip and hit.reason == "silenced by s1: db migration"
+    assert holder(hit.reason) == "s1" and holder("timeout") is None and holder(None) is None
 
 
 def test_matchers_take_the_routes_syntax_plus_the_delivery_names() -> None:

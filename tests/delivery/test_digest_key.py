@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from relay.config import DigestConfig
 from relay.core.digest import gather_key, group_of
 from relay.runtime.bootstrap import Runtime
-from tests.delivery.test_digests import _accept, _notification, _routes, _send_due
+from relay.storage.leases import delivery_unit
+from tests.delivery.test_digests import _accept, _digest, _item, _notification, _routes, _send_due
 from tests.servers import HttpSink
 
 KEY = "body.requestedResource.parentSystem.urn"
@@ -64,3 +65,19 @@ def test_the_value_of_a_key_and_the_groups_it_makes() -> None:
     assert gather_key("r", "c", None) == gather_key("r", "c", None, group=None)
     with pytest.raises(ValidationError):
         DigestConfig.model_validate({"window": "1m", "key": "body..urn"})
+
+
+def test_a_window_ends_by_relay_s_clock_not_by_a_redis_ttl(make_runtime: Callable[..., Runtime]) -> None:
+    """Issue 45: the digest's window is relay's clock's (Redis' TTL on its key, in real seconds, only cleans up):
+    a delivery that comes after the window's end opens a digest of its own, even while the last one waits to be
+    sent (in another worker's hands here)."""
+    rt = make_runtime(routes=_routes({"window": "15m", "max_items": 20}))
+    [first] = _accept(rt, _notification("a"))
+    digest = _item(rt, first).digest
+    assert digest is not None
+    rt.clock.advance(15 * 60 + 1)
+    assert rt.store.leases.take(delivery_unit(digest), "another-worker")
+    [second] = _accept(rt, _notification("b"))
+    later = _item(rt, second).digest
+    assert later is not None and later != digest
+    assert _digest(rt, digest).items == [_item(rt, first).id]

@@ -279,7 +279,7 @@ def test_a_delivery_records_the_template_it_was_rendered_with_as_preview_names_i
     assert post(client, payload).json()["status"] == "accepted"
     run_worker(rt)
     event = admin(client, f"/api/v1/events/{payload['metadata']['eventId']}").json()
-    planned = {item["channel"]: item["template"] for item in preview_plan(rt.config, payload)}
+    planned = {item["channel"]: item["template"] for item in preview_plan(rt.config, payload, clock=rt.clock)}
     delivered = [d for d in event["deliveries"] if d["state"] == "delivered"]
     assert delivered
     for d in delivered:

@@ -1,0 +1,237 @@
+"""The gates a delivery passes when it comes due, asked in order by one function (`through`): the one place a
+hold or a skip is decided. Planning only plans (the deliveries stored queued, due now).
+
+Alertmanager's notify pipeline is the model: a list of stages, the mute stage asking each muter in turn. Here
+each gate looks at the delivery come due (`Due`) and returns None (it passes) or a verdict, which `through`
+carries out: held until a time (due again then), skipped (with why), waiting for its down channel, or
+throttled (due at its rate slot). The first verdict wins; a delivery held is asked the whole list again when
+it comes due, so the gates after the one that held it are asked then. The order, and why:
+
+1. `in_digest`: an item gathered into a digest waits in it (the digest sends it).
+2. `opted_out`: the person's opt-outs skip it (a skip ends it at once, never after a hold).
+3. `silenced_now`: an active silence holds or skips it (its record says which silence).
+4. `quiet_hours`: the route's time intervals and the person's active hours hold it, found together.
+5. `channel_down`: its channel is down and this is not the probe: it waits for the channel.
+6. `rate`: the channel's rate limit books it a send slot, last so that nothing held spends one.
+
+A delivery released by an operator (`released`) passes 1-4, never a down channel or the rate. At-least-once:
+a new state's due time is made due before the state is stored, and storing it lets go of the lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import Protocol
+
+from relay.core.model import Delivery, Notification, State
+from relay.core.outages import held_by_outage
+from relay.core.preferences import Hold as PersonHold
+from relay.core.preferences import Preference, critical, effect, people_of_delivery
+from relay.core.quiet import held_until
+from relay.core.routing import matcher_view
+from relay.core.silences import delivery_view, holder, reads_notification, silenced
+from relay.delivery import outages
+from relay.delivery.context import Context
+from relay.delivery.preferences import SKIPS, personal
+from relay.delivery.recording import log_context, store
+from relay.storage.outages import ChannelStates
+from relay.storage.outages import Gate as ChannelGate
+from relay.storage.preferences import Preferences
+from relay.storage.silences import Silences
+from relay.storage.store import StateChange, iso
+
+log = logging.getLogger("relay.delivery.jobs")
+SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
+MAX_SLOT_SLEEP = 1.5
+PERSON_HOURS = "held by the person's active hours"
+SILENCED = "relay_silenced_total"
+
+
+@dataclass
+class Due:
+    """One delivery come due, leased to this worker, as the gates see it: its notification and its people's
+    preferences are read once, when a gate first asks (a delivery no gate reads them for costs no read)."""
+
+    rt: Context
+    record: Delivery
+    slot_at: float | None = None  # the rate slot it booked, when it comes due at one
+    given: Notification | None = None  # its notification, when the caller has it (a planning's)
+    now: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.now = self.now or self.rt.clock()
+
+    @cached_property
+    def notification(self) -> Notification | None:
+        event = self.rt.store.event(self.record.eventId) if self.given is None else None
+        return Notification.model_validate_json(event.payload) if event is not None else self.given
+
+    @cached_property
+    def preferences(self) -> list[Preference]:
+        """Its people's preferences: none for a delivery to no one person (no read)."""
+        notification = self.notification if personal(self.rt, [self.record]) else None
+        people = people_of_delivery(self.rt.config, notification, self.record) if notification else []
+        return list(Preferences(self.rt.redis).get_many(people).values()) if people else []
+
+
+@dataclass(frozen=True)
+class Held:
+    until: float
+    why: str | None  # the record's `lastError` while held (None: the route's quiet hours)
+    counted: tuple[str, dict[str, str]] | None = None  # a counter to add once it is stored
+
+
+@dataclass(frozen=True)
+class Skipped:
+    why: str
+    counted: tuple[str, dict[str, str]] | None = None
+
+
+@dataclass(frozen=True)
+class WaitsForChannel:
+    gate: ChannelGate
+
+
+@dataclass(frozen=True)
+class Throttled:
+    wait: float
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """Nothing to do: the item waits in its digest, which sends it."""
+
+
+Verdict = Held | Skipped | WaitsForChannel | Throttled | Gathered
+
+
+class Gate(Protocol):
+    def __call__(self, due: Due) -> Verdict | None: ...
+
+
+def in_digest(due: Due) -> Verdict | None:
+    return Gathered() if due.record.digest else None
+
+
+def opted_out(due: Due) -> Verdict | None:
+    record = due.record
+    if record.released or record.items or critical(due.rt.config, record.kind):
+        return None
+    for preference in due.preferences:
+        opted = preference.opted_out(record.kind, record.channel)
+        if opted is not None:
+            counted = (SKIPS, {"kind": record.kind, "channel": record.channel})
+            return Skipped(f"opted out of {opted.describe()}", counted)
+    return None
+
+
+def silenced_now(due: Due) -> Verdict | None:
+    """An active silence that matches: a skip, or a hold until it ends (counted when newly silenced)."""
+    record = due.record
+    if record.released or record.items:  # a digest's items were asked as each was gathered
+        return None
+    active = Silences(due.rt.redis).active(due.now)
+    notification = due.notification if active and reads_notification(active) else None
+    fields = matcher_view(notification) if notification is not None else None
+    hit = silenced(active, delivery_view(fields, record), due.now) if active else None
+    if hit is None:
+        if holder(record.lastError) is not None:
+            record.lastError = None  # its silence ended: the reason goes with it
+        return None
+    fresh = holder(record.lastError) != hit.silence.id or record.state is not State.HELD
+    counted = (SILENCED, {"action": str(hit.silence.action)}) if fresh else None  # not a held one woken early
+    return Skipped(hit.reason, counted) if hit.skip else Held(hit.until, hit.reason, counted)
+
+
+def quiet_hours(due: Due) -> Verdict | None:
+    """The route's time intervals and the person's active hours, together: held until both let it go."""
+    record, config = due.record, due.rt.config
+    if record.released:
+        return None
+    route = held_until(config, record.route, datetime.fromtimestamp(due.now, UTC))
+    hours = [p for p in due.preferences if p.activeHours is not None]
+    if hours:
+        fresh = replace(record, state=State.QUEUED, notBefore=None)
+        mine = effect(config, hours, fresh, due.now, lambda at: held_until(config, record.route, at))
+        if isinstance(mine, PersonHold):
+            return Held(mine.until, PERSON_HOURS)
+    return Held(route.timestamp(), None) if route is not None else None
+
+
+def channel_down(due: Due) -> Verdict | None:
+    """Its channel is down and no probe is due: it waits. One that goes marks whether it is the probe."""
+    record, rt = due.record, due.rt
+    channel = rt.config.channels.get(record.channel)
+    if channel is None or channel.outage is None:
+        return None
+    gate = ChannelStates(rt.redis).gate(record.channel, record.id, record.createdAt, channel.outage.probe, due.now)
+    if gate.state == "down":
+        return WaitsForChannel(gate)
+    record.probing = gate.state == "probe"
+    if record.state is State.HELD and held_by_outage(record.lastError):
+        record.notBefore = None  # its wait for the channel was lateness, counted as such when delivered
+    if record.probing:
+        log.info("channel down: this delivery probes it", extra=log_context(record))
+    return None
+
+
+def rate(due: Due) -> Verdict | None:
+    """A rate-limited channel: book the next slot; one that is not near waits for it, due then."""
+    channel = due.rt.config.channels.get(due.record.channel)
+    if channel is not None and channel.rate and due.slot_at is None:
+        wait = due.rt.store.reserve_slot(due.record.channel, channel.rate)
+        if wait > SLOT_SLACK:
+            return Throttled(wait)
+    left = due.slot_at - due.rt.clock() if due.slot_at is not None else 0.0
+    if 0 < left <= MAX_SLOT_SLEEP:
+        time.sleep(left)  # RQ schedules in whole seconds: a wake-up may come up to a second before its slot
+    return None
+
+
+# The order is the documentation (this module's docstring says why).
+GATES: tuple[Gate, ...] = (in_digest, opted_out, silenced_now, quiet_hours, channel_down, rate)
+
+
+def through(due: Due, gates: tuple[Gate, ...] = GATES) -> str | None:
+    """Ask the gates in order; the first verdict is carried out and the state it leaves returned. None: the
+    delivery passed every gate, to be sent now."""
+    for gate in gates:
+        verdict = gate(due)
+        if verdict is not None:
+            return _carry_out(due, verdict)
+    return None
+
+
+def _carry_out(due: Due, verdict: Verdict) -> str:
+    rt, record = due.rt, due.record
+    previous, ctx = record.state, log_context(record)
+    if isinstance(verdict, Gathered):
+        return record.state
+    if isinstance(verdict, Throttled):
+        rt.intake.retry_later(record.id, verdict.wait, slot_at=due.now + verdict.wait)
+        return "throttled"
+    # A digest's items wait with it (and are kept as long: never removed while waiting).
+    items = [i for i in rt.store.deliveries(record.items) if i is not None and i.state is State.HELD]
+    if isinstance(verdict, WaitsForChannel):
+        outages.hold(rt, record, verdict.gate, items)
+        return record.state
+    if isinstance(verdict, Skipped):
+        state = store(rt, record, previous, State.SKIPPED, verdict.why, ctx)
+    else:
+        record.state, record.notBefore, record.lastError = State.HELD, verdict.until, verdict.why
+        rt.intake.deliver_at(record.id, verdict.until)  # due then, before the state is stored
+        for item in items:
+            item.notBefore = verdict.until
+        rt.store.update_many([StateChange(record, previous), *(StateChange(i, State.HELD) for i in items)])
+        log.info("delivery held until %s: %s", iso(verdict.until), verdict.why or "quiet hours", extra=ctx)
+        state = record.state
+    if verdict.counted is not None:
+        rt.store.incr(verdict.counted[0], 1, **verdict.counted[1])
+    return state
+
+
+__all__ = ["GATES", "Due", "Gate", "Verdict", "through"]
