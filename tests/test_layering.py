@@ -192,3 +192,57 @@ def test_the_global_scan_sees_one(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("_on = None\n\ndef start():\n    global _on\n    _on = object()\n")
     assert _globals(bad) == ["_on"]
+
+
+def _edges(path: Path) -> set[str]:
+    """The relay modules `path` imports (`from relay.x import y` names the module `relay.x.y` when it is one)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{a.name}" for a in node.names} & MODULES.keys()
+            found |= subs or {node.module}
+            if len(subs) < len(node.names):
+                found.add(node.module)
+    return {m for m in found if m in MODULES}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one module: each is a circle of imports."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                out.append(sorted([v, *component]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_circle_among_relays_modules() -> None:
+    """Any import counts, a lazy or a type-checking one too: a circle means two modules are one concept's or
+    one of them reaches too far."""
+    graph = {_module(p): _edges(p) - {_module(p)} for p in sorted(RELAY.rglob("*.py"))}
+    assert _cycles(graph) == []
+
+
+def test_the_circle_scan_sees_one() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

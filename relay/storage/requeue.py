@@ -8,14 +8,20 @@ due again. A delivery gathered into a digest goes out with its digest (`carried`
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from relay.core.model import Delivery, State
 from relay.storage.leases import delivery_unit
 from relay.storage.store import StateChange, Store
 
-if TYPE_CHECKING:  # the intake calls these (`Intake.release`, `Intake.replay`)
-    from relay.storage.queue import Intake
+
+class Intake(Protocol):
+    """What a replay and a release need of the work queue (`relay.storage.queue.Intake`, which calls them)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    def enqueue_deliveries(self, ids: list[str]) -> None: ...
 
 
 def release(intake: Intake, records: list[Delivery], dry_run: bool = False) -> int:
