@@ -24,6 +24,8 @@ from tests.admin.test_ui_held import login, section
 from tests.conftest import admin, post, run_worker, sample_notification
 from tests.servers import HttpSink
 
+pytestmark = pytest.mark.dated
+
 NOW = float(int(time.time()))
 OWNERS = 'channel="owners-hook"'
 LATER = "2999-01-01T00:00:00Z"

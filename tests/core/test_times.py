@@ -15,6 +15,8 @@ from relay.core.model import iso
 from relay.core.silences import Silence, past_retention
 from relay.core.times import LAST, closed_too_long, instant, longest_closed, since
 
+pytestmark = pytest.mark.dated
+
 WEDNESDAY = datetime(2026, 11, 25, 12, 0, tzinfo=UTC).timestamp()
 DAY = 86400.0
 

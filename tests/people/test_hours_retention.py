@@ -17,6 +17,8 @@ from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from tests.conftest import admin
 
+pytestmark = pytest.mark.dated
+
 ALICE = "user:default/alice.rossi"
 PATH = f"/api/v1/people/{quote(ALICE, safe='')}/preferences"
 FRIDAY_EVENING = datetime(2026, 11, 27, 17, 30, tzinfo=UTC).timestamp()
