@@ -1,5 +1,5 @@
 """GET /api/v1/channels: each configured channel's health (up or down, since when, its last error and
-success, its sends of the last hour), as every worker shares it in Redis (relay.storage.outages). The admin
+success, its sends of the last hour), as every worker shares it in Redis (relay.outages.store). The admin
 page shows the same table (relay.admin.ui_view)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 
 from relay.admin.api import IsoTime
 from relay.config import Config
-from relay.storage.outages import ChannelStates
+from relay.outages.store import ChannelStates
 from relay.storage.store import iso
 from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
 

@@ -12,10 +12,10 @@ from relay.config import Config
 from relay.config.server import is_loopback
 from relay.config.time_intervals import HORIZON
 from relay.core.clock import Clock, system_clock
-from relay.core.digest import human_duration
 from relay.core.quiet import held_until
 from relay.core.rendering import AUTO, BUILTIN_DIR, FORMATS, PLATFORM, make_environment
 from relay.delivery.channels import channel_format, check_url, describe_url, native_url
+from relay.digests.model import human_duration
 
 
 def _template_files(root: Path) -> list[str]:

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from redis import Redis
 
+from relay.outages.store import ChannelStates
+from relay.silences.store import SILENCES, readable
 from relay.storage.exemplars import EXEMPLARS, Exemplar, parse
 from relay.storage.leases import EVENT, LEASES, READY, UNPLANNED
-from relay.storage.outages import ChannelStates
-from relay.storage.silences import SILENCES, readable
 from relay.storage.store import FAILED, HELD, Store
 
 # A worker that sent no heartbeat for this long is not counted as alive (/readyz, /metrics, the page).

@@ -1,5 +1,5 @@
 """The admin API of people's preferences: read and replace one person's, and a signed link to their page
-for a support desk (relay.core.preferences, relay.storage.preferences, relay.web.links)."""
+for a support desk (relay.preferences.model, relay.preferences.store, relay.web.links)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing_extensions import TypedDict
 
 from relay.admin.api import json_object
 from relay.config import Config
-from relay.core.preferences import Preference, PreferenceError, PreferenceModel, canonical_person, validate
-from relay.storage.preferences import Preferences
+from relay.preferences.model import Preference, PreferenceError, PreferenceModel, canonical_person, validate
+from relay.preferences.store import Preferences
 from relay.storage.store import iso
 from relay.web.errors import error_response
 from relay.web.links import preferences_url

@@ -12,19 +12,19 @@ from urllib.parse import parse_qsl
 from relay.admin.checks import shown_target
 from relay.config import Config
 from relay.core.clock import Clock, system_clock
-from relay.core.digest import digest_of, human_duration
 from relay.core.model import Delivery, Notification, State
 from relay.core.names import Lookup
-from relay.core.preferences import Hold, Preference, Skip, claim_of, effect, people_of_delivery
 from relay.core.quiet import held_until, route_named
 from relay.core.recipients import reference_of
 from relay.core.rendering import Renderer, recipient_of, template_globals
 from relay.core.routing import matcher_view, plan_notification
-from relay.core.silences import Silence, delivery_view, silenced
 from relay.core.times import instant
 from relay.delivery.catalog import Catalog
 from relay.delivery.channels import channel_format, redact
-from relay.delivery.preferences import link_tokens, links, with_unsubscribe_headers
+from relay.digests.model import digest_of, human_duration
+from relay.preferences.model import Hold, Preference, Skip, claim_of, effect, people_of_delivery
+from relay.preferences.sending import link_tokens, links, with_unsubscribe_headers
+from relay.silences.model import Silence, delivery_view, silenced
 from relay.storage.store import iso
 
 
@@ -39,8 +39,8 @@ def preview_plan(
 ) -> list[dict[str, Any]]:
     """`now`: when the notification would arrive (default: now on `clock`, the runtime's), for the routes' time
     intervals.
-    `preferences`: the people's, by person (relay.storage.preferences), to say what they would skip or hold.
-    `silences`: relay's (relay.storage.silences), to say which would hold or skip a delivery then.
+    `preferences`: the people's, by person (relay.preferences.store), to say what they would skip or hold.
+    `silences`: relay's (relay.silences.store), to say which would hold or skip a delivery then.
     `lookup`: the platform catalog's names (relay.delivery.names.catalog_lookup), as sending asks them."""
     notification = Notification.model_validate(data)
     at = now or datetime.fromtimestamp(clock(), UTC)
@@ -161,7 +161,7 @@ class _LinkContext:
     config: Config
     at: float
     catalog: Catalog | None = None
-    redis: None = None  # a preview binds no address (relay.delivery.preferences.link_person)
+    redis: None = None  # a preview binds no address (relay.preferences.sending.link_person)
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -183,7 +183,7 @@ def people_of(data: dict[str, Any]) -> list[str]:
 def _preference(
     config: Config, notification: Notification, planned: Delivery, at: datetime, found: Mapping[str, Preference]
 ) -> Skip | Hold | None:
-    """What the preferences of the delivery's people would do to it (relay.core.preferences)."""
+    """What the preferences of the delivery's people would do to it (relay.preferences.model)."""
     prefs = [found[p] for p in people_of_delivery(config, notification, planned) if p in found]
     return effect(config, prefs, planned, at.timestamp(), lambda t: held_until(config, planned.route, t))
 

@@ -17,10 +17,10 @@ from typing_extensions import TypedDict
 from relay.admin.api import json_object
 from relay.config.durations import parse_duration
 from relay.config.matchers import MatcherError
-from relay.core.silences import MAX_MATCHERS, MAX_TEXT, Silence, compile_matchers, past_retention
 from relay.core.times import LAST, Instant
 from relay.delivery.holding import Scheduling, release_held
-from relay.storage.silences import Silences, new_id
+from relay.silences.model import MAX_MATCHERS, MAX_TEXT, Silence, compile_matchers, past_retention
+from relay.silences.store import Silences, new_id
 from relay.storage.store import Store
 from relay.web.errors import dotted, error_response, validation_response
 from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented

@@ -15,7 +15,7 @@ from starlette.responses import RedirectResponse, Response
 
 from relay.admin.silences import SilenceError, SilenceRequest, create, expire, refusal
 from relay.admin.ui import THROTTLED, AdminPage, html_answer, page_operation
-from relay.storage.silences import Silences
+from relay.silences.store import Silences
 from relay.web.operation import Answer, documented
 
 log = logging.getLogger("relay.admin.ui")

@@ -14,12 +14,12 @@ from relay.admin.counters import CounterReader, Counters
 from relay.admin.selection import Filters, Releasing, Replaying
 from relay.admin.ui_query import PageQuery
 from relay.core.model import Delivery, State, trace_id
-from relay.core.outages import held_by_outage
-from relay.core.silences import Silence, holder, past_retention
+from relay.outages.model import held_by_outage
+from relay.silences.model import Silence, holder, past_retention
+from relay.silences.store import Silences
 from relay.storage.activity import Minute, last_hour
 from relay.storage.events import read_summaries
 from relay.storage.received import received_page
-from relay.storage.silences import Silences
 from relay.storage.store import FAILED, HELD, Store
 
 DELIVERIES_PER_EVENT = 50  # in the list of notifications
@@ -141,7 +141,7 @@ class FailedGroup:
 class SilenceRow:
     silence: Silence
     state: str  # active or pending, now
-    note: str | None = None  # a hold longer than retention (relay.core.silences.past_retention)
+    note: str | None = None  # a hold longer than retention (relay.silences.model.past_retention)
 
 
 @dataclass

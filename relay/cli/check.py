@@ -79,9 +79,9 @@ def _relay_state(cfg: Any, data: Any) -> Iterator[tuple[Any, Any, Any]]:
     from relay.admin.preview import people_of
     from relay.delivery.catalog import Catalog
     from relay.delivery.names import catalog_lookup
+    from relay.preferences.store import Preferences
     from relay.runtime.bootstrap import open_redis, redis_url
-    from relay.storage.preferences import Preferences
-    from relay.storage.silences import Silences
+    from relay.silences.store import Silences
 
     try:
         people = people_of(data)

@@ -1,5 +1,5 @@
 """`relay prefs show|set|on|link|export|import`: people's preferences in relay's Redis, for a support desk and
-for backup (relay.core.preferences, relay.storage.preferences)."""
+for backup (relay.preferences.model, relay.preferences.store)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ EXPORT_VERSION = 1
 
 
 def _store(args: argparse.Namespace) -> Any:
+    from relay.preferences.store import Preferences
     from relay.runtime.bootstrap import connect
-    from relay.storage.preferences import Preferences
     from relay.storage.schema import check_schema
 
     cfg = config(args)
@@ -30,7 +30,7 @@ def _shown(pref: Any) -> dict[str, Any]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from relay.core.preferences import Preference, check_person
+    from relay.preferences.model import Preference, check_person
 
     args.person = check_person(args.person)
     cfg, store = _store(args)
@@ -61,7 +61,7 @@ def _warn(pref: Any, now: float, retention: float) -> None:
 
 
 def _change(args: argparse.Namespace, off: bool) -> int:
-    from relay.core.preferences import PreferenceError, check_person, validate
+    from relay.preferences.model import PreferenceError, check_person, validate
 
     args.person = check_person(args.person)
     cfg, store = _store(args)
@@ -94,7 +94,7 @@ def cmd_on(args: argparse.Namespace) -> int:
 
 
 def cmd_link(args: argparse.Namespace) -> int:
-    from relay.core.preferences import check_person
+    from relay.preferences.model import check_person
     from relay.web.links import preferences_url
 
     args.person = check_person(args.person)
@@ -125,7 +125,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from relay.core.preferences import from_stored
+    from relay.preferences.model import from_stored
 
     text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()  # noqa: SIM115
     data = json.loads(text)

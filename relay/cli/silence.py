@@ -18,7 +18,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from relay.admin.silences import SilenceError, SilenceRequest, create, refusal
-    from relay.storage.silences import Silences
+    from relay.silences.store import Silences
 
     body: dict[str, Any] = {
         "matchers": args.matchers,
@@ -48,7 +48,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from relay.admin.silences import STATES, listed
-    from relay.storage.silences import Silences
+    from relay.silences.store import Silences
 
     rt = runtime(args)
     states = STATES if args.all else ("active", "pending")

@@ -102,7 +102,7 @@ def _outage_off(value: Any) -> Any:
 
 
 class OutageConfig(ConfigModel):
-    """When a channel is down (relay.core.outages): after `after` transient failures in a row its deliveries
+    """When a channel is down (relay.outages.model): after `after` transient failures in a row its deliveries
     wait as held, and one is tried every `probe` (doubling up to 10 min) until one is delivered."""
 
     after: int = Field(default=5, ge=1, le=1000)
@@ -124,7 +124,7 @@ MIN_PREFERENCES_SECRET = 32  # bytes: the links it signs live for months
 
 
 class PreferencesConfig(ConfigModel):
-    """What people choose for themselves (relay.core.preferences): where links in messages point, the secret
+    """What people choose for themselves (relay.preferences.model): where links in messages point, the secret
     that signs them, how long a link is good for, and the kinds no preference may skip or hold."""
 
     public_url: HttpUrl = None  # absent: no links in messages, preferences through the API and CLI only

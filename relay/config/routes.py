@@ -30,7 +30,7 @@ def _digest_shorthand(value: Any) -> Any:
 
 class DigestConfig(ConfigModel):
     """Gather a route's deliveries to one channel (one address, on a per_recipient channel) for `window` from
-    the first, then send them as one message; `max_items` sends at once (relay.delivery.digests). `key`: a
+    the first, then send them as one message; `max_items` sends at once (relay.digests.sending). `key`: a
     dotted path into the notification (`body.requestedResource.parentSystem.urn`): one digest per value."""
 
     window: Seconds

@@ -247,7 +247,7 @@ class Delivery:
     sentText: str | None = None
     # This worker leases the delivery (it will send it): the update that stores the outcome lets go.
     held_lease: bool = field(default=False, init=False, compare=False, repr=False)
-    # This try probes its down channel (relay.delivery.outages): a failure waits the next probe step.
+    # This try probes its down channel (relay.outages.sending): a failure waits the next probe step.
     probing: bool = field(default=False, init=False, compare=False, repr=False)
 
     @property

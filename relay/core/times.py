@@ -15,8 +15,8 @@ from pydantic import BeforeValidator, WithJsonSchema
 
 from relay.config.durations import parse_duration
 from relay.config.time_intervals import HORIZON, Interval, hold_until
-from relay.core.digest import human_duration
 from relay.core.model import iso
+from relay.digests.model import human_duration
 
 FIRST = 0.0  # 1970-01-01T00:00:00Z
 LAST = 253402300799.0  # 9999-12-31T23:59:59Z: the last second four digits of year write

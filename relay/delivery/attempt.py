@@ -3,8 +3,8 @@ skipped, waiting for its channel, throttled), address, gather, render, send, dec
 
 Runs in a sender thread (`relay.delivery.sender`). Every decision is a pure function of the core
 (`relay.core.lookup.after_look_up`, `relay.core.outcome.next_step`, `relay.core.lookup.fallback_channels`,
-`relay.core.digest`) or a gate; this module only reads and writes what they decide (storing an outcome:
-`relay.delivery.recording`; digests: `relay.delivery.digests`). Order matters for at-least-once: anything a
+`relay.digests.model`) or a gate; this module only reads and writes what they decide (storing an outcome:
+`relay.delivery.recording`; digests: `relay.digests.sending`). Order matters for at-least-once: anything a
 new state depends on (a retry's scheduled job, a fallback's or a group member's deliveries) is made due before
 the state is stored, and storing the state is what lets go of the lease.
 """
@@ -15,19 +15,20 @@ import logging
 import time
 from collections.abc import Callable
 
-from relay.core.digest import digest_of
 from relay.core.lookup import Expand, Skip, after_look_up, unusable_ref
 from relay.core.model import Delivery, Notification
 from relay.core.outcome import Transient
 from relay.core.states import OPEN, State
-from relay.delivery import digests, outages
 from relay.delivery.catalog import CatalogUnavailable
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose, fitted_title, note_sent
 from relay.delivery.context import Context
 from relay.delivery.gates import Due, through
-from relay.delivery.preferences import links, with_unsubscribe_headers
 from relay.delivery.recording import decide, derived, log_context, queue_new, store
+from relay.digests import sending as digests
+from relay.digests.model import digest_of
+from relay.outages import sending as outages
+from relay.preferences.sending import links, with_unsubscribe_headers
 from relay.storage.leases import delivery_unit
 
 log = logging.getLogger("relay.delivery.jobs")

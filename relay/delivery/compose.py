@@ -13,7 +13,7 @@ from relay.core.titles import fit_title
 from relay.delivery.channels import redact, scheme_of
 from relay.delivery.context import Context
 from relay.delivery.names import catalog_lookup, remember_names
-from relay.delivery.preferences import link_tokens
+from relay.preferences.sending import link_tokens
 
 log = logging.getLogger("relay.delivery.jobs")
 
@@ -23,7 +23,7 @@ def compose(
 ) -> Rendered:
     """The delivery rendered as it goes out, with the route's template choice (`record.template`) as every
     attempt renders it; the file it used is noted in `record.templateUsed`, never in the choice. `extra`: more
-    context for this delivery (its person's links, relay.delivery.preferences). The names it shows come from
+    context for this delivery (its person's links, relay.preferences.sending). The names it shows come from
     the payload, else the catalog (relay.delivery.names); the person's is kept for their page."""
     with rt.tracer.span("relay.render", **{"relay.format": fmt}) as span:
         rendered = rt.renderer.render(notification, record, fmt, extra, catalog_lookup(rt.catalog))

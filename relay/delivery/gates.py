@@ -28,20 +28,20 @@ from functools import cached_property
 from typing import Protocol
 
 from relay.core.model import Delivery, Notification, State
-from relay.core.outages import held_by_outage
-from relay.core.preferences import Hold as PersonHold
-from relay.core.preferences import Preference, critical, effect, people_of_delivery
 from relay.core.quiet import held_until
 from relay.core.routing import matcher_view
-from relay.core.silences import delivery_view, holder, reads_notification, silenced
-from relay.delivery import outages
 from relay.delivery.context import Context
-from relay.delivery.preferences import SKIPS, personal
 from relay.delivery.recording import log_context, store
-from relay.storage.outages import ChannelStates
-from relay.storage.outages import Gate as ChannelGate
-from relay.storage.preferences import Preferences
-from relay.storage.silences import Silences
+from relay.outages import sending as outages
+from relay.outages.model import held_by_outage
+from relay.outages.store import ChannelStates
+from relay.outages.store import Gate as ChannelGate
+from relay.preferences.model import Hold as PersonHold
+from relay.preferences.model import Preference, critical, effect, people_of_delivery
+from relay.preferences.sending import SKIPS, personal
+from relay.preferences.store import Preferences
+from relay.silences.model import delivery_view, holder, reads_notification, silenced
+from relay.silences.store import Silences
 from relay.storage.store import StateChange, iso
 
 log = logging.getLogger("relay.delivery.jobs")

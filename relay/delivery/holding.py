@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import Protocol
 
 from relay.core.model import Delivery, State
-from relay.core.outages import held_by_outage
-from relay.core.silences import Silence, holder
 from relay.delivery.context import Context
 from relay.delivery.gates import Due, Held, quiet_hours
+from relay.outages.model import held_by_outage
+from relay.silences.model import Silence, holder
 from relay.storage.leases import delivery_unit
 from relay.storage.store import Store
 

@@ -26,8 +26,8 @@ from relay.core.routing import plan_notification
 from relay.core.states import OPEN, SENDABLE, State
 from relay.delivery import attempt
 from relay.delivery.context import Context
-from relay.delivery.preferences import note_people
 from relay.delivery.recording import created, follow, log_context, wake_for
+from relay.preferences.sending import note_people
 from relay.storage.leases import DELIVERY, EVENT, Claimed, delivery_unit, event_unit, split_unit
 from relay.storage.store import EventRecord, StateChange
 

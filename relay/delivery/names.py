@@ -52,7 +52,7 @@ def catalog_lookup(catalog: Catalog | None) -> Lookup | None:
 def remember_names(redis: Redis, notification: Notification, record: Delivery) -> None:
     """Keep the names the payload gives the delivery's recipient for their page: its reference's under the
     reference, its address's under the address. Never one's under the other: the payload's pairing of the two
-    is only a claim (relay.delivery.preferences.link_person), and a page names only its own person."""
+    is only a claim (relay.preferences.sending.link_person), and a page names only its own person."""
     given = payload_names(notification)
     persons = {p for p in (record.recipient, (record.address or "").lower()) if p}
     found = {p: given[p] for p in persons if p in given}

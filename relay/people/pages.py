@@ -25,11 +25,11 @@ from starlette.responses import RedirectResponse, Response
 
 from relay.config import Config
 from relay.core.names import channel_label
-from relay.core.preferences import Preference, PreferenceError, human_kind
 from relay.people.naming import NameOf, shown_name
 from relay.people.render import page
 from relay.people.view import DAYS, apply_switches, hours_form, hours_from_form, other_opt_outs, rows, zone_choices
-from relay.storage.preferences import SEEN_DAYS, Preferences
+from relay.preferences.model import Preference, PreferenceError, human_kind
+from relay.preferences.store import SEEN_DAYS, Preferences
 from relay.web.errors import RETRY_AFTER, error_response
 from relay.web.forms import FormRefused, read_form, same_origin
 from relay.web.links import (
@@ -255,7 +255,7 @@ class PeoplePages:
 
     def _opt_out(self, link: Link, at: float) -> str | None:
         """Opt the link's person out of its kind on its channel, read back as planning reads it
-        (relay.delivery.preferences): None when it holds, else why not. "Unsubscribed" is never answered for
+        (relay.preferences.sending): None when it holds, else why not. "Unsubscribed" is never answered for
         a choice that would be ignored (one over the most opt-outs a person may have, say)."""
         try:  # what `update` stores has passed planning's own reading (it refuses, and stores nothing, else)
             pref = self.store.update(link.person, lambda p: p.with_opt_out(link.kind, link.channel), at)

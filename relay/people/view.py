@@ -16,7 +16,7 @@ from relay.config import Config
 from relay.config.intervals import TimePeriodConfig
 from relay.config.time_intervals import WEEKDAYS, iana_zones
 from relay.core.names import channel_label
-from relay.core.preferences import Preference, critical, human_kind, literal_opt_out
+from relay.preferences.model import Preference, critical, human_kind, literal_opt_out
 
 # Monday first, as people read a week.
 DAYS = (*WEEKDAYS[1:], WEEKDAYS[0])

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from redis import Redis
 
-from relay.storage.preferences import SEEN_DAYS
+from relay.preferences.store import SEEN_DAYS
 from relay.storage.records import PREFIX
 
 NAMES = PREFIX + "name:"

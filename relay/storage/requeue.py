@@ -32,7 +32,7 @@ def release(intake: Intake, records: list[Delivery], dry_run: bool = False) -> i
     def queue(store: Store, current: Delivery) -> None:
         current.state = State.QUEUED
         # A digest, queued, goes out as it is; a delivery still to gather is marked, so that it gathers apart
-        # from what its route holds (`relay.core.digest.gather_key`) and no quiet hours hold it.
+        # from what its route holds (`relay.digests.model.gather_key`) and no quiet hours hold it.
         current.released = current.released or not current.items
         store.update(current, State.HELD)  # lets go of the lease
 

@@ -18,8 +18,8 @@ from redis.exceptions import RedisError
 
 from relay.core.clock import Clock
 from relay.core.model import Delivery, State, delivery_id, iso
+from relay.digests.store import Digests
 from relay.storage.activity import count_activity
-from relay.storage.digests import Digests
 from relay.storage.events import read_delivery_ids, read_delivery_page, read_events
 from relay.storage.leases import LEASES, LOSSES, READY, Leases, delivery_unit, event_unit
 from relay.storage.lists import LISTS, Lists, list_key, list_rest

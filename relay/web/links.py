@@ -4,7 +4,7 @@ A link carries the person whose preferences it may change, the address the messa
 its scope (`prefs`: the preference page; `unsub`: one kind on one channel) and when it was made, signed with
 HMAC-SHA256 under `preferences.secret`. Whoever reads an address gets its links, so a link sent to an address
 names that address's person: the address itself, or the recipient's `userRef` only when relay could tie that
-address to it (relay.delivery.preferences.links). A link made by a support desk names its person and no
+address to it (relay.preferences.sending.links). A link made by a support desk names its person and no
 address. A link that is tampered with, signed by another secret or made for another scope is refused (403);
 one older than `preferences.link_ttl` (as configured now, so shortening the TTL retires old links at once) is
 refused with 410, as is a link of the first shape (`v1`, before links named their address) for a `userRef`.
@@ -20,7 +20,7 @@ import hmac
 from dataclasses import dataclass
 
 from relay.config import PreferencesConfig
-from relay.core.preferences import literal_opt_out, person_key
+from relay.preferences.model import literal_opt_out, person_key
 
 PREFERENCES_PATH = "/preferences/"
 UNSUBSCRIBE_PATH = "/unsubscribe/"

@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
-from relay.storage.silences import SILENCES
+from relay.silences.store import SILENCES
 from tests.admin.forms import csrf_of
 from tests.admin.test_ui_held import login, section
 from tests.conftest import admin, post, run_worker, sample_notification

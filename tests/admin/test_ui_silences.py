@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from relay.core.silences import Silence
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
-from relay.storage.silences import Silences
+from relay.silences.model import Silence
+from relay.silences.store import Silences
 from tests.admin.forms import CROSS_SITE, csrf_of
 from tests.admin.test_ui_held import login, section
 from tests.conftest import admin, post, run_worker, sample_notification

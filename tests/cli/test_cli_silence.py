@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 from relay.cli import main
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
-from relay.storage.silences import SILENCES
+from relay.silences.store import SILENCES
 from tests.cli.test_cli import config_file as config_file  # the fixture: the runtime's config as a file
 from tests.conftest import admin, post, run_worker, sample_notification
 from tests.servers import HttpSink

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from relay.config import DigestConfig
-from relay.core.digest import (
+from relay.core.rendering import Renderer
+from relay.digests.model import (
     CATCH_UP_SECONDS,
     RELEASED_SECONDS,
     DigestItem,
@@ -17,7 +18,6 @@ from relay.core.digest import (
     render_digest,
     window_for,
 )
-from relay.core.rendering import Renderer
 
 pytestmark = pytest.mark.dated
 

@@ -1,4 +1,4 @@
-"""The outage rules (relay.core.outages): pure, no Redis."""
+"""The outage rules (relay.outages.model): pure, no Redis."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from relay.core.outages import (
+from relay.core.outcome import Delivered, Permanent, Transient
+from relay.outages.model import (
     MAX_PROBE,
     OK,
     PERMANENT,
@@ -17,7 +18,6 @@ from relay.core.outages import (
     p95,
     probe_schedule,
 )
-from relay.core.outcome import Delivered, Permanent, Transient
 
 pytestmark = pytest.mark.dated
 

@@ -12,7 +12,7 @@ from relay.config import Config
 from relay.config.intervals import TimePeriodConfig
 from relay.config.time_intervals import hold_until
 from relay.core.model import Delivery, State
-from relay.core.preferences import (
+from relay.preferences.model import (
     Hold,
     OptOut,
     Preference,
@@ -185,7 +185,7 @@ def test_stored_preferences_read_back_the_same() -> None:
 
 
 def test_a_person_named_by_hand_is_keyed_as_planning_finds_them_and_a_group_is_refused() -> None:
-    from relay.core.preferences import PreferenceError, check_person, validate
+    from relay.preferences.model import PreferenceError, check_person, validate
 
     assert check_person("Bob@Example.com") == "bob@example.com"  # planning looks e-mail addresses up lower-cased
     assert check_person("user:default/Alice.Rossi") == "user:default/Alice.Rossi"  # a userRef stays as it is

@@ -1,4 +1,4 @@
-"""The silence decision (relay.core.silences): pure, the time given."""
+"""The silence decision (relay.silences.model): pure, the time given."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from relay.config.matchers import MatcherError
 from relay.core.model import Delivery
-from relay.core.silences import (
+from relay.silences.model import (
     Silence,
     compile_matchers,
     delivery_view,

@@ -12,8 +12,8 @@ import pytest
 from relay.config.intervals import TimePeriodConfig
 from relay.config.time_intervals import Interval, parse_period
 from relay.core.model import iso
-from relay.core.silences import Silence, past_retention
 from relay.core.times import LAST, closed_too_long, instant, longest_closed, since
+from relay.silences.model import Silence, past_retention
 
 pytestmark = pytest.mark.dated
 

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from relay.config import DigestConfig
-from relay.core.digest import gather_key, group_of
+from relay.digests.model import gather_key, group_of
 from relay.runtime.bootstrap import Runtime
 from relay.storage.leases import delivery_unit
 from tests.delivery.test_digests import _accept, _digest, _item, _notification, _routes, _send_due

@@ -21,8 +21,8 @@ import pytest
 from rq.scheduler import RQScheduler
 from starlette.testclient import TestClient
 
-from relay.core.digest import CATCH_UP_SECONDS, RELEASED_SECONDS
 from relay.core.model import Delivery
+from relay.digests.model import CATCH_UP_SECONDS, RELEASED_SECONDS
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.storage.queue import QUEUE_NAME

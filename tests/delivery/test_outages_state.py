@@ -1,4 +1,4 @@
-"""Each channel's shared state in Redis (relay.storage.outages): failures in a row, down and up, one probe at
+"""Each channel's shared state in Redis (relay.outages.store): failures in a row, down and up, one probe at
 a time across the fleet, the waiting deliveries and their order, the last hour's sends. Real Redis; the
 clock is a number handed in."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from redis import Redis
 
-from relay.core.outages import MAX_PROBE, OK, PERMANENT, TRANSIENT
+from relay.outages.model import MAX_PROBE, OK, PERMANENT, TRANSIENT
+from relay.outages.store import ChannelStates, Gate
 from relay.storage.leases import READY
-from relay.storage.outages import ChannelStates, Gate
 
 T0 = 1_800_000_000.0
 CH = "owners-slack"

@@ -16,10 +16,10 @@ import pytest
 from redis import Redis
 from starlette.testclient import TestClient
 
-from relay.core.preferences import PreferenceError
+from relay.preferences.model import PreferenceError
+from relay.preferences.store import Preferences
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
-from relay.storage.preferences import Preferences
 from relay.web.links import SCOPE_PREFERENCES, SCOPE_UNSUBSCRIBE, Link, LinkRefused, make_token, read_token
 from tests.conftest import admin, post, run_worker, sample_notification
 from tests.platform_fake import ACCESS_TOKEN, FakePlatform
@@ -309,7 +309,7 @@ def test_no_link_for_a_person_relay_cannot_keep_preferences_for(
 
 
 def test_the_store_writes_nothing_it_would_not_read_back(redis: Redis) -> None:
-    """The rule reading applies (relay.core.preferences.from_stored) is applied before writing: a person key or a
+    """The rule reading applies (relay.preferences.model.from_stored) is applied before writing: a person key or a
     change it would refuse raises, and what was stored stays readable."""
     store = Preferences(redis)
     for person in ("user:default/" + "a" * 320, "user:default/a\x07b", "group:default/team"):

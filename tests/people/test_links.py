@@ -64,7 +64,7 @@ def test_a_public_url_needs_a_long_enough_secret() -> None:
 
 def test_the_one_click_headers_leave_the_channels_own_arguments_byte_for_byte() -> None:
     """Apprise reads a `+` in a URL's arguments as a `+`: the channel's own arguments are never re-encoded."""
-    from relay.delivery.preferences import with_unsubscribe_headers
+    from relay.preferences.sending import with_unsubscribe_headers
 
     url = "mailtos://u:p@mail.example.com?to=alice%2Btag@example.com&from=Data%20Platform%20%3Cno@x%3E&name=A+B"
     link = "https://relay.example.com/unsubscribe/tok"

@@ -18,9 +18,9 @@ from starlette.testclient import TestClient
 
 from relay.cli import main
 from relay.delivery.holding import replan_held
+from relay.preferences.store import PREFERENCES, preference_key
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
-from relay.storage.preferences import PREFERENCES, preference_key
 from tests.conftest import ADMIN_TOKEN, admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink
 

@@ -1,6 +1,6 @@
 """Each channel's health in Redis, shared by every worker: whether it is up or down, its failures in a row,
 its probe, the deliveries waiting for it, and its sends of the last hour. The rules are
-`relay.core.outages`; every change here is one script, so that workers never see the state diverge.
+`relay.outages.model`; every change here is one script, so that workers never see the state diverge.
 
 Keys (relay's own): `relay:channel:<name>` (hash: state, fails, since, lastError, lastSuccessAt, probeAt,
 probes), `relay:channel:<name>:waiting` (zset delivery id -> createdAt: the deliveries it holds, oldest
@@ -19,7 +19,7 @@ from typing import Any
 
 from redis import Redis
 
-from relay.core.outages import MAX_PROBE, OK, p95, probe_schedule
+from relay.outages.model import MAX_PROBE, OK, p95, probe_schedule
 from relay.storage.leases import READY
 from relay.storage.records import LATENCY_BUCKETS, PREFIX, _text
 
@@ -199,7 +199,7 @@ class ChannelStates:
         probe: float | None = None,
         probing: bool = False,
     ) -> Gate:
-        """After a send to `name` that came to `kind` (`relay.core.outages.kind_of`); `probe` None: the
+        """After a send to `name` that came to `kind` (`relay.outages.model.kind_of`); `probe` None: the
         channel has its outage rule off (its failures are counted, it is never down)."""
         keys = [*_keys(name), _minute_key(name, int(clock // 60)), CHANNELS]
         args: list[Any] = [repr(clock), kind, error if kind != OK else "", after, int(probe is not None), int(probing)]

@@ -1,4 +1,4 @@
-"""Silences in Redis: one hash, id -> the silence's JSON (relay.core.silences), read whole by every planning
+"""Silences in Redis: one hash, id -> the silence's JSON (relay.silences.model), read whole by every planning
 and every delivery that comes due (a silence is seen at once, by every worker, and survives restarts). One
 that cannot be read (a hand edit, a corruption) is logged and left out, as an unreadable delivery is: no
 listing, page, expiry or hold decision fails for it."""
@@ -12,13 +12,13 @@ from collections.abc import Mapping
 
 from redis import Redis
 
-from relay.core.silences import Silence
+from relay.silences.model import Silence
 from relay.storage.records import PREFIX
 
 SILENCES = PREFIX + "silences"
 # Expired silences stay listed this long after their end, as Alertmanager keeps them (120h).
 KEPT_EXPIRED = 5 * 86400.0
-log = logging.getLogger("relay.storage.silences")
+log = logging.getLogger("relay.silences.store")
 
 
 @functools.lru_cache(maxsize=256)

@@ -1,4 +1,4 @@
-"""People's preferences in Redis, beside the records (relay.core.preferences): one JSON value per person,
+"""People's preferences in Redis, beside the records (relay.preferences.model): one JSON value per person,
 an index of the people who have any (for export), and what each person was sent lately (for their page).
 
 Preferences never expire: they live as long as the Redis data (the embedded one's append-only file
@@ -15,11 +15,11 @@ from typing import Any
 from redis import Redis
 from redis.client import Pipeline
 
-from relay.core.preferences import Preference, check_person, from_stored
+from relay.preferences.model import Preference, check_person, from_stored
 from relay.storage.records import PREFIX, _text
 
 PREFERENCES = PREFIX + "prefs"  # set of the people who have preferences
-# userRef -> the address relay first sent that person's links to (relay.delivery.preferences.link_person)
+# userRef -> the address relay first sent that person's links to (relay.preferences.sending.link_person)
 ADDRESSES = PREFIX + "person-address"
 SEEN_DAYS = 30  # what a person's page lists: the kinds sent to them over this many days
 _DAY = 86400

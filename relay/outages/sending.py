@@ -3,7 +3,7 @@
 Before a send, the gate `relay.delivery.gates.channel_down` asks whether the channel is down (the delivery
 then waits here, `hold`, under its lease, and its try ends); after it, `after_send` counts the outcome for the
 channel (a transient failure that leaves it down holds the delivery too, its attempt given back). The rules
-are `relay.core.outages`; the state is shared by every worker in Redis (`relay.storage.outages`). A delivery
+are `relay.outages.model`; the state is shared by every worker in Redis (`relay.outages.store`). A delivery
 held here is woken by the channel coming up (it is due again then, oldest first, and its rate limit spaces
 the sends) or, should the probe's worker die, by a later wake-up of its own, which probes.
 """
@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 
 from relay.core.model import Delivery
-from relay.core.outages import TRANSIENT, down_reason, kind_of
 from relay.core.outcome import Outcome
 from relay.core.states import State
 from relay.delivery.context import Context
 from relay.delivery.recording import follow, log_context
-from relay.storage.outages import ChannelStates, Gate
+from relay.outages.model import TRANSIENT, down_reason, kind_of
+from relay.outages.store import ChannelStates, Gate
 from relay.storage.store import StateChange, iso
 
 log = logging.getLogger("relay.delivery.jobs")

@@ -113,7 +113,7 @@ def past_retention(silence: Silence, now: float, retention: float) -> str | None
 
 
 def held_reason(silence: Silence) -> str:
-    """A held delivery's `lastError`: who silenced it and why (`relay.core.silences.holder` reads it back)."""
+    """A held delivery's `lastError`: who silenced it and why (`relay.silences.model.holder` reads it back)."""
     return f"{PREFIX}{silence.id} ({silence.createdBy}): {silence.comment}"
 
 

@@ -201,7 +201,7 @@ def person_key(text: str) -> str | None:
 class Claim:
     """Who a recipient says they are: their `userRef` as a person key, and the e-mail address the payload gives
     (lower-cased); either may be None. Both come from the payload: the address is where the message goes, the
-    `userRef` only a claim until something ties it to that address (relay.delivery.preferences.links)."""
+    `userRef` only a claim until something ties it to that address (relay.preferences.sending.links)."""
 
     ref: str | None = None
     address: str | None = None

@@ -1,5 +1,5 @@
 """When a channel is down: the rules, as data and pure functions (the state itself lives in Redis,
-`relay.storage.outages`, shared by every worker).
+`relay.outages.store`, shared by every worker).
 
 A channel is down after `after` transient failures in a row (any deliveries); its deliveries that come due
 then wait as held instead of spending their attempts, and one is tried every probe interval, doubling up

@@ -19,14 +19,14 @@ from redis import Redis
 
 from relay.config import Config
 from relay.core.model import Delivery, Notification
-from relay.core.preferences import claim_of, critical, people_of_delivery, recipient_of_delivery
 from relay.delivery.catalog import Catalog, CatalogUnavailable
 from relay.delivery.channels import EMAIL_SCHEMES, scheme_of
 from relay.delivery.context import Context
-from relay.storage.preferences import Preferences
+from relay.preferences.model import claim_of, critical, people_of_delivery, recipient_of_delivery
+from relay.preferences.store import Preferences
 from relay.web.links import preferences_url, unsubscribe_url
 
-log = logging.getLogger("relay.delivery.preferences")
+log = logging.getLogger("relay.preferences.sending")
 SKIPS = "relay_preference_skips_total"
 ONE_CLICK = "List-Unsubscribe=One-Click"
 

@@ -6,7 +6,7 @@ like any other) that names the deliveries it carries (`items`); each item names 
 `held` meanwhile, and takes the digest's state when the digest's is stored. It is due at the end of its
 window (`Intake.deliver_at`, with an RQ scheduled wake-up then), made due before the digest exists, so no
 worker waits and a restart loses nothing: what a digest carries, and that it is open, live in Redis
-(`relay.storage.digests`).
+(`relay.digests.store`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,14 @@ import time
 from dataclasses import replace
 
 from relay.config import ChannelConfig, DigestConfig
-from relay.core.digest import (
+from relay.core.model import Delivery, Notification, State
+from relay.core.names import channel_label
+from relay.core.rendering import Rendered
+from relay.delivery.channels import AddressError, address_url, channel_format, send
+from relay.delivery.compose import compose, fitted_title, note_sent
+from relay.delivery.context import Context
+from relay.delivery.recording import decide, store
+from relay.digests.model import (
     DIGEST_TEMPLATE,
     DigestItem,
     digest_id,
@@ -27,15 +34,8 @@ from relay.core.digest import (
     render_digest,
     window_for,
 )
-from relay.core.model import Delivery, Notification, State
-from relay.core.names import channel_label
-from relay.core.rendering import Rendered
-from relay.delivery import outages
-from relay.delivery.channels import AddressError, address_url, channel_format, send
-from relay.delivery.compose import compose, fitted_title, note_sent
-from relay.delivery.context import Context
-from relay.delivery.preferences import links
-from relay.delivery.recording import decide, store
+from relay.outages import sending as outages
+from relay.preferences.sending import links
 from relay.storage.store import iso
 
 log = logging.getLogger("relay.delivery.jobs")

@@ -1,5 +1,5 @@
 """Digests: which deliveries a route gathers, for how long, and the one message that carries them. Pure: the
-config, the items and the time in; the storing and sending is `relay.delivery.digests`."""
+config, the items and the time in; the storing and sending is `relay.digests.sending`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Open digests in Redis: gathering a delivery into the digest of its (route, channel, address), and closing
-a digest to new items when it goes out (`relay.delivery.digests` decides; the scripts are in
+a digest to new items when it goes out (`relay.digests.sending` decides; the scripts are in
 `relay.storage.scripts`)."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class Gathered:
 
 
 def open_digest_key(key: str) -> str:
-    """Holds the id of the digest gathering for `key` (relay.core.digest.gather_key) and its window's end."""
+    """Holds the id of the digest gathering for `key` (relay.digests.model.gather_key) and its window's end."""
     return f"{PREFIX}digest:open:{key}"
 
 

@@ -1,0 +1,1 @@
+"""A channel that is down (docs/delivery.md): its state machine (pure), its storage, what a send does to it."""
