@@ -33,7 +33,6 @@ from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL, Leases
 from relay.storage.records import legacy_keys, millis
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
-    METRICS,
     RECEIVED,
     Store,
     dedup_key,
@@ -128,7 +127,7 @@ class Intake:
                 answer = self._script(keys, args)
         except RedisError as exc:
             raise QueueUnavailable(_why(exc)) from exc
-        acceptance = self._counted(_acceptance(answer), label)
+        acceptance = _acceptance(answer)
         if acceptance.wake_job is not None:
             self.queue_wake(acceptance.wake_job, event_id)
         return acceptance.status
@@ -154,14 +153,7 @@ class Intake:
                 answer = await script(keys, args)
         except RedisError as exc:
             raise QueueUnavailable(_why(exc)) from exc
-        return self._counted(_acceptance(answer), label)
-
-    def _counted(self, acceptance: Acceptance, label: str) -> Acceptance:
-        """Counted in this process's tally as answered (202 accepted, or duplicate), the script having
-        counted it in the fleet's totals already."""
-        accepted = acceptance.status == "accepted"
-        self.store.tally.add(_received_field(label) if accepted else _DUPLICATE_FIELD)
-        return acceptance
+        return _acceptance(answer)
 
     def _wait_args(self) -> tuple[int, int]:
         return self.min_replicas, max(1, int(self.replica_timeout * 1000))
@@ -181,7 +173,7 @@ class Intake:
         """The keys and arguments of the accept script for one notification; `trace`: its trace context;
         `label`: the kind as counted (`relay.storage.tally.KindLabels`)."""
         legacy = legacy_keys(event_id)
-        keys = [dedup_key(event_id), event_key(event_id), RECEIVED, METRICS, UNPLANNED, WAKE]
+        keys = [dedup_key(event_id), event_key(event_id), RECEIVED, self.store.counts.key, UNPLANNED, WAKE]
         keys.append(legacy.dedup if legacy else keys[0])
         # In whole milliseconds, so that the record's receivedAt and its entry's stream ID say the same time; cut
         # down, never up: a time after now would keep the notification from the planners until then.
