@@ -73,10 +73,8 @@ class Counts:
         if self.source is None:
             return
         source, self.key, self.source = self.source, METRICS, None
-        try:
+        with contextlib.suppress(RedisError):  # Redis down: the hash stays named, summed as one counting now
             redis.eval(RETIRE, 3, METRICS, own_key(source), SOURCES, source)
-        except RedisError:
-            redis.sadd(SOURCES, source)  # Redis down for the stop: the hash stays, summed as one counting now
 
     def read(self, redis: Redis) -> dict[str, float]:
         """This process's counts (what its /metrics shows). Raises RedisError."""
