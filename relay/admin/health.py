@@ -51,9 +51,7 @@ class Health:
             return False, {"redis": f"unreachable ({type(exc).__name__})", "workers": 0}
         return bool(workers), {"redis": "ok", "workers": len(workers)}
 
-    @documented(
-        Operation("Redis reachable and a worker alive", {200: Answer("Ready", Ready)}, errors=(503,))
-    )
+    @documented(Operation("Redis reachable and a worker alive", {200: Answer("Ready", Ready)}, errors=(503,)))
     async def readyz(self, request: Request) -> Response:
         ok, detail = await run_in_threadpool(self.ready)
         if ok:

@@ -11,7 +11,7 @@ from relay.cli.common import Command, config, config_file, log, no_config_file_w
 def cmd_serve(args: argparse.Namespace) -> int:
     from relay.runtime.datalock import DataDirBusy
     from relay.runtime.embedded import EmbeddedRedisError
-    from relay.runtime.redis_keeper import GIVE_UP_EXIT_CODE
+    from relay.runtime.restarts import GIVE_UP_EXIT_CODE
     from relay.runtime.supervisor import serve
 
     cfg = config(args)

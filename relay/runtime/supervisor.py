@@ -22,7 +22,8 @@ from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.listening import bind, serve_http
 from relay.runtime.logs import follow
 from relay.runtime.pool import Workers
-from relay.runtime.redis_keeper import GIVE_UP_EXIT_CODE, RESTARTS_METRIC, RedisKeeper
+from relay.runtime.redis_keeper import RESTARTS_METRIC, RedisKeeper
+from relay.runtime.restarts import GIVE_UP_EXIT_CODE
 
 log = logging.getLogger("relay.serve")
 # The embedded Redis's share of the stop, after the workers' (`relay.runtime.pool.STOP_SECONDS`): 20 s in all.
@@ -61,6 +62,11 @@ def keep_redis(embedded: EmbeddedRedis, rt: Runtime) -> RedisKeeper:
     with contextlib.suppress(RedisError):
         rt.store.incr(RESTARTS_METRIC, 0)  # the series exists, at 0, from the start
     return keeper.start()
+
+
+def _failure(pool: Workers | None, keeper: RedisKeeper | None) -> str | None:
+    """Why relay serve gave up on a child (`relay.runtime.restarts`), if it did."""
+    return (pool.failure if pool is not None else None) or (keeper.failure if keeper is not None else None)
 
 
 def serve(config: Config, config_file: Path | None, workers: int) -> int:
@@ -112,7 +118,7 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
             signal.signal(sig, lambda *_: None)
         # The workers get SIGTERM as soon as the stop begins, while uvicorn finishes its requests.
         serve_http(app, config.server, sockets, f" with {workers} worker(s)", on_exit=pool.begin_stop)
-        return GIVE_UP_EXIT_CODE if (keeper is not None and keeper.gave_up) or pool.failure else 0
+        return GIVE_UP_EXIT_CODE if _failure(pool, keeper) else 0
     finally:
         if pool is not None:
             pool.stop()
@@ -125,5 +131,5 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
         if lock is not None:
             lock.close()  # last: no other relay starts on data_dir before our Redis has stopped
         log.info("relay stopped")
-        if pool is not None and pool.failure:
-            print(f"relay: {pool.failure}", file=sys.stderr)  # the cause, last, where an operator looks
+        if failure := _failure(pool, keeper):
+            print(f"relay: {failure}", file=sys.stderr)  # the cause, last, where an operator looks

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from relay.runtime.redis_keeper import GIVE_UP_EXIT_CODE
+from relay.runtime.restarts import GIVE_UP_EXIT_CODE
 from tests.conftest import sample_notification
 from tests.processes import children, stop
 from tests.runtime.test_serve import RELAY
