@@ -97,3 +97,16 @@ def test_a_process_that_stops_leaves_its_counts_in_the_fleets_totals(
     assert {s.decode() for s in redis.smembers(SOURCES)} == {two.name}
     assert float(redis.hget(METRICS, field) or 0) == 1.0  # the stopped one's, in the fleet's hash
     assert one.store.counters()[field] == 2.0  # the admin page's totals: nothing lost
+
+
+def test_a_notification_answered_503_for_want_of_replicas_is_counted_neither_received_nor_duplicate(
+    make_runtime: Callable[..., Runtime], redis_server: Any
+) -> None:
+    """The accept script counts it; the 503 takes the count back: the counts say what was answered 202."""
+    rt = make_runtime(redis={"url": redis_server.url, "min_replicas": 1, "replica_timeout": "100ms"})
+    payload = sample_notification()
+    with TestClient(create_app(rt)) as client:
+        assert [post(client, payload).status_code for _ in range(2)] == [503, 503]  # no replica at all
+        samples = scrape(client)
+    assert _total(samples, RECEIVED) == 0.0 and _total(samples, "relay_notifications_duplicate_total") == 0.0
+    assert rt.store.counters().get(f"{RECEIVED}|kind={payload['kind']}", 0) == 0
