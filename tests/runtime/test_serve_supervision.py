@@ -87,4 +87,4 @@ def test_serve_as_pid_1_restarts_no_worker_and_delivers(tmp_path: Path, sink: Ht
         assert proc.stdout is not None
         output = proc.stdout.read().decode()
         proc.stdout.close()
-    assert "starting another" not in output and "exited with" not in output, output[-3000:]
+    assert "starting it again" not in output and "exited with" not in output, output[-3000:]
