@@ -30,6 +30,7 @@ sys.path.insert(0, str(HERE))
 from run import FAST_KIND, FSYNC, Procs, Sink, free_port, http, post_all, relay_config, wait_until  # noqa: E402
 
 from relay.runtime.embedded import url_for  # noqa: E402
+from relay.storage.tally import fleet_totals  # noqa: E402
 
 BIN = Path(sys.executable).parent
 PAYLOAD_BYTES = 446  # the one-message notification
@@ -114,7 +115,7 @@ def main() -> int:
                     raise RuntimeError(f"relay answered {statuses}")
             sink.wait_count(args.n, 1800)
             field = f"relay_deliveries_total|channel=instant,kind={FAST_KIND},state=delivered"
-            wait_until(lambda: int(redis.hget("relay:metrics", field) or 0) >= args.n, 120, "every delivery recorded")
+            wait_until(lambda: fleet_totals(redis).get(field, 0) >= args.n, 120, "every delivery recorded")
             took = time.time() - started
             time.sleep(1)
             after = int(redis.info("memory")["used_memory"])

@@ -19,7 +19,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
 
-from relay.admin.counters import WORKER_SEEN_WITHIN
 from relay.admin.selection import (
     EVENT_PAGE,
     DeliveryQuery,
@@ -105,7 +104,7 @@ class Reloaded(TypedDict):
     generation: int
     notes: list[str]
     applied: bool  # every live worker plans and sends with the new config (answered then, or at the wait's end)
-    workers: int  # workers alive (a heartbeat within 30 s)
+    workers: int  # workers alive (a heartbeat within dead_worker_after)
     behind: list[str]  # those that do not yet (or kept their old config: their log says why)
 
 
@@ -363,7 +362,7 @@ async def workers_behind(store: Store, redis: Redis, generation: int, within: fl
     """Wait, `within` s at most, until every live worker says it runs with `generation`: the live, those behind."""
     deadline = time.monotonic() + within
     while True:
-        alive = await run_in_threadpool(store.workers_seen, WORKER_SEEN_WITHIN)
+        alive = await run_in_threadpool(store.live_workers)
         said = await run_in_threadpool(redis.hmget, CONFIG_APPLIED, alive) if alive else []
         behind = sorted(n for n, g in zip(alive, said, strict=True) if g is None or int(g) < generation)
         if not behind or time.monotonic() >= deadline:

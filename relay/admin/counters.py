@@ -1,4 +1,5 @@
-"""The one reader of relay's counters: the Redis hash every process counts in, the queue and the workers.
+"""The one reader of relay's counters: the Redis hashes the processes count in (`relay.storage.tally`), the
+queue and the workers.
 
 /metrics (relay/admin/metrics.py) and the admin page (relay/admin/ui_view.py) both read them here.
 """
@@ -16,9 +17,6 @@ from relay.silences.store import SILENCES, readable
 from relay.storage.exemplars import EXEMPLARS, Exemplar, parse
 from relay.storage.leases import EVENT, LEASES, READY, UNPLANNED
 from relay.storage.store import FAILED, HELD, Store
-
-# A worker that sent no heartbeat for this long is not counted as alive (/readyz, /metrics, the page).
-WORKER_SEEN_WITHIN = 30.0
 
 
 def parse_field(field: str) -> tuple[str, dict[str, str]]:
@@ -61,11 +59,16 @@ class CounterReader:
         # The store's clock: what is due, which silences are active.
         self.redis, self.store, self.clock = redis, store, store.clock
 
+    def own(self) -> Counters:
+        """This process's counts alone, with the exemplars: a worker's /metrics, which shows no gauge of the
+        fleet's. Raises RedisError when Redis does not answer."""
+        return Counters(self.store.counts.read(self.redis), 0, 0, 0, exemplars=parse(self.redis.hgetall(EXEMPLARS)))
+
     def read(self, scrape: bool = False) -> Counters:
-        """The fleet's counts and gauges: the series for the admin page; with `scrape` (/metrics, whose series are
-        this process's own: relay.storage.tally) none, and the fleet's silences and channel states instead.
-        Raises RedisError when Redis does not answer."""
-        series = {} if scrape else self.store.counters()
+        """The counts and the fleet's gauges: the fleet's counts for the admin page; with `scrape` (/metrics)
+        this process's own (relay.storage.tally), and the fleet's silences and channel states too. Raises
+        RedisError when Redis does not answer."""
+        series = self.store.counts.read(self.redis) if scrape else self.store.counters()
         at_clock = self.clock()
         at = repr(at_clock)
         pipe = self.redis.pipeline(transaction=False)
@@ -79,7 +82,7 @@ class CounterReader:
         if scrape:
             pipe.hgetall(SILENCES)
         due_events, due_deliveries, failed, held, waiting, leased, stored, *silences = pipe.execute()
-        workers = len(self.store.workers_seen(WORKER_SEEN_WITHIN))
+        workers = len(self.store.live_workers())
         planning = sum(1 for unit in leased if unit.startswith(EVENT.encode()))
         # The queue's depth is the work due and not taken yet (`relay.storage.leases`), notifications to plan
         # and deliveries to send alike: what an autoscaler should see grow under a backlog.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
 from redis import Redis
@@ -12,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
 
-from relay.admin.counters import WORKER_SEEN_WITHIN, CounterReader
+from relay.admin.counters import CounterReader
 from relay.admin.metrics import (
     CONTENT_TYPE,
     OPENMETRICS_CONTENT_TYPE,
@@ -36,11 +35,9 @@ class Ready(TypedDict):
 
 
 class Health:
-    def __init__(
-        self, redis: Redis, store: Store, counters: CounterReader, counted: Callable[[], dict[str, float]]
-    ) -> None:
+    def __init__(self, redis: Redis, store: Store, counters: CounterReader) -> None:
         self.redis, self.store = redis, store
-        self.registry = metrics_registry(lambda: counters.read(scrape=True), counted)
+        self.registry = metrics_registry(lambda: counters.read(scrape=True))
 
     @documented(Operation("Liveness", {200: Answer("Alive", Alive)}))
     async def healthz(self, request: Request) -> Response:
@@ -49,19 +46,17 @@ class Health:
     def ready(self) -> tuple[bool, dict[str, Any]]:
         try:
             self.redis.ping()
-            workers = self.store.workers_seen(WORKER_SEEN_WITHIN)
+            workers = self.store.live_workers()
         except RedisError as exc:
             return False, {"redis": f"unreachable ({type(exc).__name__})", "workers": 0}
         return bool(workers), {"redis": "ok", "workers": len(workers)}
 
-    @documented(
-        Operation("Redis reachable and a worker seen in the last 30 s", {200: Answer("Ready", Ready)}, errors=(503,))
-    )
+    @documented(Operation("Redis reachable and a worker alive", {200: Answer("Ready", Ready)}, errors=(503,)))
     async def readyz(self, request: Request) -> Response:
         ok, detail = await run_in_threadpool(self.ready)
         if ok:
             return JSONResponse({"status": "ready", **detail})
-        problem = "Redis is unreachable" if detail["redis"] != "ok" else "no worker seen in the last 30 s"
+        problem = "Redis is unreachable" if detail["redis"] != "ok" else "no worker alive (dead_worker_after)"
         return error_response(
             503,
             [problem],

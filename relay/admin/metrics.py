@@ -1,6 +1,7 @@
-"""/metrics through prometheus-client: the counts of this process (`relay.storage.tally`; serve's with its
-workers'), so that summed over every scraped process each counter is the fleet's; and the gauges of the
-fleet's state read from Redis, the same in every API process (take their max(), not their sum())."""
+"""/metrics through prometheus-client, read from Redis at each scrape: the counts of this process (its own hash,
+`relay.storage.tally`; serve's with its workers'), so that summed over every scraped process each counter is
+the fleet's; and the gauges of the fleet's state, the same in every API process (take their max(), not
+their sum())."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ HELP = {
         "counter",
         "Notifications whose planning crashed, or whose worker died planning them, three times (see the log).",
     ),
-    "relay_workers_alive": ("gauge", "Workers that sent a heartbeat in the last 30 s."),
+    "relay_workers_alive": ("gauge", "Workers whose last heartbeat is at most dead_worker_after (45 s) old."),
     "relay_embedded_redis_restarts_total": (
         "counter",
         "Times `relay serve` started its embedded Redis again after it died (kept in that Redis).",
@@ -139,26 +140,27 @@ def _order(sample: Sample) -> tuple[str, Labels, float]:
 
 
 class RelayCollector(Collector):
-    """At each scrape: this process's counts (`counted`) and, with `read` (an API process), the fleet's gauges
-    and the latency buckets' exemplars from Redis. With Redis down: relay_up 0, no gauges."""
+    """At each scrape: what `read` reads from Redis, this process's counts with the latency buckets' exemplars
+    and, with `fleet` (an API process), the fleet's gauges. With Redis down: no counter (one shown at 0 would
+    look like a reset), and relay_up 0 from an API process."""
 
-    def __init__(self, read: Callable[[], Counters] | None, counted: Callable[[], dict[str, float]]) -> None:
-        self.read, self.counted = read, counted
+    def __init__(self, read: Callable[[], Counters], fleet: bool = True) -> None:
+        self.read, self.fleet = read, fleet
 
     def collect(self) -> Iterator[Metric]:
-        counters: Counters | None = None
-        if self.read is not None:
-            try:
-                counters = self.read()
-            except RedisError:
-                counters = None
-        exemplars = counters.exemplars if counters is not None else {}
-        samples = _samples(Counters(self.counted(), 0, 0, 0, exemplars=exemplars))
+        try:
+            counters = self.read()
+        except RedisError:
+            if self.fleet:
+                yield GaugeMetricFamily("relay_up", HELP["relay_up"][1], value=0.0)
+            return
+        samples = _samples(counters)
         for name in ZERO_FROM_THE_START:
             samples.setdefault(name, [Sample(name, (), 0.0)])
-        gauges = {"relay_up": 1.0 if counters is not None else 0.0} if self.read is not None else {}
-        if counters is not None:
-            gauges |= {
+        gauges: dict[str, float] = {}
+        if self.fleet:
+            gauges = {
+                "relay_up": 1.0,
                 "relay_queue_depth": counters.queue_depth,
                 "relay_deliveries_failed_kept": counters.failed_kept,
                 "relay_deliveries_held": counters.held_now,
@@ -171,7 +173,7 @@ class RelayCollector(Collector):
             if kind == "gauge":
                 if name in gauges:
                     yield GaugeMetricFamily(name, text, value=gauges[name])
-                elif name == "relay_channel_up" and counters is not None:  # no sample before a first send
+                elif name == "relay_channel_up" and self.fleet:  # no sample before a first send
                     gauge = GaugeMetricFamily(name, text, labels=["channel"])
                     for channel, up in sorted(counters.channels_up.items()):
                         gauge.add_metric([channel], up)
@@ -183,11 +185,11 @@ class RelayCollector(Collector):
             yield family
 
 
-def metrics_registry(read: Callable[[], Counters] | None, counted: Callable[[], dict[str, float]]) -> CollectorRegistry:
-    """A registry of relay's own (not the process-wide one) holding only relay's collector; `read` None (a
+def metrics_registry(read: Callable[[], Counters], fleet: bool = True) -> CollectorRegistry:
+    """A registry of relay's own (not the process-wide one) holding only relay's collector; `fleet` False (a
     worker): the counts alone."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RelayCollector(read, counted))
+    registry.register(RelayCollector(read, fleet))
     return registry
 
 

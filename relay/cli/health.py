@@ -3,7 +3,8 @@
 - The API (`relay serve`, `relay api`): GET /healthz on this machine, on `server.port` as configured (the
   config file and environment, and the `--config`, `--host` and `--port` that relay was started with).
 - A worker (`relay worker`): its own heartbeat, the file it touches at each beat that reached Redis
-  (`relay.runtime.beatfile`), at most `WORKER_SEEN_WITHIN` seconds old.
+  (`relay.runtime.beatfile`), judged as every beat is (`relay.storage.leases.beat_alive`: at most
+  `dead_worker_after` seconds old, from the config relay was started with).
 
 Without `--api` or `--worker`, the role is read from the command line of PID 1, which in a container is
 relay itself; elsewhere (PID 1 is an init system) it is the API.
@@ -17,7 +18,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from relay.admin.counters import WORKER_SEEN_WITHIN as MAX_BEAT_AGE  # as /readyz
 from relay.cli.common import Command
 
 ROLES = ("serve", "api", "worker")
@@ -45,15 +45,19 @@ def _pid1() -> tuple[str | None, argparse.Namespace]:
         return relay_command(b"")
 
 
-def check_worker() -> tuple[bool, str]:
+def check_worker(config_file: str | None) -> tuple[bool, str]:
+    from relay.config import load_config
+    from relay.core.clock import system_clock
     from relay.runtime import beatfile
+    from relay.storage.leases import beat_alive
 
-    age = beatfile.age()
-    if age is None:
+    after = load_config(config_file).dead_worker_after
+    last, now = beatfile.last_beat(), system_clock()  # the file's time is the wall clock's
+    if last is None:
         return False, f"no worker heartbeat here ({beatfile.beat_file()} is missing)"
-    if age > MAX_BEAT_AGE:
-        return False, f"the worker's last heartbeat is {age:.0f} s old (more than {MAX_BEAT_AGE:.0f} s)"
-    return True, f"the worker beat {age:.0f} s ago"
+    if not beat_alive(last, now, after):
+        return False, f"the worker's last heartbeat is {now - last:.0f} s old (dead_worker_after: {after:g} s)"
+    return True, f"the worker beat {max(0.0, now - last):.0f} s ago"
 
 
 def check_api(config_file: str | None, host: str | None, port: str | None) -> tuple[bool, str]:
@@ -77,7 +81,7 @@ def cmd_health(args: argparse.Namespace) -> int:
     if args.role is not None:
         role = args.role
     if role == "worker":
-        ok, text = check_worker()
+        ok, text = check_worker(args.config or started_with.config)
     else:
         ok, text = check_api(args.config or started_with.config, started_with.host, started_with.port)
     print(f"{'healthy' if ok else 'unhealthy'}: {text}", file=sys.stdout if ok else sys.stderr)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from relay.cli.common import Command, config, config_file, log, no_config_file_warning, refuse_open_bind
 
@@ -12,7 +11,7 @@ from relay.cli.common import Command, config, config_file, log, no_config_file_w
 def cmd_serve(args: argparse.Namespace) -> int:
     from relay.runtime.datalock import DataDirBusy
     from relay.runtime.embedded import EmbeddedRedisError
-    from relay.runtime.redis_keeper import GIVE_UP_EXIT_CODE
+    from relay.runtime.restarts import GIVE_UP_EXIT_CODE
     from relay.runtime.supervisor import serve
 
     cfg = config(args)
@@ -51,6 +50,7 @@ def cmd_api(args: argparse.Namespace) -> int:
     follow(rt.redactor, rt.tracer)
     reload_on_sighup(rt)
     serve_http(create_app(rt), cfg.server, sockets)
+    rt.store.counts.retire(rt.redis)  # what it counted joins the fleet's totals
     return 0
 
 
@@ -61,7 +61,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     log(cfg)
     if args.metrics_port is not None:
         cfg.metrics.port = args.metrics_port or None
-    run_worker(cfg, burst=args.burst, config_file=config_file(args), tally_dir=args.metrics_dir)
+    run_worker(cfg, burst=args.burst, config_file=config_file(args), counts_of=args.counts_of)
     return 0
 
 
@@ -77,6 +77,6 @@ def add_commands(command: Command) -> None:
     c.add_argument(
         "--metrics-port", type=int, help="serve this worker's /metrics on this port (config metrics.port; 0: none)"
     )
-    # `relay serve` hands its workers a directory to write their counts in, for its own /metrics.
-    c.add_argument("--metrics-dir", type=Path, help=argparse.SUPPRESS)
+    # `relay serve` names itself to its workers: they count where it does, for its own /metrics.
+    c.add_argument("--counts-of", help=argparse.SUPPRESS)
     c.set_defaults(func=cmd_worker)

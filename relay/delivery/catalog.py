@@ -28,8 +28,8 @@ from relay.config import PlatformConfig
 from relay.core.lookup import DOT_SEGMENTS, split_ref, unusable_ref
 from relay.core.names import entity_display_name
 from relay.core.recipients import valid_email
-from relay.storage.store import METRICS, PREFIX, metric_field
-from relay.storage.tally import Tally
+from relay.storage.store import PREFIX, metric_field
+from relay.storage.tally import Counts
 
 log = logging.getLogger("relay.delivery.catalog")
 NEGATIVE_TTL = 300.0  # seconds an unknown user or a user without e-mail is remembered
@@ -89,13 +89,17 @@ def member_refs(entity: dict[str, Any]) -> list[str]:
 
 class Catalog:
     def __init__(
-        self, config: PlatformConfig, redis: Redis, session: requests.Session | None = None, tally: Tally | None = None
+        self,
+        config: PlatformConfig,
+        redis: Redis,
+        session: requests.Session | None = None,
+        counts: Counts | None = None,
     ) -> None:
         assert config.url, "the catalog needs platform.url"
         self.config = config
         self.base = config.url.rstrip("/")
         self.redis = redis
-        self.tally = tally if tally is not None else Tally()  # this process's counts (relay.storage.tally)
+        self.counts = counts if counts is not None else Counts()  # where this process counts (relay.storage.tally)
         self.http = session or requests.Session()
         self._jwt: str | None = None
         self._jwt_expires = 0.0
@@ -245,9 +249,8 @@ class Catalog:
 
     def _count(self, result: str) -> None:
         field = metric_field("relay_catalog_lookups_total", result=result)
-        self.tally.add(field)
         with contextlib.suppress(RedisError):
-            self.redis.hincrby(METRICS, field, 1)
+            self.redis.hincrby(self.counts.key, field, 1)
 
 
 def _name_key(ref: EntityRef) -> str:

@@ -15,7 +15,6 @@ from relay.core.model import Delivery
 from relay.storage.lists import LISTS, list_key
 from relay.storage.records import (
     HELD,
-    METRICS,
     PREFIX,
     _text,
     delivery_key,
@@ -24,7 +23,7 @@ from relay.storage.records import (
     metric_field,
 )
 from relay.storage.scripts import CLOSE_DIGEST, GATHER
-from relay.storage.tally import Tally
+from relay.storage.tally import Counts
 
 OPEN_GRACE = 60.0  # seconds an open digest's key outlives its window: relay's clock closes it, the TTL cleans up
 
@@ -47,9 +46,9 @@ def open_digest_key(key: str) -> str:
 
 
 class Digests:
-    def __init__(self, redis: Redis, retention: int, tally: Tally | None = None) -> None:
+    def __init__(self, redis: Redis, retention: int, counts: Counts | None = None) -> None:
         self.redis = redis
-        self.tally = tally if tally is not None else Tally()
+        self.counts = counts if counts is not None else Counts()  # where this process counts
         self.retention = retention
         self._gather = redis.register_script(GATHER)
         self._close = redis.register_script(CLOSE_DIGEST)
@@ -69,7 +68,7 @@ class Digests:
             delivery_key(item.id),
             list_key(new.state, new.channel, new.kind),
             HELD,
-            METRICS,
+            self.counts.key,
             event_key(new.eventId),
             delivery_key(new.id),
             LISTS,
@@ -83,8 +82,6 @@ class Digests:
         for pair in fields.items():
             args.extend(pair)
         ident, count, created, full, not_before = self._gather(keys=keys, args=args)
-        if int(created):
-            self.tally.add(metric)
         at = _text(not_before)
         return Gathered(_text(ident), int(count), bool(int(created)), bool(int(full)), float(at) if at else None)
 

@@ -78,11 +78,13 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
     def connect() -> AsyncRedis:
         return open_async_redis(url, socket_timeout=socket_timeout(rt.config), socket_connect_timeout=5)
 
+    if rt.store.counts.source is None:  # this process serves /metrics: what it counts is shown there alone
+        rt.store.counts.serve_as(rt.redis, rt.name)
     counters = CounterReader(rt.redis, rt.store)
-    # Refused credentials of every surface, counted in Redis (relay/web/throttle.py), and in this process's tally.
-    guard = Guard(connect, lambda: rt.config.server, rt.clock, rt.store.tally)
+    # Refused credentials of every surface, counted in Redis (relay/web/throttle.py).
+    guard = Guard(connect, lambda: rt.config.server, rt.clock, rt.store.counts)
     webhook = Webhook(rt.intake, rt.store, settings, connect, guard, rt.tracer)
-    health = Health(rt.redis, rt.store, counters, rt.counted)
+    health = Health(rt.redis, rt.store, counters)
     api = AdminApi(rt.store, rt.intake, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.intake, settings, rt.clock, guard)
     release = ReleasePage(page)

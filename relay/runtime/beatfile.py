@@ -13,8 +13,6 @@ import os
 import tempfile
 from pathlib import Path
 
-from relay.core.clock import system_clock
-
 NAME = "relay-worker.beat"
 
 
@@ -33,10 +31,9 @@ def remove(path: Path | None = None) -> None:
         (path or beat_file()).unlink()
 
 
-def age(path: Path | None = None, now: float | None = None) -> float | None:
-    """Seconds since the last beat, or None if no worker beats here."""
+def last_beat(path: Path | None = None) -> float | None:
+    """When the last beat was (the wall clock's time), or None if no worker beats here."""
     try:
-        mtime = os.stat(path or beat_file()).st_mtime
+        return os.stat(path or beat_file()).st_mtime
     except OSError:
         return None
-    return max(0.0, (system_clock() if now is None else now) - mtime)  # the file's time is the wall clock's

@@ -29,7 +29,6 @@ from relay.storage.generations import CONFIG_GENERATION
 from relay.storage.queue import Intake
 from relay.storage.schema import check_schema
 from relay.storage.store import Store
-from relay.storage.tally import add_tallies, read_tallies
 from relay.tracing import OFF_TRACER, Tracer
 
 
@@ -113,8 +112,6 @@ class Runtime:
     tracer: Tracer = OFF_TRACER
     # The file the config came from, to read again on a reload (None: defaults and environment).
     config_file: Path | None = None
-    # `relay serve`: where its workers write what they counted (`relay.storage.tally`), added to its own.
-    tally_dir: Path | None = None
 
     @property
     def name(self) -> str:
@@ -142,11 +139,6 @@ class Runtime:
         """This runtime with `loaded` as it is now, for one unit of work (`relay.delivery.context`)."""
         return dataclasses.replace(self)
 
-    def counted(self) -> dict[str, float]:
-        """What this process counted, with what `relay serve`'s workers did: its /metrics."""
-        own = self.store.tally.snapshot()
-        return add_tallies(own, read_tallies(self.tally_dir)) if self.tally_dir is not None else own
-
 
 def build(
     config: Config,
@@ -162,6 +154,7 @@ def build(
     check_schema(conn)
     store = Store(conn, config.retention, clock, owner=process_name())
     store.kinds.limit = config.metrics.max_kinds
+    store.dead_worker_after = config.dead_worker_after
     return Runtime(
         loaded=load(config, conn, store),
         redis=conn,
@@ -174,12 +167,12 @@ def build(
 
 
 def load(config: Config, redis: Redis, store: Store) -> Loaded:
-    """`config` with its renderer and catalog (the catalog caches in `redis`, counts in `store`'s tally)."""
+    """`config` with its renderer and catalog (the catalog caches in `redis`, counts where `store` does)."""
     extra = template_globals(config)
     return Loaded(
         config=config,
         renderer=Renderer(config.templates_path, extra, config.templates.builtin),
-        catalog=Catalog(config.platform, redis, tally=store.tally) if config.platform.url else None,
+        catalog=Catalog(config.platform, redis, counts=store.counts) if config.platform.url else None,
     )
 
 
@@ -222,6 +215,7 @@ def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
     rt.redactor.remember(new)  # its secrets are scrubbed before anything runs on it
     # Numbers the stores were built with: each one assignment, read where it is used.
     rt.store.kinds.limit = new.metrics.max_kinds
+    rt.store.dead_worker_after = new.dead_worker_after
     rt.intake.dedup_ttl = new.dedup_ttl
     rt.store.retention = int(new.retention)
     rt.loaded = loaded  # one assignment: a unit of work pinned before runs on the old load whole, one after on this

@@ -3,9 +3,9 @@ cannot start, and stopped within a deadline.
 
 - One thread (`relay-workers`) starts every worker and watches them: the kernel SIGTERMs a worker when the
   thread that started it ends (`relay.runtime.children`), and this thread lives until the stop.
-- Restarts follow `relay.runtime.restarts`: back-off 1 s doubling to 30 s; a worker that fails to start
-  `GIVE_UP_AFTER` times in a row makes the pool call `on_give_up` (relay serve stops and exits non-zero),
-  with the cause in `failure`: the worker's exit and the last line it wrote on stderr.
+- Restarts follow the policy of every child of relay serve (`relay.runtime.restarts`): given up, the pool
+  calls `on_give_up` (relay serve stops and exits non-zero), with the cause in `failure`: the worker's exit
+  and the last line it wrote on stderr.
 - Each worker's stderr goes through a pipe to relay serve's own stderr, line by line, so that its last
   line is known when it dies.
 - Each worker knows relay serve's pid (`PARENT_PID_ENV`): a worker whose parent is no longer that process
@@ -28,13 +28,11 @@ from typing import IO
 
 from relay.core.redaction import Redactor
 from relay.runtime.children import PARENT_PID_ENV, die_with_parent
-from relay.runtime.redis_keeper import describe_exit
-from relay.runtime.restarts import DEFAULT_POLICY, Backoff, Policy
+from relay.runtime.restarts import DEFAULT_POLICY, POLL_SECONDS, Backoff, Policy, describe_exit
 
 log = logging.getLogger("relay.serve")
 # From the stop's start to SIGKILL: with the embedded Redis's stop after it, relay serve stops within 20 s.
 STOP_SECONDS = 15.0
-POLL_SECONDS = 0.25
 
 
 @dataclass
@@ -80,7 +78,7 @@ class Workers:
         self.redactor = redactor if redactor is not None else Redactor()  # the process's: a line may quote a secret
         self.poll = poll
         self.stop_seconds = stop_seconds
-        self.slots = [Slot(Backoff(policy)) for _ in range(count)]
+        self.slots = [Slot(Backoff("a worker", policy)) for _ in range(count)]
         self.failure: str | None = None  # why the pool gave up
         self.stopping = threading.Event()
         self.deadline: float | None = None
@@ -112,24 +110,15 @@ class Workers:
                 return
             now_context = self.context()
             excused = now_context is None or child.context is None or now_context != child.context
-            wait = slot.backoff.exited(excused)
+            wait = slot.backoff.ended(f"worker {child.proc.pid}", child.cause(self.redactor), excused)
             if wait is None:
-                self._give_up(slot, child)
+                self.failure = slot.backoff.failure
+                self.on_give_up()
                 return
-            log.warning("worker %d %s; starting another in %.0f s", child.proc.pid, child.cause(self.redactor), wait)
             slot.start_at = now + wait
         if self.failure is None and now >= slot.start_at and not self.stopping.is_set():
             slot.child = self._spawn()
             slot.backoff.started()
-
-    def _give_up(self, slot: Slot, child: Child) -> None:
-        window = slot.backoff.policy.start_window
-        self.failure = (
-            f"a worker failed to start {slot.backoff.failed_starts} times in a row (each ended within "
-            f"{window:.0f} s of its start); the last one {child.cause(self.redactor)}"
-        )
-        log.error("%s; relay serve stops", self.failure)
-        self.on_give_up()
 
     def _spawn(self) -> Child:
         proc = subprocess.Popen(

@@ -5,10 +5,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
@@ -18,13 +16,14 @@ from relay import tracing
 from relay.config import Config
 from relay.core.redaction import Redactor
 from relay.runtime.app import create_app
-from relay.runtime.bootstrap import Runtime, build, reload_on_sighup
+from relay.runtime.bootstrap import Runtime, build, process_name, reload_on_sighup
 from relay.runtime.datalock import lock_data_dir
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.listening import bind, serve_http
 from relay.runtime.logs import follow
 from relay.runtime.pool import Workers
-from relay.runtime.redis_keeper import GIVE_UP_EXIT_CODE, RESTARTS_METRIC, RedisKeeper
+from relay.runtime.redis_keeper import RESTARTS_METRIC, RedisKeeper
+from relay.runtime.restarts import GIVE_UP_EXIT_CODE
 
 log = logging.getLogger("relay.serve")
 # The embedded Redis's share of the stop, after the workers' (`relay.runtime.pool.STOP_SECONDS`): 20 s in all.
@@ -65,6 +64,11 @@ def keep_redis(embedded: EmbeddedRedis, rt: Runtime) -> RedisKeeper:
     return keeper.start()
 
 
+def _failure(pool: Workers | None, keeper: RedisKeeper | None) -> str | None:
+    """Why relay serve gave up on a child (`relay.runtime.restarts`), if it did."""
+    return (pool.failure if pool is not None else None) or (keeper.failure if keeper is not None else None)
+
+
 def serve(config: Config, config_file: Path | None, workers: int) -> int:
     # The embedded Redis's files are this process's alone: a second `relay serve` on them stops here, first
     # (its port is the first one's too). A data_dir not made yet is nobody's: it is made once the port is ours.
@@ -78,7 +82,7 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
     embedded: EmbeddedRedis | None = None
     pool: Workers | None = None
     keeper: RedisKeeper | None = None
-    tally_dir: Path | None = None
+    rt: Runtime | None = None
     try:
         if not config.redis.url:
             embedded = EmbeddedRedis(config.data_path, config.redis.appendfsync).start()
@@ -92,15 +96,15 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
                 config.data_path,
                 embedded.url,
             )
-        tally_dir = Path(tempfile.mkdtemp(prefix="relay-counts-"))
-        # Their counts go to files in `tally_dir`, for serve's /metrics; none serves a /metrics of its own.
-        command = [sys.executable, "-m", "relay", "worker", "--metrics-dir", str(tally_dir), "--metrics-port", "0"]
+        # The workers count where serve does, for serve's /metrics; none serves a /metrics of its own.
+        counts = process_name()
+        command = [sys.executable, "-m", "relay", "worker", "--counts-of", counts, "--metrics-port", "0"]
         if config_file is not None:
             command += ["--config", str(config_file)]
         redactor = Redactor.of(config)
         pool = Workers(workers, command, env, stop_self, context=redis_context(embedded), redactor=redactor).start()
         rt = build(config, config_file=config_file, redactor=redactor)
-        rt.tally_dir = tally_dir
+        rt.store.counts.serve_as(rt.redis, counts)
         rt.tracer = tracing.start(config, "api", rt.name, redactor=rt.redactor)  # each worker its own
         follow(rt.redactor, rt.tracer)
         if embedded is not None:
@@ -114,18 +118,18 @@ def serve(config: Config, config_file: Path | None, workers: int) -> int:
             signal.signal(sig, lambda *_: None)
         # The workers get SIGTERM as soon as the stop begins, while uvicorn finishes its requests.
         serve_http(app, config.server, sockets, f" with {workers} worker(s)", on_exit=pool.begin_stop)
-        return GIVE_UP_EXIT_CODE if (keeper is not None and keeper.gave_up) or pool.failure else 0
+        return GIVE_UP_EXIT_CODE if _failure(pool, keeper) else 0
     finally:
         if pool is not None:
             pool.stop()
+        if rt is not None:
+            rt.store.counts.retire(rt.redis)  # what serve and its workers counted joins the fleet's totals
         if keeper is not None:
             keeper.stop()
         if embedded is not None:
             embedded.stop(REDIS_STOP_SECONDS)
-        if tally_dir is not None:
-            shutil.rmtree(tally_dir, ignore_errors=True)
         if lock is not None:
             lock.close()  # last: no other relay starts on data_dir before our Redis has stopped
         log.info("relay stopped")
-        if pool is not None and pool.failure:
-            print(f"relay: {pool.failure}", file=sys.stderr)  # the cause, last, where an operator looks
+        if failure := _failure(pool, keeper):
+            print(f"relay: {failure}", file=sys.stderr)  # the cause, last, where an operator looks

@@ -12,10 +12,13 @@
   they have no scheduler of their own. The forked scheduler gets SIGTERM when its worker dies, even by
   SIGKILL (`relay.runtime.children`): it stops and lets go of its lock, and a live worker takes the lock
   at its next maintenance pass, within about `MAINTENANCE_INTERVAL` seconds.
-- The heartbeat thread beats (the one sign of life relay's workers go by: /readyz, and the leases of
-  `relay.storage.leases`), picks up config reloads, and sweeps: the units leased to workers not seen beating
-  for `dead_worker_after`, and its own leases that nothing of this process holds, go back among the due
-  work; and it wakes a worker for work left due with no wake-up queued.
+- The heartbeat thread beats (the one sign of life relay's workers go by, judged alive for `dead_worker_after`
+  by `relay.storage.leases.beat_alive` everywhere: /readyz, the sweep of leases), picks up config reloads, and
+  sweeps: the units leased to workers not seen beating for `dead_worker_after`, and its own leases that nothing
+  of this process holds, go back among the due work; and it wakes a worker for work left due with no
+  wake-up queued.
+- Its counts go to its own hash in Redis while it serves /metrics, to `relay serve`'s when it is one of its
+  workers (`--counts-of`), else to the fleet's (`relay.storage.tally`).
 """
 
 from __future__ import annotations
@@ -51,7 +54,6 @@ from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbe
 from relay.storage.generations import HEARTBEAT_SECONDS as HEARTBEAT_SECONDS  # tests read it here
 from relay.storage.leases import delivery_unit, orphaned
 from relay.storage.queue import QUEUE_NAME
-from relay.storage.tally import write_tally
 
 log = logging.getLogger("relay.runtime.worker")
 MAINTENANCE_INTERVAL = 15  # seconds between RQ's maintenance passes
@@ -62,10 +64,6 @@ ORPHAN_GRACE = DEAD_WORKER_AFTER
 # Work due this long with no wake-up queued (one lost) gets one at the next beat.
 STALE_SECONDS = 10.0
 DRAIN_SECONDS = 60.0  # at a stop, the longest wait for the senders to finish what they hold
-# A `relay serve` worker writes its counts (relay.storage.tally) as they change, a burst once per gap, so that
-# serve's /metrics shows a delivery as soon as the records do; and every TALLY_SECONDS it looks for a stop.
-TALLY_GAP = 0.05
-TALLY_SECONDS = 0.5
 
 
 def make_worker(rt: Runtime, connection: Redis) -> SimpleWorker:
@@ -104,7 +102,7 @@ def sweep(rt: Runtime, now: float, seen: Sweep | None = None) -> int:
     held = rt.store.leases.held()
     back = 0
     beats = rt.store.worker_beats()
-    for owner, units in orphaned(held, beats, now, rt.config.dead_worker_after, seen.first_seen).items():
+    for owner, units in orphaned(held, beats, now, rt.store.dead_worker_after, seen.first_seen).items():
         if owner == rt.name:
             continue  # this process is alive, whatever its beat says
         n = lost(rt, units, owner)
@@ -216,54 +214,35 @@ def work_burst(rt: Runtime, connection: Redis | None = None) -> None:
             return
 
 
-def _publish_tally(rt: Runtime, directory: Path, stop: threading.Event) -> None:
-    """Write this worker's counts for `relay serve`'s /metrics each time they change (a burst of changes once
-    per TALLY_GAP), and once more at the end."""
-    tally = rt.store.tally
-    written = -1
-    while True:
-        tally.changed.wait(TALLY_SECONDS)
-        tally.changed.clear()
-        stopping = stop.is_set()
-        if tally.changes != written:
-            written = tally.changes
-            try:
-                write_tally(directory, rt.name, tally.snapshot())
-            except OSError as exc:
-                log.warning("counts not written for relay serve's /metrics: %s", exc)
-        if stopping:
-            return
-        stop.wait(TALLY_GAP)
-
-
 def serve_metrics(rt: Runtime) -> WSGIServer | None:
-    """This worker's /metrics (its own counts; `metrics.port`), on prometheus-client's HTTP server (a daemon
-    thread); the server, or None when no port is set."""
+    """This worker's /metrics (its own counts, in a hash of its own from now on; `metrics.port`), on
+    prometheus-client's HTTP server (a daemon thread); the server, or None when no port is set."""
     from prometheus_client.exposition import start_http_server
 
+    from relay.admin.counters import CounterReader
     from relay.admin.metrics import metrics_registry
 
     port = rt.config.metrics.port
     if port is None:
         return None
-    server, _ = start_http_server(port, rt.config.metrics.host, registry=metrics_registry(None, rt.counted))
+    rt.store.counts.serve_as(rt.redis, rt.name)
+    registry = metrics_registry(CounterReader(rt.redis, rt.store).own, fleet=False)
+    server, _ = start_http_server(port, rt.config.metrics.host, registry=registry)
     log.info("worker %s serves /metrics on %s:%d", rt.name, rt.config.metrics.host, port)
     return server
 
 
 def run_worker(
-    config: Config, burst: bool = False, config_file: Path | None = None, tally_dir: Path | None = None
+    config: Config, burst: bool = False, config_file: Path | None = None, counts_of: str | None = None
 ) -> None:
+    """`counts_of`: the process whose counts this worker's join (`relay serve`'s, which shows them)."""
     config, generation = _fresh_config(config, config_file)
     rt = build(config, config_file=config_file)
     rt.tracer = tracing.start(config, "worker", rt.name, redactor=rt.redactor)
     follow(rt.redactor, rt.tracer)  # its log lines: scrubbed of a reload's secrets too, with trace ids
+    if counts_of is not None:
+        rt.store.counts.join(counts_of)
     serve_metrics(rt)
-    published = threading.Event()
-    publisher = None
-    if tally_dir is not None:
-        publisher = threading.Thread(target=_publish_tally, args=(rt, tally_dir, published), name="relay-tally")
-        publisher.start()
     _warm_up(config)
     stop = threading.Event()
     reload = threading.Event()
@@ -288,9 +267,6 @@ def run_worker(
             log.warning("worker %s stopped with deliveries in hand; other workers take them over", rt.name)
     finally:
         stop.set()
-        published.set()
-        rt.store.tally.changed.set()  # the last write, now
-        if publisher is not None:
-            publisher.join(5)
         beating.join(2.0)  # a beat under way would bring the worker back into the count
         _forget(rt)
+        rt.store.counts.retire(rt.redis)  # its counts, if it served /metrics, join the fleet's

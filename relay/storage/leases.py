@@ -36,8 +36,8 @@ from typing import Any
 
 from redis import Redis
 
-from relay.storage.records import METRICS, PREFIX, _text
-from relay.storage.tally import Tally
+from relay.storage.records import PREFIX, _text
+from relay.storage.tally import Counts
 
 UNPLANNED = PREFIX + "unplanned"  # zset event id -> received (or given back) time: notifications to plan
 READY = PREFIX + "ready"  # zset delivery id -> when it may go: deliveries to send
@@ -170,6 +170,13 @@ class Claimed:
         return split_unit(self.unit)[1]
 
 
+def beat_alive(last: float, now: float, after: float) -> bool:
+    """The one judgement of a worker's heartbeat, wherever it is read (/readyz, /metrics, the page, a reload,
+    `relay health --worker`, the sweep): alive while its last beat is at most `after` seconds old (config
+    `dead_worker_after`)."""
+    return now - last <= after
+
+
 def orphaned(
     leases: Mapping[str, str], beats: Mapping[str, float], now: float, grace: float, first_seen: dict[str, float]
 ) -> dict[str, list[str]]:
@@ -184,15 +191,15 @@ def orphaned(
         last = beats.get(owner)
         if last is None:
             last = first_seen.setdefault(owner, now)
-        if now - last > grace:
+        if not beat_alive(last, now, grace):
             found[owner].append(unit)
     return dict(found)
 
 
 class Leases:
-    def __init__(self, redis: Redis, tally: Tally | None = None) -> None:
+    def __init__(self, redis: Redis, counts: Counts | None = None) -> None:
         self.redis = redis
-        self.tally = tally if tally is not None else Tally()
+        self.counts = counts if counts is not None else Counts()  # where this process counts
         self._claim = redis.register_script(_CLAIM)
         self._give_back = redis.register_script(_GIVE_BACK)
         self._release = redis.register_script(_RELEASE)
@@ -235,12 +242,8 @@ class Leases:
         if not units:
             return 0, []
         args: list[Any] = [owner, repr(now), int(failed), MAX_LOSSES, LOSS_TTL, *units]
-        back, given_up = self._give_back(keys=[UNPLANNED, READY, LEASES, LOSSES, METRICS], args=args)
-        dropped = [_text(u) for u in given_up]
-        events = sum(1 for u in dropped if u.startswith(EVENT))
-        if events:
-            self.tally.add(GIVEN_UP, events)
-        return int(back), dropped
+        back, given_up = self._give_back(keys=[UNPLANNED, READY, LEASES, LOSSES, self.counts.key], args=args)
+        return int(back), [_text(u) for u in given_up]
 
     def release(self, units: Iterable[str], owner: str) -> None:
         """Drop the leases `owner` still holds on `units` (one another worker took over stays)."""

@@ -8,6 +8,7 @@ scheduled with RQ's `enqueue_at` comes when a retry or a held delivery is due.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
@@ -33,7 +34,6 @@ from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL, Leases
 from relay.storage.records import millis
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import (
-    METRICS,
     RECEIVED,
     Store,
     event_key,
@@ -59,7 +59,12 @@ class QueueUnavailable(Exception):
 class NotReplicated(QueueUnavailable):
     """The primary holds the notification, but fewer replicas than `redis.min_replicas` acknowledged it within
     `redis.replica_timeout`: not answered 202 (a failover now could lose it). The platform's retry finds it
-    (a duplicate) and is answered 202 only once the replicas hold it (`Intake.replicated`)."""
+    (a duplicate) and is answered 202 only once the replicas hold it (`Intake.replicated`). `counted`: the
+    field the accept script counted it in, taken back, so that the counts say what was answered 202."""
+
+    def __init__(self, message: str, counted: str) -> None:
+        super().__init__(message)
+        self.counted = counted
 
 
 def job_id(prefix: str, ident: str) -> str:
@@ -122,12 +127,16 @@ class Intake:
                 pipe = self.redis.pipeline(transaction=False)
                 self._script(keys, args, client=pipe)
                 pipe.wait(*self._wait_args())
-                answer = self.replicated(pipe.execute())
+                answer = self.replicated(pipe.execute(), label)
             else:
                 answer = self._script(keys, args)
+        except NotReplicated as exc:
+            with contextlib.suppress(RedisError):
+                self.redis.hincrby(self.store.counts.key, exc.counted, -1)
+            raise
         except RedisError as exc:
             raise QueueUnavailable(_why(exc)) from exc
-        acceptance = self._counted(_acceptance(answer), label)
+        acceptance = _acceptance(answer)
         if acceptance.wake_job is not None:
             self.queue_wake(acceptance.wake_job, event_id)
         return acceptance.status
@@ -148,24 +157,21 @@ class Intake:
                 pipe = client.pipeline(transaction=False)
                 await script(keys, args, client=pipe)
                 pipe.wait(*self._wait_args())
-                answer = self.replicated(await pipe.execute())
+                answer = self.replicated(await pipe.execute(), label)
             else:
                 answer = await script(keys, args)
+        except NotReplicated as exc:
+            with contextlib.suppress(RedisError):
+                await client.hincrby(self.store.counts.key, exc.counted, -1)
+            raise
         except RedisError as exc:
             raise QueueUnavailable(_why(exc)) from exc
-        return self._counted(_acceptance(answer), label)
-
-    def _counted(self, acceptance: Acceptance, label: str) -> Acceptance:
-        """Counted in this process's tally as answered (202 accepted, or duplicate), the script having
-        counted it in the fleet's totals already."""
-        accepted = acceptance.status == "accepted"
-        self.store.tally.add(_received_field(label) if accepted else _DUPLICATE_FIELD)
-        return acceptance
+        return _acceptance(answer)
 
     def _wait_args(self) -> tuple[int, int]:
         return self.min_replicas, max(1, int(self.replica_timeout * 1000))
 
-    def replicated(self, results: list[Any]) -> Any:
+    def replicated(self, results: list[Any], label: str) -> Any:
         """The accept script's answer, from a pipeline of the script then Redis WAIT on one connection, once
         enough replicas acknowledged: WAIT waits for every write of its connection so far, so a
         duplicate (whose script counts it, a write) waits for the first call's write too. Raises
@@ -173,13 +179,14 @@ class Intake:
         answer, acked = results
         if int(acked) < self.min_replicas:
             wanted, within = self.min_replicas, self.replica_timeout
-            raise NotReplicated(f"{acked} of {wanted} replica(s) acknowledged the write within {within:g} s")
+            counted = _received_field(label) if _acceptance(answer).status == "accepted" else _DUPLICATE_FIELD
+            raise NotReplicated(f"{acked} of {wanted} replica(s) acknowledged the write within {within:g} s", counted)
         return answer
 
     def _accept_call(self, event_id: str, payload: str, trace: str, label: str) -> tuple[list[str], list[Any]]:
         """The keys and arguments of the accept script for one notification; `trace`: its trace context;
         `label`: the kind as counted (`relay.storage.tally.KindLabels`)."""
-        keys = [event_key(event_id), RECEIVED, METRICS, UNPLANNED, WAKE]
+        keys = [event_key(event_id), RECEIVED, self.store.counts.key, UNPLANNED, WAKE]
         # In whole milliseconds, so that the record's receivedAt and its entry's stream ID say the same time; cut
         # down, never up: a time after now would keep the notification from the planners until then.
         received_ms = millis(self.store.clock())

@@ -16,12 +16,13 @@ from typing import Any
 from redis import Redis
 from redis.exceptions import RedisError
 
+from relay.config import DEAD_WORKER_AFTER
 from relay.core.clock import Clock
 from relay.core.model import Delivery, State, delivery_id, iso
 from relay.digests.store import Digests
 from relay.storage.activity import count_activity
 from relay.storage.events import read_delivery_ids, read_delivery_page, read_events
-from relay.storage.leases import LEASES, LOSSES, READY, Leases, delivery_unit, event_unit
+from relay.storage.leases import LEASES, LOSSES, READY, Leases, beat_alive, delivery_unit, event_unit
 from relay.storage.lists import LISTS, Lists, list_key, list_rest
 from relay.storage.records import (
     FAILED,
@@ -45,7 +46,7 @@ from relay.storage.records import (
     unset_fields,
 )
 from relay.storage.scripts import CREATE, KEEP_LONGER, RESERVE_SLOT, UPDATE
-from relay.storage.tally import KindLabels, Tally
+from relay.storage.tally import Counts, KindLabels, fleet_totals
 
 # Names other modules read from here; they live in `relay.storage.records` (and the core's model).
 __all__ = [
@@ -107,11 +108,12 @@ class Store:
         self.redis, self.clock = redis, clock  # the clock of every time stored or compared (`relay.core.clock`)
         self.retention = int(retention)
         self.owner = owner  # the worker this process is, as its leases name it
-        # What this process counted (its /metrics), and the kinds given a series of their own.
-        self.tally = Tally()
+        self.dead_worker_after = DEAD_WORKER_AFTER  # config `dead_worker_after`: how old a live worker's beat may be
+        # Where this process counts (relay.storage.tally), and the kinds given a series of their own.
+        self.counts = Counts()
         self.kinds = KindLabels(redis)
-        self.leases = Leases(redis, self.tally)
-        self.digests = Digests(redis, self.retention, self.tally)
+        self.leases = Leases(redis, self.counts)
+        self.digests = Digests(redis, self.retention, self.counts)
         self.lists = Lists(redis)  # the deliveries, newest first (relay.storage.lists)
         self._reserve = redis.register_script(RESERVE_SLOT)
         self._create_script = redis.register_script(CREATE)
@@ -164,16 +166,14 @@ class Store:
         self, event_id: str, event: str, records: list[Delivery], to_take: set[str], done: bool
     ) -> list[Delivery]:
         """One chunk of `create_deliveries`, in one round trip; `event`: the key of the event's record."""
-        keys = [event, LISTS, FAILED, METRICS, LEASES, HELD, READY, LOSSES]
+        keys = [event, LISTS, FAILED, self.counts.key, LEASES, HELD, READY, LOSSES]
         args: list[Any] = [self.retention, self.owner, event_unit(event_id) if done else ""]
         at = self.clock()
-        metrics: list[str] = []
         for record in records:
             keys.append(delivery_key(record.id))
             fields = delivery_to_hash(record)
             labels = {"state": record.state, "channel": record.channel, "kind": self.kinds.label(record.kind)}
             metric = metric_field("relay_deliveries_total", **labels)
-            metrics.append(metric)
             failed = int(record.state is State.FAILED)
             args += [record.id, repr(record.createdAt), failed, int(record.id in to_take)]
             args += [metric, _held_op(record, None, at), _due(record, at)]
@@ -181,7 +181,6 @@ class Store:
             for pair in fields.items():
                 args.extend(pair)
         outcome = [int(v) for v in self._create_script(keys=keys, args=args)]
-        self.tally.add_many((metric, 1) for metric, made in zip(metrics, outcome, strict=True) if made % 2)
         for record, made in zip(records, outcome, strict=True):
             record.held_lease = made >= 2
         if all(made % 2 for made in outcome):
@@ -262,9 +261,9 @@ class Store:
             count_activity(pipe, outcomes)
             for name, amount in counted:
                 args += [name, repr(amount)]
-            pipe.eval(UPDATE, 3, LEASES, LOSSES, METRICS, *args)  # its text, not its sha: no NOSCRIPT inside EXEC
+            # Its text, not its sha: no NOSCRIPT inside EXEC.
+            pipe.eval(UPDATE, 3, LEASES, LOSSES, self.counts.key, *args)
             pipe.execute()
-            self.tally.add_many(counted)
         for outcome in outcomes:
             outcome.record.held_lease = False
 
@@ -303,12 +302,10 @@ class Store:
     # -- metrics and liveness -------------------------------------------------------------------
 
     def incr(self, name: str, amount: int = 1, **labels: str) -> None:
-        """Count in the fleet's totals (Redis) and in this process's tally; a `kind` label is bounded."""
+        """Count where this process counts (relay.storage.tally); a `kind` label is bounded."""
         if "kind" in labels:
             labels["kind"] = self.kinds.label(labels["kind"])
-        field = metric_field(name, **labels)
-        self.redis.hincrby(METRICS, field, amount)
-        self.tally.add(field, amount)
+        self.redis.hincrby(self.counts.key, metric_field(name, **labels), amount)
 
     @staticmethod
     def _observe(counted: list[tuple[str, float]], name: str, seconds: float, **labels: str) -> None:
@@ -319,7 +316,8 @@ class Store:
         counted.append((metric_field(name + "_sum", **labels), seconds))
 
     def counters(self) -> dict[str, float]:
-        return {_text(k): float(v) for k, v in self.redis.hgetall(METRICS).items()}
+        """The fleet's counts since the beginning (the admin page)."""
+        return fleet_totals(self.redis)
 
     def heartbeat(self, worker: str) -> None:
         self.redis.zadd(WORKERS, {worker: self.clock()})
@@ -333,9 +331,10 @@ class Store:
         pairs: list[tuple[Any, Any]] = self.redis.zrange(WORKERS, 0, -1, withscores=True)  # type: ignore[assignment]
         return {_text(k): float(v) for k, v in pairs}
 
-    def workers_seen(self, within: float) -> list[str]:
+    def live_workers(self) -> list[str]:
+        """The workers alive now (`beat_alive`, at `dead_worker_after`); beats an hour old are dropped."""
         at = self.clock()
         pipe = self.redis.pipeline(transaction=False)
-        pipe.zremrangebyscore(WORKERS, "-inf", at - 3600)
-        pipe.zrangebyscore(WORKERS, at - within, "+inf")
-        return [_text(v) for v in pipe.execute()[1]]
+        pipe.zremrangebyscore(WORKERS, "-inf", at - max(3600.0, self.dead_worker_after))
+        pipe.zrange(WORKERS, 0, -1, withscores=True)
+        return [_text(k) for k, v in pipe.execute()[1] if beat_alive(float(v), at, self.dead_worker_after)]

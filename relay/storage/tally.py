@@ -1,29 +1,28 @@
-"""What this process counted itself, for its own /metrics; and the bound on the kinds given a series.
+"""Where relay counts: hashes in Redis, the one source of every counter and histogram.
 
-Every count is kept twice: in the Redis metrics hash (the fleet's totals, for the admin page and `relay
-status`, written in the same atomic script as the change it counts) and here, in this process's `Tally`,
-once that script has run. /metrics shows the tally only, so that summed over every scraped process each
-counter is the fleet's true count, whatever the number of API and worker processes (docs/fleet.md).
-
-`relay serve`'s workers write their tallies to files in a directory serve gives them (`write_tally`), and
-serve's /metrics adds them to its own (`read_tallies`): one scrape of serve is the whole box. The file of
-a worker that died stays, so serve's counters never go down when a worker is restarted.
+Every count is a field (`name|label=value,...`) incremented in Redis, in the same atomic script or
+transaction as the change it counts. A process that serves /metrics counts in a hash of its own
+(`Counts.serve_as`: `relay:metrics:<name>`, named in the set `relay:metric-sources`) and shows that hash
+alone, so that summed over every scraped process each counter is the fleet's true count (docs/fleet.md);
+`relay serve`'s workers count in serve's hash (`Counts.join`), so one scrape of serve is the whole box. Every
+other process (a worker without /metrics, a CLI command) counts in the fleet's hash, `relay:metrics`, and a
+process that stops adds its own hash there (`Counts.retire`): the fleet's totals since the beginning (the
+admin page) are that hash plus the hashes of the processes counting now (`fleet_totals`).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import threading
-from collections.abc import Iterable
-from pathlib import Path
+import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
+from redis.exceptions import RedisError
 
-from relay.storage.records import PREFIX
+from relay.storage.records import METRICS, PREFIX, _text
 
+SOURCES = PREFIX + "metric-sources"  # the processes counting in a hash of their own now
 KINDS = PREFIX + "metric-kinds"  # the kinds given their own series, fleet-wide (a set of at most max_kinds)
 OTHER_KIND = "other"
 _REJECTED_REMEMBERED = 1024  # kinds refused a series remembered here, so each costs one look-up, not one per count
@@ -33,56 +32,69 @@ ADMIT_KIND = """
 if redis.call('SCARD', KEYS[1]) < tonumber(ARGV[2]) then redis.call('SADD', KEYS[1], ARGV[1]) end
 return redis.call('SISMEMBER', KEYS[1], ARGV[1])
 """
+# KEYS: the fleet's hash, a process's own, the sources. ARGV: the process. Its counts join the fleet's, at once.
+RETIRE = """
+local counts = redis.call('HGETALL', KEYS[2])
+for i = 1, #counts, 2 do redis.call('HINCRBYFLOAT', KEYS[1], counts[i], counts[i + 1]) end
+redis.call('DEL', KEYS[2])
+redis.call('SREM', KEYS[3], ARGV[1])
+"""
 
 
-class Tally:
-    """Counter fields (`name|label=value,...`, the Redis hash's) to what this process added to them."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: dict[str, float] = {}
-        self.changes = 0  # bumped at each add: a writer of the tally's file skips a write when nothing changed
-        self.changed = threading.Event()  # set at each add: wakes the writer of the tally's file
-
-    def add(self, field: str, amount: float = 1) -> None:
-        self.add_many([(field, amount)])
-
-    def add_many(self, pairs: Iterable[tuple[str, float]]) -> None:
-        with self._lock:
-            for field, amount in pairs:
-                self._counts[field] = self._counts.get(field, 0) + amount
-            self.changes += 1
-        self.changed.set()
-
-    def snapshot(self) -> dict[str, float]:
-        with self._lock:
-            return dict(self._counts)
+def own_key(source: str) -> str:
+    return f"{METRICS}:{source}"
 
 
-def write_tally(directory: Path, name: str, counts: dict[str, float]) -> None:
-    """This process's tally as `<directory>/<name>.json`, replaced whole (a reader never sees half of it)."""
-    path = directory / f"{name}.json"
-    part = path.with_suffix(".part")
-    part.write_text(json.dumps(counts))
-    os.replace(part, path)
+def _floats(raw: dict[Any, Any]) -> dict[str, float]:
+    return {_text(k): float(v) for k, v in raw.items()}
 
 
-def read_tallies(directory: Path) -> dict[str, float]:
-    """The sum of the tallies written in `directory` (one unreadable is skipped: it is being replaced)."""
-    loaded: list[dict[str, float]] = []
-    for path in directory.glob("*.json"):
-        try:
-            counts: Any = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        loaded.append({field: float(value) for field, value in counts.items()})
-    return add_tallies(*loaded)
+@dataclass
+class Counts:
+    """The hash this process counts in (`key`, read at each count: a process starts serving /metrics after
+    its parts were built), and the process that owns it (None: the fleet's hash, or serve's)."""
+
+    key: str = METRICS
+    source: str | None = None
+
+    def serve_as(self, redis: Redis, source: str) -> None:
+        """Count in a hash of this process's own from now on (it serves /metrics)."""
+        self.key, self.source = own_key(source), source
+        with contextlib.suppress(RedisError):  # Redis not up yet: each read of the hash names it again
+            redis.sadd(SOURCES, source)
+
+    def join(self, source: str) -> None:
+        """Count in `source`'s hash (a worker of `relay serve`: serve shows it and adds it up at its stop)."""
+        self.key = own_key(source)
+
+    def retire(self, redis: Redis) -> None:
+        """This process stops: its counts join the fleet's hash (a process killed outright leaves its own hash,
+        still summed by `fleet_totals`)."""
+        if self.source is None:
+            return
+        source, self.key, self.source = self.source, METRICS, None
+        with contextlib.suppress(RedisError):  # Redis down: the hash stays named, summed as one counting now
+            redis.eval(RETIRE, 3, METRICS, own_key(source), SOURCES, source)
+
+    def read(self, redis: Redis) -> dict[str, float]:
+        """This process's counts (what its /metrics shows). Raises RedisError."""
+        pipe = redis.pipeline(transaction=False)
+        if self.source is not None:
+            pipe.sadd(SOURCES, self.source)
+        pipe.hgetall(self.key)
+        return _floats(pipe.execute()[-1])
 
 
-def add_tallies(*tallies: dict[str, float]) -> dict[str, float]:
+def fleet_totals(redis: Redis) -> dict[str, float]:
+    """Every count of the fleet since the beginning: the fleet's hash and each counting process's. Raises
+    RedisError."""
+    sources = sorted(_text(s) for s in redis.smembers(SOURCES))
+    pipe = redis.pipeline(transaction=False)
+    for key in (METRICS, *map(own_key, sources)):
+        pipe.hgetall(key)
     total: dict[str, float] = {}
-    for counts in tallies:
-        for field, value in counts.items():
+    for counts in pipe.execute():
+        for field, value in _floats(counts).items():
             total[field] = total.get(field, 0) + value
     return total
 

@@ -46,8 +46,8 @@ from starlette.responses import Response
 
 from relay.config import ServerConfig
 from relay.config.server import Network
-from relay.storage.records import METRICS, metric_field
-from relay.storage.tally import Tally
+from relay.storage.records import metric_field
+from relay.storage.tally import Counts
 from relay.web.errors import error_response
 
 log = logging.getLogger("relay.web.throttle")
@@ -134,10 +134,10 @@ class Guard:
         connect: Callable[[], AsyncRedis],
         server: Callable[[], ServerConfig],
         clock: Callable[[], float],
-        tally: Tally | None = None,
+        counts: Counts | None = None,
     ) -> None:
         self.connect, self.server, self.clock = connect, server, clock
-        self.tally = tally if tally is not None else Tally()  # this process's counts (relay.storage.tally)
+        self.counts = counts if counts is not None else Counts()  # where this process counts (relay.storage.tally)
         # One client per running loop: an asyncio connection belongs to its loop.
         self.clients: dict[asyncio.AbstractEventLoop, AsyncRedis] = {}
         self.quiet_until = 0.0  # Redis down: said once a minute, not at every call a client can make
@@ -170,14 +170,13 @@ class Guard:
             )
             if not frees:
                 return None
-            await redis.hincrby(METRICS, metric_field(THROTTLED), 1)
+            await redis.hincrby(self.counts.key, metric_field(THROTTLED), 1)
         except RedisError as exc:
             self._redis_down("%s: refused credentials not looked up, nothing throttled: Redis %s", surface, exc)
             return None
         seconds = float(frees[0][1]) + limits.window - now
         if seconds <= 0:
             return None
-        self.tally.add(metric_field(THROTTLED))
         return max(1, math.ceil(seconds))
 
     async def check(
@@ -206,11 +205,10 @@ class Guard:
         pipe.zremrangebyscore(key, "-inf", repr(now - limits.window))
         pipe.zadd(key, {os.urandom(8).hex(): now})
         pipe.pexpire(key, math.ceil(limits.window * 1000))
-        pipe.hincrby(METRICS, counter, 1)
+        pipe.hincrby(self.counts.key, counter, 1)
         pipe.zcard(key)  # the client's refusals within the window, this one included
         try:
             count = int((await pipe.execute())[-1])
-            self.tally.add(counter)
         except RedisError as exc:
             self._redis_down(
                 "%s: refused credentials from %s (%s), not counted: Redis %s", surface, client, reason, exc

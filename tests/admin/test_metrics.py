@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
@@ -10,7 +11,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from relay.admin.metrics import HELP
+from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
+from relay.storage.leases import orphaned
 from tests.conftest import ADMIN_TOKEN, post, run_worker, sample_notification
 
 
@@ -77,3 +80,21 @@ def test_the_admin_page_and_metrics_show_the_same_counters(client: TestClient, r
         "workers": samples["relay_workers_alive"][()],
     }
     assert page["received"] == 3 and page["delivered"] == 6 and page["queue"] == 1 and page["workers"] == 1
+
+
+def test_one_liveness_threshold_for_readyz_the_metrics_the_page_and_the_sweep(
+    make_runtime: Callable[..., Runtime],
+) -> None:
+    """A worker's beat is judged by `dead_worker_after` everywhere: alive for all of them, then dead for all."""
+    rt = make_runtime(dead_worker_after="20s")
+    leases = {"d:held": "worker-1"}
+    with TestClient(create_app(rt)) as client:
+        rt.store.heartbeat("worker-1")
+        for age, alive in ((19.0, True), (2.0, False)):  # 19 s old, then 21 s old
+            rt.clock.advance(age)
+            ready = client.get("/readyz").status_code == 200
+            gauge = scrape(client)["relay_workers_alive"][()]
+            swept = orphaned(leases, rt.store.worker_beats(), rt.clock(), rt.store.dead_worker_after, {})
+            assert (ready, gauge, rt.store.live_workers(), swept) == (
+                (True, 1.0, ["worker-1"], {}) if alive else (False, 0.0, [], {"worker-1": ["d:held"]})
+            )

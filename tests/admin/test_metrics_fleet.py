@@ -1,5 +1,6 @@
-"""/metrics of a fleet: each process shows what it counted itself, so that the sum over every scraped process
-is the truth; workers serve theirs; the kinds given a series of their own are bounded."""
+"""/metrics of a fleet: each process shows what it counted itself (its own hash in Redis), so that the sum over
+every scraped process is the truth; workers serve theirs; a process that stops leaves its counts in the fleet's
+totals; the kinds given a series of their own are bounded."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.runtime.worker import serve_metrics
 from relay.storage.store import METRICS
+from relay.storage.tally import SOURCES
 from tests.admin.test_metrics import scrape
 from tests.conftest import post, run_worker, sample_notification
 from tests.servers import free_port
@@ -74,9 +76,37 @@ def test_kinds_past_the_limit_are_counted_as_other_in_metrics_and_redis(
         (("kind", "notification:made-up-1"),): 1.0,
         (("kind", "other"),): 3.0,
     }
-    fields = {k.decode() for k in redis.hkeys(METRICS) if k.startswith(RECEIVED.encode())}
+    fields = {k for k in rt.store.counters() if k.startswith(RECEIVED)}
     assert fields == {f"{RECEIVED}|kind=notification:made-up-{i}" for i in (0, 1)} | {f"{RECEIVED}|kind=other"}
     # Stored events keep their own kind: only the counting is folded.
     run_worker(rt)
-    kinds = {k.decode() for k in redis.hkeys(METRICS) if k.startswith(b"relay_deliveries_total")}
+    kinds = {k for k in rt.store.counters() if k.startswith("relay_deliveries_total")}
     assert not any("made-up-4" in k for k in kinds) and any("kind=other" in k for k in kinds)
+
+
+def test_a_process_that_stops_leaves_its_counts_in_the_fleets_totals(
+    make_runtime: Callable[..., Runtime], redis: Redis
+) -> None:
+    one, two = make_runtime(), make_runtime()
+    field = f"{RECEIVED}|kind=notification:access-control-request-failed"
+    with TestClient(create_app(one)) as first, TestClient(create_app(two)) as second:
+        post(first, sample_notification())
+        post(second, sample_notification())
+        one.store.counts.retire(one.redis)  # `relay api` stopping
+        assert _total(scrape(second), RECEIVED) == 1.0
+    assert {s.decode() for s in redis.smembers(SOURCES)} == {two.name}
+    assert float(redis.hget(METRICS, field) or 0) == 1.0  # the stopped one's, in the fleet's hash
+    assert one.store.counters()[field] == 2.0  # the admin page's totals: nothing lost
+
+
+def test_a_notification_answered_503_for_want_of_replicas_is_counted_neither_received_nor_duplicate(
+    make_runtime: Callable[..., Runtime], redis_server: Any
+) -> None:
+    """The accept script counts it; the 503 takes the count back: the counts say what was answered 202."""
+    rt = make_runtime(redis={"url": redis_server.url, "min_replicas": 1, "replica_timeout": "100ms"})
+    payload = sample_notification()
+    with TestClient(create_app(rt)) as client:
+        assert [post(client, payload).status_code for _ in range(2)] == [503, 503]  # no replica at all
+        samples = scrape(client)
+    assert _total(samples, RECEIVED) == 0.0 and _total(samples, "relay_notifications_duplicate_total") == 0.0
+    assert rt.store.counters().get(f"{RECEIVED}|kind={payload['kind']}", 0) == 0

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from relay.cli import health, main
+from relay.config import DEAD_WORKER_AFTER
 from relay.runtime import beatfile
 from tests.servers import free_port, serve_http
 
@@ -76,9 +77,20 @@ def test_the_worker_check_is_its_own_recent_heartbeat(beat_dir: Path, capsys: py
     beatfile.touch()
     assert beatfile.beat_file().parent == beat_dir
     assert main(["health", "--worker"]) == 0
-    old = time.time() - health.MAX_BEAT_AGE - 5
+    old = time.time() - DEAD_WORKER_AFTER - 5
     os.utime(beatfile.beat_file(), (old, old))
     assert main(["health", "--worker"]) == 1
-    assert "35 s old" in capsys.readouterr().err
+    assert "50 s old (dead_worker_after: 45 s)" in capsys.readouterr().err
     beatfile.remove()
-    assert beatfile.age() is None
+    assert beatfile.last_beat() is None
+
+
+def test_the_worker_check_judges_the_beat_by_dead_worker_after(beat_dir: Path) -> None:
+    """The same threshold as /readyz and the sweep: the config's `dead_worker_after`."""
+    config = beat_dir / "config.json"
+    config.write_text(json.dumps({"dead_worker_after": "100s"}))
+    beatfile.touch()
+    old = time.time() - 60
+    os.utime(beatfile.beat_file(), (old, old))
+    assert main(["health", "--worker", "--config", str(config)]) == 0
+    assert main(["health", "--worker"]) == 1  # the default, 45 s

@@ -92,7 +92,8 @@ def test_reload_answers_once_every_live_worker_uses_the_new_config(
     data = base_config(sink, smtp, tmp_path, redis_server.url).model_dump(
         mode="json", by_alias=True, exclude={"base_dir"}
     )
-    data["dead_worker_after"] = "1s"  # a beat every 0.25 s
+    # A beat every 0.75 s; the ghost's one beat is alive (dead_worker_after) through the wait, 1.75 s.
+    data["dead_worker_after"] = "3s"
     rt = _runtime(tmp_path, redis_server.url, redis, data)
     worker = build(rt.config, redis, config_file=rt.config_file)  # the worker's own runtime, its own name
     stop, reload = threading.Event(), threading.Event()

@@ -203,7 +203,7 @@ def test_an_event_whose_planning_fails_is_given_up_after_a_few_tries_and_the_oth
     _all_sent_once(hook, sink, good)
     assert redis.hget(LOSSES, event_unit("not-json")) == str(MAX_LOSSES).encode()
     assert "its planning was lost on every try" in caplog.text
-    assert _gauge(hook, "relay_planning_given_up_total") == 1
+    assert hook.store.counters()["relay_planning_given_up_total"] == 1
 
 
 def test_a_batch_cut_short_by_its_time_leaves_the_rest_to_the_next_job(

@@ -22,8 +22,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
 
+from relay.runtime.bootstrap import open_redis
 from relay.storage.records import metric_field
-from relay.storage.tally import read_tallies
+from relay.storage.tally import fleet_totals
 from tests.conftest import sample_notification
 from tests.processes import Restarted, stop_all
 from tests.replicas import SERVICE, RedisGroup
@@ -42,7 +43,6 @@ class Fleet:
     redis: RedisGroup
     apis: list[str]
     workers: list[Restarted]
-    counts: Path  # where the workers write what they counted
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
 
@@ -68,12 +68,10 @@ def _config(tmp_path: Path, name: str, sink: HttpSink, url: str, **extra: Any) -
 def fleet(tmp_path: Path, sink: HttpSink) -> Iterator[Fleet]:
     group = RedisGroup(tmp_path / "redis", replicas=2, sentinels=3).start()
     # The workers restarted when one exits, as Kubernetes restarts a container: RQ's loop quits on some
-    # Redis errors of a failover. Their counts are read from the files they write (relay.storage.tally).
-    counts = tmp_path / "counts"
-    counts.mkdir()
+    # Redis errors of a failover. They count in the fleet's hash (relay.storage.tally).
     config = _config(tmp_path, "worker", sink, group.url)
-    worker = [RELAY, "worker", "--config", str(config), "--metrics-dir", str(counts)]
-    running = Fleet(group, [], [], counts)
+    worker = [RELAY, "worker", "--config", str(config)]
+    running = Fleet(group, [], [])
     try:
         for i in range(2):
             path = _config(tmp_path, f"api-{i}", sink, group.url)
@@ -231,6 +229,7 @@ def test_failover_under_load_loses_no_202_and_sends_nothing_twice(fleet: Fleet, 
     assert _sum(api_metrics, "relay_notifications_received_total") == accepted
     assert _sum(api_metrics, "relay_notifications_duplicate_total") == duplicate
     delivered = metric_field("relay_deliveries_total", state="delivered", channel="hook", kind=KIND)
-    wait_for(lambda: read_tallies(fleet.counts).get(delivered) == sum(sent.values()), timeout=5)
+    counted = open_redis(fleet.redis.url, socket_timeout=5)
+    wait_for(lambda: fleet_totals(counted).get(delivered) == sum(sent.values()), timeout=5)
     assert _sum(api_metrics, "relay_deliveries_total") == 0
     print(f"fleet: {len(load.answers)} x 202, {len(load.refused)} x 503; 202 again {back_after:.1f} s after the kill")

@@ -1,5 +1,6 @@
 """The keeper of the embedded Redis, in-process against a real redis-server: SIGKILL it and watch it come back
-on its append-only file; starts that fail (an injected starter) until it gives up; a crash loop."""
+on its append-only file; failed starts and restarts that did not hold, counted in one row by the policy of
+every child (`relay.runtime.restarts`, whose rule tests/runtime/test_restarts.py checks), until it gives up."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import pytest
 from redis import Redis
 
 from relay.runtime.embedded import EmbeddedRedis, EmbeddedRedisError
-from relay.runtime.redis_keeper import RedisKeeper, describe_exit
+from relay.runtime.redis_keeper import RedisKeeper
+from relay.runtime.restarts import Policy
 from tests.servers import wait_for
 
-FAST = (0.01, 0.02, 0.04)  # back-off of the tests; they poll every 10 ms
+FAST = Policy(first_delay=0.01, max_delay=0.04)  # the tests' back-off; they poll every 10 ms
 
 
 @pytest.fixture
@@ -31,7 +33,9 @@ def test_a_killed_redis_is_started_again_on_its_append_only_file(
     Redis.from_url(server.url).set("acknowledged", "1")
     counted: list[int] = []
     gave_up = threading.Event()
-    keeper = RedisKeeper(server, on_give_up=gave_up.set, on_restart=counted.append, backoff=FAST, poll=0.01).start()
+    # Long after its start (a start window of 0): each death is a fresh series of tries, counted on.
+    policy = Policy(first_delay=0.01, max_delay=0.04, start_window=0.0)
+    keeper = RedisKeeper(server, on_give_up=gave_up.set, on_restart=counted.append, policy=policy, poll=0.01).start()
     try:
         with caplog.at_level(logging.WARNING, logger="relay.serve"):
             first = server.proc
@@ -39,28 +43,28 @@ def test_a_killed_redis_is_started_again_on_its_append_only_file(
             wait_for(lambda: counted == [1], timeout=20)
             assert server.proc is not first and server.returncode is None
             assert Redis.from_url(server.url).get("acknowledged") == b"1"
-            server.kill()  # again, long after: a fresh series of tries, counted on
+            server.kill()
             wait_for(lambda: counted == [1, 2], timeout=20)
     finally:
         keeper.stop()
-    assert keeper.restarts == 2 and not keeper.gave_up and not gave_up.is_set()
+    assert keeper.restarts == 2 and keeper.failure is None and not gave_up.is_set()
     lines = [r.getMessage() for r in caplog.records]
-    assert "embedded Redis killed by SIGKILL: starting it again on its append-only file" in lines
+    assert "embedded Redis killed by SIGKILL; starting it again in 0.01 s" in lines
     assert any(line.startswith(f"embedded Redis is back on {server.url}") and "(restart 2 " in line for line in lines)
 
 
-def test_failed_starts_are_tried_again_with_back_off(server: EmbeddedRedis) -> None:
+def test_failed_starts_are_tried_again_until_one_holds(server: EmbeddedRedis) -> None:
     tries: list[str] = []
 
     def flaky_start() -> object:
         tries.append("try")
-        if len(tries) <= 2:
+        if len(tries) <= 1:
             raise EmbeddedRedisError("embedded Redis exited at start (code 1)")
         return server.start()
 
     counted: list[int] = []
     keeper = RedisKeeper(
-        server, on_give_up=lambda: None, on_restart=counted.append, start=flaky_start, backoff=FAST, poll=0.01
+        server, on_give_up=lambda: None, on_restart=counted.append, start=flaky_start, policy=FAST, poll=0.01
     )
     keeper.start()
     try:
@@ -68,97 +72,47 @@ def test_failed_starts_are_tried_again_with_back_off(server: EmbeddedRedis) -> N
         wait_for(lambda: counted == [1], timeout=20)
     finally:
         keeper.stop()
-    assert len(tries) == 3 and not keeper.gave_up
+    assert len(tries) == 2 and keeper.failure is None
     assert Redis.from_url(server.url).ping()
 
 
-def test_it_gives_up_after_max_failures_in_a_row(server: EmbeddedRedis, caplog: pytest.LogCaptureFixture) -> None:
+def test_failed_starts_and_restarts_that_did_not_hold_count_in_one_row_until_it_gives_up(
+    server: EmbeddedRedis, caplog: pytest.LogCaptureFixture
+) -> None:
     tries: list[str] = []
 
-    def broken_start() -> object:
+    def fail_then_start_and_die_then_fail() -> object:
         tries.append("try")
-        raise EmbeddedRedisError("embedded Redis exited at start (code 1): Bad file format reading the AOF")
-
-    gave_up = threading.Event()
-    keeper = RedisKeeper(server, on_give_up=gave_up.set, start=broken_start, max_failures=4, backoff=FAST, poll=0.01)
-    keeper.start()
-    try:
-        with caplog.at_level(logging.WARNING, logger="relay.serve"):
-            server.kill()
-            assert gave_up.wait(20)
-            keeper.thread.join(5)
-    finally:
-        keeper.stop()
-    assert len(tries) == 4 and keeper.gave_up and keeper.restarts == 0
-    assert not keeper.thread.is_alive()  # gave up once, tries no more
-    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
-    assert len(errors) == 1 and "4 tries in a row failed" in errors[0] and "exit code 3" in errors[0]
-
-
-def test_a_redis_that_dies_again_at_once_is_a_failed_start(server: EmbeddedRedis) -> None:
-    """A crash loop (Redis starts, then dies within stable_seconds) ends in giving up, not in restarts forever."""
-
-    def start_then_die() -> object:
-        server.start()
-        server.kill()
-        return server
-
-    gave_up = threading.Event()
-    keeper = RedisKeeper(
-        server,
-        on_give_up=gave_up.set,
-        start=start_then_die,
-        max_failures=3,
-        stable_seconds=60.0,
-        backoff=FAST,
-        poll=0.01,
-    ).start()
-    try:
-        server.kill()
-        assert gave_up.wait(30)
-    finally:
-        keeper.stop()
-    assert keeper.gave_up and keeper.restarts == 3  # three restarts in a row that died at once
-
-
-def test_failed_tries_before_a_restart_that_did_not_hold_count_in_the_same_row(server: EmbeddedRedis) -> None:
-    tries: list[str] = []
-
-    def fail_fail_start_then_die_then_fail() -> object:
-        tries.append("try")
-        if len(tries) == 3:
+        if len(tries) == 2:  # starts, then dies at once: a crash loop, no better than a failed start
             server.start()
             server.kill()
             return server
-        raise EmbeddedRedisError("embedded Redis exited at start (code 1)")
+        raise EmbeddedRedisError("embedded Redis exited at start (code 1): Bad file format reading the AOF")
 
     gave_up = threading.Event()
+    policy = Policy(first_delay=0.01, max_delay=0.04, give_up_after=4, start_window=60.0)
     keeper = RedisKeeper(
-        server,
-        on_give_up=gave_up.set,
-        start=fail_fail_start_then_die_then_fail,
-        max_failures=4,
-        stable_seconds=60.0,
-        backoff=FAST,
-        poll=0.01,
+        server, on_give_up=gave_up.set, start=fail_then_start_and_die_then_fail, policy=policy, poll=0.01
     ).start()
     try:
-        server.kill()
-        assert gave_up.wait(30)
+        with caplog.at_level(logging.WARNING, logger="relay.serve"):
+            server.kill()  # within 60 s of its start: the first failed start of the row
+            assert gave_up.wait(30)
+            keeper.thread.join(5)
     finally:
         keeper.stop()
-    # Two failed tries, a restart that died at once (the third failure), one more failed try: four in a row.
-    assert len(tries) == 4 and keeper.restarts == 1
+    # Its death, a failed try, a restart that died at once, a failed try: four in a row.
+    assert len(tries) == 3 and keeper.restarts == 1
+    assert not keeper.thread.is_alive()  # gave up once, tries no more
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and errors[0].startswith("the embedded Redis failed to start 4 times in a row")
+    assert "Bad file format" in errors[0] and errors[0].endswith("relay serve stops with exit code 3")
 
 
 def test_stop_ends_the_keeper_while_it_waits_between_tries(server: EmbeddedRedis) -> None:
-    keeper = RedisKeeper(server, on_give_up=lambda: None, start=lambda: None, backoff=(30.0,), poll=0.01).start()
+    policy = Policy(first_delay=30.0)
+    keeper = RedisKeeper(server, on_give_up=lambda: None, start=lambda: None, policy=policy, poll=0.01).start()
     server.kill()
     wait_for(lambda: server.returncode is not None)
     keeper.stop()
-    assert not keeper.thread.is_alive() and not keeper.gave_up
-
-
-def test_describe_exit() -> None:
-    assert describe_exit(-9) == "killed by SIGKILL"
-    assert describe_exit(1) == "exited with code 1"
+    assert not keeper.thread.is_alive() and keeper.failure is None

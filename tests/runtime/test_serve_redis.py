@@ -155,7 +155,7 @@ def test_redis_killed_under_load_comes_back_and_every_202_is_delivered(served: S
     code, text = http_get(served.base + "/metrics", ADMIN, timeout=10)
     assert code == 200 and "relay_embedded_redis_restarts_total 1.0" in text.splitlines()
     messages = [line["msg"] for line in served.lines() if line.get("logger") == "relay.serve"]
-    assert "embedded Redis killed by SIGKILL: starting it again on its append-only file" in messages
+    assert "embedded Redis killed by SIGKILL; starting it again in 1 s" in messages
     assert any(m.startswith("embedded Redis is back on unix://") and "(restart 1 " in m for m in messages)
     assert served.proc.poll() is None
     served.proc.send_signal(signal.SIGTERM)
@@ -171,14 +171,15 @@ def test_relay_serve_exits_3_when_its_redis_cannot_start_again(served: Served) -
     redis_pid = served.redis_pid()
     assert redis_pid is not None
     os.kill(redis_pid, signal.SIGKILL)
-    # Five tries after 0.5, 1, 2, 4 and 8 s, then the workers and the API stop.
+    # Tries after 1 and 2 s (and 4 s if Redis had run 10 s): three failed starts in a row, then all stops.
     assert served.proc.wait(60) == 3
     errors = [line["msg"] for line in served.lines() if line.get("level") == "error"]
     assert any(
-        "embedded Redis could not be started again (5 tries in a row failed" in m and "exit code 3" in m for m in errors
-    )
-    tries = [line["msg"] for line in served.lines() if "did not start again" in line.get("msg", "")]
-    assert len(tries) == 5
+        m.startswith("the embedded Redis failed to start 3 times in a row") and m.endswith("exit code 3")
+        for m in errors
+    ), errors
+    tries = [line["msg"] for line in served.lines() if line.get("msg", "").startswith("embedded Redis did not start")]
+    assert len(tries) in (1, 2)  # the third, given up, is the error line
 
 
 def test_a_second_relay_serve_on_the_same_data_dir_is_refused_in_one_line(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from relay.runtime.redis_keeper import GIVE_UP_EXIT_CODE
+from relay.runtime.restarts import GIVE_UP_EXIT_CODE
 from tests.conftest import sample_notification
 from tests.processes import children, stop
 from tests.runtime.test_serve import RELAY
@@ -87,4 +87,4 @@ def test_serve_as_pid_1_restarts_no_worker_and_delivers(tmp_path: Path, sink: Ht
         assert proc.stdout is not None
         output = proc.stdout.read().decode()
         proc.stdout.close()
-    assert "starting another" not in output and "exited with" not in output, output[-3000:]
+    assert "starting it again" not in output and "exited with" not in output, output[-3000:]
