@@ -603,3 +603,26 @@ def test_promtool_accepts_the_rules_and_they_fire_as_meant(tmp_path: Path) -> No
     (tmp_path / "tests.yaml").write_text(yaml.safe_dump(cases))
     tested = subprocess.run([PROMTOOL, "test", "rules", str(tmp_path / "tests.yaml")], capture_output=True, text=True)
     assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_deploy_md_answers_a_newcomers_questions_once() -> None:
+    docs = DEPLOY.parent / "docs"
+    deploy = (docs / "deploy.md").read_text()
+    for heading in ("### Secrets as files", "### Probes, replicas and disruptions", "### Custom templates",
+                    "### Upgrading: workers before the API", "### Alerts and the dashboard"):  # fmt: skip
+        assert deploy.count(heading) == 1, heading
+    for fact in (
+        "is sent to both, the sentinels and the primary",  # whose password a redis+sentinel:// URL holds
+        "`redis+sentinel://` speaks plain TCP",  # TLS
+        "`down-after-milliseconds` 5000",  # how many sentinels, how quick
+        "--set api.imageTag=0.1.0",  # workers first
+        "`relay_queue_depth` counts the notifications waiting to be planned and the deliveries due now",
+    ):
+        assert deploy.count(fact) == 1, fact
+    # One place for the chart's install command: deploy.md.
+    assert all("helm install" not in page.read_text() for page in docs.glob("*.md") if page.name != "deploy.md")
+    assert (
+        "(default (default .Chart.AppVersion .Values.image.tag) .Values.api.imageTag)"
+        in (TEMPLATES / "_helpers.tpl").read_text()
+    )
+    assert 'include "relay.apiImage"' in (TEMPLATES / "api-deployment.yaml").read_text()

@@ -49,6 +49,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{/* The API's image: api.imageTag holds it back while the workers go first (docs/deploy.md, "Upgrading"). */}}
+{{- define "relay.apiImage" -}}
+{{- printf "%s:%s" .Values.image.repository (default (default .Chart.AppVersion .Values.image.tag) .Values.api.imageTag) -}}
+{{- end -}}
+
 {{/* The keys of relay's Secret, each mounted as a file: the ones `secrets` sets (and the Redis URL), or
 existingSecretKeys. One a line. */}}
 {{- define "relay.secretKeys" -}}
