@@ -12,7 +12,7 @@ RUN = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/relay se
 TEST = " && ".join(
     [
         "python3 -m venv .venv",
-        ".venv/bin/pip install -q -e '.[test]'",
+        ".venv/bin/pip install -q -r requirements-test.txt",
         ".venv/bin/python -m pytest -q -p no:cacheprovider -n 4",
     ]
 )

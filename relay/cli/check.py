@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,15 +19,14 @@ from relay.config import ConfigError, read_config
 def cmd_check(args: argparse.Namespace) -> int:
     from relay.admin.checks import channel_url_problems, check_all
 
+    notes: list[str] = []
+    warnings: list[str] = []
     try:
         found = read_config(args.config)
     except ConfigError as exc:  # a file that is not YAML (or not there): a problem like any other, exit 1
-        print(f"error {exc}", file=sys.stderr)
-        print("1 problem(s) found", file=sys.stderr)
-        return 1
+        return _report(args, notes, warnings, [str(exc)])
     problems = list(found.problems)
-    warnings: list[str] = []
-    notes = [f"config file {found.file}" if found.file else "no config file"]
+    notes.append(f"config file {found.file}" if found.file else "no config file")
     if found.file is None:
         warnings.append(no_config_file_warning())
     if found.config is not None:
@@ -38,6 +38,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         # Validation failed, but channel URLs can still be parsed: report those problems in the same run.
         problems += channel_url_problems(found.data)
+    return _report(args, notes, warnings, problems)
+
+
+def _report(args: argparse.Namespace, notes: list[str], warnings: list[str], problems: list[str]) -> int:
+    code = 1 if problems or (warnings and args.strict) else 0
+    if args.format == "json":  # one document on stdout, whatever the verdict; the exit code as in text
+        print(json.dumps({"valid": not problems, "problems": problems, "warnings": warnings, "notes": notes}))
+        return code
     for line in notes:
         print(f"ok    {line}")
     for line in warnings:
@@ -46,12 +54,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"error {line}", file=sys.stderr)
     if problems:
         print(f"{len(problems)} problem(s) found", file=sys.stderr)
-        return 1
-    if warnings:
+    elif warnings:
         print(f"config is valid, with {len(warnings)} warning(s)" + (" (--strict: failing)" if args.strict else ""))
-        return 1 if args.strict else 0
-    print("config is valid")
-    return 0
+    else:
+        print("config is valid")
+    return code
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -118,6 +125,7 @@ def _at(value: str | None) -> datetime | None:
 def add_commands(command: Command) -> None:
     c = command("check", "validate config, compile templates, parse channel URLs; report every problem")
     c.add_argument("--strict", action="store_true", help="exit non-zero on warnings too (e.g. nothing would be sent)")
+    c.add_argument("--format", choices=["text", "json"], default="text", help="json: one document on stdout")
     c.set_defaults(func=cmd_check)
     c = command("preview", "print the delivery plan and every rendered message; sends nothing")
     c.add_argument("payload", help="notification JSON file, or - for standard input")

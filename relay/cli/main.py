@@ -12,6 +12,10 @@ from relay.cli import check, health, inspect, prefs, probe, run, send, silence, 
 from relay.config import ConfigError
 from relay.core.clock import Clock, system_clock
 
+# Exit codes beyond 0 and a command's own "no" (1); one table in docs/http-api.md ("Exit codes"), kept by
+# tests/cli/test_exit_codes.py. 2 is argparse's, for a misused command line; 3 is `relay serve` giving up.
+USAGE, INVALID_CONFIG, REDIS_UNREACHABLE = 2, 4, 5
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="relay", description="Webhook notification relay.")
@@ -46,12 +50,12 @@ def main(argv: list[str] | None = None, clock: Clock = system_clock) -> int:
             print("relay: invalid config:", *(f"  {p}" for p in exc.problems), sep="\n", file=sys.stderr)
         else:
             print(f"relay: {exc}", file=sys.stderr)
-        return 2
+        return INVALID_CONFIG
     except RedisError as exc:
         print(f"relay: cannot reach Redis ({exc}); is `relay serve` running with this config?", file=sys.stderr)
-        return 2
+        return REDIS_UNREACHABLE
     except (OSError, ValueError) as exc:
         print(f"relay: {exc}", file=sys.stderr)
-        return 2
+        return USAGE
     except KeyboardInterrupt:
         return 130

@@ -34,6 +34,7 @@ from relay.config.server import HmacAuth as HmacAuth
 from relay.config.server import LimitsConfig as LimitsConfig
 from relay.config.server import Seconds as Seconds
 from relay.config.server import ServerConfig as ServerConfig
+from relay.config.server import StandardWebhooksAuth as StandardWebhooksAuth
 from relay.config.server import WebhookAuth as WebhookAuth
 from relay.config.source import ConfigError as ConfigError
 from relay.config.source import default_config_path as default_config_path

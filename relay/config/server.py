@@ -1,8 +1,9 @@
-"""The `server` section of the config: listen address, webhook path, credentials (tokens, Basic, HMAC)
-and the bounds on what one call may carry. Read through relay.config."""
+"""The `server` section of the config: listen address, webhook path, credentials (tokens, Basic, HMAC,
+Standard Webhooks) and the bounds on what one call may carry. Read through relay.config."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import ipaddress
 from typing import Annotated, Any
@@ -20,6 +21,7 @@ Seconds = Annotated[float, BeforeValidator(parse_duration)]
 # An HTTP header name as proxies pass it on unchanged (the platform's own are letters and hyphens).
 _HEADER_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]*$"
 MIN_HMAC_SECRET = 16
+MIN_WHSEC_BYTES = 24  # Standard Webhooks: secrets of 24 to 64 random bytes
 # server.limits.max_deliveries: its default, and how high a config may raise it (planning is chunked, so any
 # size is stored in bounded commands; past this, one planning job would outlast its RQ timeout).
 MAX_DELIVERIES = 20_000
@@ -33,15 +35,11 @@ class BasicAuth(ConfigModel):
     password: str
 
 
-class HmacAuth(ConfigModel):
-    """A signature of `timestamp + "." + body` (HMAC-SHA256, hex), for senders that can sign."""
-
+class _Signed(ConfigModel):
     # Several secrets at once allow rotation; `secret: x` is the same as `secrets: [x]`.
     secrets: list[str] = Field(min_length=1)
-    header: str = Field(default="X-Relay-Signature", pattern=_HEADER_NAME)
-    timestamp_header: str = Field(default="X-Relay-Timestamp", pattern=_HEADER_NAME)
     # A timestamp further than this from relay's clock, either way, is refused: a captured call
-    # cannot be replayed later.
+    # cannot be replayed later (the Standard Webhooks spec's tolerance too).
     tolerance: Seconds = Field(default=300.0, gt=0)
 
     @model_validator(mode="before")
@@ -53,6 +51,13 @@ class HmacAuth(ConfigModel):
             data["secrets"] = [single, *data.get("secrets", [])]
         return data
 
+
+class HmacAuth(_Signed):
+    """A signature of `timestamp + "." + body` (HMAC-SHA256, hex), for senders that can sign."""
+
+    header: str = Field(default="X-Relay-Signature", pattern=_HEADER_NAME)
+    timestamp_header: str = Field(default="X-Relay-Timestamp", pattern=_HEADER_NAME)
+
     @field_validator("secrets")
     @classmethod
     def _long_enough(cls, secrets: list[str]) -> list[str]:
@@ -63,16 +68,43 @@ class HmacAuth(ConfigModel):
         return secrets
 
 
+class StandardWebhooksAuth(_Signed):
+    """Standard Webhooks (standardwebhooks.com, Svix's scheme): `webhook-id`, `webhook-timestamp` and
+    `webhook-signature` headers, keyed by `whsec_` secrets (base64 after the prefix)."""
+
+    @field_validator("secrets")
+    @classmethod
+    def _whsec(cls, secrets: list[str]) -> list[str]:
+        for i, secret in enumerate(secrets):  # never the value in the message: it is a secret
+            try:
+                key = _whsec_key(secret)
+            except ValueError:
+                key = b""
+            if not secret.startswith("whsec_") or len(key) < MIN_WHSEC_BYTES:
+                raise ValueError(f"secret {i} is not whsec_ and the base64 of {MIN_WHSEC_BYTES} bytes or more")
+        return secrets
+
+    @property
+    def keys(self) -> list[bytes]:
+        return [_whsec_key(secret) for secret in self.secrets]
+
+
+def _whsec_key(secret: str) -> bytes:
+    encoded = secret.removeprefix("whsec_")  # base64, its padding optional (as the reference library reads it)
+    return base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
+
+
 class WebhookAuth(ConfigModel):
     tokens: list[str] = Field(default_factory=list)
     # The platform can only add custom headers: a token may come in a header of this name.
     header: str = Field(default="X-Relay-Token", pattern=_HEADER_NAME)
     basic: BasicAuth | None = None
     hmac: HmacAuth | None = None
+    standard_webhooks: StandardWebhooksAuth | None = None
 
     @property
     def enabled(self) -> bool:
-        return bool(self.tokens) or self.basic is not None or self.hmac is not None
+        return bool(self.tokens) or any(s is not None for s in (self.basic, self.hmac, self.standard_webhooks))
 
 
 class LimitsConfig(ConfigModel):
@@ -195,11 +227,14 @@ class ServerConfig(ConfigModel):
         return None
 
     def secrets(self) -> list[str]:
-        """Every credential of the server section: webhook tokens, Basic password, HMAC secrets, admin tokens."""
+        """Every credential of the server section: webhook tokens, Basic password, HMAC and whsec_ secrets,
+        admin tokens."""
         auth = self.auth
         found = [*auth.tokens, *self.admin_tokens]
         if auth.basic is not None:
             found.append(auth.basic.password)
         if auth.hmac is not None:
             found.extend(auth.hmac.secrets)
+        if auth.standard_webhooks is not None:  # the base64 alone too, as a sender's tooling may show it
+            found.extend(s for secret in auth.standard_webhooks.secrets for s in (secret, secret[6:]))
         return [s for s in found if s]

@@ -33,7 +33,8 @@ def default_config_path() -> Path | None:
 
 
 def substitute(value: Any, environ: dict[str, str], problems: list[str], loc: tuple[str | int, ...] = ()) -> Any:
-    """Replace `${NAME}` / `${NAME:-default}` in every string; each unset name is added to problems."""
+    """Replace `${NAME}` / `${NAME:-default}` in every string (NAME, else the file NAME_FILE names); each unset
+    name is added to problems."""
     if isinstance(value, dict):
         return {k: substitute(v, environ, problems, (*loc, str(k))) for k, v in value.items()}
     if isinstance(value, list):
@@ -44,6 +45,12 @@ def substitute(value: Any, environ: dict[str, str], problems: list[str], loc: tu
             name, default = m.group(1), m.group(2)
             if name in environ:
                 return environ[name]
+            if f"{name}_FILE" in environ:  # a secret mounted as a file (the chart's), as RELAY_<KEY>_FILE reads
+                try:
+                    return Path(environ[f"{name}_FILE"]).read_text(encoding="utf-8").rstrip("\r\n")
+                except (OSError, UnicodeDecodeError):
+                    problems.append(f"{key_path(loc)}: {name}_FILE names a file that cannot be read")
+                    return ""
             if default is not None:
                 return default
             problems.append(f"{key_path(loc)}: environment variable {name} is not set")

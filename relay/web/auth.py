@@ -9,7 +9,7 @@ import hmac
 import re
 from collections.abc import Mapping
 
-from relay.config import HmacAuth, ServerConfig
+from relay.config import HmacAuth, ServerConfig, StandardWebhooksAuth, WebhookAuth
 
 # Unix seconds, optionally with a fraction; anything else is refused before any arithmetic.
 _TIMESTAMP = re.compile(r"\d{1,12}(?:\.\d{1,9})?")
@@ -75,8 +75,17 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
 
 def signature_offered(server: ServerConfig, headers: Mapping[str, str]) -> bool:
     """Whether the call may be signed: only then is the body read before the caller is known."""
-    signed = server.auth.hmac
-    return signed is not None and bool(headers.get(signed.header.lower()))
+    auth = server.auth
+    return (auth.hmac is not None and bool(headers.get(auth.hmac.header.lower()))) or (
+        auth.standard_webhooks is not None and bool(headers.get("webhook-signature"))
+    )
+
+
+def body_signature_problem(auth: WebhookAuth, headers: Mapping[str, str], body: bytes, now: float) -> str | None:
+    """The call's signature checked: Standard Webhooks' when its header came, else relay's own."""
+    if auth.standard_webhooks is not None and headers.get("webhook-signature"):
+        return standard_signature_problem(auth.standard_webhooks, headers, body, now)
+    return signature_problem(auth.hmac, headers, body, now) if auth.hmac is not None else "no signature"
 
 
 def _given_signatures(value: str) -> list[bytes]:
@@ -102,6 +111,29 @@ def signature_problem(signed: HmacAuth, headers: Mapping[str, str], body: bytes,
     expected = [sign(secret, timestamp, body).encode() for secret in signed.secrets]
     # Every pair is compared, without stopping early, so timing says nothing about which matched.
     found = False
+    for candidate in given:
+        for wanted in expected:
+            found |= hmac.compare_digest(candidate, wanted)
+    return None if found else "signature mismatch"
+
+
+def standard_signature_problem(
+    signed: StandardWebhooksAuth, headers: Mapping[str, str], body: bytes, now: float
+) -> str | None:
+    """Standard Webhooks: `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` under a whsec_ key, several
+    space-separated; the timestamp whole seconds within the tolerance. None when valid, else why not."""
+    msg_id = headers.get("webhook-id", "")
+    timestamp = headers.get("webhook-timestamp", "").strip()
+    if not msg_id or not timestamp.isascii() or not timestamp.isdigit() or len(timestamp) > 12:
+        return "missing webhook-id or malformed webhook-timestamp"
+    if abs(now - int(timestamp)) > signed.tolerance:
+        return "webhook-timestamp outside the tolerance"
+    content = f"{msg_id}.{timestamp}.".encode() + body
+    expected = [base64.b64encode(hmac.new(key, content, hashlib.sha256).digest()) for key in signed.keys]
+    # Only v1 is defined; a sender may send other versions beside it (the spec's upgrade path).
+    signatures = (part.partition(",") for part in headers.get("webhook-signature", "").split())
+    given = [sig.encode() for version, _, sig in signatures if version == "v1"]
+    found = False  # every pair compared, without stopping early, as for relay's own signatures
     for candidate in given:
         for wanted in expected:
             found |= hmac.compare_digest(candidate, wanted)

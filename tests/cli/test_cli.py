@@ -10,6 +10,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from relay.cli import main
+from relay.cli.main import INVALID_CONFIG
 from relay.runtime.bootstrap import Runtime
 from tests.conftest import post, run_worker, sample_notification
 from tests.servers import HttpSink, free_port
@@ -26,14 +27,14 @@ def config_file(rt: Runtime, tmp_path: Path) -> Path:
 def test_serve_refuses_an_open_address_without_auth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "open.yaml"
     path.write_text("server: {host: 0.0.0.0}\n")
-    assert main(["serve", "--config", str(path)]) == 2
+    assert main(["serve", "--config", str(path)]) == INVALID_CONFIG
     assert "no webhook auth is configured" in capsys.readouterr().err
 
 
 def test_invalid_config_names_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("routes:\n  - channels: [missing]\n")
-    assert main(["status", "x", "--config", str(path)]) == 2
+    assert main(["status", "x", "--config", str(path)]) == INVALID_CONFIG
     assert "routes[0].channels[0]: unknown channel 'missing'" in capsys.readouterr().err
 
 

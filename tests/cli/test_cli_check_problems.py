@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from relay.cli import main
+from relay.cli.main import INVALID_CONFIG
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = "channels:\n  a: {url: 'json://127.0.0.1:9/a'}\ndefault: {channels: [a]}\n"
@@ -34,7 +35,7 @@ def test_check_refuses_keys_written_twice_naming_both_lines(here: Path, capsys: 
     assert "4 problem(s) found" in err
 
     # Every command reads the config through the same loader: it refuses the file too.
-    assert main(["status", "some-event"]) == 2
+    assert main(["status", "some-event"]) == INVALID_CONFIG
     assert "channels: written twice in config.yaml (lines 1 and 7)" in capsys.readouterr().err
 
 
@@ -43,7 +44,7 @@ def test_a_bad_redis_url_is_named_by_check_and_by_status(here: Path, capsys: pyt
     assert main(["check"]) == 1
     assert "error redis.url: not a Redis URL" in capsys.readouterr().err
     # Before, `relay status` got as far as redis-py and failed with no key path.
-    assert main(["status", "some-event"]) == 2
+    assert main(["status", "some-event"]) == INVALID_CONFIG
     err = capsys.readouterr().err
     assert "redis.url: not a Redis URL" in err and "did you mean `redis://localhost:6379/0`?" in err
 

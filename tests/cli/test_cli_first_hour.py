@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from relay.cli import main
+from relay.cli.main import INVALID_CONFIG
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,6 +82,6 @@ routes:
     assert "3 problem(s) found" in err
 
     # The other commands refuse the file naming each key too (the channel URL is check's own).
-    assert main(["status", "some-event"]) == 2
+    assert main(["status", "some-event"]) == INVALID_CONFIG
     err = capsys.readouterr().err
     assert "routes[2].channels[0]: unknown channel 'x'" in err and "server.port" in err

@@ -16,6 +16,7 @@ from starlette.testclient import TestClient
 
 from relay.cli import main
 from relay.cli.common import refuse_open_bind
+from relay.cli.main import INVALID_CONFIG
 from relay.config import Config, load_config
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import build, reload_runtime
@@ -71,7 +72,7 @@ def test_a_weak_token_is_refused_beyond_loopback_before_anything_listens(
 ) -> None:
     port = free_port()
     path = write(tmp_path, host="0.0.0.0", port=port, auth={"tokens": [STRONG]}, admin_tokens=["change-me-admin"])
-    assert main([command, "--config", str(path)]) == 2
+    assert main([command, "--config", str(path)]) == INVALID_CONFIG
     err = capsys.readouterr().err
     assert "server.host is '0.0.0.0', reachable by others" in err
     assert "server.admin_tokens[0] contains 'change-me'" in err and "`relay token` prints one" in err
@@ -87,7 +88,7 @@ def test_serve_refuses_a_weak_token_given_with_host_on_the_command_line(tmp_path
     done = subprocess.run(
         [RELAY, "serve", "--config", str(path), "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60
     )
-    assert done.returncode == 2
+    assert done.returncode == INVALID_CONFIG
     assert done.stderr.startswith("relay: server.host is '0.0.0.0'")
     assert "server.auth.tokens[0] contains 'change-me'" in done.stderr and "relay token" in done.stderr
     assert "relay listening" not in done.stderr + done.stdout

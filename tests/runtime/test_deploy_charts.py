@@ -21,13 +21,15 @@ import yaml
 
 from relay.admin.metrics import HELP
 from relay.cli import parser
-from relay.config import load_config
+from relay.config import ConfigError, load_config
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 CHART = DEPLOY / "helm" / "relay"
 TEMPLATES = CHART / "templates"
 DASHBOARD = DEPLOY / "grafana" / "relay-dashboard.json"
+RULES = DEPLOY / "prometheus" / "relay-rules.yaml"
 HELM = shutil.which("helm")
+PROMTOOL = shutil.which("promtool")
 
 ACTION = re.compile(r"\{\{(?:(?!\}\}).)*\}\}")  # one {{ ... }}, never running past its own }}
 ACTION_ONLY_LINE = re.compile(r"^\s*(\{\{(?:(?!\}\}).)*\}\}\s*)+$")
@@ -41,6 +43,7 @@ EXPECTED_KINDS = {
     ("autoscaling/v2", "HorizontalPodAutoscaler"),
     ("policy/v1", "PodDisruptionBudget"),
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
     ("networking.k8s.io/v1", "Ingress"),
 }
 
@@ -123,6 +126,12 @@ def helm_sets() -> list[str]:
         "ingress.public.enabled=true",
         "--set",
         "ingress.internal.enabled=true",
+        "--set",
+        "metrics.prometheusRule.enabled=true",
+        "--set",
+        "metrics.grafanaDashboard.enabled=true",
+        "--set",
+        "secrets.RELAY_PREFERENCES__SECRET=" + "p" * 32,
     ]
 
 
@@ -186,9 +195,9 @@ def test_api_and_worker_run_relay_commands_with_probes_and_config() -> None:
     for spec, container in ((api, api_c), (worker, worker_c)):
         env = {e["name"] for e in container["env"]}
         assert {"RELAY_CONFIG", "RELAY_DATA_DIR"} <= env
-        assert container["envFrom"][0]["secretRef"]["name"]
+        assert "envFrom" not in container  # secrets come as files, never in the environment
         mounts = {m["mountPath"] for m in container["volumeMounts"]}
-        assert {"/etc/relay", "/tmp", "/data"} <= mounts
+        assert {"/etc/relay", "/run/secrets/relay", "/tmp", "/data"} <= mounts
         assert spec["automountServiceAccountToken"] is False
     assert {"RELAY_SERVER__HOST", "RELAY_SERVER__PORT"} <= {e["name"] for e in api_c["env"]}
     assert "RELAY_WORKER_THREADS" in {e["name"] for e in worker_c["env"]}
@@ -228,8 +237,8 @@ def test_secrets_stay_out_of_the_config_map() -> None:
     secret_text = (TEMPLATES / "secret.yaml").read_text()
     assert "RELAY_REDIS__URL" in secret_text and ".Values.secrets" in secret_text
     config_text = yaml.safe_dump(v["config"])
-    for name in v["secrets"]:
-        assert "${" + name + "}" in config_text  # referenced, never inlined
+    for name in v["secrets"]:  # referenced, never inlined; a RELAY_<KEY> one sets its key through _FILE
+        assert "${" + name + "}" in config_text or name == "RELAY_PREFERENCES__SECRET", name
     assert "redis" not in v["config"] and not v["redis"]["url"]  # the URL may hold a password: Secret only
 
 
@@ -238,10 +247,15 @@ def test_the_chart_config_is_a_valid_relay_config(tmp_path: Path) -> None:
     v = values()
     file = tmp_path / "config.yaml"
     file.write_text(yaml.safe_dump(v["config"]))
-    environ = {name: f"json://127.0.0.1:9/{name.lower()}" for name in v["secrets"]}
-    environ |= {"RELAY_WEBHOOK_TOKEN": "w" * 24, "RELAY_ADMIN_TOKEN": "a" * 24}
+    # The Secret as the pods see it: a file each (/run/secrets/relay/NAME), named by NAME_FILE.
+    secrets = {name: f"json://127.0.0.1:9/{name.lower()}" for name in v["secrets"]}
+    secrets |= {"RELAY_WEBHOOK_TOKEN": "w" * 24, "RELAY_ADMIN_TOKEN": "a" * 24, "RELAY_PREFERENCES__SECRET": "p" * 32}
+    secrets |= {"RELAY_REDIS__URL": "redis://redis:6379/0"}
+    environ = {}
+    for name, value in secrets.items():
+        (tmp_path / name).write_text(value + "\n")
+        environ[f"{name}_FILE"] = str(tmp_path / name)
     environ |= {
-        "RELAY_REDIS__URL": "redis://redis:6379/0",
         "RELAY_SERVER__HOST": "0.0.0.0",
         "RELAY_SERVER__PORT": str(v["api"]["port"]),
         "RELAY_DATA_DIR": "/data",
@@ -250,7 +264,53 @@ def test_the_chart_config_is_a_valid_relay_config(tmp_path: Path) -> None:
     config = load_config(file, environ)
     assert config.server.host == "0.0.0.0" and config.server.port == v["api"]["port"]
     assert config.redis.url == "redis://redis:6379/0" and config.worker_threads == v["worker"]["threads"]
-    assert config.server.auth.enabled and config.server.admin_tokens
+    assert config.server.auth.enabled and config.server.admin_tokens == ["a" * 24]
+    assert config.server.auth.tokens == ["w" * 24] and config.preferences.secret == "p" * 32
+    assert config.channels["owners-slack"].url == "json://127.0.0.1:9/owners_slack_url"
+    (tmp_path / "RELAY_ADMIN_TOKEN").unlink()  # a key the Secret lacks: named, as an unset variable is
+    with pytest.raises(ConfigError) as refused:
+        load_config(file, environ)
+    assert refused.value.problems == ["server.admin_tokens[0]: RELAY_ADMIN_TOKEN_FILE names a file that cannot be read"]
+
+
+def test_secrets_are_files_named_by_their_file_variables_the_preference_secret_too() -> None:
+    docs = rendered_docs()
+    for suffix in ("-api", "-worker"):
+        spec = by_name(docs, "Deployment", suffix)["spec"]["template"]["spec"]
+        [container] = spec["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert not any(name in env for name in values()["secrets"])  # no secret value in the environment
+        volumes = {vol["name"]: vol for vol in spec["volumes"]}
+        assert volumes["secrets"]["secret"]["defaultMode"] == 0o440  # the pod's group (fsGroup) reads them
+        if HELM:
+            assert env["RELAY_WEBHOOK_TOKEN_FILE"] == "/run/secrets/relay/RELAY_WEBHOOK_TOKEN"
+            assert env["RELAY_PREFERENCES__SECRET_FILE"] == "/run/secrets/relay/RELAY_PREFERENCES__SECRET"
+            assert env["RELAY_REDIS__URL_FILE"] == "/run/secrets/relay/RELAY_REDIS__URL"
+    helpers = (TEMPLATES / "_helpers.tpl").read_text()
+    assert "_FILE\n  value: /run/secrets/relay/{{ . }}" in helpers and "secretKeyRef" not in helpers
+    assert "RELAY_PREFERENCES__SECRET" in values()["secrets"]
+    assert "RELAY_REDIS__URL_FILE" in helpers and "existingSecretKeys" in helpers
+
+
+def test_worker_probes_replicas_and_disruption_budgets_never_block_a_drain() -> None:
+    docs = rendered_docs()
+    worker = by_name(docs, "Deployment", "-worker")
+    [container] = worker["spec"]["template"]["spec"]["containers"]
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["exec"]["command"] == ["relay", "health", "--worker"], probe
+    health = parser()._subparsers._group_actions[0].choices["health"]  # type: ignore[union-attr]
+    assert "--worker" in health._option_string_actions
+    assert "replicas" in worker["spec"]
+    v = values()["worker"]
+    assert v["autoscaling"]["minReplicas"] >= 1 and v["replicas"] >= 1
+    assert (
+        "ternary .Values.worker.autoscaling.minReplicas .Values.worker.replicas"
+        in (TEMPLATES / "worker-deployment.yaml").read_text()
+    )
+    for pdb in (d for d in docs if d["kind"] == "PodDisruptionBudget"):
+        assert "minAvailable" not in pdb["spec"] and "maxUnavailable" in pdb["spec"]
+    for role in ("api", "worker"):
+        assert values()[role]["podDisruptionBudget"] == {"enabled": True, "maxUnavailable": 1}
 
 
 def _paths(ingress: dict[str, Any]) -> dict[str, str]:
@@ -330,7 +390,7 @@ def test_includes_name_defined_templates_and_blocks_are_balanced() -> None:
 PROMQL_WORDS = {
     "sum", "max", "min", "avg", "count", "rate", "irate", "increase", "histogram_quantile", "by", "without",
     "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool", "offset", "topk", "bottomk",
-    "label_values", "clamp_min", "clamp_max", "abs", "vector", "scalar",
+    "label_values", "clamp_min", "clamp_max", "abs", "vector", "scalar", "delta",
 }  # fmt: skip
 LABELS = {"kind", "status", "reason", "state", "channel", "result", "le", "job", "instance", "endpoint", "action"}
 
@@ -459,3 +519,110 @@ def test_the_service_monitor_scrapes_the_workers_too() -> None:
     worker = (TEMPLATES / "worker-deployment.yaml").read_text()
     assert "RELAY_METRICS__PORT" in worker and "containerPort: {{ .Values.metrics.workerPort }}" in worker
     assert values()["metrics"]["workerPort"]
+
+
+# -- Alerts and the dashboard in the chart --------------------------------------------------------
+
+
+def _rules() -> list[dict[str, Any]]:
+    [group] = yaml.safe_load(RULES.read_text())["groups"]
+    rules: list[dict[str, Any]] = group["rules"]
+    return rules
+
+
+def test_the_chart_ships_the_rules_and_the_dashboard_files_as_they_are() -> None:
+    files = CHART / "files"
+    assert (files / "relay-rules.yaml").resolve() == RULES.resolve()
+    assert (files / "relay-dashboard.json").resolve() == DASHBOARD.resolve()
+    rule = (TEMPLATES / "prometheusrule.yaml").read_text()
+    assert '.Files.Get "files/relay-rules.yaml" | nindent 2' in rule and "kind: PrometheusRule" in rule
+    board = (TEMPLATES / "dashboard-configmap.yaml").read_text()
+    assert '.Files.Get "files/relay-dashboard.json" | nindent 4' in board
+    assert values()["metrics"]["grafanaDashboard"]["labels"] == {"grafana_dashboard": "1"}  # the sidecar's default
+    docs = rendered_docs()
+    dashboard = by_name(docs, "ConfigMap", "-dashboard")
+    prometheus_rule = by_name(docs, "PrometheusRule", "")
+    if HELM:
+        assert json.loads(dashboard["data"]["relay-dashboard.json"]) == json.loads(DASHBOARD.read_text())
+        assert prometheus_rule["spec"] == yaml.safe_load(RULES.read_text())
+
+
+def test_the_alerts_are_operations_md_s_and_use_only_exported_metrics() -> None:
+    exported = exported_metrics()
+    operations = (DEPLOY.parent / "docs" / "operations.md").read_text()
+    for rule in _rules():
+        metrics, labels = promql_names(rule["expr"])
+        assert metrics and metrics <= exported, rule["expr"]
+        assert labels <= LABELS, rule["expr"]
+        assert rule["labels"]["severity"] in {"critical", "warning"} and rule["annotations"]["summary"]
+        assert f"`{rule['alert']}`" in operations, f"docs/operations.md does not name {rule['alert']}"
+        for metric in metrics:
+            assert f"`{metric}`" in operations, metric
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (apt-get install prometheus)")
+def test_promtool_accepts_the_rules_and_they_fire_as_meant(tmp_path: Path) -> None:
+    assert PROMTOOL is not None
+    checked = subprocess.run([PROMTOOL, "check", "rules", str(RULES)], capture_output=True, text=True)
+    assert checked.returncode == 0 and f"SUCCESS: {len(_rules())} rules found" in checked.stdout, checked
+    # Two API pods, then no worker beat for 3 minutes; a channel down for 12: those alerts fire, no other.
+    cases = {
+        "rule_files": [str(RULES)],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": 'relay_workers_alive{job="relay",instance="a"}', "values": "2 2 0 0 0 0"},
+                    {"series": 'relay_workers_alive{job="relay",instance="b"}', "values": "2 2 0 0 0 0"},
+                    {"series": 'relay_up{job="relay",instance="a"}', "values": "1x15"},
+                    {"series": 'relay_channel_up{job="relay",instance="a",channel="ops"}', "values": "0x15"},
+                    {"series": 'relay_deliveries_failed_kept{job="relay",instance="a"}', "values": "3x15"},
+                    {"series": 'relay_auth_throttled_total{job="relay",instance="a"}', "values": "0x15"},
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "5m", "alertname": "RelayNoWorkers", "exp_alerts": [
+                        {"exp_labels": {"severity": "critical", "job": "relay"}}]},
+                    {"eval_time": "5m", "alertname": "RelayRedisUnreachable", "exp_alerts": []},
+                    {"eval_time": "5m", "alertname": "RelayChannelDown", "exp_alerts": []},
+                    {"eval_time": "12m", "alertname": "RelayChannelDown", "exp_alerts": [
+                        {"exp_labels": {"severity": "warning", "job": "relay", "channel": "ops"}}]},
+                    {"eval_time": "12m", "alertname": "RelayFailedDeliveriesGrowing", "exp_alerts": []},
+                    {"eval_time": "12m", "alertname": "RelayCredentialsGuessed", "exp_alerts": []},
+                ],
+            }
+        ],
+    }  # fmt: skip
+    annotations = {r["alert"]: r["annotations"] for r in _rules()}
+    for case in cases["tests"][0]["alert_rule_test"]:  # type: ignore[index]
+        for alert in case["exp_alerts"]:
+            alert["exp_annotations"] = {
+                key: text.replace("{{ $labels.channel }}", "ops")
+                for key, text in annotations[case["alertname"]].items()
+            }
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(cases))
+    tested = subprocess.run([PROMTOOL, "test", "rules", str(tmp_path / "tests.yaml")], capture_output=True, text=True)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_deploy_md_answers_a_newcomers_questions_once() -> None:
+    docs = DEPLOY.parent / "docs"
+    deploy = (docs / "deploy.md").read_text()
+    for heading in ("### Secrets as files", "### Probes, replicas and disruptions", "### Custom templates",
+                    "### Upgrading: workers before the API", "### Alerts and the dashboard"):  # fmt: skip
+        assert deploy.count(heading) == 1, heading
+    for fact in (
+        "is sent to both, the sentinels and the primary",  # whose password a redis+sentinel:// URL holds
+        "`redis+sentinel://` speaks plain TCP",  # TLS
+        "`down-after-milliseconds` 5000",  # how many sentinels, how quick
+        "--set api.imageTag=0.1.0",  # workers first
+        "`relay_queue_depth` counts the notifications waiting to be planned and the deliveries due now",
+    ):
+        assert deploy.count(fact) == 1, fact
+    # One place for the chart's install command: deploy.md.
+    assert all("helm install" not in page.read_text() for page in docs.glob("*.md") if page.name != "deploy.md")
+    assert (
+        "(default (default .Chart.AppVersion .Values.image.tag) .Values.api.imageTag)"
+        in (TEMPLATES / "_helpers.tpl").read_text()
+    )
+    assert 'include "relay.apiImage"' in (TEMPLATES / "api-deployment.yaml").read_text()

@@ -196,7 +196,7 @@ def test_a_second_relay_serve_on_the_same_data_dir_is_refused_in_one_line(
         timeout=60,
         cwd=tmp_path,
     )
-    assert second.returncode == 2
+    assert second.returncode == 4  # invalid configuration: data_dir is another relay's
     assert second.stderr == (
         f"relay: data_dir {served.data.resolve()} is in use by another `relay serve` (pid {served.proc.pid}): "
         "stop it, or give this one another data_dir\n"

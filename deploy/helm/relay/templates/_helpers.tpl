@@ -49,17 +49,46 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
-{{/* Environment both Deployments share: the Redis URL (from a Secret), the replicas a 202 waits for, and
+{{/* The API's image: api.imageTag holds it back while the workers go first (docs/deploy.md, "Upgrading"). */}}
+{{- define "relay.apiImage" -}}
+{{- printf "%s:%s" .Values.image.repository (default (default .Chart.AppVersion .Values.image.tag) .Values.api.imageTag) -}}
+{{- end -}}
+
+{{/* The keys of relay's Secret, each mounted as a file: the ones `secrets` sets (and the Redis URL), or
+existingSecretKeys. One a line. */}}
+{{- define "relay.secretKeys" -}}
+{{- if .Values.existingSecret -}}
+{{- range .Values.existingSecretKeys }}
+{{ . }}
+{{- end -}}
+{{- else -}}
+{{- range $name, $value := .Values.secrets }}
+{{- if $value }}
+{{ $name }}
+{{- end }}
+{{- end }}
+{{- if and .Values.redis.url (not .Values.redis.existingSecret) }}
+RELAY_REDIS__URL
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Environment both Deployments share: where each secret's file is (relay reads <NAME>_FILE for ${NAME} and
+RELAY_<KEY>_FILE for a config key: never a secret in the environment), the replicas a 202 waits for, and
 the data directory. */}}
 {{- define "relay.env" -}}
-{{- if .Values.redis.existingSecret }}
-- name: RELAY_REDIS__URL
-  valueFrom:
-    secretKeyRef:
-      name: {{ .Values.redis.existingSecret }}
-      key: {{ .Values.redis.existingSecretKey }}
-{{- else if not (or .Values.redis.url .Values.existingSecret) }}
+{{- if not (or .Values.redis.url .Values.redis.existingSecret .Values.existingSecret) }}
 {{- fail "set redis.url (or redis.existingSecret): relay needs an external Redis with persistence" }}
+{{- end }}
+{{- range (include "relay.secretKeys" . | splitList "\n") }}
+{{- if . }}
+- name: {{ . }}_FILE
+  value: /run/secrets/relay/{{ . }}
+{{- end }}
+{{- end }}
+{{- if .Values.redis.existingSecret }}
+- name: RELAY_REDIS__URL_FILE
+  value: /run/secrets/redis/url
 {{- end }}
 {{- if .Values.redis.minReplicas }}
 - name: RELAY_REDIS__MIN_REPLICAS
@@ -73,11 +102,24 @@ the data directory. */}}
   value: /etc/relay/config.yaml
 {{- end -}}
 
-{{/* Volumes both Deployments share: the config, writable /tmp and /data, and the extra ones. */}}
+{{/* Volumes both Deployments share: the config, the secrets as files, writable /tmp and /data, and the extra ones. */}}
 {{- define "relay.volumes" -}}
 - name: config
   configMap:
     name: {{ include "relay.fullname" . }}
+- name: secrets
+  secret:
+    secretName: {{ include "relay.secretName" . }}
+    defaultMode: 0440
+{{- if .Values.redis.existingSecret }}
+- name: redis-url
+  secret:
+    secretName: {{ .Values.redis.existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ .Values.redis.existingSecretKey }}
+        path: url
+{{- end }}
 - name: tmp
   emptyDir: {}
 - name: data
@@ -91,6 +133,14 @@ the data directory. */}}
 - name: config
   mountPath: /etc/relay
   readOnly: true
+- name: secrets
+  mountPath: /run/secrets/relay
+  readOnly: true
+{{- if .Values.redis.existingSecret }}
+- name: redis-url
+  mountPath: /run/secrets/redis
+  readOnly: true
+{{- end }}
 - name: tmp
   mountPath: /tmp
 - name: data
