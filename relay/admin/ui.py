@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from redis.exceptions import RedisError
@@ -68,6 +68,19 @@ def html_answer(description: str) -> Answer:
 
 # Admin tokens sent in a header to a page count with the admin API's refusals (relay/web/throttle.py).
 THROTTLED = html_answer("Too many wrong admin tokens from this address: wait Retry-After seconds")
+T = TypeVar("T")
+
+
+def viewed(shown: str, more: dict[int, str]) -> dict[int, Answer]:
+    """The answers of a page one views (`more`: its own errors)."""
+    answers = {200: html_answer(shown), 303: Answer("Not logged in: to /ui/login"), 429: THROTTLED}
+    return answers | {s: html_answer(t) for s, t in {**more, 503: "Redis is unavailable"}.items()}
+
+
+def posted(done: str, more: dict[int, str]) -> dict[int, Answer]:
+    """The answers of a button's form (`more`: its own errors)."""
+    errors = {401: "Not logged in", 403: "Not from this page", 503: "Redis is unavailable", **more}
+    return {303: Answer(done), 429: THROTTLED} | {s: html_answer(t) for s, t in errors.items()}
 
 
 class PageIntake(Replaying, Releasing, Scheduling, Protocol):
@@ -151,39 +164,56 @@ class AdminPage:
     def redis_down(self, message: str) -> HTMLResponse:
         return self.error(503, "Redis is unavailable", message, headers={"Retry-After": "5"})
 
+    async def read(self, load: Callable[[], T]) -> T | Response:
+        """`load()` off the event loop, or the 503 page when Redis fails under it."""
+        try:
+            return await run_in_threadpool(load)
+        except RedisError as exc:
+            log.warning("admin page: Redis unavailable (%s)", type(exc).__name__)
+            return self.redis_down("relay cannot read its records right now. Try again shortly.")
+
+    def show(self, request: Request, viewing: tuple[str | None, str | None], name: str, **context: Any) -> Response:
+        """The page `name`, for the session `viewing_session` found (and set, when fresh)."""
+        session, fresh = viewing
+        response = render(
+            name,
+            self.clock(),
+            csrf=csrf_token(session) if session else "",
+            open_mode=not self.tokens(),
+            logged_in=bool(self.tokens()) and session is not None,
+            **context,
+        )
+        if fresh is not None:
+            set_session(response, request, fresh)
+        return response
+
     @documented(
         page_operation(
             "The admin page: counters, the last hour, channels, failed and held deliveries, recent notifications "
             "(query `event`, `before`, `limit`) or the deliveries of its filters (query `state`, `channel`, `kind`)",
-            {
-                200: html_answer("The page"),
-                303: Answer("Not logged in: to /ui/login"),
-                400: html_answer("Invalid query"),
-                429: THROTTLED,
-                503: html_answer("Redis is unavailable"),
-            },
+            viewed("The page", {400: "Invalid query"}),
         )
     )
     async def page(self, request: Request) -> Response:
         viewing = await self.viewing_session(request)
         if isinstance(viewing, Response):
             return viewing
-        session, fresh = viewing
         try:
             query = PageQuery.of_query(request.query_params)
         except ValueError:
             return self.error(
                 400, "Invalid query", "limit must be a number of notifications; before a timestamp; state a state."
             )
-        try:
-            data = await run_in_threadpool(self.data.page, query)
-            channels = await run_in_threadpool(channel_rows, self.data.redis, self.config(), self.clock())
-        except RedisError as exc:
-            log.warning("admin page: Redis unavailable (%s)", type(exc).__name__)
-            return self.redis_down("relay cannot read its records right now. Try again shortly.")
-        response = render(
+        found = await self.read(
+            lambda: (self.data.page(query), channel_rows(self.data.redis, self.config(), self.clock()))
+        )
+        if isinstance(found, Response):
+            return found
+        data, channels = found
+        return self.show(
+            request,
+            viewing,
             "index.html.j2",
-            self.clock(),
             page=data,
             q=query,
             chart=chart(data.activity),
@@ -193,15 +223,9 @@ class AdminPage:
             channel_names=list(self.config().channels),
             states=list(State),
             trace_link=self.config().tracing.link,
-            csrf=csrf_token(session) if session else "",
-            open_mode=not self.tokens(),
-            logged_in=bool(self.tokens()) and session is not None,
             event_filter=query.event,
             view_max=DELIVERIES_OF_ONE,
         )
-        if fresh is not None:
-            set_session(response, request, fresh)
-        return response
 
     @documented(
         page_operation(
@@ -298,44 +322,44 @@ class AdminPage:
             )
         return form
 
+    def one_target(self, values: Mapping[str, str], verb: str) -> tuple[str | None, str | None] | Response:
+        """The delivery (`id`) or the notification (`eventId`) a button is about, or the 400 page."""
+        delivery_id, event_id = values.get("id", "").strip() or None, values.get("eventId", "").strip() or None
+        if (delivery_id is None) == (event_id is None):
+            return self.error(400, "Invalid request", f"{verb} one delivery (id) or one notification (eventId).")
+        return delivery_id, event_id
+
+    async def act(
+        self, request: Request, verb: str, done: str, run: Callable[[str | None, str | None], tuple[int, str | None]]
+    ) -> Response:
+        """A replay or release button: `run` on its target, then back to the page with its notice."""
+        form = await self.posted_form(request, verb)
+        if isinstance(form, Response):
+            return form
+        target = self.one_target(form, verb.capitalize())
+        if isinstance(target, Response):
+            return target
+        delivery_id, event_id = target
+        try:
+            count, owner = await run_in_threadpool(run, delivery_id, event_id)
+        except RedisError as exc:
+            log.warning("admin page: %s failed, Redis unavailable (%s)", verb, type(exc).__name__)
+            return self.error(503, "Redis is unavailable", f"Nothing was {done}. Try again shortly.")
+        noun = "held deliveries" if verb == "release" else "deliveries"
+        extra = {"eventId": owner, **({"deliveryId": delivery_id} if delivery_id else {})}
+        log.info("admin page: %s %d %s", done, count, noun, extra=extra)
+        return RedirectResponse(back_to(f"{done}={count}", form, owner), 303)
+
     @documented(
         page_operation(
             "Replay one failed delivery (form field `id`) or a notification's (`eventId`); `csrf` with a session",
-            {
-                303: Answer("Replayed: back to the page"),
-                400: html_answer("Not one target"),
-                401: html_answer("Not logged in"),
-                403: html_answer("Not from this page"),
-                429: THROTTLED,
-                503: html_answer("Redis is unavailable"),
-            },
+            posted("Replayed: back to the page", {400: "Not one target"}),
             form=True,
         )
     )
     async def replay(self, request: Request) -> Response:
-        form = await self.posted_form(request, "replay")
-        if isinstance(form, Response):
-            return form
-        delivery_id, event_id = target_of(form)
-        if (delivery_id is None) == (event_id is None):
-            return self.error(400, "Invalid request", "Replay one delivery (id) or one notification (eventId).")
         attempts = self.config().retry.attempts
-        try:
-            count, owner = await run_in_threadpool(self.data.replay, self.intake, attempts, delivery_id, event_id)
-        except RedisError as exc:
-            log.warning("admin page: replay failed, Redis unavailable (%s)", type(exc).__name__)
-            return self.error(503, "Redis is unavailable", "Nothing was replayed. Try again shortly.")
-        log.info(
-            "admin page: replayed %d deliveries",
-            count,
-            extra={"eventId": owner, **({"deliveryId": delivery_id} if delivery_id else {})},
-        )
-        return RedirectResponse(back_to(f"replayed={count}", form, owner), 303)
-
-
-def target_of(form: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """The delivery (`id`) or the notification (`eventId`) a button is about."""
-    return form.get("id", "").strip() or None, form.get("eventId", "").strip() or None
+        return await self.act(request, "replay", "replayed", lambda d, e: self.data.replay(self.intake, attempts, d, e))
 
 
 def back_to(notice: str, form: Mapping[str, str], owner: str | None) -> str:

@@ -14,18 +14,12 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from relay.admin.silences import SilenceError, SilenceRequest, create, expire, refusal
-from relay.admin.ui import THROTTLED, AdminPage, html_answer, page_operation
+from relay.admin.ui import AdminPage, page_operation, posted
 from relay.storage.silences import Silences
-from relay.web.operation import Answer, documented
+from relay.web.operation import documented
 
 log = logging.getLogger("relay.admin.ui")
-_ANSWERS = {
-    303: Answer("Done: back to the page's silences"),
-    401: html_answer("Not logged in"),
-    403: html_answer("Not from this page"),
-    429: THROTTLED,
-    503: html_answer("Redis is unavailable"),
-}
+_DONE = "Done: back to the page's silences"
 
 
 class SilencesPage:
@@ -35,7 +29,7 @@ class SilencesPage:
     @documented(
         page_operation(
             "Add a silence: `matchers` (one a line), `duration`, `comment`, `createdBy`, `action`; `csrf`",
-            {**_ANSWERS, 422: html_answer("Not a silence: the page says which field")},
+            posted(_DONE, {422: "Not a silence: the page says which field"}),
             form=True,
         )
     )
@@ -62,7 +56,7 @@ class SilencesPage:
         log.info("admin page: silence %s added by %s: %s", silence.id, silence.createdBy, silence.comment)
         return RedirectResponse("/ui#silences", 303)
 
-    @documented(page_operation("Expire a silence now (form field `id`); `csrf`", _ANSWERS, form=True))
+    @documented(page_operation("Expire a silence now (form field `id`); `csrf`", posted(_DONE, {}), form=True))
     async def expire(self, request: Request) -> Response:
         form = await self.page.posted_form(request, "expiry")
         if isinstance(form, Response):
