@@ -233,12 +233,3 @@ class Filters:
             passed = [{"id": r.id, "state": r.state} for r in candidates if r.state is not self.state]
             passed += [{"id": i, "state": "unknown"} for i in self.ids if i not in known]
         return chosen, passed
-
-    def replay(self, store: Store, intake: Replaying, attempts: int, dry_run: bool) -> tuple[int, list[dict[str, str]]]:
-        chosen, not_replayed = self.chosen(store)
-        return intake.replay(chosen, attempts, dry_run), not_replayed
-
-    def release(self, store: Store, intake: Releasing, dry_run: bool) -> tuple[int, list[dict[str, str]]]:
-        """Send the held deliveries chosen now; with `ids`, the ones that were not held are named."""
-        chosen, not_released = self.chosen(store)
-        return intake.release(chosen, dry_run), not_released

@@ -285,8 +285,7 @@ class PageData:
         """
         filters = _release_filters(delivery_id, event_id)
         records = filters.candidates(self.store)
-        released, _ = filters.release(self.store, intake, dry_run)
-        return released, records[0].eventId if records else event_id
+        return intake.release(filters.chosen(self.store)[0], dry_run), records[0].eventId if records else event_id
 
 
 def _release_filters(delivery_id: str | None, event_id: str | None) -> Filters:
