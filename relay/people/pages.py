@@ -97,11 +97,9 @@ class PeoplePages:
             return found
         link, token = found
         try:
-            pref, sent = await run_in_threadpool(self._read, link.person)
+            return await self._preferences_page(token, link.person, saved=request.query_params.get("saved") == "1")
         except RedisError:
             return _unavailable()
-        name = await shown_name(self.name_of, link.person)
-        return self._preferences_page(token, name, pref, sent, saved=request.query_params.get("saved") == "1")
 
     @documented(
         _operation(
@@ -125,9 +123,7 @@ class PeoplePages:
         try:
             hours = hours_from_form(form)
         except ValueError as exc:
-            pref, sent = await run_in_threadpool(self._read, link.person)
-            name = await shown_name(self.name_of, link.person)
-            return self._preferences_page(token, name, pref, sent, problem=str(exc), status=422)
+            return await self._preferences_page(token, link.person, problem=str(exc), status=422)
         config = self.settings()
 
         def change(pref: Preference) -> bool:
@@ -141,25 +137,15 @@ class PeoplePages:
         except RedisError:
             return _unavailable()
         except PreferenceError as exc:  # nothing stored: one that could not be read back
-            pref, sent = await run_in_threadpool(self._read, link.person)
-            problem, name = f"Not saved: {exc.message}.", await shown_name(self.name_of, link.person)
-            return self._preferences_page(token, name, pref, sent, problem=problem, status=422)
+            return await self._preferences_page(token, link.person, problem=f"Not saved: {exc.message}.", status=422)
         log.info("preferences saved from the preference page")
         return RedirectResponse(f"{PREFERENCES_PATH}{token}?saved=1", 303, headers=_NO_STORE)
 
-    def _read(self, person: str) -> tuple[Preference | None, dict[tuple[str, str], int]]:
-        return self.store.get(person), self.store.sent(person, self.clock())
-
-    def _preferences_page(
-        self,
-        token: str,
-        name: str,
-        pref: Preference | None,
-        sent: dict[tuple[str, str], int],
-        saved: bool = False,
-        problem: str | None = None,
-        status: int = 200,
+    async def _preferences_page(
+        self, token: str, person: str, saved: bool = False, problem: str | None = None, status: int = 200
     ) -> Response:
+        pref, sent = await run_in_threadpool(lambda: (self.store.get(person), self.store.sent(person, self.clock())))
+        name = await shown_name(self.name_of, person)
         config = self.settings()
         shown, hours = rows(config, pref, sent), hours_form(pref.activeHours if pref else None)
         return page(
