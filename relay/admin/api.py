@@ -122,8 +122,7 @@ def from_another_site(request: Request) -> bool:
 
 
 def admin_only(handler: Handler, config: Callable[[], Config], guard: Guard) -> Handler:
-    """`handler` behind the admin credentials (a client that sent too many wrong ones is answered 429 before
-    they are looked at); Redis failing under it answers 503."""
+    """`handler` behind the admin credentials (429 for too many wrong ones), 503 when Redis fails under it."""
 
     @functools.wraps(handler)  # keeps the handler's OpenAPI description
     async def guarded(request: Request) -> Response:
@@ -171,8 +170,7 @@ async def json_object(
     empty: dict[str, Any] | None = None,
     solution: str = "Send any of ids, eventId, kind, channel, since.",
 ) -> dict[str, Any] | Response:
-    """The request's JSON object, or the error answer: 415 not JSON, 413 over `limit` bytes, 422 not an object
-    (an empty body reads as `empty`, when given)."""
+    """The request's JSON object (an empty body: `empty`, when given), or the 413, 415 or 422 answer."""
     raw = await (request.body() if limit is None else bounded_body(request, limit))
     if raw is None:
         return error_response(413, [f"the body is over {limit} bytes"], f"The {what} request is too large.")

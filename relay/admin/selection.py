@@ -1,7 +1,4 @@
-"""Which deliveries a listing or a replay is about: filters from a query or a body, and their use.
-
-The query and the body are validated by the pydantic models below, which the OpenAPI document shows.
-"""
+"""Which deliveries a listing, a replay or a release is about: filters from a query or a body, and their use."""
 
 from __future__ import annotations
 
@@ -204,8 +201,7 @@ class Filters:
         return found, after
 
     def page(self, store: Store, limit: int, cursor: str | None = None) -> tuple[list[Delivery], str | None]:
-        """The newest `limit` deliveries these filters pick, after `cursor` (the `next` of the previous page),
-        newest (created) first, and the next page's cursor (None: this is the last). At most MAX_LISTED."""
+        """Up to `limit` (at most MAX_LISTED) picked deliveries after `cursor`, newest first; the next cursor."""
         after, limit = Cursor.parse(cursor) if cursor else None, min(limit, MAX_LISTED)
         if self.ids is not None or self.event_id:  # a few: read whole, ordered as the lists order theirs
             found = sorted((r for r in self.candidates(store) if self.matches(r)), key=_order, reverse=True)
@@ -223,8 +219,7 @@ class Filters:
         return found, after.text() if after is not None else None
 
     def chosen(self, store: Store) -> tuple[list[Delivery], list[dict[str, str]]]:
-        """The deliveries these filters pick, and, when they name `ids`, those named that are not in the
-        wanted state (with their state, or "unknown")."""
+        """The deliveries picked, and those of `ids` not in the wanted state (with their state, or "unknown")."""
         candidates = self.candidates(store)
         chosen = [r for r in candidates if self.matches(r)]
         passed: list[dict[str, str]] = []

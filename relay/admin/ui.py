@@ -1,10 +1,5 @@
-"""The admin page at /ui: recent notifications and their deliveries, failures with replay, held deliveries
-with release (after a confirmation page: the page has no JavaScript), counters.
-
-Server-rendered (relay/admin/ui_render.py); sessions and CSRF in relay/admin/ui_session.py, what the
-page shows in relay/admin/ui_view.py. Channel URLs and secrets are never shown: deliveries show their
-channel's name only.
-"""
+"""The admin page at /ui: notifications and their deliveries, failures with replay, held deliveries with
+release, counters. Channel URLs and secrets are never shown, only channels' names."""
 
 from __future__ import annotations
 
@@ -124,8 +119,7 @@ class AdminPage:
         )
 
     async def session_of(self, request: Request) -> str | None:
-        """The request's session: its cookie, signed, not expired and not logged out of (RedisError when
-        that cannot be known)."""
+        """The request's cookie, signed, unexpired and not logged out of (RedisError: that is unknown)."""
         value = request.cookies.get(COOKIE)
         if not session_valid(self.tokens(), value, self.clock()):
             return None
@@ -300,8 +294,7 @@ class AdminPage:
         return response
 
     async def posted_form(self, request: Request, what: str) -> dict[str, str] | Response:
-        """A button's form (replay, release), from an admin session with its CSRF token and this page's
-        origin, or with the admin API's header; else the error page."""
+        """A button's form, from a session with its CSRF token and this origin, or with the API's header."""
         by_header = await self.header_auth(request)
         if isinstance(by_header, Response):
             return by_header
@@ -363,8 +356,7 @@ class AdminPage:
 
 
 def back_to(notice: str, form: Mapping[str, str], owner: str | None) -> str:
-    """Back to the view the button was on (one notification, or the filtered list), its notice at the top and
-    in view (`#notice`), linking to the notification it was about (`of`)."""
+    """Back to the button's view, its notice in view (`#notice`) linking to the notification it was about."""
     target = f"/ui?{notice}" + ("&of=" + quote(owner, safe="") if owner else "")
     view = back_query(form)
     return target + ("&" + view if view else "") + "#notice"

@@ -1,6 +1,4 @@
-"""The admin page's view of one delivery (/ui/deliveries/{deliveryId}): what GET /api/v1/deliveries/{id}
-answers (relay.admin.detail), as a page: its record, the log of its tries, the message it sent. Every table of
-the admin page links a delivery here."""
+"""The admin page's view of one delivery (/ui/deliveries/{deliveryId}): relay.admin.detail's, as a page."""
 
 from __future__ import annotations
 

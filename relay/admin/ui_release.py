@@ -1,9 +1,5 @@
-"""The admin page's release of held deliveries: a confirmation page (GET), then the release (POST).
-
-The page has no JavaScript, so the confirmation is a page of its own: it lists what would go out, counted
-by a dry run of the admin API's own release (`PageData.release`, the same filters and rules), and its form
-posts the release with the session's CSRF token, guarded as the replay is.
-"""
+"""The admin page's release of held deliveries: a confirmation page (GET: with no JavaScript, a page of its
+own, counted by a dry run of the release), then the release (POST)."""
 
 from __future__ import annotations
 

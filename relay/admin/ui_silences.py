@@ -1,7 +1,4 @@
-"""The admin page's silences: add one (a form on the page) and expire one (its Expire button); both posted
-with the session's CSRF token and guarded as the replay is (`AdminPage.posted_form`). The page lists the
-active and pending ones (`relay.admin.ui_view.PageData`), each that holds longer than retention with a note
-saying so; the work is the admin API's (relay.admin.silences)."""
+"""The admin page's silences: add one (a form) and expire one (a button), by relay.admin.silences."""
 
 from __future__ import annotations
 
