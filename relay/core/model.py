@@ -121,10 +121,7 @@ _TOKEN = re.compile(_STRING.pattern + r"|[\[\]{},:]", re.DOTALL)
 
 
 def json_depth(text: str) -> int:
-    """How deeply arrays and objects nest in `text` (a bare value is 0), at C speed and without recursion.
-
-    Strings are removed first, so brackets inside them do not count; the text need not be valid JSON.
-    """
+    """How deeply arrays and objects nest in `text` (a bare value is 0; strings removed first), without recursion."""
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
     return max(0, max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0))
 
@@ -138,10 +135,7 @@ def _key(token: str) -> str:
 
 
 def too_deep_at(text: str, limit: int) -> str | None:
-    """The dotted path of the first array or object nested deeper than `limit`, or None.
-
-    A token scan with an explicit stack (no recursion); it stops at the first container too deep.
-    """
+    """The dotted path of the first array or object nested deeper than `limit`, or None (no recursion)."""
     # One frame per open container: [is_object, key or index of the current member].
     stack: list[list[Any]] = []
     last_string = ""
@@ -192,11 +186,8 @@ def trace_id(traceparent: str | None) -> str | None:
 
 @dataclass
 class Delivery:
-    """One (message, channel[, recipient]) of a notification, the unit of sending and retrying: planned by the
-    routing (`relay.core.routing`), stored (`relay.storage.records`: its Redis hash), sent and retried
-    (`relay.delivery`), rendered (`relay.core.rendering`) and shown (`public`, the admin page, the CLI).
-
-    Its fields are named as Redis and the API name them."""
+    """One (message, channel[, recipient]) of a notification, the unit of sending and retrying; its fields are
+    named as Redis and the API name them."""
 
     id: str
     eventId: str

@@ -1,7 +1,5 @@
-"""What people read instead of relay's internals: a person's or a group's display name (the payload's, else
-the platform catalog's, else a readable form of the reference), a channel's label, and the link to the
-resource a notification is about (`platform.ui_url` + the payload's `relativeLink`). Pure: the catalog is
-asked by relay.delivery.names, and what it answers comes in as data."""
+"""What people read instead of relay's internals: display names, a channel's label, the link to the resource a
+notification is about. Pure: the catalog's answers (relay.delivery.names) come in as data."""
 
 from __future__ import annotations
 
@@ -42,8 +40,7 @@ def _shown(c: str) -> bool:
 
 
 def clean_name(value: Any) -> str | None:
-    """A display name as shown: one line, no control or bidirectional control characters, at most MAX_NAME
-    characters; None if empty."""
+    """A display name as shown: one line, no (bidirectional) control characters, at most MAX_NAME; None if empty."""
     if not isinstance(value, str):
         return None
     text = " ".join("".join(c for c in value if _shown(c)).split())

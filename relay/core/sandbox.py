@@ -1,9 +1,5 @@
-"""The Jinja sandbox templates run in: immutable, and with every way a template builds a value put through the
-limits of `relay.core.limits` (docs/templates.md, "Limits") before the value exists: `*`, `+`, `%` and `**`
-(`call_binop`), `~` (the code generator below), `str` methods (`call`), `str.format` (its formatter), the filters
-and `lipsum`, and the buffers of `{% set %}` blocks, macros and `{% filter %}` blocks and the output (`concat`).
-Each value output is counted too (`finalize`).
-"""
+"""The Jinja sandbox templates run in: immutable, with every way a template builds a value (operators, `~`, `str`
+methods, `format`, filters, blocks and the output) put through `relay.core.limits` before the value exists."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
 """A title as each kind of channel takes it (docs/templates.md, "Title"): cut, in linear time, to what the
-service accepts, ending with an ellipsis.
-
-- E-mail: Apprise writes the Subject as one unfolded line (Python's `Message.as_string()` does not fold), and
-  SMTP servers refuse a line over 998 octets; Python's header code also takes time quadratic in a long
-  subject's words. So a subject is cut to 250 characters (what Apprise cuts a plain e-mail's to) and to what
-  fits that line as it is encoded: an ASCII subject as is, any other as UTF-8 encoded words (counted at
-  their largest, 3 octets a byte).
-- Slack: a Block Kit header takes 150 characters, counted as Slack receives them (`&`, `<`, `>` escaped).
-- Teams: 250 characters, the most Apprise sends as a card's heading.
-Other channels get the title as Apprise sends it (each service's own limit, applied by Apprise).
+service accepts, ending with an ellipsis. An e-mail's Subject is one unfolded line that SMTP refuses over 998
+octets (and Python's header code is quadratic in its words): cut to 250 characters and to what fits encoded
+(UTF-8 encoded words counted at 3 octets a byte). Slack's header: 150 characters as escaped; Teams: 250.
 """
 
 from __future__ import annotations
