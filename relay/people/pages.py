@@ -1,12 +1,7 @@
-"""The pages people reach from their notifications, through signed links (relay.web.links): their preference
-page, and one-click unsubscribe (RFC 8058).
-
-No login: the signed link is the key, and it opens only its own person's preferences (the person of the
-address it was sent to: relay.web.links); no other person's data or address is ever shown. Every page works
-without JavaScript. A POST that saves the page carries a token derived from its link (HMAC under
-`preferences.secret`) and any Origin it names must be this host.
-The one-click POST needs neither (mail providers send it bare); a GET never changes anything (mail scanners
-fetch links), it only shows what a button would do.
+"""The pages people reach through signed links (relay.web.links): their preference page, and one-click
+unsubscribe (RFC 8058). The link is the key, to its own person's preferences only. A POST that saves the page
+carries a token derived from its link and any Origin must be this host; the one-click POST needs neither (mail
+providers send it bare); a GET never changes anything (mail scanners fetch links).
 """
 
 from __future__ import annotations
@@ -272,9 +267,8 @@ class PeoplePages:
     # -- the link -------------------------------------------------------------------------------------
 
     async def _link(self, request: Request, scope: str) -> tuple[Link, str] | Response:
-        """The request's signed link, read; else the error answer (the platform's error body, or for a browser
-        the same words as a page). A client that sent too many invalid links is answered 429 before its link
-        is looked at (`relay.web.throttle`); an expired link is not counted (people click old mail)."""
+        """The request's signed link, or the error answer (a page for a browser); 429 for too many invalid links
+        (an expired one is not counted: people click old mail)."""
         prefs = self.settings().preferences
         token = str(request.path_params.get("token", ""))
         if not prefs.secret:

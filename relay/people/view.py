@@ -1,6 +1,4 @@
-"""What a person's page shows and what its form means: the rows of kinds by channel (each channel by its label),
-their active hours as a simple form (days, from, to, a time zone of the IANA list), and the form read back
-into a preference. Plain data."""
+"""What a person's page shows (rows of kinds by channel, active hours as a simple form) and what its form means."""
 
 from __future__ import annotations
 

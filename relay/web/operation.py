@@ -1,5 +1,4 @@
-"""What an HTTP handler says about itself, for the OpenAPI document (relay/admin/openapi.py builds it
-from the app's routes and these descriptions, with the schemas of the types named here)."""
+"""What an HTTP handler says about itself, for the OpenAPI document (relay/admin/openapi.py)."""
 
 from __future__ import annotations
 
