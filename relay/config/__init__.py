@@ -289,8 +289,7 @@ class Config(ConfigModel):
 
 @dataclass
 class ConfigRead:
-    """What reading the config gave: the file (None: defaults and environment only), the validated config
-    when there was no problem, and every problem found, each naming its key path."""
+    """What reading the config gave: the file (None: none), the config when there was no problem, the problems."""
 
     file: Path | None
     config: Config | None
@@ -300,8 +299,7 @@ class ConfigRead:
 
 
 def read_config(path: str | Path | None = None, environ: dict[str, str] | None = None) -> ConfigRead:
-    """Read, substitute, override and validate, collecting every problem rather than stopping at the first;
-    a file that cannot be read or parsed at all raises ConfigError."""
+    """Read, substitute, override and validate, collecting every problem; ConfigError for an unreadable file."""
     environ = dict(os.environ if environ is None else environ)
     file = Path(path) if path is not None else default_config_path()
     data: dict[str, Any] = {}

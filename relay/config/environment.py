@@ -1,8 +1,6 @@
-"""Settings from the environment, read by pydantic-settings: `RELAY_SECTION__KEY=value` (docs/configuration.md,
-"Settings from the environment"). A value is the exact string given (a token `1234`, `0x1f`, `yes`, a date,
-`null` and `~` all stay strings), converted only by the config's own validation (`9000` for a port);
-lists and mappings are JSON. `RELAY_<KEY>_FILE=/run/secrets/x` reads the value from a file (Docker and
-Kubernetes mount secrets as files). Every problem is returned, never the value of a variable."""
+"""Settings from the environment, read by pydantic-settings: `RELAY_SECTION__KEY=value`, or `RELAY_<KEY>_FILE`
+(docs/configuration.md). A value stays the exact string given, converted only by the config's validation; lists
+and mappings are JSON. Every problem is returned, never the value of a variable."""
 
 from __future__ import annotations
 
@@ -44,9 +42,8 @@ class _NotJson:
 
 
 class _Source(EnvSettingsSource):
-    """pydantic-settings' own environment source, reading the given variables (not the process's, so that a
-    caller and the tests choose them) and keeping a value that is not JSON where JSON is needed as a problem
-    rather than stopping at the first."""
+    """pydantic-settings' environment source, on the given variables, keeping a value that is not JSON where JSON
+    is needed as a problem rather than stopping at the first."""
 
     def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
         super().__init__(settings_cls)
@@ -129,8 +126,7 @@ def _is_key(model: type[BaseModel], parts: list[str]) -> bool:
 
 
 def _read_secret(name: str, file: str, problems: list[str]) -> str | None:
-    """The file's text without its trailing newline; a problem naming the variable and the file (never the
-    content) when it cannot be read."""
+    """The file's text without its trailing newline; else a problem naming the variable and the file."""
     try:
         return Path(file).read_text(encoding="utf-8").rstrip("\r\n")
     except OSError as exc:
@@ -143,9 +139,8 @@ def _read_secret(name: str, file: str, problems: list[str]) -> str | None:
 def _variables(
     model: type[BaseModel], environ: Mapping[str, str], problems: list[str], read: dict[str, str]
 ) -> dict[str, tuple[str, str]]:
-    """The RELAY_ variables under a section of the config, by key path (joined by `__`, single-`_` names spelt
-    out) with the name given and the value (a `_FILE` one read from its file, also kept in `read` by the
-    variable's name); a key set twice is a problem."""
+    """The RELAY_ variables under a config section, by key path (joined by `__`): the name and the value (a
+    `_FILE` one's file's, also kept in `read`); a key set twice is a problem."""
     found: dict[str, str | None] = {}
     given: dict[str, str] = {}  # key -> the name that set it, for messages
     for name, value in sorted(environ.items()):

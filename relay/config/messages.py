@@ -1,6 +1,5 @@
-"""Config problems in relay's words: `<key path>: <what is wrong>; <how to fix it>`. pydantic's own text
-("Input should be a valid integer") becomes a sentence an operator can act on, and a misspelt name is
-answered with the nearest known one."""
+"""Config problems in relay's words, `<key path>: <what is wrong>; <how to fix it>`, a misspelt name answered
+with the nearest known one."""
 
 from __future__ import annotations
 
@@ -64,9 +63,8 @@ def _is_union(tp: Any) -> bool:
 
 
 def _walk(model: type[BaseModel], loc: Sequence[str | int]) -> tuple[list[str | int], Any, bool]:
-    """The location as the operator wrote it (pydantic adds the member's name, like 'int', inside a union),
-    the type found at its parent (the model whose keys an unknown key is compared with), and whether the
-    error is one member's of a union."""
+    """The location as written (without the union member's name pydantic adds), the type at its parent (whose
+    keys an unknown key is compared with), and whether the error is one union member's."""
     tp: Any = model
     parent: Any = None
     clean: list[str | int] = []
@@ -104,17 +102,15 @@ def _number(value: Any) -> str:
 
 
 _FIXED = {
-    "int_parsing": "must be a whole number",
-    "int_type": "must be a whole number",
-    "float_parsing": "must be a number",
-    "float_type": "must be a number",
-    "bool_parsing": "must be true or false",
-    "bool_type": "must be true or false",
+    **dict.fromkeys(("int_parsing", "int_type"), "must be a whole number"),
+    **dict.fromkeys(("float_parsing", "float_type"), "must be a number"),
+    **dict.fromkeys(("bool_parsing", "bool_type"), "must be true or false"),
     "string_type": "must be text; put it in quotes",
     "list_type": "must be a list, like [a, b] (or one `- item` a line)",
-    "dict_type": "must be a mapping of keys, like {key: value} (or one `key: value` a line)",
-    "model_type": "must be a mapping of keys, like {key: value} (or one `key: value` a line)",
-    "model_attributes_type": "must be a mapping of keys, like {key: value} (or one `key: value` a line)",
+    **dict.fromkeys(
+        ("dict_type", "model_type", "model_attributes_type"),
+        "must be a mapping of keys, like {key: value} (or one `key: value` a line)",
+    ),
 }
 
 

@@ -24,8 +24,7 @@ _HINTS = {
 
 
 def read_file(file: Path, problems: list[str]) -> dict[str, Any]:
-    """The file's top-level mapping, each key written twice added to problems; ConfigError when the file
-    cannot be read or is not a YAML mapping."""
+    """The file's top-level mapping, each key written twice a problem; else ConfigError."""
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
