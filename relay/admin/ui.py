@@ -17,7 +17,7 @@ from relay.admin.channels import channel_rows
 from relay.admin.selection import Releasing, Replaying
 from relay.admin.ui_chart import HEIGHT, WIDTH, chart
 from relay.admin.ui_query import PageQuery, back_query
-from relay.admin.ui_render import error_page, render
+from relay.admin.ui_render import THROTTLED, error_page, html_answer, page_operation, posted, render, viewed
 from relay.admin.ui_session import (
     COOKIE,
     clear_session,
@@ -37,45 +37,11 @@ from relay.core.model import State
 from relay.delivery.silencing import Scheduling
 from relay.storage.sessions import EndedSessions
 from relay.web.auth import admin_allowed, admin_token_offered
-from relay.web.operation import ADMIN_SECURITY, FORM, HTML, Answer, Operation, documented
+from relay.web.operation import Answer, documented
 from relay.web.throttle import API, UI, Guard
 
 log = logging.getLogger("relay.admin.ui")
-
-_PAGE = {"type": "string"}  # an HTML page
-_SECURITY: list[dict[str, list[str]]] = [*ADMIN_SECURITY, {"adminSession": []}, {}]  # no admin token configured: open
-
-
-def page_operation(summary: str, answers: dict[int, Answer], form: bool = False) -> Operation:
-    return Operation(
-        summary,
-        answers,
-        request={"type": "object", "additionalProperties": {"type": "string"}} if form else None,
-        request_media=FORM,
-        security=_SECURITY,
-        tags=("admin page",),
-    )
-
-
-def html_answer(description: str) -> Answer:
-    return Answer(description, _PAGE, HTML)
-
-
-# Admin tokens sent in a header to a page count with the admin API's refusals (relay/web/throttle.py).
-THROTTLED = html_answer("Too many wrong admin tokens from this address: wait Retry-After seconds")
 T = TypeVar("T")
-
-
-def viewed(shown: str, more: dict[int, str]) -> dict[int, Answer]:
-    """The answers of a page one views (`more`: its own errors)."""
-    answers = {200: html_answer(shown), 303: Answer("Not logged in: to /ui/login"), 429: THROTTLED}
-    return answers | {s: html_answer(t) for s, t in {**more, 503: "Redis is unavailable"}.items()}
-
-
-def posted(done: str, more: dict[int, str]) -> dict[int, Answer]:
-    """The answers of a button's form (`more`: its own errors)."""
-    errors = {401: "Not logged in", 403: "Not from this page", 503: "Redis is unavailable", **more}
-    return {303: Answer(done), 429: THROTTLED} | {s: html_answer(t) for s, t in errors.items()}
 
 
 class PageIntake(Replaying, Releasing, Scheduling, Protocol):

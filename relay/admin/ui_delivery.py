@@ -6,7 +6,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from relay.admin.detail import read_detail
-from relay.admin.ui import AdminPage, page_operation, viewed
+from relay.admin.ui import AdminPage
+from relay.admin.ui_render import page_operation, viewed
 from relay.web.operation import documented
 
 

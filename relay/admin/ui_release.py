@@ -6,8 +6,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from relay.admin.ui import AdminPage, page_operation, posted, viewed
+from relay.admin.ui import AdminPage
 from relay.admin.ui_query import back_query
+from relay.admin.ui_render import page_operation, posted, viewed
 from relay.web.operation import documented
 
 

@@ -11,7 +11,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from relay.admin.silences import SilenceError, SilenceRequest, create, expire, refusal
-from relay.admin.ui import AdminPage, page_operation, posted
+from relay.admin.ui import AdminPage
+from relay.admin.ui_render import page_operation, posted
 from relay.storage.silences import Silences
 from relay.web.operation import documented
 
