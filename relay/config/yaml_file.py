@@ -1,5 +1,5 @@
-"""Reading the config file's YAML: a key written twice is a problem (YAML would keep the last silently,
-dropping the first's channels and routes), and a syntax error names the file, line and column."""
+"""Reading the config file's YAML: a key written twice is a problem (YAML keeps the last silently), and a
+syntax error names the file, line and column."""
 
 from __future__ import annotations
 

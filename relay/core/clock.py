@@ -18,8 +18,7 @@ def system_clock() -> float:
 
 
 class ManualClock:
-    """A clock for tests, moved by `set` and `advance` (never a sleep): it stands still where it was set, or,
-    on a `base` clock (`system_clock`, for a test that measures real spacing), goes on from there at its pace."""
+    """A clock for tests, moved by `set` and `advance`; on a `base` clock it goes on at that clock's pace."""
 
     def __init__(self, start: float, base: Clock | None = None) -> None:
         self.base = base

@@ -73,8 +73,7 @@ def _cut(text: str | None) -> str | None:
 
 
 def attempt_entry(outcome: Outcome, at: float, took: float | None) -> dict[str, Any]:
-    """One try, as the attempt log keeps it: when (epoch seconds), what it came to (delivered, transient,
-    permanent), the service's status (HTTP status, SMTP reply code) and words, the error, how long it took."""
+    """One try as the attempt log keeps it (relay.admin.detail.Attempt)."""
     entry: dict[str, Any] = {"at": at, "outcome": type(outcome).__name__.lower()}
     entry.update(status=None, said=None, error=None)
     if not isinstance(outcome, Delivered):

@@ -1,9 +1,5 @@
-"""Secrets out of every text relay shows: logs, error texts, API answers, command output.
-
-A credential reaches a text in many spellings: as configured, percent-decoded, `+`-decoded, re-encoded
-by Apprise or by `urlencode`, JSON-escaped. Scrubbing only the configured spelling leaks the others,
-so every credential-like part of a channel URL is expanded into all of these forms.
-"""
+"""Secrets out of every text relay shows: logs, error texts, API answers, command output. A credential reaches
+a text in many spellings (decoded, re-encoded, JSON-escaped), so each is expanded into all of them."""
 
 from __future__ import annotations
 

@@ -163,9 +163,8 @@ def is_markdown(name: str | None) -> bool:
 
 @pass_context
 def escape_for_markdown(context: Context, value: Any) -> Any:
-    """The `finalize` of every `{{ }}`: in an `md` template a value is escaped for chat markdown (relay.core.
-    markdown) and marked done, so that autoescape keeps it as is; a value already marked (`|safe`, a macro's
-    output, a `{% set %}` block) is left alone. HTML templates keep Jinja's own HTML escaping; txt none."""
+    """The `finalize` of every `{{ }}`: in `md`, a value not already marked safe is escaped for chat markdown
+    and marked safe, so that autoescape keeps it as is (HTML keeps Jinja's escaping; txt none)."""
     if is_markdown(context.name) and not hasattr(value, "__html__"):
         return Markup(escape_markdown(str(value)))
     return value

@@ -33,8 +33,7 @@ def title_limit(scheme: str) -> int | None:
 
 
 def fit_title(title: str, scheme: str) -> str:
-    """`title` as a channel of this scheme takes it: unchanged when it fits, else cut, ending with an ellipsis
-    (at the last space near the end, when there is one)."""
+    """`title` as a channel of this scheme takes it: unchanged when it fits, else cut (at a space near the end)."""
     limit = title_limit(scheme)
     if limit is None:
         return title
@@ -60,8 +59,7 @@ def _slack(ch: str) -> int:
 
 
 def _cut(title: str, max_chars: int, cost: Callable[[str], int], max_cost: int, ellipsis: str) -> str:
-    """The longest start of `title` within both limits; when the whole does not fit, one that leaves room for
-    the ellipsis. One pass over at most `max_chars` characters, whatever the title's length."""
+    """The longest start of `title` within both limits (room left for the ellipsis), in one pass."""
     room_chars = max_chars - len(ellipsis)
     room_cost = max_cost - sum(cost(c) for c in ellipsis)
     spent = 0

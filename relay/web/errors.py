@@ -1,5 +1,4 @@
-"""Error answers in the platform's convention (seed 000, "Error bodies"), scrubbed of the process's secrets
-on their way out (`ScrubbedErrors`)."""
+"""Error answers in the platform's convention, scrubbed of the process's secrets on their way out."""
 
 from __future__ import annotations
 
