@@ -91,33 +91,18 @@ def _attributes(attributes: Mapping[str, Any] | None, redactor: Redactor) -> dic
 
 
 def scrubbed(span: ReadableSpan, redactor: Redactor) -> ReadableSpan:
-    """The span with every text scrubbed of the configured secrets: itself when there was none, else a copy."""
-    name, attributes = _text(span.name, redactor), _attributes(span.attributes, redactor)
-    events = [Event(_text(e.name, redactor), _attributes(e.attributes, redactor), e.timestamp) for e in span.events]
-    links = [Link(link.context, _attributes(link.attributes, redactor)) for link in span.links]
+    """A copy of the span with every text scrubbed of the configured secrets."""
     status = span.status
     if status.description:
         status = Status(status.status_code, _text(status.description, redactor))
-    same = (
-        name == span.name
-        and attributes == dict(span.attributes or {})
-        and status.description == span.status.description
-        and all(
-            e.name == o.name and e.attributes == dict(o.attributes or {})
-            for e, o in zip(events, span.events, strict=True)
-        )
-        and all(n.attributes == dict(o.attributes or {}) for n, o in zip(links, span.links, strict=True))
-    )
-    if same:
-        return span
     return ReadableSpan(
-        name=name,
+        name=_text(span.name, redactor),
         context=span.context,
         parent=span.parent,
         resource=span.resource,
-        attributes=attributes,
-        events=events,
-        links=links,
+        attributes=_attributes(span.attributes, redactor),
+        events=[Event(_text(e.name, redactor), _attributes(e.attributes, redactor), e.timestamp) for e in span.events],
+        links=[Link(link.context, _attributes(link.attributes, redactor)) for link in span.links],
         kind=span.kind,
         status=status,
         start_time=span.start_time,
