@@ -17,7 +17,7 @@ from relay.admin.channels import channel_rows
 from relay.admin.selection import Releasing, Replaying
 from relay.admin.ui_chart import HEIGHT, WIDTH, chart
 from relay.admin.ui_query import PageQuery, back_query
-from relay.admin.ui_render import THROTTLED, error_page, html_answer, page_operation, posted, render, viewed
+from relay.admin.ui_render import THROTTLED, error_page, page_operation, posted, render, viewed
 from relay.admin.ui_session import (
     COOKIE,
     clear_session,
@@ -37,7 +37,7 @@ from relay.core.model import State
 from relay.delivery.silencing import Scheduling
 from relay.storage.sessions import EndedSessions
 from relay.web.auth import admin_allowed, admin_token_offered
-from relay.web.operation import Answer, documented
+from relay.web.operation import Answer, documented, html_answer
 from relay.web.throttle import API, UI, Guard
 
 log = logging.getLogger("relay.admin.ui")

@@ -11,8 +11,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.responses import HTMLResponse
 
 from relay.storage.store import iso
+from relay.web import operation
 from relay.web.html import secure_page
-from relay.web.operation import ADMIN_SECURITY, FORM, HTML, Answer, Operation
+from relay.web.operation import ADMIN_SECURITY, Answer, Operation, html_answer
 
 _env = Environment(
     loader=PackageLoader("relay.admin", "ui_templates"),
@@ -70,23 +71,11 @@ def error_page(
 
 # -- what the OpenAPI document says of the pages ----------------------------------------------------------
 
-_PAGE = {"type": "string"}  # an HTML page
 _SECURITY: list[dict[str, list[str]]] = [*ADMIN_SECURITY, {"adminSession": []}, {}]  # no admin token configured: open
 
 
 def page_operation(summary: str, answers: dict[int, Answer], form: bool = False) -> Operation:
-    return Operation(
-        summary,
-        answers,
-        request={"type": "object", "additionalProperties": {"type": "string"}} if form else None,
-        request_media=FORM,
-        security=_SECURITY,
-        tags=("admin page",),
-    )
-
-
-def html_answer(description: str) -> Answer:
-    return Answer(description, _PAGE, HTML)
+    return operation.page_operation(summary, answers, _SECURITY, "admin page", form=form)
 
 
 # Admin tokens sent in a header to a page count with the admin API's refusals (relay/web/throttle.py).

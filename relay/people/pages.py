@@ -37,25 +37,16 @@ from relay.web.links import (
     make_token,
     read_token,
 )
-from relay.web.operation import FORM, HTML, Answer, Operation, documented
+from relay.web.operation import Operation, documented, html_answer, page_operation
 from relay.web.throttle import PREFERENCES, UNSUBSCRIBE, Guard
 
 log = logging.getLogger("relay.people")
 MAX_FIELDS = 600
-_PAGE = {"type": "string"}
-_FORM = {"type": "object", "additionalProperties": {"type": "string"}}
 
 
 def _operation(summary: str, answers: dict[int, str], errors: tuple[int, ...], form: bool = False) -> Operation:
-    return Operation(
-        summary,
-        {status: Answer(text, _PAGE, HTML) for status, text in answers.items()},
-        errors=errors,
-        request=_FORM if form else None,
-        request_media=FORM,
-        security=[{}],
-        tags=("people",),
-    )
+    html = {status: html_answer(text) for status, text in answers.items()}
+    return page_operation(summary, html, [{}], "people", errors=errors, form=form)
 
 
 def csrf_for(secret: str, token: str) -> str:
