@@ -72,12 +72,6 @@ class RetryConfig(ConfigModel):
     attempts: int = Field(default=6, ge=1, le=100)
     backoff: list[Seconds] = Field(default_factory=lambda: [10.0, 60.0, 300.0, 1800.0, 7200.0])
 
-    def delay_after(self, attempt: int) -> float:
-        """Wait before try number attempt+1 (attempt counts from 1); the last step repeats."""
-        if not self.backoff:
-            return 0.0
-        return self.backoff[min(attempt - 1, len(self.backoff) - 1)]
-
 
 class PlatformConfig(ConfigModel):
     url: HttpUrl = None
