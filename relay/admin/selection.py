@@ -193,8 +193,7 @@ class Filters:
     def _indexed(
         self, store: Store, limit: int, cursor: Cursor | None, since: float | None
     ) -> tuple[list[Delivery], Cursor | None]:
-        """One page from the lists (`relay.storage.lists`) of those created since `since`; an entry whose
-        record expired, or that the filters do not match, is left out."""
+        """One page from the lists of those created since `since`, matching the filters, records still kept."""
         state = self.state.value if self.state is not None else None
         entries, after = store.lists.page(state, self.channel, self.kind, since, limit, cursor)
         found = [r for r in store.deliveries(i for i, _ in entries) if r is not None and self.matches(r)]

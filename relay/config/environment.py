@@ -71,8 +71,7 @@ def _is_model(annotation: Any) -> bool:
 
 @functools.cache
 def _settings_class(model: type[BaseModel]) -> type[BaseSettings]:
-    """A settings class with the model's fields, for pydantic-settings to know which names are keys and which
-    keys take JSON; the model itself validates what comes out."""
+    """The model's fields as settings: which names are keys and take JSON (the model validates the values)."""
     fields: dict[str, Any] = {
         name: (info.annotation, info) for name, info in model.model_fields.items() if name not in _NOT_SETTINGS
     }
@@ -168,9 +167,8 @@ def _variables(
 def environment_settings(
     model: type[BaseModel], environ: Mapping[str, str], problems: list[str], read: dict[str, str]
 ) -> dict[str, Any]:
-    """The config's keys set by RELAY_ variables, as nested data for the model to validate; each problem (a
-    `_FILE` that cannot be read, a list that is not JSON, a key set twice) added to problems; what each `_FILE`
-    variable's file holds in `read` (`hidden` keeps it out of every problem)."""
+    """The config's keys set by RELAY_ variables, as nested data for the model to validate; the problems found;
+    what each `_FILE` variable's file holds in `read` (`hidden` keeps it out of every problem)."""
     found = _variables(model, environ, problems, read)
     data = _Source(_settings_class(model), {ENV_PREFIX + key: value for key, (_, value) in found.items()})()
     names = {tuple(key.split(NESTED)): name for key, (name, _) in found.items()}

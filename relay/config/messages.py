@@ -158,8 +158,7 @@ def _sentence(e: ErrorDetails, parent: Any) -> str:
 
 
 def validation_problems(err: ValidationError, model: type[BaseModel]) -> list[str]:
-    """Each error pydantic found, as `key.path[i]: what is wrong; how to fix it`; the errors of one place in a
-    union (`int | str`) become one sentence."""
+    """Each error pydantic found as `key.path[i]: what is wrong; how to fix it`, a union's as one sentence."""
     out: list[str] = []
     unions: dict[str, int] = {}  # key path -> index in out of its union sentence
     for e in err.errors():

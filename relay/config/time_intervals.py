@@ -186,8 +186,7 @@ def parse_location(value: str | None) -> ZoneInfo:
 
 
 def parse_period(raw: Mapping[str, Any]) -> Period:
-    """One period as written in YAML (`times`, `weekdays`, `days_of_month`, `months`, `years`, `location`);
-    ValueError naming the value that is wrong."""
+    """One period as written in YAML; ValueError naming the value that is wrong."""
     unknown = set(raw) - {"times", "weekdays", "days_of_month", "months", "years", "location"}
     if unknown:
         raise ValueError(f"unknown field(s) {sorted(unknown)}")
@@ -212,8 +211,7 @@ def _integer(word: str) -> int | None:
 
 
 def allowed(instant: datetime, active: Iterable[Interval] | None, mute: Iterable[Interval]) -> bool:
-    """May a delivery go at `instant`: inside no mute interval, and inside an active one (None: no
-    active intervals given, any time is active)."""
+    """May a delivery go at `instant`: inside no mute interval, and inside an active one (None: any time)."""
     if any(i.contains(instant) for i in mute):
         return False
     return active is None or any(i.contains(instant) for i in active)

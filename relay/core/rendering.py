@@ -148,8 +148,7 @@ def template_globals(config: Config) -> dict[str, Any]:
 def build_context(
     notification: Notification, delivery: Delivery, extra: dict[str, Any] | None = None, lookup: Lookup | None = None
 ) -> dict[str, Any]:
-    """The template's context (docs/templates.md, "Context"); `lookup`: the catalog's names for references
-    the payload names no one for (relay.core.names)."""
+    """The template's context (docs/templates.md, "Context"); `lookup`: the catalog's names (relay.core.names)."""
     message = notification.messages[delivery.messageIndex]
     payload = notification.model_dump(mode="json")
     msg = payload["messages"][delivery.messageIndex]
@@ -239,9 +238,8 @@ class Renderer:
         extra: dict[str, Any] | None = None,
         lookup: Lookup | None = None,
     ) -> Rendered:
-        """The delivery's title and body, with the route's template choice (`delivery.template`). `extra`: more
-        context for this delivery alone (its person's `preferences_url` and `unsubscribe_url`); `lookup`: the
-        catalog's names, asked only when a template is used (relay.core.names)."""
+        """The delivery's title and body by the route's template choice; `extra`: more context for this delivery
+        alone (its person's links); `lookup`: the catalog's names, asked only when a template is used."""
         message = notification.messages[delivery.messageIndex]
         types = [t for t in (message.recipientType_v2, delivery.recipientType, message.recipientType) if t]
         names = candidates(delivery.template, notification.kind, types, fmt)

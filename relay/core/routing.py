@@ -129,8 +129,7 @@ def _new(
 
 
 def plan_notification(config: Config, notification: Notification, event_id: str, at: float) -> list[Delivery]:
-    """Every delivery the notification needs, skipped ones included, in a stable order: new ones, made `at`
-    (epoch seconds), their ids under `event_id` (as it is stored), each with the config's retry budget."""
+    """Every delivery the notification needs, skipped ones included, in a stable order, made `at`."""
     plan: list[Delivery] = []
     # With the platform configured, a recipient without a usable e-mail is looked up when sent.
     can_look_up = bool(config.platform.url)

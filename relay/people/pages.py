@@ -226,9 +226,8 @@ class PeoplePages:
         )
 
     def _opt_out(self, link: Link, at: float) -> str | None:
-        """Opt the link's person out of its kind on its channel, read back as planning reads it
-        (relay.delivery.preferences): None when it holds, else why not. "Unsubscribed" is never answered for
-        a choice that would be ignored (one over the most opt-outs a person may have, say)."""
+        """Opt the link's person out, read back as planning reads it: None when it holds, else why not (never
+        "unsubscribed" for a choice that would be ignored)."""
         try:  # what `update` stores has passed planning's own reading (it refuses, and stores nothing, else)
             pref = self.store.update(link.person, lambda p: p.with_opt_out(link.kind, link.channel), at)
         except PreferenceError as exc:

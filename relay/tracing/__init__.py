@@ -73,8 +73,8 @@ class Tracer:
         return self._backend.span(name, parent, links, attributes)
 
     def attempt(self, record: Delivery) -> AbstractContextManager[Span]:
-        """The span of one try of a delivery: in its notification's trace (`record.trace`), linked to its first
-        try's span when this is a retry or a replay. Stamps `record` with the traces that later tries follow."""
+        """The span of one try of a delivery, in its notification's trace, linked to its first try's; stamps
+        `record` with the traces that later tries follow."""
         if self._backend is None:
             return OFF
         return self._backend.attempt(record)
