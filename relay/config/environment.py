@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-import types
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -16,7 +14,7 @@ from pydantic import BaseModel, create_model
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
-from relay.config.messages import key_path
+from relay.config.messages import is_union, key_path
 
 ENV_PREFIX = "RELAY_"
 FILE_SUFFIX = "_FILE"
@@ -55,14 +53,10 @@ class _Source(EnvSettingsSource):
             return super().decode_complex_value(field_name, field, value)  # type: ignore[arg-type]
         except ValueError as exc:
             # A union (`digest: 15m` or a mapping) or a mapping's value keeps its string: validation reads it.
-            if field is None or _is_union(field.annotation):
+            if field is None or is_union(field.annotation):
                 raise
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not JSON"
             return _NotJson(reason)
-
-
-def _is_union(annotation: Any) -> bool:
-    return get_origin(annotation) in (typing.Union, types.UnionType)
 
 
 def _is_model(annotation: Any) -> bool:
@@ -119,7 +113,7 @@ def _is_key(model: type[BaseModel], parts: list[str]) -> bool:
             annotation = get_args(annotation)[-1]
         else:
             return False
-        if _is_union(annotation):  # `DigestConfig | None`: the model in it
+        if is_union(annotation):  # `DigestConfig | None`: the model in it
             annotation = next((a for a in get_args(annotation) if _is_model(a)), annotation)
     return True
 

@@ -44,22 +44,22 @@ def unknown_name(what: str, name: str, known: list[str], where: str) -> str:
     return f"{message}; the {what}s defined are: {listed}"
 
 
+def is_union(tp: Any) -> bool:
+    return get_origin(tp) in (Union, types.UnionType)
+
+
 def _unwrap(tp: Any) -> Any:
     """The type itself, without Annotated or Optional around it."""
     while True:
         if get_origin(tp) is Annotated:
             tp = get_args(tp)[0]
-        elif get_origin(tp) in (Union, types.UnionType):
+        elif is_union(tp):
             rest = [a for a in get_args(tp) if a is not type(None)]
             if len(rest) != 1:
                 return tp
             tp = rest[0]
         else:
             return tp
-
-
-def _is_union(tp: Any) -> bool:
-    return get_origin(tp) in (Union, types.UnionType)
 
 
 def _walk(model: type[BaseModel], loc: Sequence[str | int]) -> tuple[list[str | int], Any, bool]:
@@ -72,7 +72,7 @@ def _walk(model: type[BaseModel], loc: Sequence[str | int]) -> tuple[list[str | 
     for part in loc:
         tp = _unwrap(tp)
         parent = tp
-        if _is_union(tp) and isinstance(part, str):
+        if is_union(tp) and isinstance(part, str):
             tp, in_union = None, True  # a union member's name, not a key
             continue
         clean.append(part)
