@@ -8,7 +8,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, NotRequired, Protocol, TypeVar
+from typing import Annotated, Any, NotRequired, Protocol
 from urllib.parse import urlsplit
 
 from pydantic import ValidationError, WithJsonSchema
@@ -43,7 +43,6 @@ from relay.web.throttle import API, Guard
 log = logging.getLogger("relay.admin.api")
 IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 Handler = Callable[[Request], Awaitable[Response]]
-R = TypeVar("R", bound=ReplayRequest)
 
 
 # The schema of what `relay.core.model.Delivery.public` answers (its docstring is the schema's description).
@@ -122,8 +121,7 @@ def from_another_site(request: Request) -> bool:
 
 
 def admin_only(handler: Handler, config: Callable[[], Config], guard: Guard) -> Handler:
-    """`handler` behind the admin credentials (a client that sent too many wrong ones is answered 429 before
-    they are looked at); Redis failing under it answers 503."""
+    """`handler` behind the admin credentials (429 for too many wrong ones), 503 when Redis fails under it."""
 
     @functools.wraps(handler)  # keeps the handler's OpenAPI description
     async def guarded(request: Request) -> Response:
@@ -164,17 +162,6 @@ class Intake(Replaying, Releasing, Protocol):
     """What the admin API asks of the queue: replays and releases."""
 
 
-async def _filter_body(request: Request, what: str, model: type[R]) -> R | Response:
-    """A replay's or release's JSON body, validated, or the error answer."""
-    body = await json_object(request, what, empty={})
-    if isinstance(body, Response):
-        return body
-    try:
-        return model.model_validate(body)
-    except ValidationError as exc:
-        return validation_response(exc, f"{what} request")
-
-
 async def json_object(
     request: Request,
     what: str,
@@ -182,8 +169,7 @@ async def json_object(
     empty: dict[str, Any] | None = None,
     solution: str = "Send any of ids, eventId, kind, channel, since.",
 ) -> dict[str, Any] | Response:
-    """The request's JSON object, or the error answer: 415 not JSON, 413 over `limit` bytes, 422 not an object
-    (an empty body reads as `empty`, when given)."""
+    """The request's JSON object (an empty body: `empty`, when given), or the 413, 415 or 422 answer."""
     raw = await (request.body() if limit is None else bounded_body(request, limit))
     if raw is None:
         return error_response(413, [f"the body is over {limit} bytes"], f"The {what} request is too large.")
@@ -302,13 +288,7 @@ class AdminApi:
         )
     )
     async def replay(self, request: Request) -> Response:
-        wanted = await _filter_body(request, "replay", ReplayRequest)
-        if isinstance(wanted, Response):
-            return wanted
-        attempts = self.config().retry.attempts
-        replay = Filters.from_body(wanted, self.store.clock()).replay
-        replayed, not_replayed = await run_in_threadpool(replay, self.store, self.intake, attempts, wanted.dryRun)
-        return JSONResponse({"replayed": replayed, "dryRun": wanted.dryRun, "notReplayed": not_replayed})
+        return await self._requeue(request, State.FAILED)
 
     @documented(
         Operation(
@@ -321,12 +301,28 @@ class AdminApi:
         )
     )
     async def release(self, request: Request) -> Response:
-        wanted = await _filter_body(request, "release", ReleaseRequest)
-        if isinstance(wanted, Response):
-            return wanted
-        release = Filters.from_body(wanted, self.store.clock(), State.HELD).release
-        released, not_released = await run_in_threadpool(release, self.store, self.intake, wanted.dryRun)
-        return JSONResponse({"released": released, "dryRun": wanted.dryRun, "notReleased": not_released})
+        return await self._requeue(request, State.HELD)
+
+    async def _requeue(self, request: Request, state: State) -> Response:
+        """A replay (of failed deliveries) or a release (of held ones): how many went, and those named that did not."""
+        what, done = ("replay", "replayed") if state is State.FAILED else ("release", "released")
+        body = await json_object(request, what, empty={})
+        if isinstance(body, Response):
+            return body
+        try:
+            wanted = (ReplayRequest if state is State.FAILED else ReleaseRequest).model_validate(body)
+        except ValidationError as exc:
+            return validation_response(exc, f"{what} request")
+        attempts = self.config().retry.attempts
+
+        def requeue() -> tuple[int, list[dict[str, str]]]:
+            chosen, passed = Filters.from_body(wanted, self.store.clock(), state).chosen(self.store)
+            if state is State.FAILED:
+                return self.intake.replay(chosen, attempts, wanted.dryRun), passed
+            return self.intake.release(chosen, wanted.dryRun), passed
+
+        count, passed = await run_in_threadpool(requeue)
+        return JSONResponse({done: count, "dryRun": wanted.dryRun, f"not{done.capitalize()}": passed})
 
     @documented(
         Operation(

@@ -1,6 +1,4 @@
-"""GET /api/v1/channels: each configured channel's health (up or down, since when, its last error and
-success, its sends of the last hour), as every worker shares it in Redis (relay.outages.store). The admin
-page shows the same table (relay.admin.ui_view)."""
+"""GET /api/v1/channels: each channel's health as the workers share it in Redis (relay.outages.store)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""One delivery in full (GET /api/v1/deliveries/{deliveryId}, and the page /ui/deliveries/{deliveryId}): its
-record, the log of its last tries and the message its last try sent."""
+"""One delivery in full (GET /api/v1/deliveries/{deliveryId}, and the page /ui/deliveries/{deliveryId})."""
 
 from __future__ import annotations
 
@@ -54,8 +53,7 @@ def detail(record: Record, given: Message | None = None) -> dict[str, Any]:
 
 
 def _platform_text(record: Record) -> bool:
-    """The record's last try sent its message's own title or text as given, not kept in the record (they are
-    in the payload: `relay.delivery.compose.note_sent`)."""
+    """The last try sent its message's own title or text, which the payload keeps, not the record."""
     tried = record.attempts > 0 or bool(record.attemptLog)
     return tried and record.templateUsed == PLATFORM and (record.sentTitle is None or record.sentText is None)
 
@@ -71,8 +69,7 @@ def sent_message(record: Record, given: Message | None) -> Sent | None:
 
 
 def read_detail(store: Store, delivery_id: str) -> tuple[Record, dict[str, Any]] | None:
-    """The record and what the API answers for it (None: no such record), with its message read from its
-    payload where the record does not keep it: two round trips then."""
+    """The record and what the API answers for it (None: no such record), its message read from the payload."""
     record = store.delivery(delivery_id)
     if record is None:
         return None

@@ -1,6 +1,5 @@
-"""The OpenAPI document (GET /openapi.json), generated: paths and methods from the app's own routes,
-what each answers from its handler's description (relay/web/operation.py), schemas from the
-pydantic models and typed dicts that validate the requests and type the answers."""
+"""The OpenAPI document (GET /openapi.json), made from the app's routes, its handlers' descriptions
+(relay/web/operation.py) and the types that validate the requests and type the answers."""
 
 from __future__ import annotations
 

@@ -1,20 +1,18 @@
-"""The admin API of people's preferences: read and replace one person's, and a signed link to their page
-for a support desk (relay.preferences.model, relay.preferences.store, relay.web.links)."""
+"""The admin API of people's preferences: read or replace one person's; a signed link to their page."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import WithJsonSchema
 from redis import Redis
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict
 
-from relay.admin.api import json_object
+from relay.admin.api import IsoTime, json_object
 from relay.config import Config
 from relay.preferences.model import Preference, PreferenceError, PreferenceModel, canonical_person, validate
 from relay.preferences.store import Preferences
@@ -25,7 +23,6 @@ from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
 
 log = logging.getLogger("relay.admin.people")
 MAX_BODY = 64 * 1024
-IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 
 
 class OptOutBody(TypedDict):

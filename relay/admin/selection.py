@@ -1,7 +1,4 @@
-"""Which deliveries a listing or a replay is about: filters from a query or a body, and their use.
-
-The query and the body are validated by the pydantic models below, which the OpenAPI document shows.
-"""
+"""Which deliveries a listing, a replay or a release is about: filters from a query or a body, and their use."""
 
 from __future__ import annotations
 
@@ -196,16 +193,14 @@ class Filters:
     def _indexed(
         self, store: Store, limit: int, cursor: Cursor | None, since: float | None
     ) -> tuple[list[Delivery], Cursor | None]:
-        """One page from the lists (`relay.storage.lists`) of those created since `since`; an entry whose
-        record expired, or that the filters do not match, is left out."""
+        """One page from the lists of those created since `since`, matching the filters, records still kept."""
         state = self.state.value if self.state is not None else None
         entries, after = store.lists.page(state, self.channel, self.kind, since, limit, cursor)
         found = [r for r in store.deliveries(i for i, _ in entries) if r is not None and self.matches(r)]
         return found, after
 
     def page(self, store: Store, limit: int, cursor: str | None = None) -> tuple[list[Delivery], str | None]:
-        """The newest `limit` deliveries these filters pick, after `cursor` (the `next` of the previous page),
-        newest (created) first, and the next page's cursor (None: this is the last). At most MAX_LISTED."""
+        """Up to `limit` (at most MAX_LISTED) picked deliveries after `cursor`, newest first; the next cursor."""
         after, limit = Cursor.parse(cursor) if cursor else None, min(limit, MAX_LISTED)
         if self.ids is not None or self.event_id:  # a few: read whole, ordered as the lists order theirs
             found = sorted((r for r in self.candidates(store) if self.matches(r)), key=_order, reverse=True)
@@ -223,8 +218,7 @@ class Filters:
         return found, after.text() if after is not None else None
 
     def chosen(self, store: Store) -> tuple[list[Delivery], list[dict[str, str]]]:
-        """The deliveries these filters pick, and, when they name `ids`, those named that are not in the
-        wanted state (with their state, or "unknown")."""
+        """The deliveries picked, and those of `ids` not in the wanted state (with their state, or "unknown")."""
         candidates = self.candidates(store)
         chosen = [r for r in candidates if self.matches(r)]
         passed: list[dict[str, str]] = []
@@ -233,12 +227,3 @@ class Filters:
             passed = [{"id": r.id, "state": r.state} for r in candidates if r.state is not self.state]
             passed += [{"id": i, "state": "unknown"} for i in self.ids if i not in known]
         return chosen, passed
-
-    def replay(self, store: Store, intake: Replaying, attempts: int, dry_run: bool) -> tuple[int, list[dict[str, str]]]:
-        chosen, not_replayed = self.chosen(store)
-        return intake.replay(chosen, attempts, dry_run), not_replayed
-
-    def release(self, store: Store, intake: Releasing, dry_run: bool) -> tuple[int, list[dict[str, str]]]:
-        """Send the held deliveries chosen now; with `ids`, the ones that were not held are named."""
-        chosen, not_released = self.chosen(store)
-        return intake.release(chosen, dry_run), not_released

@@ -1,5 +1,4 @@
-"""Silences through the admin API (/api/v1/silences), and what the command line and the page share with it:
-making one from a request (`create`) and expiring one (`expire`, which makes what it held due at once)."""
+"""Silences through the admin API (/api/v1/silences); `create` and `expire` serve the CLI and the page too."""
 
 from __future__ import annotations
 
@@ -83,8 +82,7 @@ def refusal(exc: ValidationError | SilenceError) -> str:
 
 
 def create(silences: Silences, request: SilenceRequest, now: float, retention: float) -> tuple[Silence, list[str]]:
-    """Store a new silence: it, and what its maker is told (`warnings`: a hold longer than `retention`); raises
-    SilenceError (its field) for a time that makes none."""
+    """Store a new silence: it, and its warnings (a hold longer than `retention`); else SilenceError."""
     starts = request.startsAt if request.startsAt is not None else now
     if (request.endsAt is None) == (request.duration is None):
         raise SilenceError("endsAt", "give endsAt or duration (one of them)")
@@ -104,8 +102,7 @@ def create(silences: Silences, request: SilenceRequest, now: float, retention: f
 
 
 def expire(store: Store, schedule: Scheduling, ident: str, now: float) -> tuple[Silence, int] | None:
-    """End a silence now (one already ended stays as it was) and make what it held due at once; the silence
-    and how many deliveries it let go, or None when there is no such silence."""
+    """End a silence now and make what it held due: it and how many it let go (None: no such silence)."""
     silences = Silences(store.redis)
     silence = silences.get(ident)
     if silence is None:

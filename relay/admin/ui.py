@@ -1,16 +1,11 @@
-"""The admin page at /ui: recent notifications and their deliveries, failures with replay, held deliveries
-with release (after a confirmation page: the page has no JavaScript), counters.
-
-Server-rendered (relay/admin/ui_render.py); sessions and CSRF in relay/admin/ui_session.py, what the
-page shows in relay/admin/ui_view.py. Channel URLs and secrets are never shown: deliveries show their
-channel's name only.
-"""
+"""The admin page at /ui: notifications and their deliveries, failures with replay, held deliveries with
+release, counters. Channel URLs and secrets are never shown, only channels' names."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from redis.exceptions import RedisError
@@ -22,7 +17,7 @@ from relay.admin.channels import channel_rows
 from relay.admin.selection import Releasing, Replaying
 from relay.admin.ui_chart import HEIGHT, WIDTH, chart
 from relay.admin.ui_query import PageQuery, back_query
-from relay.admin.ui_render import error_page, render
+from relay.admin.ui_render import THROTTLED, error_page, page_operation, posted, render, viewed
 from relay.admin.ui_session import (
     COOKIE,
     clear_session,
@@ -42,32 +37,11 @@ from relay.core.model import State
 from relay.delivery.holding import Scheduling
 from relay.storage.sessions import EndedSessions
 from relay.web.auth import admin_allowed, admin_token_offered
-from relay.web.operation import ADMIN_SECURITY, FORM, HTML, Answer, Operation, documented
+from relay.web.operation import Answer, documented, html_answer
 from relay.web.throttle import API, UI, Guard
 
 log = logging.getLogger("relay.admin.ui")
-
-_PAGE = {"type": "string"}  # an HTML page
-_SECURITY: list[dict[str, list[str]]] = [*ADMIN_SECURITY, {"adminSession": []}, {}]  # no admin token configured: open
-
-
-def page_operation(summary: str, answers: dict[int, Answer], form: bool = False) -> Operation:
-    return Operation(
-        summary,
-        answers,
-        request={"type": "object", "additionalProperties": {"type": "string"}} if form else None,
-        request_media=FORM,
-        security=_SECURITY,
-        tags=("admin page",),
-    )
-
-
-def html_answer(description: str) -> Answer:
-    return Answer(description, _PAGE, HTML)
-
-
-# Admin tokens sent in a header to a page count with the admin API's refusals (relay/web/throttle.py).
-THROTTLED = html_answer("Too many wrong admin tokens from this address: wait Retry-After seconds")
+T = TypeVar("T")
 
 
 class PageIntake(Replaying, Releasing, Scheduling, Protocol):
@@ -111,8 +85,7 @@ class AdminPage:
         )
 
     async def session_of(self, request: Request) -> str | None:
-        """The request's session: its cookie, signed, not expired and not logged out of (RedisError when
-        that cannot be known)."""
+        """The request's cookie, signed, unexpired and not logged out of (RedisError: that is unknown)."""
         value = request.cookies.get(COOKIE)
         if not session_valid(self.tokens(), value, self.clock()):
             return None
@@ -151,39 +124,56 @@ class AdminPage:
     def redis_down(self, message: str) -> HTMLResponse:
         return self.error(503, "Redis is unavailable", message, headers={"Retry-After": "5"})
 
+    async def read(self, load: Callable[[], T]) -> T | Response:
+        """`load()` off the event loop, or the 503 page when Redis fails under it."""
+        try:
+            return await run_in_threadpool(load)
+        except RedisError as exc:
+            log.warning("admin page: Redis unavailable (%s)", type(exc).__name__)
+            return self.redis_down("relay cannot read its records right now. Try again shortly.")
+
+    def show(self, request: Request, viewing: tuple[str | None, str | None], name: str, **context: Any) -> Response:
+        """The page `name`, for the session `viewing_session` found (and set, when fresh)."""
+        session, fresh = viewing
+        response = render(
+            name,
+            self.clock(),
+            csrf=csrf_token(session) if session else "",
+            open_mode=not self.tokens(),
+            logged_in=bool(self.tokens()) and session is not None,
+            **context,
+        )
+        if fresh is not None:
+            set_session(response, request, fresh)
+        return response
+
     @documented(
         page_operation(
             "The admin page: counters, the last hour, channels, failed and held deliveries, recent notifications "
             "(query `event`, `before`, `limit`) or the deliveries of its filters (query `state`, `channel`, `kind`)",
-            {
-                200: html_answer("The page"),
-                303: Answer("Not logged in: to /ui/login"),
-                400: html_answer("Invalid query"),
-                429: THROTTLED,
-                503: html_answer("Redis is unavailable"),
-            },
+            viewed("The page", {400: "Invalid query"}),
         )
     )
     async def page(self, request: Request) -> Response:
         viewing = await self.viewing_session(request)
         if isinstance(viewing, Response):
             return viewing
-        session, fresh = viewing
         try:
             query = PageQuery.of_query(request.query_params)
         except ValueError:
             return self.error(
                 400, "Invalid query", "limit must be a number of notifications; before a timestamp; state a state."
             )
-        try:
-            data = await run_in_threadpool(self.data.page, query)
-            channels = await run_in_threadpool(channel_rows, self.data.redis, self.config(), self.clock())
-        except RedisError as exc:
-            log.warning("admin page: Redis unavailable (%s)", type(exc).__name__)
-            return self.redis_down("relay cannot read its records right now. Try again shortly.")
-        response = render(
+        found = await self.read(
+            lambda: (self.data.page(query), channel_rows(self.data.redis, self.config(), self.clock()))
+        )
+        if isinstance(found, Response):
+            return found
+        data, channels = found
+        return self.show(
+            request,
+            viewing,
             "index.html.j2",
-            self.clock(),
             page=data,
             q=query,
             chart=chart(data.activity),
@@ -193,15 +183,9 @@ class AdminPage:
             channel_names=list(self.config().channels),
             states=list(State),
             trace_link=self.config().tracing.link,
-            csrf=csrf_token(session) if session else "",
-            open_mode=not self.tokens(),
-            logged_in=bool(self.tokens()) and session is not None,
             event_filter=query.event,
             view_max=DELIVERIES_OF_ONE,
         )
-        if fresh is not None:
-            set_session(response, request, fresh)
-        return response
 
     @documented(
         page_operation(
@@ -276,8 +260,7 @@ class AdminPage:
         return response
 
     async def posted_form(self, request: Request, what: str) -> dict[str, str] | Response:
-        """A button's form (replay, release), from an admin session with its CSRF token and this page's
-        origin, or with the admin API's header; else the error page."""
+        """A button's form, from a session with its CSRF token and this origin, or with the API's header."""
         by_header = await self.header_auth(request)
         if isinstance(by_header, Response):
             return by_header
@@ -298,49 +281,48 @@ class AdminPage:
             )
         return form
 
+    def one_target(self, values: Mapping[str, str], verb: str) -> tuple[str | None, str | None] | Response:
+        """The delivery (`id`) or the notification (`eventId`) a button is about, or the 400 page."""
+        delivery_id, event_id = values.get("id", "").strip() or None, values.get("eventId", "").strip() or None
+        if (delivery_id is None) == (event_id is None):
+            return self.error(400, "Invalid request", f"{verb} one delivery (id) or one notification (eventId).")
+        return delivery_id, event_id
+
+    async def act(
+        self, request: Request, verb: str, done: str, run: Callable[[str | None, str | None], tuple[int, str | None]]
+    ) -> Response:
+        """A replay or release button: `run` on its target, then back to the page with its notice."""
+        form = await self.posted_form(request, verb)
+        if isinstance(form, Response):
+            return form
+        target = self.one_target(form, verb.capitalize())
+        if isinstance(target, Response):
+            return target
+        delivery_id, event_id = target
+        try:
+            count, owner = await run_in_threadpool(run, delivery_id, event_id)
+        except RedisError as exc:
+            log.warning("admin page: %s failed, Redis unavailable (%s)", verb, type(exc).__name__)
+            return self.error(503, "Redis is unavailable", f"Nothing was {done}. Try again shortly.")
+        noun = "held deliveries" if verb == "release" else "deliveries"
+        extra = {"eventId": owner, **({"deliveryId": delivery_id} if delivery_id else {})}
+        log.info("admin page: %s %d %s", done, count, noun, extra=extra)
+        return RedirectResponse(back_to(f"{done}={count}", form, owner), 303)
+
     @documented(
         page_operation(
             "Replay one failed delivery (form field `id`) or a notification's (`eventId`); `csrf` with a session",
-            {
-                303: Answer("Replayed: back to the page"),
-                400: html_answer("Not one target"),
-                401: html_answer("Not logged in"),
-                403: html_answer("Not from this page"),
-                429: THROTTLED,
-                503: html_answer("Redis is unavailable"),
-            },
+            posted("Replayed: back to the page", {400: "Not one target"}),
             form=True,
         )
     )
     async def replay(self, request: Request) -> Response:
-        form = await self.posted_form(request, "replay")
-        if isinstance(form, Response):
-            return form
-        delivery_id, event_id = target_of(form)
-        if (delivery_id is None) == (event_id is None):
-            return self.error(400, "Invalid request", "Replay one delivery (id) or one notification (eventId).")
         attempts = self.config().retry.attempts
-        try:
-            count, owner = await run_in_threadpool(self.data.replay, self.intake, attempts, delivery_id, event_id)
-        except RedisError as exc:
-            log.warning("admin page: replay failed, Redis unavailable (%s)", type(exc).__name__)
-            return self.error(503, "Redis is unavailable", "Nothing was replayed. Try again shortly.")
-        log.info(
-            "admin page: replayed %d deliveries",
-            count,
-            extra={"eventId": owner, **({"deliveryId": delivery_id} if delivery_id else {})},
-        )
-        return RedirectResponse(back_to(f"replayed={count}", form, owner), 303)
-
-
-def target_of(form: Mapping[str, str]) -> tuple[str | None, str | None]:
-    """The delivery (`id`) or the notification (`eventId`) a button is about."""
-    return form.get("id", "").strip() or None, form.get("eventId", "").strip() or None
+        return await self.act(request, "replay", "replayed", lambda d, e: self.data.replay(self.intake, attempts, d, e))
 
 
 def back_to(notice: str, form: Mapping[str, str], owner: str | None) -> str:
-    """Back to the view the button was on (one notification, or the filtered list), its notice at the top and
-    in view (`#notice`), linking to the notification it was about (`of`)."""
+    """Back to the button's view, its notice in view (`#notice`) linking to the notification it was about."""
     target = f"/ui?{notice}" + ("&of=" + quote(owner, safe="") if owner else "")
     view = back_query(form)
     return target + ("&" + view if view else "") + "#notice"

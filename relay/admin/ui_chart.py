@@ -1,5 +1,4 @@
-"""The admin page's chart of the last hour: deliveries per minute by the state they came to, as the bars of an
-inline SVG the page draws with no script (the counts: relay.storage.activity)."""
+"""The admin page's chart of the last hour: deliveries per minute by outcome, as an inline SVG's bars."""
 
 from __future__ import annotations
 

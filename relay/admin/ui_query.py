@@ -1,5 +1,4 @@
-"""What the admin page's address asks for: one notification or the list (paged), the filters of its lists
-(state, channel, kind: a plain GET form), auto-refresh, and the notice of a replay or a release just made.
+"""What the admin page's address asks for (a notification or the list, filters, refresh, a button's notice).
 Only what is parsed here is ever echoed back into the page or its links."""
 
 from __future__ import annotations
@@ -82,8 +81,7 @@ class PageQuery:
 
 
 def back_query(form: Mapping[str, str]) -> str:
-    """The view a button was on, from its form: `back` (the view's own query) or `view` (an eventId), kept to
-    the view's parameters."""
+    """The view a button was on, from its form's `back` (the view's query) or `view` (an eventId)."""
     kept = {k: v for k, v in parse_qsl(form.get("back", "")) if k in VIEW_KEYS and v}
     view = form.get("view", "").strip()
     if view:

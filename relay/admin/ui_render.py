@@ -1,4 +1,5 @@
-"""The admin page's HTML: Jinja templates (autoescaped, no JavaScript) and the headers every page carries."""
+"""The admin page's HTML: Jinja templates (autoescaped, no JavaScript), the headers every page carries, and
+what the OpenAPI document says of its pages."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.responses import HTMLResponse
 
 from relay.storage.store import iso
+from relay.web import operation
 from relay.web.html import secure_page
+from relay.web.operation import ADMIN_SECURITY, Answer, Operation, html_answer
 
 _env = Environment(
     loader=PackageLoader("relay.admin", "ui_templates"),
@@ -64,3 +67,28 @@ def error_page(
     now: float, status: int, title: str, message: str, headers: dict[str, str] | None = None
 ) -> HTMLResponse:
     return render("error.html.j2", now, status, headers, title=title, message=message)
+
+
+# -- what the OpenAPI document says of the pages ----------------------------------------------------------
+
+_SECURITY: list[dict[str, list[str]]] = [*ADMIN_SECURITY, {"adminSession": []}, {}]  # no admin token configured: open
+
+
+def page_operation(summary: str, answers: dict[int, Answer], form: bool = False) -> Operation:
+    return operation.page_operation(summary, answers, _SECURITY, "admin page", form=form)
+
+
+# Admin tokens sent in a header to a page count with the admin API's refusals (relay/web/throttle.py).
+THROTTLED = html_answer("Too many wrong admin tokens from this address: wait Retry-After seconds")
+
+
+def viewed(shown: str, more: dict[int, str]) -> dict[int, Answer]:
+    """The answers of a page one views (`more`: its own errors)."""
+    answers = {200: html_answer(shown), 303: Answer("Not logged in: to /ui/login"), 429: THROTTLED}
+    return answers | {s: html_answer(t) for s, t in {**more, 503: "Redis is unavailable"}.items()}
+
+
+def posted(done: str, more: dict[int, str]) -> dict[int, Answer]:
+    """The answers of a button's form (`more`: its own errors)."""
+    errors = {401: "Not logged in", 403: "Not from this page", 503: "Redis is unavailable", **more}
+    return {303: Answer(done), 429: THROTTLED} | {s: html_answer(t) for s, t in errors.items()}

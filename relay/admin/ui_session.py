@@ -1,17 +1,10 @@
 """The admin page's sessions and CSRF protection.
 
-- With `server.admin_tokens`, a browser logs in once with one of them. The session cookie holds
-  `expiry.nonce.HMAC-SHA256(token, expiry|nonce)`, never the token: it is HttpOnly, SameSite=Strict,
-  limited to /ui, Secure over HTTPS, and valid for SESSION_SECONDS. It is checked against every
-  configured token, so every API replica accepts it and removing a token from the config ends the
-  sessions opened with it. Logging out ends the session for good: its nonce is recorded in Redis
-  (relay.storage.sessions) until the cookie would have expired, and every replica refuses it from then
-  on. Scripts may send the API's own `Authorization: Bearer` header instead.
-- With no admin_tokens the admin API is open, and so is the page (fine on loopback only).
-
-Every POST made with the cookie (replay, logout) must carry a CSRF token derived from the session
-cookie (HMAC keyed by the cookie, which a page of another site can neither read nor set), and any
-Origin or Referer it sends must be this host.
+The cookie holds `expiry.nonce.HMAC-SHA256(token, expiry|nonce)`, never the token, and is checked against
+every configured token: every replica accepts it, and removing a token ends its sessions. Logging out records
+the nonce in Redis (relay.storage.sessions) until the cookie would expire. With no admin_tokens the page is
+open, as the API is. A POST with the cookie carries a CSRF token keyed by the cookie (which another site can
+neither read nor set), and any Origin or Referer it sends must be this host.
 """
 
 from __future__ import annotations
@@ -53,8 +46,7 @@ def session_parts(value: str | None) -> tuple[int, str, str] | None:
 
 
 def session_valid(tokens: list[str], value: str | None, now: float) -> bool:
-    """Whether the cookie is signed, by a configured token, and not expired (not whether it was logged out of:
-    relay.storage.sessions knows that)."""
+    """Whether the cookie is signed by a configured token and unexpired (relay.storage.sessions: logged out)."""
     parts = session_parts(value)
     if parts is None:
         return False

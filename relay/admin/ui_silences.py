@@ -1,7 +1,4 @@
-"""The admin page's silences: add one (a form on the page) and expire one (its Expire button); both posted
-with the session's CSRF token and guarded as the replay is (`AdminPage.posted_form`). The page lists the
-active and pending ones (`relay.admin.ui_view.PageData`), each that holds longer than retention with a note
-saying so; the work is the admin API's (relay.admin.silences)."""
+"""The admin page's silences: add one (a form) and expire one (a button), by relay.admin.silences."""
 
 from __future__ import annotations
 
@@ -14,18 +11,13 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from relay.admin.silences import SilenceError, SilenceRequest, create, expire, refusal
-from relay.admin.ui import THROTTLED, AdminPage, html_answer, page_operation
+from relay.admin.ui import AdminPage
+from relay.admin.ui_render import page_operation, posted
 from relay.silences.store import Silences
-from relay.web.operation import Answer, documented
+from relay.web.operation import documented
 
 log = logging.getLogger("relay.admin.ui")
-_ANSWERS = {
-    303: Answer("Done: back to the page's silences"),
-    401: html_answer("Not logged in"),
-    403: html_answer("Not from this page"),
-    429: THROTTLED,
-    503: html_answer("Redis is unavailable"),
-}
+_DONE = "Done: back to the page's silences"
 
 
 class SilencesPage:
@@ -35,7 +27,7 @@ class SilencesPage:
     @documented(
         page_operation(
             "Add a silence: `matchers` (one a line), `duration`, `comment`, `createdBy`, `action`; `csrf`",
-            {**_ANSWERS, 422: html_answer("Not a silence: the page says which field")},
+            posted(_DONE, {422: "Not a silence: the page says which field"}),
             form=True,
         )
     )
@@ -62,7 +54,7 @@ class SilencesPage:
         log.info("admin page: silence %s added by %s: %s", silence.id, silence.createdBy, silence.comment)
         return RedirectResponse("/ui#silences", 303)
 
-    @documented(page_operation("Expire a silence now (form field `id`); `csrf`", _ANSWERS, form=True))
+    @documented(page_operation("Expire a silence now (form field `id`); `csrf`", posted(_DONE, {}), form=True))
     async def expire(self, request: Request) -> Response:
         form = await self.page.posted_form(request, "expiry")
         if isinstance(form, Response):

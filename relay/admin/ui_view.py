@@ -1,5 +1,4 @@
-"""What the admin page shows: recent notifications with their deliveries, failures, held deliveries, counters;
-and its replay and release."""
+"""What the admin page shows, and its replay and release."""
 
 from __future__ import annotations
 
@@ -32,19 +31,18 @@ ERROR_SHOWN = 300  # characters of a delivery's last error shown in a table cell
 
 @dataclass
 class DeliveryRow:
-    """One delivery as the page shows it: the `Delivery` itself, what the page derives from it for display, and
-    the notification its digest is listed with (for the link to it), which the delivery does not know."""
+    """One delivery as the page shows it, with the notification its digest is listed with (for the link)."""
 
     delivery: Delivery
     digest_event: str | None = None  # an item of a digest: the notification its digest is listed with (None: unknown)
 
     @property
     def anchor(self) -> str:
-        return "dl-" + hashlib.sha256(self.delivery.id.encode()).hexdigest()[:16]
+        return anchor(self.delivery.id, "dl-")
 
     @property
     def digest_anchor(self) -> str:
-        return "dl-" + hashlib.sha256((self.delivery.digest or "").encode()).hexdigest()[:16]
+        return anchor(self.delivery.digest or "", "dl-")
 
     @property
     def recipient_type(self) -> str:
@@ -163,8 +161,8 @@ class Page:
         return sum(len(g.deliveries) for g in self.failed)
 
 
-def anchor(event_id: str) -> str:
-    return "ev-" + hashlib.sha256(event_id.encode()).hexdigest()[:16]
+def anchor(ident: str, prefix: str = "ev-") -> str:
+    return prefix + hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
 def _text(value: Any) -> str:
@@ -260,10 +258,7 @@ class PageData:
     def replay(
         self, intake: Replaying, attempts: int, delivery_id: str | None, event_id: str | None
     ) -> tuple[int, str | None]:
-        """Requeue the failed delivery, or every failed delivery of the event; others are left alone.
-
-        Returns how many were requeued and the notification they belong to.
-        """
+        """Requeue the failed delivery, or the event's failed ones: how many, and their notification."""
         ids = [delivery_id] if delivery_id else self.store.event_delivery_ids(event_id or "")
         records = [r for r in self.store.deliveries(ids) if r is not None]
         owner = records[0].eventId if records else event_id
@@ -279,14 +274,10 @@ class PageData:
     def release(
         self, intake: Releasing, delivery_id: str | None, event_id: str | None, dry_run: bool = False
     ) -> tuple[int, str | None]:
-        """Send the held delivery, or the notification's held ones, now: the admin API's release, same rules.
-
-        Returns how many were (or, in a dry run, would be) released and the notification they belong to.
-        """
+        """The admin API's release of the held delivery, or the notification's: how many, and their notification."""
         filters = _release_filters(delivery_id, event_id)
         records = filters.candidates(self.store)
-        released, _ = filters.release(self.store, intake, dry_run)
-        return released, records[0].eventId if records else event_id
+        return intake.release(filters.chosen(self.store)[0], dry_run), records[0].eventId if records else event_id
 
 
 def _release_filters(delivery_id: str | None, event_id: str | None) -> Filters:

@@ -49,12 +49,9 @@ _REFERENCES_CHECKED = "references_checked"
 
 class RedisConfig(ConfigModel):
     url: RedisUrl = None
-    # Only for the embedded server: fsync policy of its append-only file. `always` because a 202 means
-    # durable: with everysec, Redis 6.2 answers before writing while a slow fsync is pending, so even a
-    # SIGKILL of Redis alone can lose acknowledged notifications (docs/operations.md has the figures).
+    # The embedded server's fsync policy: `always`, as a 202 means durable (docs/operations.md: everysec can lose).
     appendfsync: Literal["always", "everysec"] = "always"
-    # With replicas (Sentinel): a 202 only once this many replicas acknowledged the notification's write
-    # (Redis WAIT), so that a failover loses nothing answered 202; 0 answers once the primary has it.
+    # With replicas (Sentinel): a 202 once this many acknowledged the write (Redis WAIT): a failover loses none.
     min_replicas: int = Field(default=0, ge=0, le=16)
     # How long the accept waits for those replicas before it answers 503 with Retry-After.
     replica_timeout: Seconds = Field(default=1.0, gt=0, le=30)
@@ -64,20 +61,13 @@ class MetricsConfig(ConfigModel):
     # `relay worker` serves its own /metrics on this port (prometheus-client's HTTP exposition); none by default.
     port: int | None = Field(default=None, ge=1, le=65535)
     host: str = "127.0.0.1"  # 0.0.0.0 in a container, for Prometheus to reach it
-    # Distinct notification kinds given their own metric series and Redis counter fields, fleet-wide; the
-    # kinds seen after these are counted under kind="other" (a sender must not grow the series without end).
+    # Kinds given their own metric series, fleet-wide; later ones count as kind="other" (series stay bounded).
     max_kinds: int = Field(default=200, ge=1, le=100_000)
 
 
 class RetryConfig(ConfigModel):
     attempts: int = Field(default=6, ge=1, le=100)
     backoff: list[Seconds] = Field(default_factory=lambda: [10.0, 60.0, 300.0, 1800.0, 7200.0])
-
-    def delay_after(self, attempt: int) -> float:
-        """Wait before try number attempt+1 (attempt counts from 1); the last step repeats."""
-        if not self.backoff:
-            return 0.0
-        return self.backoff[min(attempt - 1, len(self.backoff) - 1)]
 
 
 class PlatformConfig(ConfigModel):
@@ -92,8 +82,7 @@ class PlatformConfig(ConfigModel):
 
 class TemplatesConfig(ConfigModel):
     dir: str = "./templates"
-    # Use the templates shipped with relay (per kind and recipient type) where the operator has none.
-    # Off by default: then a kind without a template of the operator's gets the platform's own text.
+    # Use relay's shipped templates where the operator has none; off: the platform's own text.
     builtin: bool = False
 
 
@@ -182,8 +171,7 @@ class TracingConfig(ConfigModel):
         return self.ui_url.replace("{trace_id}", trace_id) if self.ui_url and trace_id else None
 
 
-# Longer than any stall a live worker may have (45 s: a dozen seconds is not a death), short enough that
-# everything a killed worker held goes out again within a minute and a half.
+# Longer than a live worker's stall (a dozen seconds is no death); what a dead one held goes within 90 s.
 DEAD_WORKER_AFTER = 45.0
 
 
@@ -203,13 +191,11 @@ class Config(ConfigModel):
     # Alertmanager's time intervals, named by routes' active_time_intervals / mute_time_intervals.
     time_intervals: list[TimeIntervalConfig] = Field(default_factory=list)
     workers: int = Field(default=2, ge=0, le=64)
-    # Sender threads of each worker process, the deliveries it sends at once: sends mostly wait on the
-    # network, so a slow chat API does not hold up everything behind it (relay.delivery.sender).
+    # Sender threads of each worker (sends mostly wait on the network: a slow chat API holds up no other).
     worker_threads: int = Field(default=16, ge=1, le=256)
     # Longest one send may take; a delivery's send lock lives this + 30 s.
     send_timeout: Seconds = 20.0
-    # A worker not heard from for this long (killed, or frozen: a VM paused, a swap storm) is taken for dead:
-    # the others take over what it held. A shorter stall is waited out, so nothing goes out twice for it.
+    # A worker not heard from for this long is taken for dead and the others take over what it held.
     dead_worker_after: Seconds = Field(default=DEAD_WORKER_AFTER, ge=1.0)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     preferences: PreferencesConfig = Field(default_factory=PreferencesConfig)
@@ -290,8 +276,7 @@ class Config(ConfigModel):
 
 @dataclass
 class ConfigRead:
-    """What reading the config gave: the file (None: defaults and environment only), the validated config
-    when there was no problem, and every problem found, each naming its key path."""
+    """What reading the config gave: the file (None: none), the config when there was no problem, the problems."""
 
     file: Path | None
     config: Config | None
@@ -301,8 +286,7 @@ class ConfigRead:
 
 
 def read_config(path: str | Path | None = None, environ: dict[str, str] | None = None) -> ConfigRead:
-    """Read, substitute, override and validate, collecting every problem rather than stopping at the first;
-    a file that cannot be read or parsed at all raises ConfigError."""
+    """Read, substitute, override and validate, collecting every problem; ConfigError for an unreadable file."""
     environ = dict(os.environ if environ is None else environ)
     file = Path(path) if path is not None else default_config_path()
     data: dict[str, Any] = {}

@@ -1,15 +1,11 @@
-"""Settings from the environment, read by pydantic-settings: `RELAY_SECTION__KEY=value` (docs/configuration.md,
-"Settings from the environment"). A value is the exact string given (a token `1234`, `0x1f`, `yes`, a date,
-`null` and `~` all stay strings), converted only by the config's own validation (`9000` for a port);
-lists and mappings are JSON. `RELAY_<KEY>_FILE=/run/secrets/x` reads the value from a file (Docker and
-Kubernetes mount secrets as files). Every problem is returned, never the value of a variable."""
+"""Settings from the environment, read by pydantic-settings: `RELAY_SECTION__KEY=value`, or `RELAY_<KEY>_FILE`
+(docs/configuration.md). A value stays the exact string given, converted only by the config's validation; lists
+and mappings are JSON. Every problem is returned, never the value of a variable."""
 
 from __future__ import annotations
 
 import functools
 import json
-import types
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -18,7 +14,7 @@ from pydantic import BaseModel, create_model
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
-from relay.config.messages import key_path
+from relay.config.messages import is_union, key_path
 
 ENV_PREFIX = "RELAY_"
 FILE_SUFFIX = "_FILE"
@@ -44,9 +40,8 @@ class _NotJson:
 
 
 class _Source(EnvSettingsSource):
-    """pydantic-settings' own environment source, reading the given variables (not the process's, so that a
-    caller and the tests choose them) and keeping a value that is not JSON where JSON is needed as a problem
-    rather than stopping at the first."""
+    """pydantic-settings' environment source, on the given variables, keeping a value that is not JSON where JSON
+    is needed as a problem rather than stopping at the first."""
 
     def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
         super().__init__(settings_cls)
@@ -58,14 +53,10 @@ class _Source(EnvSettingsSource):
             return super().decode_complex_value(field_name, field, value)  # type: ignore[arg-type]
         except ValueError as exc:
             # A union (`digest: 15m` or a mapping) or a mapping's value keeps its string: validation reads it.
-            if field is None or _is_union(field.annotation):
+            if field is None or is_union(field.annotation):
                 raise
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not JSON"
             return _NotJson(reason)
-
-
-def _is_union(annotation: Any) -> bool:
-    return get_origin(annotation) in (typing.Union, types.UnionType)
 
 
 def _is_model(annotation: Any) -> bool:
@@ -74,8 +65,7 @@ def _is_model(annotation: Any) -> bool:
 
 @functools.cache
 def _settings_class(model: type[BaseModel]) -> type[BaseSettings]:
-    """A settings class with the model's fields, for pydantic-settings to know which names are keys and which
-    keys take JSON; the model itself validates what comes out."""
+    """The model's fields as settings: which names are keys and take JSON (the model validates the values)."""
     fields: dict[str, Any] = {
         name: (info.annotation, info) for name, info in model.model_fields.items() if name not in _NOT_SETTINGS
     }
@@ -123,14 +113,13 @@ def _is_key(model: type[BaseModel], parts: list[str]) -> bool:
             annotation = get_args(annotation)[-1]
         else:
             return False
-        if _is_union(annotation):  # `DigestConfig | None`: the model in it
+        if is_union(annotation):  # `DigestConfig | None`: the model in it
             annotation = next((a for a in get_args(annotation) if _is_model(a)), annotation)
     return True
 
 
 def _read_secret(name: str, file: str, problems: list[str]) -> str | None:
-    """The file's text without its trailing newline; a problem naming the variable and the file (never the
-    content) when it cannot be read."""
+    """The file's text without its trailing newline; else a problem naming the variable and the file."""
     try:
         return Path(file).read_text(encoding="utf-8").rstrip("\r\n")
     except OSError as exc:
@@ -143,9 +132,8 @@ def _read_secret(name: str, file: str, problems: list[str]) -> str | None:
 def _variables(
     model: type[BaseModel], environ: Mapping[str, str], problems: list[str], read: dict[str, str]
 ) -> dict[str, tuple[str, str]]:
-    """The RELAY_ variables under a section of the config, by key path (joined by `__`, single-`_` names spelt
-    out) with the name given and the value (a `_FILE` one read from its file, also kept in `read` by the
-    variable's name); a key set twice is a problem."""
+    """The RELAY_ variables under a config section, by key path (joined by `__`): the name and the value (a
+    `_FILE` one's file's, also kept in `read`); a key set twice is a problem."""
     found: dict[str, str | None] = {}
     given: dict[str, str] = {}  # key -> the name that set it, for messages
     for name, value in sorted(environ.items()):
@@ -173,9 +161,8 @@ def _variables(
 def environment_settings(
     model: type[BaseModel], environ: Mapping[str, str], problems: list[str], read: dict[str, str]
 ) -> dict[str, Any]:
-    """The config's keys set by RELAY_ variables, as nested data for the model to validate; each problem (a
-    `_FILE` that cannot be read, a list that is not JSON, a key set twice) added to problems; what each `_FILE`
-    variable's file holds in `read` (`hidden` keeps it out of every problem)."""
+    """The config's keys set by RELAY_ variables, as nested data for the model to validate; the problems found;
+    what each `_FILE` variable's file holds in `read` (`hidden` keeps it out of every problem)."""
     found = _variables(model, environ, problems, read)
     data = _Source(_settings_class(model), {ENV_PREFIX + key: value for key, (_, value) in found.items()})()
     names = {tuple(key.split(NESTED)): name for key, (name, _) in found.items()}

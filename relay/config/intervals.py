@@ -20,12 +20,20 @@ from relay.config.time_intervals import (
     parse_years,
 )
 
+_SEXAGESIMAL = " (YAML reads an unquoted range like 1:5 as a number: quote it)"
 
-def _checked(parse: Any) -> Any:
-    """A validator that keeps the value as written once `parse` accepts it (its ValueError names it)."""
+
+def _checked(parse: Any, ranges: bool = False) -> Any:
+    """A validator that keeps the value as written once `parse` accepts it (its ValueError names it); with
+    `ranges`, a number YAML made of an unquoted range is said to be one."""
 
     def check(value: Any) -> Any:
-        parse(value)
+        try:
+            parse(value)
+        except ValueError as exc:
+            if ranges and isinstance(value, int) and value > 59:
+                raise ValueError(f"{exc}{_SEXAGESIMAL}") from None
+            raise
         return value
 
     return AfterValidator(check)
@@ -36,22 +44,6 @@ def _clock(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return f"{value // 60:02d}:{value % 60:02d}"
     return value
-
-
-_SEXAGESIMAL = " (YAML reads an unquoted range like 1:5 as a number: quote it)"
-
-
-def _unquoted_hint(parse: Any) -> Any:
-    def check(value: Any) -> Any:
-        try:
-            parse(value)
-        except ValueError as exc:
-            if isinstance(value, int) and value > 59:
-                raise ValueError(f"{exc}{_SEXAGESIMAL}") from None
-            raise
-        return value
-
-    return AfterValidator(check)
 
 
 ClockTime = Annotated[str, BeforeValidator(_clock)]
@@ -72,8 +64,8 @@ class TimePeriodConfig(ConfigModel):
 
     times: list[TimeRangeConfig] = Field(default_factory=list)
     weekdays: list[Annotated[str, _checked(parse_weekdays)]] = Field(default_factory=list)
-    days_of_month: list[Annotated[int | str, _unquoted_hint(parse_days_of_month)]] = Field(default_factory=list)
-    months: list[Annotated[int | str, _unquoted_hint(parse_months)]] = Field(default_factory=list)
+    days_of_month: list[Annotated[int | str, _checked(parse_days_of_month, ranges=True)]] = Field(default_factory=list)
+    months: list[Annotated[int | str, _checked(parse_months, ranges=True)]] = Field(default_factory=list)
     years: list[Annotated[int | str, _checked(parse_years)]] = Field(default_factory=list)
     location: Annotated[str | None, _checked(parse_location)] = None
 

@@ -1,13 +1,8 @@
 """Alertmanager's matchers (`name="v"`, `!=`, `=~`, `!~`) read against a notification. Pure.
 
-The syntax is Alertmanager's classic one (pkg/labels/parse.go): a value may be double-quoted, with
-`\\"`, `\\\\` and `\\n` as escapes (any other backslash is literal), or bare, or empty (`a=` is `a=""`);
-one string may hold several matchers separated by commas, optionally in braces (`{}` is none), as in an
-Alertmanager config. The name is a dotted path into the notification instead of a label name.
-
-Regexes are RE2, as Alertmanager's Go regexps are (`google-re2`): the same syntax (POSIX classes like
-`[[:digit:]]`, `\\pL`), ASCII `\\d`, and no look-around or backreferences. One place for every user of
-matchers (routes now, silences later).
+The syntax is Alertmanager's classic one (pkg/labels/parse.go: quoted or bare values, several matchers
+separated by commas, optionally in braces), the name a dotted path into the notification instead of a label.
+Regexes are RE2, as Go's are (`google-re2`): the same syntax, and no look-around or backreferences.
 """
 
 from __future__ import annotations
@@ -60,8 +55,7 @@ _RE2_OPTIONS.log_errors = False  # the error is raised, and said by `relay check
 
 
 def compile_regex(pattern: str) -> Pattern:
-    """An RE2 regex, as Alertmanager compiles a matcher's (Go's regexp is RE2); raises ValueError when RE2
-    refuses it, with RE2's reason."""
+    """An RE2 regex, as Alertmanager compiles a matcher's; ValueError with RE2's reason when it refuses it."""
     try:
         compiled: Pattern = re2.compile(pattern, options=_RE2_OPTIONS)
     except re2.error as exc:
@@ -190,8 +184,7 @@ def parse_matcher(text: str, scalars: tuple[str, ...] = ()) -> Matcher:
 
 
 def _split(line: str) -> list[str]:
-    """Alertmanager's ParseMatchers: optional braces, both or neither; commas outside double quotes separate (a
-    trailing one too, as there)."""
+    """Alertmanager's ParseMatchers: braces around all or none; commas outside double quotes separate."""
     line = line.strip()
     if line.startswith("{") != line.endswith("}"):
         missing = "closing" if line.startswith("{") else "opening"
@@ -222,8 +215,7 @@ def _split(line: str) -> list[str]:
 
 
 def parse_line(line: str, scalars: tuple[str, ...] = ()) -> list[Matcher]:
-    """One entry of a route's `matchers:` list: one matcher, or several separated by commas; none for `{}`
-    (or an empty string), as Alertmanager reads them."""
+    """One entry of a `matchers:` list: one matcher, or several separated by commas; none for `{}` or ""."""
     if not isinstance(line, str):
         raise MatcherError(f"matcher {line!r}: not a string; write it in quotes, like 'kind=\"x\"'")
     pieces = _split(line)

@@ -1,6 +1,5 @@
-"""Config problems in relay's words: `<key path>: <what is wrong>; <how to fix it>`. pydantic's own text
-("Input should be a valid integer") becomes a sentence an operator can act on, and a misspelt name is
-answered with the nearest known one."""
+"""Config problems in relay's words, `<key path>: <what is wrong>; <how to fix it>`, a misspelt name answered
+with the nearest known one."""
 
 from __future__ import annotations
 
@@ -45,12 +44,16 @@ def unknown_name(what: str, name: str, known: list[str], where: str) -> str:
     return f"{message}; the {what}s defined are: {listed}"
 
 
+def is_union(tp: Any) -> bool:
+    return get_origin(tp) in (Union, types.UnionType)
+
+
 def _unwrap(tp: Any) -> Any:
     """The type itself, without Annotated or Optional around it."""
     while True:
         if get_origin(tp) is Annotated:
             tp = get_args(tp)[0]
-        elif get_origin(tp) in (Union, types.UnionType):
+        elif is_union(tp):
             rest = [a for a in get_args(tp) if a is not type(None)]
             if len(rest) != 1:
                 return tp
@@ -59,14 +62,9 @@ def _unwrap(tp: Any) -> Any:
             return tp
 
 
-def _is_union(tp: Any) -> bool:
-    return get_origin(tp) in (Union, types.UnionType)
-
-
 def _walk(model: type[BaseModel], loc: Sequence[str | int]) -> tuple[list[str | int], Any, bool]:
-    """The location as the operator wrote it (pydantic adds the member's name, like 'int', inside a union),
-    the type found at its parent (the model whose keys an unknown key is compared with), and whether the
-    error is one member's of a union."""
+    """The location as written (without the union member's name pydantic adds), the type at its parent (whose
+    keys an unknown key is compared with), and whether the error is one union member's."""
     tp: Any = model
     parent: Any = None
     clean: list[str | int] = []
@@ -74,7 +72,7 @@ def _walk(model: type[BaseModel], loc: Sequence[str | int]) -> tuple[list[str | 
     for part in loc:
         tp = _unwrap(tp)
         parent = tp
-        if _is_union(tp) and isinstance(part, str):
+        if is_union(tp) and isinstance(part, str):
             tp, in_union = None, True  # a union member's name, not a key
             continue
         clean.append(part)
@@ -104,17 +102,15 @@ def _number(value: Any) -> str:
 
 
 _FIXED = {
-    "int_parsing": "must be a whole number",
-    "int_type": "must be a whole number",
-    "float_parsing": "must be a number",
-    "float_type": "must be a number",
-    "bool_parsing": "must be true or false",
-    "bool_type": "must be true or false",
+    **dict.fromkeys(("int_parsing", "int_type"), "must be a whole number"),
+    **dict.fromkeys(("float_parsing", "float_type"), "must be a number"),
+    **dict.fromkeys(("bool_parsing", "bool_type"), "must be true or false"),
     "string_type": "must be text; put it in quotes",
     "list_type": "must be a list, like [a, b] (or one `- item` a line)",
-    "dict_type": "must be a mapping of keys, like {key: value} (or one `key: value` a line)",
-    "model_type": "must be a mapping of keys, like {key: value} (or one `key: value` a line)",
-    "model_attributes_type": "must be a mapping of keys, like {key: value} (or one `key: value` a line)",
+    **dict.fromkeys(
+        ("dict_type", "model_type", "model_attributes_type"),
+        "must be a mapping of keys, like {key: value} (or one `key: value` a line)",
+    ),
 }
 
 
@@ -162,8 +158,7 @@ def _sentence(e: ErrorDetails, parent: Any) -> str:
 
 
 def validation_problems(err: ValidationError, model: type[BaseModel]) -> list[str]:
-    """Each error pydantic found, as `key.path[i]: what is wrong; how to fix it`; the errors of one place in a
-    union (`int | str`) become one sentence."""
+    """Each error pydantic found as `key.path[i]: what is wrong; how to fix it`, a union's as one sentence."""
     out: list[str] = []
     unions: dict[str, int] = {}  # key path -> index in out of its union sentence
     for e in err.errors():

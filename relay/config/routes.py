@@ -1,5 +1,4 @@
-"""The routes: which notifications go to which channels (kinds, recipient types, Alertmanager matchers), with
-what template, fallback, time intervals and digest; and the default route, for a notification no route takes."""
+"""The routes: which notifications go to which channels, how; and the default route, for the rest."""
 
 from __future__ import annotations
 

@@ -61,45 +61,27 @@ def substitute(value: Any, environ: dict[str, str], problems: list[str], loc: tu
 
 
 def reference_problems(data: dict[str, Any]) -> list[str]:
-    """Every route (and the default) naming a channel that `channels` does not define, and every route naming
-    an unknown time interval, read from the raw data so that they are found even when other keys are invalid."""
+    """Every route (and the default) naming a channel, and every route naming a time interval, that is not
+    defined: read from the raw data so that they are found even when other keys are invalid."""
     channels = data.get("channels", {})
     if not isinstance(channels, dict):
         return []  # the channels key itself is reported by validation
+    entries = data.get("time_intervals")
+    entries = entries if isinstance(entries, list) else []
+    intervals = [str(t["name"]) for t in entries if isinstance(t, dict) and t.get("name") is not None]
     routes = data.get("routes")
-    places: list[tuple[str, Any]] = (
-        [(f"routes[{i}]", r) for i, r in enumerate(routes)] if isinstance(routes, list) else []
+    places = [(f"routes[{i}]", r) for i, r in enumerate(routes)] if isinstance(routes, list) else []
+    checks = (
+        ("channel", "channels", channels, [str(n) for n in channels], [*places, ("default", data.get("default"))]),
+        ("time interval", "time_intervals", intervals, intervals, places),
     )
-    places.append(("default", data.get("default")))
     problems: list[str] = []
-    defined = [str(name) for name in channels]
-    for where, route in places:
-        if not isinstance(route, dict):
-            continue
-        for field in ("channels", "fallback"):
-            names = route.get(field)
-            if not isinstance(names, list):
-                continue
-            for j, name in enumerate(names):
-                if isinstance(name, str) and name not in channels:
-                    problems.append(f"{where}.{field}[{j}]: {unknown_name('channel', name, defined, 'channels')}")
-    return problems + _interval_problems(data)
-
-
-def _interval_problems(data: dict[str, Any]) -> list[str]:
-    """Every route naming a time interval that `time_intervals` does not define."""
-    defined = data.get("time_intervals")
-    entries = defined if isinstance(defined, list) else []
-    known = [str(t["name"]) for t in entries if isinstance(t, dict) and t.get("name") is not None]
-    routes = data.get("routes")
-    problems: list[str] = []
-    for i, route in enumerate(routes if isinstance(routes, list) else []):
-        if not isinstance(route, dict):
-            continue
-        for field in ("active_time_intervals", "mute_time_intervals"):
-            names = route.get(field)
-            for j, name in enumerate(names if isinstance(names, list) else []):
-                if isinstance(name, str) and name not in known:
-                    unknown = unknown_name("time interval", name, known, "time_intervals")
-                    problems.append(f"routes[{i}].{field}[{j}]: {unknown}")
+    for what, section, known, listed, where_all in checks:
+        fields = ("channels", "fallback") if section == "channels" else ("active_time_intervals", "mute_time_intervals")
+        for where, route in where_all:
+            for field in fields if isinstance(route, dict) else ():
+                names = route.get(field)
+                for j, name in enumerate(names if isinstance(names, list) else []):
+                    if isinstance(name, str) and name not in known:
+                        problems.append(f"{where}.{field}[{j}]: {unknown_name(what, name, listed, section)}")
     return problems

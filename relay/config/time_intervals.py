@@ -1,10 +1,6 @@
 """Alertmanager's time intervals, parsed and asked: is an instant inside one, and when may a held delivery go.
-
-Pure: the clock is a parameter (`now`), zones come from the standard library's tz database. Semantics are
-Alertmanager's (`timeinterval/timeinterval.go`): within one period every field given must match and any
-element of a field's list may; times are start-inclusive, end-exclusive minutes of the local day (`24:00`
-ends a day); weekday and month ranges `monday:friday`; negative days of month count from the month's end;
-an empty field matches everything. Local time is the period's `location` (default UTC).
+Pure (the clock is a parameter); semantics are Alertmanager's (`timeinterval/timeinterval.go`), in the
+period's `location` (default UTC).
 """
 
 from __future__ import annotations
@@ -190,8 +186,7 @@ def parse_location(value: str | None) -> ZoneInfo:
 
 
 def parse_period(raw: Mapping[str, Any]) -> Period:
-    """One period as written in YAML (`times`, `weekdays`, `days_of_month`, `months`, `years`, `location`);
-    ValueError naming the value that is wrong."""
+    """One period as written in YAML; ValueError naming the value that is wrong."""
     unknown = set(raw) - {"times", "weekdays", "days_of_month", "months", "years", "location"}
     if unknown:
         raise ValueError(f"unknown field(s) {sorted(unknown)}")
@@ -216,8 +211,7 @@ def _integer(word: str) -> int | None:
 
 
 def allowed(instant: datetime, active: Iterable[Interval] | None, mute: Iterable[Interval]) -> bool:
-    """May a delivery go at `instant`: inside no mute interval, and inside an active one (None: no
-    active intervals given, any time is active)."""
+    """May a delivery go at `instant`: inside no mute interval, and inside an active one (None: any time)."""
     if any(i.contains(instant) for i in mute):
         return False
     return active is None or any(i.contains(instant) for i in active)
@@ -226,11 +220,8 @@ def allowed(instant: datetime, active: Iterable[Interval] | None, mute: Iterable
 def hold_until(
     now: datetime, active: list[Interval] | None, mute: list[Interval], horizon: timedelta = HORIZON
 ) -> datetime | None:
-    """None when a delivery may go at `now`; else the first instant (UTC) at which it may.
-
-    Walks from edge to edge: between two consecutive edges of every period involved (its time boundaries,
-    local midnights, and the zone's offset changes) nothing can start or stop matching.
-    """
+    """None when a delivery may go at `now`; else the first instant (UTC) at which it may, walking from edge
+    to edge (time boundaries, local midnights, offset changes), between which nothing changes."""
     if now.tzinfo is None:
         raise ValueError("now must be an aware datetime")
     instant = now.astimezone(UTC)

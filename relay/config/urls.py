@@ -1,6 +1,5 @@
-"""The URL-valued keys of the config (`redis.url`, `platform.url`), checked when the config is read, without
-connecting: a typo is named with its key path at start, not met later as a connection error. Channel URLs
-are Apprise's and are checked by `relay check` (relay.delivery.channels). Messages never show a password."""
+"""The URL-valued keys of the config (`redis.url`, `platform.url`), checked when it is read, without connecting:
+a typo is named with its key path at start. Messages never show a password."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Reading the config file's YAML: a key written twice is a problem (YAML would keep the last silently,
-dropping the first's channels and routes), and a syntax error names the file, line and column."""
+"""Reading the config file's YAML: a key written twice is a problem (YAML keeps the last silently), and a
+syntax error names the file, line and column."""
 
 from __future__ import annotations
 
@@ -24,8 +24,7 @@ _HINTS = {
 
 
 def read_file(file: Path, problems: list[str]) -> dict[str, Any]:
-    """The file's top-level mapping, each key written twice added to problems; ConfigError when the file
-    cannot be read or is not a YAML mapping."""
+    """The file's top-level mapping, each key written twice a problem; else ConfigError."""
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:

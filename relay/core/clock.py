@@ -1,14 +1,7 @@
-"""The one clock relay stores and compares times by: epoch seconds, asked of one function that the runtime's
-builder (`relay.runtime.bootstrap.build`) makes once and hands to the store, the intake, the app, the workers
-and the commands. Records' createdAt and updatedAt, the due times of the work, leases' grace and the sweep,
-holds, windows, sessions, signatures, rate-limit slots, outage probes and silences all read it, so a time
-written by one part is compared by another on the same clock, and a test moves them all at once
-(`ManualClock`).
-
-`system_clock` is the only place relay reads the wall clock. `time.monotonic()` stays where a process measures
-a duration or a deadline of its own (a render's time limit, how long a send took, a backoff), which nothing
-stores nor compares with another process. No Lua script reads Redis `TIME`: each is handed this clock's time;
-one that must compare across processes by Redis's clock would say so where it does.
+"""The one clock relay stores and compares times by (epoch seconds), made once by the runtime's builder and
+handed to every part, so that a time one part writes another compares on the same clock, and a test moves
+them all at once (`ManualClock`). `system_clock` is the only place relay reads the wall clock;
+`time.monotonic()` stays for a process's own durations, which nothing stores. No Lua script reads Redis `TIME`.
 """
 
 from __future__ import annotations
@@ -25,8 +18,7 @@ def system_clock() -> float:
 
 
 class ManualClock:
-    """A clock for tests, moved by `set` and `advance` (never a sleep): it stands still where it was set, or,
-    on a `base` clock (`system_clock`, for a test that measures real spacing), goes on from there at its pace."""
+    """A clock for tests, moved by `set` and `advance`; on a `base` clock it goes on at that clock's pace."""
 
     def __init__(self, start: float, base: Clock | None = None) -> None:
         self.base = base

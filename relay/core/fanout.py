@@ -9,10 +9,8 @@ from relay.core.routing import matcher_fields, route_message
 
 
 def deliveries_per_message(config: Config, notification: Notification) -> list[int]:
-    """Per message, the deliveries planning makes for it at most: one per channel its routes take, and, for a
-    per-recipient channel, one per recipient listed. An upper bound: planning makes one delivery per
-    address, so a recipient listed twice with one e-mail counts twice here and is planned once. A group's
-    members and fallbacks are made later, one delivery at a time, and are not counted."""
+    """Per message, the most deliveries planning makes: one per channel its routes take, one per recipient on a
+    per-recipient channel (a group's members and fallbacks come later, one at a time, and are not counted)."""
     fields = matcher_fields(config, notification)
     counts = []
     for message in notification.messages:

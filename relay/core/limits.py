@@ -1,7 +1,5 @@
-"""Every limit of a template's render, in one place (docs/templates.md, "Limits"): a deadline that stops a running
-template, a size for any one value it builds (its output included), a budget of characters for everything it
-builds, and the size each step that can build a large string would reach, worked out before it runs.
-`relay.core.sandbox` makes each such step of a template pass through here.
+"""Every limit of a template's render, in one place (docs/templates.md, "Limits"): a deadline, a size for any
+one value, a budget for everything it builds, and what each step would build, sized before it runs.
 
 Only a loop or a call can keep a template busy, so the deadline is checked there (`tick`). C code (`str.center`,
 `"".join`, `format`) cannot be interrupted, so what can build far more than it is given is sized before it runs
@@ -115,8 +113,7 @@ def joined(parts: Iterable[str]) -> str:
 
 
 def output(value: Any) -> Any:
-    """Each value a template outputs counts against the render's budget: one counted as at least 1, so a buffer
-    of empty strings is bounded too."""
+    """Count an output value against the budget, as at least 1 (a buffer of empty strings is bounded too)."""
     charge(max(size_of(value), 1), "an output value")
     return value
 
@@ -146,8 +143,7 @@ def check_width(value: Any, what: str = "width") -> None:
 
 
 def text(value: Any) -> str:
-    """`str(value)`, refused before it is written out when it would be too long (a list holding one long
-    string many times)."""
+    """`str(value)`, refused before it is written out when it would be too long."""
     if not isinstance(value, str) and size_of(value) > MAX_VALUE:
         raise LimitExceeded(f"a value of more than {MAX_VALUE:,} characters as text")
     return str(value)

@@ -10,8 +10,7 @@ DOT_SEGMENTS = frozenset({".", ".."})
 
 
 def split_ref(ref: str) -> tuple[str, str, str] | None:
-    """An entity reference's kind, namespace and name (`user:default/jane.doe`, `group:team-a` in the `default`
-    namespace); None when it has no kind or no name."""
+    """An entity reference's kind, namespace (`default` when none) and name; None without a kind or a name."""
     if ":" not in ref:
         return None
     kind, _, rest = ref.partition(":")
@@ -62,8 +61,7 @@ def after_look_up(ref: str, emails: list[str]) -> SendTo | Expand | Skip:
 
 
 def fallback_channels(fallback: list[str], is_fallback: bool, configured: set[str]) -> list[str]:
-    """The channels a given-up delivery falls back to: its route's `fallback:` ones that still exist; a
-    fallback delivery never falls back again."""
+    """Its route's `fallback:` channels that still exist, for a given-up delivery that is no fallback itself."""
     if is_fallback:
         return []
     return [name for name in fallback if name in configured]

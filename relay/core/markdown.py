@@ -1,11 +1,8 @@
 """Payload values made inert in chat markdown (the `md` format: Slack, Teams and the other chat services).
 
-An `md` body is CommonMark that Apprise turns into each service's own markup: for Slack, `\\<` becomes `&lt;`,
-`\\>` `&gt;`, a bare `&` `&amp;` and `\\[`, `\\(` plain brackets (mrkdwn); a Teams card renders CommonMark's
-backslash escapes itself. So escaping a value's `<`, `>`, `[`, `]`, `(` and `)` with a backslash leaves what
-people read the same while nothing in it can be a link, an image, an autolink, HTML or a Slack mention
-(`<!channel>`, `<@U1>`, `<https://x|label>`). Emphasis marks (`*`, `_`, `` ` ``, `~`) are left as they
-are: Apprise keeps a backslash before them for Slack, which would show, and they point nowhere.
+Apprise turns CommonMark's backslash escapes into each service's markup (and Teams renders them), so a value's
+`<`, `>`, `[`, `]`, `(` and `)` escaped read the same while none can make a link, an image, HTML or a Slack
+mention (`<!channel>`). Emphasis marks are left alone: their backslash would show on Slack, and they point nowhere.
 """
 
 from __future__ import annotations

@@ -111,9 +111,8 @@ class Notification(_Open):
         return self.metadata.eventId
 
 
-# JSON nesting, measured on the text without parsing it (a parser recurses once per level).
-# A string may run to the end of the text: a match is then still found at once. Were an unterminated
-# string a failed match, the scan would retry at every later quote, quadratic in the text's length.
+# JSON nesting, measured on the text without parsing it (a parser recurses once per level). An unterminated
+# string matches to the end of the text: as a failed match it would be retried at every later quote.
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
@@ -121,10 +120,7 @@ _TOKEN = re.compile(_STRING.pattern + r"|[\[\]{},:]", re.DOTALL)
 
 
 def json_depth(text: str) -> int:
-    """How deeply arrays and objects nest in `text` (a bare value is 0), at C speed and without recursion.
-
-    Strings are removed first, so brackets inside them do not count; the text need not be valid JSON.
-    """
+    """How deeply arrays and objects nest in `text` (a bare value is 0; strings removed first), without recursion."""
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
     return max(0, max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0))
 
@@ -138,10 +134,7 @@ def _key(token: str) -> str:
 
 
 def too_deep_at(text: str, limit: int) -> str | None:
-    """The dotted path of the first array or object nested deeper than `limit`, or None.
-
-    A token scan with an explicit stack (no recursion); it stops at the first container too deep.
-    """
+    """The dotted path of the first array or object nested deeper than `limit`, or None (no recursion)."""
     # One frame per open container: [is_object, key or index of the current member].
     stack: list[list[Any]] = []
     last_string = ""
@@ -192,11 +185,8 @@ def trace_id(traceparent: str | None) -> str | None:
 
 @dataclass
 class Delivery:
-    """One (message, channel[, recipient]) of a notification, the unit of sending and retrying: planned by the
-    routing (`relay.core.routing`), stored (`relay.storage.records`: its Redis hash), sent and retried
-    (`relay.delivery`), rendered (`relay.core.rendering`) and shown (`public`, the admin page, the CLI).
-
-    Its fields are named as Redis and the API name them."""
+    """One (message, channel[, recipient]) of a notification, the unit of sending and retrying; its fields are
+    named as Redis and the API name them."""
 
     id: str
     eventId: str
@@ -209,8 +199,7 @@ class Delivery:
     createdAt: float
     updatedAt: float
     recipientType: str | None = None
-    # Per-recipient channels: the recipient's reference (its address when it has none), the address to send
-    # to (None until the catalog gave one), and its place in the message's recipients (what templates see).
+    # Per-recipient channels: the recipient's reference (else address), its address (None until looked up), index.
     recipient: str | None = None
     address: str | None = None
     recipientIndex: int | None = None
@@ -225,8 +214,7 @@ class Delivery:
     route: str | None = None
     # A held delivery: when (epoch seconds) its route's time intervals let it go out.
     notBefore: float | None = None
-    # A digest: the deliveries it carries, in the order they joined it. Written only by the gathering script
-    # (relay.storage.scripts.GATHER), never with the rest, so that no stored state can undo an item's joining.
+    # A digest: the deliveries it carries, in order; written only by relay.storage.scripts.GATHER (no undoing).
     items: list[str] = field(default_factory=list)
     # A delivery gathered into a digest: the digest's id. The digest sends it; it follows the digest's state.
     digest: str | None = None
@@ -234,14 +222,11 @@ class Delivery:
     templateUsed: str | None = None
     # Released by an operator (`relay release`): it goes out now, held by nothing (quiet hours, a digest's).
     released: bool = False
-    # Tracing (relay.tracing): the W3C traceparent its tries are spans under (its notification's planning),
-    # and its first try's, which later tries (retries, replays) link to. None with tracing off.
+    # Tracing: the traceparent its tries are spans under, and its first try's, which later tries link to.
     trace: str | None = None
     firstTry: str | None = None
-    # Its last tries (`relay.core.outcome.logged`: at most MAX_LOGGED, their texts bounded), oldest first, and
-    # the message its last try sent (title and text, the person's link tokens scrubbed): what
-    # GET /api/v1/deliveries/{id} and /ui/deliveries/{id} show. None where that try sent its message's own title
-    # or text as given (`templateUsed` "platform"): the payload has it (`relay.admin.detail.sent_message`).
+    # Its last tries (`relay.core.outcome.logged`), oldest first, and what the last sent (None: the payload's
+    # own title or text, `relay.admin.detail.sent_message`).
     attemptLog: list[dict[str, Any]] = field(default_factory=list)
     sentTitle: str | None = None
     sentText: str | None = None

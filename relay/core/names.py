@@ -1,7 +1,5 @@
-"""What people read instead of relay's internals: a person's or a group's display name (the payload's, else
-the platform catalog's, else a readable form of the reference), a channel's label, and the link to the
-resource a notification is about (`platform.ui_url` + the payload's `relativeLink`). Pure: the catalog is
-asked by relay.delivery.names, and what it answers comes in as data."""
+"""What people read instead of relay's internals: display names, a channel's label, the link to the resource a
+notification is about. Pure: the catalog's answers (relay.delivery.names) come in as data."""
 
 from __future__ import annotations
 
@@ -42,8 +40,7 @@ def _shown(c: str) -> bool:
 
 
 def clean_name(value: Any) -> str | None:
-    """A display name as shown: one line, no control or bidirectional control characters, at most MAX_NAME
-    characters; None if empty."""
+    """A display name as shown: one line, no (bidirectional) control characters, at most MAX_NAME; None if empty."""
     if not isinstance(value, str):
         return None
     text = " ".join("".join(c for c in value if _shown(c)).split())
@@ -53,9 +50,7 @@ def clean_name(value: Any) -> str | None:
 
 
 def readable_ref(ref: str) -> str:
-    """An entity reference as a person reads it when nobody gave its name: `user:default/alice.rossi` is
-    `alice.rossi`, `group:default/analytics-team` is `analytics-team (group)`; anything else (an e-mail
-    address) as it is."""
+    """A reference as a person reads it: `user:default/alice.rossi` is `alice.rossi`, a group's `team (group)`."""
     parts = split_ref(ref) if isinstance(ref, str) else None
     if parts is None:
         return clean_name(ref) or str(ref)
@@ -107,8 +102,7 @@ def _lists_people(key: str) -> bool:
 
 
 def refs_of(notification: Notification) -> list[str]:
-    """The entity references a notification names people or groups by: its recipients' `userRef`s and, in
-    its body, every `userRef` and the items of lists such as `requestedUsers`."""
+    """The references a notification names people or groups by: `userRef`s, and lists like `requestedUsers`."""
     found: dict[str, None] = {}
     for message in notification.messages:
         for recipient in message.recipients:
@@ -121,8 +115,8 @@ def refs_of(notification: Notification) -> list[str]:
 
 
 def payload_names(notification: Notification) -> dict[str, str]:
-    """The names the payload itself gives: a recipient's resolved name field (by `userRef` and by e-mail,
-    lower-cased), and any object of the body with a `userRef` and a `displayName` (`requester`, `owner`)."""
+    """The names the payload gives: recipients' resolved names (by `userRef` and lower-cased e-mail), and any
+    body object's `displayName` by its `userRef`."""
     names: dict[str, str] = {}
     for message in notification.messages:
         for recipient in message.recipients:
@@ -147,8 +141,7 @@ def payload_names(notification: Notification) -> dict[str, str]:
 
 
 def names_of(notification: Notification, lookup: Lookup | None = None) -> dict[str, str]:
-    """Every reference of the notification with the name to show: the payload's, else what `lookup` (the
-    catalog) found for the rest, else the reference's readable form; and the payload's names by e-mail."""
+    """Each reference's name to show: the payload's, else the catalog's (`lookup`), else its readable form."""
     given = payload_names(notification)
     refs = refs_of(notification)
     missing = [r for r in refs if r not in given]
@@ -164,8 +157,7 @@ def names_of(notification: Notification, lookup: Lookup | None = None) -> dict[s
 
 @pass_context
 def display_name(context: Context, value: Any) -> str:
-    """The `display_name` filter: `{{ ref|display_name }}` is the name `names` has for it, else its readable
-    form; an object with a `displayName` (`body.requester`) gives that, else its `userRef`'s."""
+    """The `display_name` filter: the name `names` has for a reference (or an object's own `displayName`)."""
     if isinstance(value, Mapping):
         own = clean_name(value.get("displayName"))
         if own:
@@ -212,10 +204,8 @@ def relative_link(body: Any) -> str | None:
 
 
 def join_link(base: str | None, link: str | None) -> str | None:
-    """`base` (the platform UI's http(s) URL) with a link relative to it, or None: nothing from the payload
-    may change the scheme or the host, so a link that is absolute (`https://x`), scheme-relative (`//x`,
-    `/\\x`, which browsers read as `//x`), has a scheme (`javascript:`), control characters or a `.` or `..`
-    segment (out of the base's path) is refused."""
+    """`base` (the platform UI's http(s) URL) with a link relative to it, or None: nothing from the payload may
+    change the scheme or the host (an absolute or scheme-relative link, `/\\x`, control characters, `..`)."""
     if not base or not link or len(link) > MAX_LINK:
         return None
     if any(unicodedata.category(c) == "Cc" for c in link) or link.replace("\\", "/").startswith("//"):

@@ -1,7 +1,5 @@
-"""JSON numbers that are no number: `NaN` and `Infinity` (not JSON, though some encoders write them) and
-literals past the range of a double (`1e400`, valid JSON that every Python parser reads as infinity).
-relay refuses both wherever it reads JSON, naming the field, rather than store a value that no JSON
-encoder can write back."""
+"""JSON numbers that are no number (`NaN`, `Infinity`, `1e400`): refused wherever relay reads JSON, naming the
+field, rather than stored as a value no JSON encoder can write back."""
 
 from __future__ import annotations
 
@@ -56,9 +54,7 @@ def _reads_infinite(token: bytes) -> bool:
 
 
 def non_finite_at(data: Any) -> str | None:
-    """The dotted path (`a.0.b`; the root: "") of the first number in `data` that is infinite or NaN, or None.
-
-    Walks with a stack of its own, so that no nesting makes it recurse."""
+    """The dotted path (`a.0.b`; the root: "") of the first infinite or NaN number in `data` (no recursion)."""
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
     while stack:
         value, path = stack.pop()

@@ -1,9 +1,5 @@
-"""What one try of a delivery came to, and the one decision that follows from it.
-
-Every channel answers through `relay.delivery.channels.send` with one of three outcomes; `next_step` turns
-(outcome, tries so far, tries allowed, backoff) into the delivery's next state. Nothing else in relay
-decides whether to try again: RQ only carries out the wait (a scheduled job).
-"""
+"""What one try of a delivery came to, and `next_step`: the one place that decides whether to try again (RQ
+only carries out the wait)."""
 
 from __future__ import annotations
 
@@ -56,11 +52,8 @@ def backoff_delay(backoff: Sequence[float], attempt: int) -> float:
 
 
 def next_step(outcome: Outcome, attempts: int, max_attempts: int, backoff: Sequence[float]) -> Step:
-    """The state after `attempts` tries, the last of which came to `outcome`.
-
-    A transient failure is tried again while tries are left, after the backoff step for this try or,
-    when the service said how long to wait (Retry-After), after exactly that: no less, no more.
-    """
+    """The state after `attempts` tries, the last of which came to `outcome`: a transient failure is tried
+    again while tries are left, after the backoff step, or exactly the service's Retry-After."""
     if isinstance(outcome, Delivered):
         return Step(State.DELIVERED)
     if isinstance(outcome, Transient) and attempts < max_attempts:
@@ -80,8 +73,7 @@ def _cut(text: str | None) -> str | None:
 
 
 def attempt_entry(outcome: Outcome, at: float, took: float | None) -> dict[str, Any]:
-    """One try, as the attempt log keeps it: when (epoch seconds), what it came to (delivered, transient,
-    permanent), the service's status (HTTP status, SMTP reply code) and words, the error, how long it took."""
+    """One try as the attempt log keeps it (relay.admin.detail.Attempt)."""
     entry: dict[str, Any] = {"at": at, "outcome": type(outcome).__name__.lower()}
     entry.update(status=None, said=None, error=None)
     if not isinstance(outcome, Delivered):

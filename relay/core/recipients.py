@@ -69,11 +69,8 @@ def recipient_type_candidates(legacy: str | None, v2: str | None) -> list[str]:
 
 
 def resolve_recipient_type(legacy: str | None, v2: str | None, is_routed: Callable[[str], bool]) -> str | None:
-    """`recipientType_v2` when present and routed, else the legacy type when routed, else the best name.
-
-    The name returned when nothing is routed (v2, else legacy) is what the delivery records and
-    templates see; the default route applies to it.
-    """
+    """`recipientType_v2` when present and routed, else the legacy type when routed, else (for the default
+    route) v2, else legacy."""
     candidates = recipient_type_candidates(legacy, v2)
     for candidate in candidates:
         if is_routed(candidate):

@@ -1,9 +1,5 @@
-"""Secrets out of every text relay shows: logs, error texts, API answers, command output.
-
-A credential reaches a text in many spellings: as configured, percent-decoded, `+`-decoded, re-encoded
-by Apprise or by `urlencode`, JSON-escaped. Scrubbing only the configured spelling leaks the others,
-so every credential-like part of a channel URL is expanded into all of these forms.
-"""
+"""Secrets out of every text relay shows: logs, error texts, API answers, command output. A credential reaches
+a text in many spellings (decoded, re-encoded, JSON-escaped), so each is expanded into all of them."""
 
 from __future__ import annotations
 
@@ -43,10 +39,7 @@ def _encoded(value: str) -> set[str]:
 
 
 def forms(value: str) -> set[str]:
-    """`value` as written, decoded, and re-encoded in every way a URL or a JSON text may show it.
-
-    The words of a decoded value count too: `Bearer%20tok` may be shown as `Bearer tok` or just `tok`.
-    """
+    """`value` as written, decoded, and re-encoded as a URL or JSON may show it; a decoded value's words too."""
     decoded = {value, unquote(value), unquote_plus(value)}
     words = {w for d in decoded for w in d.split() if w.lower() not in AUTH_WORDS and w != d}
     found = decoded | words
@@ -139,9 +132,7 @@ def config_secrets(config: Config) -> set[str]:
 
 
 class Redactor:
-    """Replaces known secrets in texts, in one pass, the longest secret first. A process's is made by whoever
-    builds the process (the runtime's `redactor`, a command's) and handed to its log formatter, its HTTP
-    app's error answers, its tracer: no module holds one."""
+    """Replaces known secrets in texts, in one pass, the longest first; made by whoever builds the process."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._secrets: set[str] = set()
@@ -158,8 +149,7 @@ class Redactor:
 
     @classmethod
     def of(cls, config: Config) -> Redactor:
-        """What a process built on `config` scrubs: its secrets as configured and as `config_secrets` finds
-        them, each in all its forms."""
+        """What a process built on `config` scrubs: every secret `config_secrets` finds, in all its forms."""
         return cls(expand(config.secrets()) | config_secrets(config))
 
     def remember(self, config: Config) -> None:

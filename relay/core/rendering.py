@@ -1,8 +1,5 @@
-"""Titles and bodies: per-kind Jinja templates in a sandbox, or the platform's own text.
-
-Payload values reach templates only as data; a `{{ }}` inside a payload is never evaluated.
-A template that fails falls back to the platform's text, and says why (`Rendered.error`).
-"""
+"""Titles and bodies: per-kind Jinja templates in a sandbox (payload values only as data), or the platform's
+own text, to which a failing template falls back, saying why (`Rendered.error`)."""
 
 from __future__ import annotations
 
@@ -111,11 +108,8 @@ def _empty_block(context: Any) -> Iterator[str]:
 def render_template(
     tpl: Template, context: dict[str, Any], fmt: str, default_title: str = ""
 ) -> tuple[str | None, str]:
-    """(title from the `title` block or None, body without that block).
-
-    The body sees the resulting title as `title`, so a layout can show it without repeating it. Both run under
-    one set of limits (`relay.core.limits`): a template that breaks one raises LimitExceeded.
-    """
+    """(title from the `title` block or None, body without that block, which sees the title as `title`), both
+    under one set of limits (`relay.core.limits`)."""
     with limited(RENDER_SECONDS):
         title: str | None = None
         title_block = find_block(tpl, "title")
@@ -154,8 +148,7 @@ def template_globals(config: Config) -> dict[str, Any]:
 def build_context(
     notification: Notification, delivery: Delivery, extra: dict[str, Any] | None = None, lookup: Lookup | None = None
 ) -> dict[str, Any]:
-    """The template's context (docs/templates.md, "Context"); `lookup`: the catalog's names for references
-    the payload names no one for (relay.core.names)."""
+    """The template's context (docs/templates.md, "Context"); `lookup`: the catalog's names (relay.core.names)."""
     message = notification.messages[delivery.messageIndex]
     payload = notification.model_dump(mode="json")
     msg = payload["messages"][delivery.messageIndex]
@@ -245,9 +238,8 @@ class Renderer:
         extra: dict[str, Any] | None = None,
         lookup: Lookup | None = None,
     ) -> Rendered:
-        """The delivery's title and body, with the route's template choice (`delivery.template`). `extra`: more
-        context for this delivery alone (its person's `preferences_url` and `unsubscribe_url`); `lookup`: the
-        catalog's names, asked only when a template is used (relay.core.names)."""
+        """The delivery's title and body by the route's template choice; `extra`: more context for this delivery
+        alone (its person's links); `lookup`: the catalog's names, asked only when a template is used."""
         message = notification.messages[delivery.messageIndex]
         types = [t for t in (message.recipientType_v2, delivery.recipientType, message.recipientType) if t]
         names = candidates(delivery.template, notification.kind, types, fmt)
@@ -270,11 +262,8 @@ class Renderer:
         return self.platform(title, text, fmt, error, extra)
 
     def choose(self, template: str, kind: str, types: list[str], fmt: str) -> tuple[Template | None, str]:
-        """The template for a channel of format `fmt`, and the format it is written in.
-
-        An e-mail (html) channel with no html template takes a txt one, sent as plain text. The
-        operator's templates come first, in either format, then the shipped ones.
-        """
+        """The template for a channel of format `fmt` (an html one may take txt), and its format; the
+        operator's first, in either format, then the shipped ones."""
         chains = [(candidates(template, kind, types, fmt), fmt)]
         if fmt == "html":
             chains.append((candidates(template, kind, types, "txt"), "txt"))

@@ -68,11 +68,8 @@ class MessageRouting:
 def route_message(
     config: Config, kind: str, message: Message, fields: Mapping[str, Any] | None = None
 ) -> MessageRouting:
-    """Resolve the recipient type (v2 when routed, else legacy) and the routes it takes.
-
-    `fields`: the notification as matchers read it; a route with matchers that do not all match is
-    not taken (nor does it count as routing the v2 type).
-    """
+    """The recipient type (v2 when routed, else legacy) and the routes it takes; a route whose matchers do not
+    all match `fields` is not taken (nor routes the v2 type)."""
 
     def routed(candidate: str) -> bool:
         return any(route_matches(r, kind, candidate, fields) for r in config.routes)
@@ -132,8 +129,7 @@ def _new(
 
 
 def plan_notification(config: Config, notification: Notification, event_id: str, at: float) -> list[Delivery]:
-    """Every delivery the notification needs, skipped ones included, in a stable order: new ones, made `at`
-    (epoch seconds), their ids under `event_id` (as it is stored), each with the config's retry budget."""
+    """Every delivery the notification needs, skipped ones included, in a stable order, made `at`."""
     plan: list[Delivery] = []
     # With the platform configured, a recipient without a usable e-mail is looked up when sent.
     can_look_up = bool(config.platform.url)

@@ -1,9 +1,5 @@
-"""The Jinja sandbox templates run in: immutable, and with every way a template builds a value put through the
-limits of `relay.core.limits` (docs/templates.md, "Limits") before the value exists: `*`, `+`, `%` and `**`
-(`call_binop`), `~` (the code generator below), `str` methods (`call`), `str.format` (its formatter), the filters
-and `lipsum`, and the buffers of `{% set %}` blocks, macros and `{% filter %}` blocks and the output (`concat`).
-Each value output is counted too (`finalize`).
-"""
+"""The Jinja sandbox templates run in: immutable, with every way a template builds a value (operators, `~`, `str`
+methods, `format`, filters, blocks and the output) put through `relay.core.limits` before the value exists."""
 
 from __future__ import annotations
 
@@ -167,9 +163,8 @@ def is_markdown(name: str | None) -> bool:
 
 @pass_context
 def escape_for_markdown(context: Context, value: Any) -> Any:
-    """The `finalize` of every `{{ }}`: in an `md` template a value is escaped for chat markdown (relay.core.
-    markdown) and marked done, so that autoescape keeps it as is; a value already marked (`|safe`, a macro's
-    output, a `{% set %}` block) is left alone. HTML templates keep Jinja's own HTML escaping; txt none."""
+    """The `finalize` of every `{{ }}`: in `md`, a value not already marked safe is escaped for chat markdown
+    and marked safe, so that autoescape keeps it as is (HTML keeps Jinja's escaping; txt none)."""
     if is_markdown(context.name) and not hasattr(value, "__html__"):
         return Markup(escape_markdown(str(value)))
     return value

@@ -1,7 +1,4 @@
-"""A delivery's states: the enum every layer compares and assigns (its value is what Redis and the API hold).
-
-A module of its own, free of pydantic, so that the command line can offer the states without loading the model.
-"""
+"""A delivery's states (their values are what Redis and the API hold); free of pydantic, for the command line."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
 """A title as each kind of channel takes it (docs/templates.md, "Title"): cut, in linear time, to what the
-service accepts, ending with an ellipsis.
-
-- E-mail: Apprise writes the Subject as one unfolded line (Python's `Message.as_string()` does not fold), and
-  SMTP servers refuse a line over 998 octets; Python's header code also takes time quadratic in a long
-  subject's words. So a subject is cut to 250 characters (what Apprise cuts a plain e-mail's to) and to what
-  fits that line as it is encoded: an ASCII subject as is, any other as UTF-8 encoded words (counted at
-  their largest, 3 octets a byte).
-- Slack: a Block Kit header takes 150 characters, counted as Slack receives them (`&`, `<`, `>` escaped).
-- Teams: 250 characters, the most Apprise sends as a card's heading.
-Other channels get the title as Apprise sends it (each service's own limit, applied by Apprise).
+service accepts, ending with an ellipsis. An e-mail's Subject is one unfolded line that SMTP refuses over 998
+octets (and Python's header code is quadratic in its words): cut to 250 characters and to what fits encoded
+(UTF-8 encoded words counted at 3 octets a byte). Slack's header: 150 characters as escaped; Teams: 250.
 """
 
 from __future__ import annotations
@@ -40,8 +33,7 @@ def title_limit(scheme: str) -> int | None:
 
 
 def fit_title(title: str, scheme: str) -> str:
-    """`title` as a channel of this scheme takes it: unchanged when it fits, else cut, ending with an ellipsis
-    (at the last space near the end, when there is one)."""
+    """`title` as a channel of this scheme takes it: unchanged when it fits, else cut (at a space near the end)."""
     limit = title_limit(scheme)
     if limit is None:
         return title
@@ -67,8 +59,7 @@ def _slack(ch: str) -> int:
 
 
 def _cut(title: str, max_chars: int, cost: Callable[[str], int], max_cost: int, ellipsis: str) -> str:
-    """The longest start of `title` within both limits; when the whole does not fit, one that leaves room for
-    the ellipsis. One pass over at most `max_chars` characters, whatever the title's length."""
+    """The longest start of `title` within both limits (room left for the ellipsis), in one pass."""
     room_chars = max_chars - len(ellipsis)
     room_cost = max_cost - sum(cost(c) for c in ellipsis)
     spent = 0

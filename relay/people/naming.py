@@ -1,6 +1,5 @@
-"""Who a person's page says it is for: their name, as the runtime finds it (the payload's kept for them, else the
-platform catalog's: relay.delivery.names), waited for at most NAME_WAIT; else the readable form of their
-reference (`alice.rossi`, relay.core.names). A page never waits long on the platform, nor fails for it."""
+"""Who a person's page says it is for: their name as the runtime finds it, waited for at most NAME_WAIT, else
+their readable reference. A page never waits long on the platform, nor fails for it."""
 
 from __future__ import annotations
 

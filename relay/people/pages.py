@@ -1,12 +1,7 @@
-"""The pages people reach from their notifications, through signed links (relay.web.links): their preference
-page, and one-click unsubscribe (RFC 8058).
-
-No login: the signed link is the key, and it opens only its own person's preferences (the person of the
-address it was sent to: relay.web.links); no other person's data or address is ever shown. Every page works
-without JavaScript. A POST that saves the page carries a token derived from its link (HMAC under
-`preferences.secret`) and any Origin it names must be this host.
-The one-click POST needs neither (mail providers send it bare); a GET never changes anything (mail scanners
-fetch links), it only shows what a button would do.
+"""The pages people reach through signed links (relay.web.links): their preference page, and one-click
+unsubscribe (RFC 8058). The link is the key, to its own person's preferences only. A POST that saves the page
+carries a token derived from its link and any Origin must be this host; the one-click POST needs neither (mail
+providers send it bare); a GET never changes anything (mail scanners fetch links).
 """
 
 from __future__ import annotations
@@ -42,25 +37,16 @@ from relay.web.links import (
     make_token,
     read_token,
 )
-from relay.web.operation import FORM, HTML, Answer, Operation, documented
+from relay.web.operation import Operation, documented, html_answer, page_operation
 from relay.web.throttle import PREFERENCES, UNSUBSCRIBE, Guard
 
 log = logging.getLogger("relay.people")
 MAX_FIELDS = 600
-_PAGE = {"type": "string"}
-_FORM = {"type": "object", "additionalProperties": {"type": "string"}}
 
 
 def _operation(summary: str, answers: dict[int, str], errors: tuple[int, ...], form: bool = False) -> Operation:
-    return Operation(
-        summary,
-        {status: Answer(text, _PAGE, HTML) for status, text in answers.items()},
-        errors=errors,
-        request=_FORM if form else None,
-        request_media=FORM,
-        security=[{}],
-        tags=("people",),
-    )
+    html = {status: html_answer(text) for status, text in answers.items()}
+    return page_operation(summary, html, [{}], "people", errors=errors, form=form)
 
 
 def csrf_for(secret: str, token: str) -> str:
@@ -97,11 +83,9 @@ class PeoplePages:
             return found
         link, token = found
         try:
-            pref, sent = await run_in_threadpool(self._read, link.person)
+            return await self._preferences_page(token, link.person, saved=request.query_params.get("saved") == "1")
         except RedisError:
             return _unavailable()
-        name = await shown_name(self.name_of, link.person)
-        return self._preferences_page(token, name, pref, sent, saved=request.query_params.get("saved") == "1")
 
     @documented(
         _operation(
@@ -125,9 +109,7 @@ class PeoplePages:
         try:
             hours = hours_from_form(form)
         except ValueError as exc:
-            pref, sent = await run_in_threadpool(self._read, link.person)
-            name = await shown_name(self.name_of, link.person)
-            return self._preferences_page(token, name, pref, sent, problem=str(exc), status=422)
+            return await self._preferences_page(token, link.person, problem=str(exc), status=422)
         config = self.settings()
 
         def change(pref: Preference) -> bool:
@@ -141,25 +123,15 @@ class PeoplePages:
         except RedisError:
             return _unavailable()
         except PreferenceError as exc:  # nothing stored: one that could not be read back
-            pref, sent = await run_in_threadpool(self._read, link.person)
-            problem, name = f"Not saved: {exc.message}.", await shown_name(self.name_of, link.person)
-            return self._preferences_page(token, name, pref, sent, problem=problem, status=422)
+            return await self._preferences_page(token, link.person, problem=f"Not saved: {exc.message}.", status=422)
         log.info("preferences saved from the preference page")
         return RedirectResponse(f"{PREFERENCES_PATH}{token}?saved=1", 303, headers=_NO_STORE)
 
-    def _read(self, person: str) -> tuple[Preference | None, dict[tuple[str, str], int]]:
-        return self.store.get(person), self.store.sent(person, self.clock())
-
-    def _preferences_page(
-        self,
-        token: str,
-        name: str,
-        pref: Preference | None,
-        sent: dict[tuple[str, str], int],
-        saved: bool = False,
-        problem: str | None = None,
-        status: int = 200,
+    async def _preferences_page(
+        self, token: str, person: str, saved: bool = False, problem: str | None = None, status: int = 200
     ) -> Response:
+        pref, sent = await run_in_threadpool(lambda: (self.store.get(person), self.store.sent(person, self.clock())))
+        name = await shown_name(self.name_of, person)
         config = self.settings()
         shown, hours = rows(config, pref, sent), hours_form(pref.activeHours if pref else None)
         return page(
@@ -254,9 +226,8 @@ class PeoplePages:
         )
 
     def _opt_out(self, link: Link, at: float) -> str | None:
-        """Opt the link's person out of its kind on its channel, read back as planning reads it
-        (relay.preferences.sending): None when it holds, else why not. "Unsubscribed" is never answered for
-        a choice that would be ignored (one over the most opt-outs a person may have, say)."""
+        """Opt the link's person out, read back as planning reads it: None when it holds, else why not (never
+        "unsubscribed" for a choice that would be ignored)."""
         try:  # what `update` stores has passed planning's own reading (it refuses, and stores nothing, else)
             pref = self.store.update(link.person, lambda p: p.with_opt_out(link.kind, link.channel), at)
         except PreferenceError as exc:
@@ -286,9 +257,8 @@ class PeoplePages:
     # -- the link -------------------------------------------------------------------------------------
 
     async def _link(self, request: Request, scope: str) -> tuple[Link, str] | Response:
-        """The request's signed link, read; else the error answer (the platform's error body, or for a browser
-        the same words as a page). A client that sent too many invalid links is answered 429 before its link
-        is looked at (`relay.web.throttle`); an expired link is not counted (people click old mail)."""
+        """The request's signed link, or the error answer (a page for a browser); 429 for too many invalid links
+        (an expired one is not counted: people click old mail)."""
         prefs = self.settings().preferences
         token = str(request.path_params.get("token", ""))
         if not prefs.secret:

@@ -1,5 +1,4 @@
-"""The people's pages as HTML: Jinja templates (autoescaped, no JavaScript), and headers that keep the
-page's signed link to itself (no referrer, no cache, no framing)."""
+"""The people's pages as HTML, with headers that keep the page's signed link to itself."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""What a person's page shows and what its form means: the rows of kinds by channel (each channel by its label),
-their active hours as a simple form (days, from, to, a time zone of the IANA list), and the form read back
-into a preference. Plain data."""
+"""What a person's page shows (rows of kinds by channel, active hours as a simple form) and what its form means."""
 
 from __future__ import annotations
 
@@ -40,8 +38,7 @@ def row_key(kind: str, channel: str) -> str:
 
 
 def rows(config: Config, pref: Preference | None, sent: Mapping[tuple[str, str], int]) -> list[Row]:
-    """A row per kind and channel sent to the person lately, and per exact opt-out of theirs (so that what they
-    switched off stays there to switch on), on the channels that reach people one by one."""
+    """A row per kind and per-recipient channel sent to the person lately, or that they opted out of exactly."""
     personal = {name for name, ch in config.channels.items() if ch.per_recipient}
     # A switch changes its own kind on its own channel only: a kind that would read as a pattern, or could not
     # be stored, gets no switch.
@@ -161,8 +158,7 @@ def _zone_groups() -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 
 def zone_choices(current: str) -> list[tuple[str, list[tuple[str, str]]]]:
-    """The page's time-zone list: (area, [(zone, label)]), sorted, `UTC` first; the person's own zone is in it
-    even when it is an alias the list leaves out (so saving the page keeps it)."""
+    """The page's time zones, (area, [(zone, label)]), `UTC` first, with the person's own (an alias, say)."""
     groups = [("", [("UTC", "UTC")])]
     groups += [(area, [(z, z.replace("_", " ")) for z in zones]) for area, zones in _zone_groups()]
     if current != "UTC" and current in iana_zones() and all(current not in dict(g) for _, g in groups):

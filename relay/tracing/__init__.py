@@ -1,13 +1,9 @@
 """Traces of each notification across relay's processes (OpenTelemetry), off by default.
 
-This module is the whole of what the rest of relay calls, and it imports nothing of OpenTelemetry: with
-tracing off (the default) every call of the off `Tracer` is one check and a shared do-nothing span, and
-OpenTelemetry is never imported. `start` makes a process's tracer, on when tracing is wanted (README,
-"Tracing"): the OpenTelemetry adapter (`relay.tracing.otel`, the optional `otel` extra) is imported then.
-The tracer is the process builder's (the runtime's `tracer`), handed to what traces: no module holds it.
-
-A notification's trace context travels as a W3C `traceparent` string: stored with the event at intake, with
-each delivery at planning (`Delivery.trace`), so any worker, at any later time, continues the same trace.
+All the rest of relay calls, importing nothing of OpenTelemetry: off, each call is one check and a shared
+do-nothing span; `start` imports the adapter (`relay.tracing.otel`, the `otel` extra) when tracing is wanted.
+A notification's context travels as a W3C `traceparent`, stored with its event and each delivery, so any
+worker, at any later time, continues the same trace.
 """
 
 from __future__ import annotations
@@ -52,8 +48,7 @@ OFF = _Off()
 
 
 class Tracer:
-    """One process's tracing, owned by whoever built the process (the runtime's `tracer`) and handed to what
-    traces: off (`OFF_TRACER`, every call a do-nothing) or on, over OpenTelemetry (`start`)."""
+    """One process's tracing, made by its builder: off (`OFF_TRACER`) or on, over OpenTelemetry (`start`)."""
 
     def __init__(self, backend: Backend | None = None) -> None:
         self._backend = backend
@@ -78,8 +73,8 @@ class Tracer:
         return self._backend.span(name, parent, links, attributes)
 
     def attempt(self, record: Delivery) -> AbstractContextManager[Span]:
-        """The span of one try of a delivery: in its notification's trace (`record.trace`), linked to its first
-        try's span when this is a retry or a replay. Stamps `record` with the traces that later tries follow."""
+        """The span of one try of a delivery, in its notification's trace, linked to its first try's; stamps
+        `record` with the traces that later tries follow."""
         if self._backend is None:
             return OFF
         return self._backend.attempt(record)
@@ -119,9 +114,7 @@ def wanted(enabled: bool, environ: Mapping[str, str] | None = None) -> bool:
 
 def start(config: Config, role: str, instance: str, exporter: Any = None, redactor: Redactor | None = None) -> Tracer:
     """This process's tracer: on when tracing is wanted (and OpenTelemetry installed), else `OFF_TRACER`.
-    `role`: api or worker; `instance`: this process's name (its `service.instance.id`). `exporter`: a span
-    exporter of the test's (then spans are exported as they end), else OTLP as OpenTelemetry's variables say.
-    `redactor`: the process's, that every span's texts are scrubbed with before export."""
+    `exporter`: a test's (spans exported as they end), else OTLP; `redactor` scrubs every span's texts."""
     if not (exporter is not None or wanted(config.tracing.enabled)):
         return OFF_TRACER
     try:

@@ -1,13 +1,7 @@
-"""The OpenTelemetry adapter: the SDK's tracer provider and OTLP exporter as OpenTelemetry's own variables
-configure them, the instrumentations of the libraries relay talks through (ASGI for the API, redis, requests
-for Apprise's HTTP sends), and relay's own spans. Imported only when tracing is on (`relay.tracing.start`).
-
-Two rules of relay's on top of the SDK:
-- Only notifications make traces: a client call (a Redis command, an HTTP request) with no span above it
-  (RQ polling its queue, a heartbeat) is dropped by the sampler, so a trace is a notification's or a request's.
-- No secret leaves in a span: every name, attribute, event and status text is scrubbed of the configured
-  secrets (`relay.core.redaction`) on its way to the exporter, and outgoing URLs lose their path and query
-  (a chat webhook carries its token there).
+"""The OpenTelemetry adapter (imported only when tracing is on): the SDK configured by its own variables, the
+instrumentations of ASGI, redis and requests, and relay's spans. Two rules on top: a client call with no span
+above it (RQ polling, a heartbeat) is dropped, so a trace is a notification's or a request's; and every text of
+a span is scrubbed of secrets on its way out, outgoing URLs losing their path and query (a webhook's token).
 """
 
 from __future__ import annotations
@@ -97,34 +91,18 @@ def _attributes(attributes: Mapping[str, Any] | None, redactor: Redactor) -> dic
 
 
 def scrubbed(span: ReadableSpan, redactor: Redactor) -> ReadableSpan:
-    """The span with every text scrubbed of the configured secrets: itself when there was none (most spans),
-    else a copy."""
-    name, attributes = _text(span.name, redactor), _attributes(span.attributes, redactor)
-    events = [Event(_text(e.name, redactor), _attributes(e.attributes, redactor), e.timestamp) for e in span.events]
-    links = [Link(link.context, _attributes(link.attributes, redactor)) for link in span.links]
+    """A copy of the span with every text scrubbed of the configured secrets."""
     status = span.status
     if status.description:
         status = Status(status.status_code, _text(status.description, redactor))
-    same = (
-        name == span.name
-        and attributes == dict(span.attributes or {})
-        and status.description == span.status.description
-        and all(
-            e.name == o.name and e.attributes == dict(o.attributes or {})
-            for e, o in zip(events, span.events, strict=True)
-        )
-        and all(n.attributes == dict(o.attributes or {}) for n, o in zip(links, span.links, strict=True))
-    )
-    if same:
-        return span
     return ReadableSpan(
-        name=name,
+        name=_text(span.name, redactor),
         context=span.context,
         parent=span.parent,
         resource=span.resource,
-        attributes=attributes,
-        events=events,
-        links=links,
+        attributes=_attributes(span.attributes, redactor),
+        events=[Event(_text(e.name, redactor), _attributes(e.attributes, redactor), e.timestamp) for e in span.events],
+        links=[Link(link.context, _attributes(link.attributes, redactor)) for link in span.links],
         kind=span.kind,
         status=status,
         start_time=span.start_time,
@@ -182,8 +160,7 @@ def exporter_from_env() -> SpanExporter | None:
 
 
 def resource(role: str, instance: str) -> Resource:
-    """OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME as the SDK reads them; `relay` when they name no service.
-    Each process is its own instance."""
+    """OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME as the SDK reads them; `relay` when they name no service."""
     found = Resource.create({SERVICE_INSTANCE_ID: instance, "relay.role": role})
     if str(found.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         found = found.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE}))

@@ -1,5 +1,4 @@
-"""Error answers in the platform's convention (seed 000, "Error bodies"), scrubbed of the process's secrets
-on their way out (`ScrubbedErrors`)."""
+"""Error answers in the platform's convention, scrubbed of the process's secrets on their way out."""
 
 from __future__ import annotations
 
@@ -100,8 +99,7 @@ def _scrubbed(value: Any, redactor: Redactor) -> Any:
 
 
 class ScrubbedErrors:
-    """ASGI middleware: every JSON error answer (4xx, 5xx) leaves with each of its texts scrubbed of the
-    process's secrets, with `redactor` (the runtime's, that a reload adds to). Other answers pass as sent."""
+    """ASGI middleware: every JSON error answer leaves scrubbed by `redactor` (which a reload adds to)."""
 
     def __init__(self, app: ASGIApp, redactor: Redactor) -> None:
         self.app, self.redactor = app, redactor

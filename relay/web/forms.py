@@ -1,6 +1,5 @@
-"""Browser forms, for the admin page and the people's pages alike: where a POST came from, and a bounded
-read of its URL-encoded (or, for one-click unsubscribe, multipart) body, parsed by python-multipart as
-Starlette parses every form (`Request.form`), with bounds on its size and its number of fields."""
+"""Browser forms, for the admin page and the people's pages alike: where a POST came from, and a bounded read
+of its body as Starlette parses every form (`Request.form`)."""
 
 from __future__ import annotations
 
@@ -22,11 +21,8 @@ MAX_FORM_BYTES = 16 * 1024
 
 
 def same_origin(request: Request, config: Config) -> bool:
-    """A browser's POST names its page's origin: it must be relay's own (absent: an older client, allowed).
-
-    relay's own host is the Host the request came to, `preferences.public_url`'s, and X-Forwarded-Host when
-    the request came from one of `server.trusted_proxies` (its last value: the one that proxy set). From
-    any other peer X-Forwarded-Host is the client's own word, and ignored."""
+    """A browser's POST names its page's origin: it must be relay's own (absent: an older client, allowed): the
+    Host, `preferences.public_url`'s, or the last X-Forwarded-Host set by one of `server.trusted_proxies`."""
     source = request.headers.get("origin") or request.headers.get("referer")
     if source is None:
         return True
@@ -85,8 +81,7 @@ class FormRefused(Exception):
 
 
 async def read_form(request: Request, max_fields: int, limit: int = MAX_FORM_BYTES) -> list[tuple[str, str]]:
-    """A form's fields in order (a name may repeat: checkboxes), URL-encoded or multipart, of at most `limit`
-    bytes and `max_fields` fields, no file among them; raises FormRefused."""
+    """A form's fields in order (checkboxes repeat), within `limit` bytes and `max_fields`; else FormRefused."""
     body = await bounded_body(request, limit)
     if body is None:
         raise FormRefused(413, f"the form is over {limit} bytes")

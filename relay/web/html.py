@@ -1,5 +1,4 @@
-"""An HTML page as relay answers it (the admin page and the people's pages alike): its one style block allowed
-by a nonce, no script, never framed, sniffed, cached or sent on to another site."""
+"""An HTML page as relay answers it: one style block (a nonce), no script, never framed, sniffed or cached."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
-"""Signed links to a person's preference page and one-click unsubscribe (relay.people).
+"""Signed links to a person's preference page and one-click unsubscribe (relay.people), stateless.
 
-A link carries the person whose preferences it may change, the address the message it came in was sent to,
-its scope (`prefs`: the preference page; `unsub`: one kind on one channel) and when it was made, signed with
-HMAC-SHA256 under `preferences.secret`. Whoever reads an address gets its links, so a link sent to an address
-names that address's person: the address itself, or the recipient's `userRef` only when relay could tie that
-address to it (relay.preferences.sending.links). A link made by a support desk names its person and no
-address. A link that is tampered with, signed by another secret or made for another scope is refused (403);
-one older than `preferences.link_ttl` (as configured now, so shortening the TTL retires old links at once) is
-refused with 410, as is a link of the first shape (`v1`, before links named their address) for a `userRef`.
-No state on the server: nothing to store, nothing to clean.
+A link carries its person, the address its message went to, its scope (`prefs`, or `unsub`: one kind on one
+channel) and when it was made, signed (HMAC-SHA256, `preferences.secret`). A link sent to an address names that
+address's person (its `userRef` only when relay tied them: relay.preferences.sending.links). A tampered link,
+or one of another secret or scope, is refused (403); one older than `preferences.link_ttl` as configured now, 410.
 """
 
 from __future__ import annotations
@@ -112,8 +107,7 @@ def _base(config: PreferencesConfig) -> str | None:
 
 
 def preferences_url(config: PreferencesConfig, person: str, now: float, address: str = "") -> str | None:
-    """The person's preference page, signed (None without `preferences.public_url`); `address`: where the
-    message that carries it goes ("" for a support desk's link)."""
+    """The person's preference page, signed (None without a public URL); `address`: where its message goes."""
     base = _base(config)
     if base is None or config.secret is None:
         return None
@@ -123,8 +117,7 @@ def preferences_url(config: PreferencesConfig, person: str, now: float, address:
 def unsubscribe_url(
     config: PreferencesConfig, person: str, kind: str, channel: str, now: float, address: str = ""
 ) -> str | None:
-    """One-click unsubscribe of this person from this kind on this channel, signed (None without a public URL,
-    or for what one click cannot change alone: `literal_opt_out`)."""
+    """One-click unsubscribe from this kind on this channel, signed (None without a public URL, or for a pattern)."""
     base = _base(config)
     if base is None or config.secret is None or not literal_opt_out(kind, channel):
         return None

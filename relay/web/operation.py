@@ -1,5 +1,4 @@
-"""What an HTTP handler says about itself, for the OpenAPI document (relay/admin/openapi.py builds it
-from the app's routes and these descriptions, with the schemas of the types named here)."""
+"""What an HTTP handler says about itself, for the OpenAPI document (relay/admin/openapi.py)."""
 
 from __future__ import annotations
 
@@ -27,6 +26,7 @@ ERRORS = {
 }
 WEBHOOK_SECURITY: list[dict[str, list[str]]] = [{"webhookToken": []}, {"webhookBasic": []}, {}]
 ADMIN_SECURITY: list[dict[str, list[str]]] = [{"adminToken": []}]
+_FIELDS = {"type": "object", "additionalProperties": {"type": "string"}}  # a form's fields
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,23 @@ class Operation:
     security: list[dict[str, list[str]]] | None = None
     tags: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # more of the operation object, as is
+
+
+def html_answer(description: str) -> Answer:
+    return Answer(description, {"type": "string"}, HTML)
+
+
+def page_operation(
+    summary: str,
+    answers: dict[int, Answer],
+    security: list[dict[str, list[str]]],
+    tag: str,
+    errors: tuple[int, ...] = (),
+    form: bool = False,
+) -> Operation:
+    """A page's operation (HTML answers) or, with `form`, a form's (its fields posted URL-encoded)."""
+    fields = _FIELDS if form else None
+    return Operation(summary, answers, errors, fields, request_media=FORM, security=security, tags=(tag,))
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -1,32 +1,13 @@
-"""Nobody guesses their way in: refused credentials are counted per surface and client address, and a client
-that sent too many is answered 429 there until the window lets go of them.
+"""Nobody guesses their way in: refused credentials are counted per surface (WEBHOOK, API, UI, PREFERENCES,
+UNSUBSCRIBE: the `endpoint` label of `relay_auth_failures_total`) and client, and a client that sent too many
+is answered 429 there until the window lets go of them.
 
-Each surface that takes a credential (the webhook, the admin API, the admin page's login, the preference
-and unsubscribe links) names itself (WEBHOOK, API, UI, PREFERENCES, UNSUBSCRIBE: also the `endpoint` label
-of `relay_auth_failures_total`) and makes two calls, one before its credential check and one after a
-refusal:
-
-    if (refusal := await guard.check(request, PREFERENCES)) is not None:
-        return refusal                    # 429, Retry-After, the platform's error body
-    if not link_valid(...):
-        await guard.failed(request, PREFERENCES, "bad signature")   # the reason is logged, never the credential
-        return ...                        # its own 401/403
-
-- `check` comes before any credential is looked at: a right guess while throttled is answered 429 like a
-  wrong one, so the 429 confirms nothing. A client with no refused credential in the window is never
-  slowed; `check` costs it one Redis round trip (a read). `check(..., page=render)` answers a browser
-  (Accept: text/html) with `render(seconds)` instead of JSON, made 429 with Retry-After here;
-  `wait(request, surface)` is the number of seconds alone (None: go ahead).
-- The counts (a sliding window: the times of the refusals within `server.auth_failures.window`, at most
-  `limit`) live in Redis under relay's own keys, so every API replica sees the same; a refusal is counted
-  in one transaction (MULTI/EXEC), atomic. Redis down: nothing is throttled (the credential check still
-  holds), and a warning is logged (once a minute).
-- The client is the TCP peer, or, when the peer is one of `server.trusted_proxies`, the right-most
-  X-Forwarded-For address that is not (each trusted proxy appends the peer it saw). IPv6 clients are
-  counted by their /64 (one host usually holds the whole /64).
-- Seen: every refusal counts in `relay_auth_failures_total{endpoint}`, every 429 in
-  `relay_auth_throttled_total`; the log gets one line for the first refusal of a client in a window and
-  one when it is throttled, not one per guess.
+A surface calls `check` before it looks at a credential (so a right guess while throttled is answered 429
+too, confirming nothing) and `failed` after a refusal (the reason is logged, never the credential). The
+refusals' times live in Redis, a sliding window every replica shares; Redis down, nothing is throttled (the
+credential check still holds). The client is the TCP peer or, behind `server.trusted_proxies`, the
+right-most X-Forwarded-For address that is not one; IPv6 clients are counted by their /64. The log gets a
+line for a client's first refusal in a window and one when it is throttled, not one per guess.
 """
 
 from __future__ import annotations
@@ -123,11 +104,8 @@ def throttled_response(seconds: int) -> Response:
 
 
 class Guard:
-    """Counts refused credentials and answers 429 to a client over the limit; one per app.
-
-    `server` is read at each call (a reload changes the limits and the proxies); `clock` is the time
-    windows are measured by.
-    """
+    """Counts refused credentials and answers 429 to a client over the limit; one per app. `server` is read at
+    each call (a reload changes the limits and the proxies)."""
 
     def __init__(
         self,
@@ -182,8 +160,7 @@ class Guard:
     async def check(
         self, request: Request, surface: str, page: Callable[[int], Response] | None = None
     ) -> Response | None:
-        """The 429 answer for a client over the limit on `surface`, else None; `page(seconds)` answers a
-        browser instead of the JSON error body."""
+        """The 429 answer for a client over the limit on `surface`, else None; a browser gets `page(seconds)`."""
         seconds = await self.wait(request, surface)
         if seconds is None:
             return None
@@ -195,8 +172,7 @@ class Guard:
         return response
 
     async def failed(self, request: Request, surface: str, reason: str = "invalid credentials") -> None:
-        """Count a refused credential of this request's client on `surface`; `reason` (never the
-        credential) goes in the log line of the client's first refusal in the window."""
+        """Count a refused credential of this request's client on `surface`; `reason` goes in the log."""
         server = self.server()
         limits = server.auth_failures
         client = self._client(request, server)

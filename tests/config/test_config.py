@@ -11,6 +11,7 @@ import yaml
 
 from relay.config import Config, ConfigError, RetryConfig, load_config
 from relay.config.durations import parse_duration
+from relay.core.outcome import backoff_delay
 
 SLACK = "slack://TTTT/BBBB/CCCC"
 
@@ -459,12 +460,12 @@ def test_platform_durations(tmp_path: Path) -> None:
 )
 def test_retry_delay_after(tmp_path: Path, backoff: list[str], attempt: int, delay: float) -> None:
     cfg = load(tmp_path, {"retry": {"attempts": 10, "backoff": backoff}})
-    assert cfg.retry.delay_after(attempt) == delay
+    assert backoff_delay(cfg.retry.backoff, attempt) == delay
 
 
 def test_retry_defaults() -> None:
     retry = RetryConfig()
-    assert [retry.delay_after(n) for n in range(1, 8)] == [10, 60, 300, 1800, 7200, 7200, 7200]
+    assert [backoff_delay(retry.backoff, n) for n in range(1, 8)] == [10, 60, 300, 1800, 7200, 7200, 7200]
 
 
 @pytest.mark.parametrize(
