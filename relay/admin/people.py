@@ -12,7 +12,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict
 
-from relay.admin.api import IsoTime, json_object
+from relay.admin.access import json_object
+from relay.admin.api import IsoTime
 from relay.config import Config
 from relay.preferences.model import Preference, PreferenceError, PreferenceModel, canonical_person, validate
 from relay.preferences.store import Preferences

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict
 
-from relay.admin.api import json_object
+from relay.admin.access import json_object
 from relay.config.durations import parse_duration
 from relay.config.matchers import MatcherError
 from relay.core.times import LAST, Instant

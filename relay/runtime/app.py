@@ -18,7 +18,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from relay.admin.api import AdminApi, Handler, admin_only
+from relay.admin.access import Handler, admin_only
+from relay.admin.api import AdminApi
 from relay.admin.channels import ChannelsApi
 from relay.admin.counters import CounterReader
 from relay.admin.detail import DeliveryApi
