@@ -59,9 +59,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     cfg = config(args)
     log(cfg)
-    if args.metrics_port is not None:
-        cfg.metrics.port = args.metrics_port or None
-    run_worker(cfg, burst=args.burst, config_file=config_file(args), counts_of=args.counts_of)
+    run_worker(
+        cfg, burst=args.burst, config_file=config_file(args), counts_of=args.counts_of, metrics_port=args.metrics_port
+    )
     return 0
 
 

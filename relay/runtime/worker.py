@@ -27,10 +27,12 @@ import contextlib
 import logging
 import os
 import signal
+import socketserver
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from wsgiref.simple_server import WSGIServer
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from redis import Redis
 from redis.exceptions import RedisError
@@ -214,10 +216,20 @@ def work_burst(rt: Runtime, connection: Redis | None = None) -> None:
             return
 
 
+class _MetricsServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # a scrape every few seconds is no news for the log
+
+
 def serve_metrics(rt: Runtime) -> WSGIServer | None:
-    """This worker's /metrics (its own counts, in a hash of its own from now on; `metrics.port`), on
-    prometheus-client's HTTP server (a daemon thread); the server, or None when no port is set."""
-    from prometheus_client.exposition import start_http_server
+    """This worker's /metrics (its own counts, in a hash of its own from now on; `metrics.port`), served by
+    prometheus-client's WSGI app in a daemon thread, 404 on any other path; the server, or None when no port
+    is set."""
+    from prometheus_client import make_wsgi_app
 
     from relay.admin.counters import CounterReader
     from relay.admin.metrics import metrics_registry
@@ -226,17 +238,32 @@ def serve_metrics(rt: Runtime) -> WSGIServer | None:
     if port is None:
         return None
     rt.store.counts.serve_as(rt.redis, rt.name)
-    registry = metrics_registry(CounterReader(rt.redis, rt.store).own, fleet=False)
-    server, _ = start_http_server(port, rt.config.metrics.host, registry=registry)
+    metrics = make_wsgi_app(metrics_registry(CounterReader(rt.redis, rt.store).own, fleet=False))
+
+    def only_metrics(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("PATH_INFO") != "/metrics":
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"not found: this worker serves /metrics only\n"]
+        return metrics(environ, start_response)
+
+    server = make_server(rt.config.metrics.host, port, only_metrics, _MetricsServer, _QuietHandler)
+    threading.Thread(target=server.serve_forever, name="relay-metrics", daemon=True).start()
     log.info("worker %s serves /metrics on %s:%d", rt.name, rt.config.metrics.host, port)
     return server
 
 
 def run_worker(
-    config: Config, burst: bool = False, config_file: Path | None = None, counts_of: str | None = None
+    config: Config,
+    burst: bool = False,
+    config_file: Path | None = None,
+    counts_of: str | None = None,
+    metrics_port: int | None = None,
 ) -> None:
-    """`counts_of`: the process whose counts this worker's join (`relay serve`'s, which shows them)."""
+    """`counts_of`: the process whose counts this worker's join (`relay serve`'s, which shows them);
+    `metrics_port`: the `--metrics-port` flag (0: none), over the file and the environment."""
     config, generation = _fresh_config(config, config_file)
+    if metrics_port is not None:
+        config.metrics.port = metrics_port or None
     rt = build(config, config_file=config_file)
     rt.tracer = tracing.start(config, "worker", rt.name, redactor=rt.redactor)
     follow(rt.redactor, rt.tracer)  # its log lines: scrubbed of a reload's secrets too, with trace ids

@@ -4,8 +4,10 @@ totals; the kinds given a series of their own are bounded."""
 
 from __future__ import annotations
 
+import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from redis import Redis
@@ -13,6 +15,7 @@ from starlette.testclient import TestClient
 
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
+from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.worker import serve_metrics
 from relay.storage.store import METRICS
 from relay.storage.tally import SOURCES
@@ -110,3 +113,53 @@ def test_a_notification_answered_503_for_want_of_replicas_is_counted_neither_rec
         samples = scrape(client)
     assert _total(samples, RECEIVED) == 0.0 and _total(samples, "relay_notifications_duplicate_total") == 0.0
     assert rt.store.counters().get(f"{RECEIVED}|kind={payload['kind']}", 0) == 0
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0  # nothing listens
+
+
+def test_a_workers_metrics_port_flag_beats_the_environment_and_the_file(
+    redis_server: EmbeddedRedis, tmp_path: Path
+) -> None:
+    """`relay worker --config F --metrics-port P`: the flag wins over the file (read again at the worker's
+    start) and the environment; `--metrics-port 0` turns off a port the environment sets; only /metrics."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import worker_config_file
+    from tests.processes import stop
+    from tests.servers import wait_for
+
+    file_port, flag_port, env_port = free_port(), free_port(), free_port()
+    config = worker_config_file(tmp_path, redis_server.url, metrics={"port": file_port})
+    relay = str(Path(sys.executable).parent / "relay")
+    environ = {**os.environ, "RELAY_METRICS__PORT": str(env_port)}
+    worker = subprocess.Popen([relay, "worker", "--config", str(config), "--metrics-port", str(flag_port)], env=environ)
+    try:
+        wait_for(lambda: _get(f"http://127.0.0.1:{flag_port}/metrics") == 200, timeout=30)
+        assert _get(f"http://127.0.0.1:{flag_port}/") == 404
+        assert _get(f"http://127.0.0.1:{flag_port}/anything") == 404
+        assert _get(f"http://127.0.0.1:{file_port}/metrics") == 0 and _get(f"http://127.0.0.1:{env_port}/metrics") == 0
+    finally:
+        stop(worker)
+    off = subprocess.Popen([relay, "worker", "--config", str(config), "--metrics-port", "0"], env=environ)
+    try:
+        wait_for(lambda: redis_server_has_beat(redis_server), timeout=30)
+        assert _get(f"http://127.0.0.1:{env_port}/metrics") == 0 and _get(f"http://127.0.0.1:{file_port}/metrics") == 0
+    finally:
+        stop(off)
+
+
+def redis_server_has_beat(server: EmbeddedRedis) -> bool:
+    """A worker is up once it has beaten (relay:workers), by then past the point where it would serve /metrics."""
+    from relay.storage.records import WORKERS
+
+    return bool(Redis.from_url(server.url).zcard(WORKERS))
