@@ -20,7 +20,7 @@ from pydantic import (
 
 from relay.config.base import ConfigModel
 from relay.config.durations import parse_rate as parse_rate
-from relay.config.environment import environment_settings, hidden, merge
+from relay.config.environment import environment_settings, hidden, merge, named_by_variable
 from relay.config.intervals import TimeIntervalConfig
 from relay.config.messages import validation_problems
 from relay.config.routes import DefaultRoute as DefaultRoute
@@ -304,7 +304,7 @@ def read_config(path: str | Path | None = None, environ: dict[str, str] | None =
     except ValidationError as exc:
         problems.extend(validation_problems(exc, Config))
     problems.extend(reference_problems(data))
-    problems = [hidden(p, read) for p in problems]
+    problems = [hidden(named_by_variable(p, Config, environ), read) for p in problems]
     return ConfigRead(file, None if problems else config, problems, data)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -200,4 +201,19 @@ def hidden(problem: str, read: Mapping[str, str]) -> str:
             {text, repr(text)[1:-1], *(line for line in text.splitlines() if len(line) > 2)}, key=len
         )[::-1]:
             problem = problem.replace(spelling, f"<the file of {where}>")
+    return problem
+
+
+def named_by_variable(problem: str, model: type[BaseModel], environ: Mapping[str, str]) -> str:
+    """An unknown key that a RELAY_ variable set, said in the variable's words: `server.prot: unknown key, set by
+    RELAY_SERVER__PROT; did you mean RELAY_SERVER__PORT?` (the key path alone names nothing the operator wrote)."""
+    where, _, rest = problem.partition(": ")
+    near = re.fullmatch(r"unknown key; did you mean `(.+)`\?", rest)
+    if near is None:
+        return problem
+    for name in environ:
+        parts = _parts(model, name.removesuffix(FILE_SUFFIX)) if name.upper().startswith(ENV_PREFIX) else None
+        if parts and ".".join(parts) == where:
+            meant = ENV_PREFIX + NESTED.join([*parts[:-1], near[1]]).upper()
+            return f"{where}: unknown key, set by {name}; did you mean {meant}?"
     return problem

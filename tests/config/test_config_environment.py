@@ -181,3 +181,8 @@ def test_a_bare_password_file_for_the_redis_url_is_not_echoed_in_the_hint(tmp_pa
     secret.write_text("hunter2-redis\n", encoding="utf-8")
     [problem] = read_config(None, {"RELAY_REDIS__URL_FILE": str(secret)}).problems
     assert "hunter2-redis" not in problem and f"RELAY_REDIS__URL_FILE={secret}" in problem
+
+
+def test_a_mistyped_variable_is_named_as_written_and_the_hint_is_a_variable() -> None:
+    [problem] = read_config(None, {"RELAY_SERVER__PROT": "8081"}).problems
+    assert problem == "server.prot: unknown key, set by RELAY_SERVER__PROT; did you mean RELAY_SERVER__PORT?"
