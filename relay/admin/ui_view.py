@@ -13,8 +13,7 @@ from relay.admin.counters import CounterReader, Counters
 from relay.admin.selection import Filters, Releasing, Replaying
 from relay.admin.ui_query import PageQuery
 from relay.core.model import Delivery, State, trace_id
-from relay.outages.model import held_by_outage
-from relay.silences.model import Silence, holder, past_retention
+from relay.silences.model import Silence, past_retention
 from relay.silences.store import Silences
 from relay.storage.activity import Minute, last_hour
 from relay.storage.events import read_summaries
@@ -74,13 +73,12 @@ class DeliveryRow:
 
     @property
     def held_by(self) -> str:
-        """Why a held delivery waits."""
-        if held_by_outage(self.delivery.lastError):
-            return f"channel down: {self.delivery.lastError}"
+        """Why a held delivery waits: its gate's words (`channel down since ...`, `silenced by <id> ...`, `the
+        person's active hours`), else its digest or the route's quiet hours."""
         if self.items:
             return f"digest of {self.items} gathering"
-        if holder(self.delivery.lastError) is not None:
-            return str(self.delivery.lastError)  # silenced by <id> (<createdBy>): <comment>
+        if self.delivery.lastError:
+            return str(self.delivery.lastError).removeprefix("held by ")
         return "waits in its digest" if self.delivery.digest else "quiet hours"
 
     @property

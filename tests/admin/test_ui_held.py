@@ -282,3 +282,21 @@ def test_the_released_notice_shows_only_a_count(held_client: TestClient) -> None
     assert "Released 3 held deliveries: they go out now." in held_client.get("/ui?released=3").text
     spoof = held_client.get("/ui?released=everything%20was%20sent").text
     assert "Released" not in spoof and "everything was sent" not in spoof
+
+
+@pytest.mark.parametrize(
+    ("last_error", "shown"),
+    [
+        (None, "quiet hours"),
+        ("held by the person's active hours", "the person's active hours"),
+        ("channel down since 2026-11-27T21:49:42.251Z", "channel down since 2026-11-27T21:49:42.251Z"),
+        ("silenced by 5b0e (ana): db move", "silenced by 5b0e (ana): db move"),
+    ],
+)
+def test_held_by_says_the_gate_that_holds_it_once(last_error: str | None, shown: str) -> None:
+    from relay.admin.ui_view import DeliveryRow
+    from relay.core.model import State
+
+    held = Delivery("d1", "e1", "notification:x", 0, "owners-hook", "auto", 3, 0.0, 0.0, state=State.HELD)
+    held.lastError = last_error
+    assert DeliveryRow(held).held_by == shown

@@ -196,7 +196,8 @@ def test_channels_api_needs_admin_credentials_and_keeps_secrets_out(
         assert f'relay_channel_up{{channel="{DOWN}"}} 0.0' in metrics
         page = admin(client, "/ui").text
         assert f'data-channel="{DOWN}" data-state="down"' in page
-        assert "channel down: channel down since" in page  # the held row says why it waits
+        assert 'data-label="Held by">channel down since' in page  # the held row says why it waits, once
+        assert "channel down: channel down" not in page
         assert secret not in page
 
 
