@@ -131,3 +131,26 @@ def test_the_delivery_page_needs_a_session_and_says_404_for_an_unknown_id(client
     assert client.post("/ui/login", data={"token": ADMIN_TOKEN}, follow_redirects=False).status_code == 303
     missing = client.get("/ui/deliveries/dnosuch")
     assert missing.status_code == 404 and "No such delivery" in missing.text
+
+
+def test_the_delivery_page_replays_a_failed_delivery_from_its_own_button(
+    rt: Runtime, client: TestClient, sink: HttpSink
+) -> None:
+    """No dead end: a failed delivery's page has Replay (a held one's, Release), and the button does it."""
+    import re
+
+    sink.script["/owners"] = [404]  # permanent: failed at once
+    payload = sample_notification()
+    assert post(client, payload).status_code == 202
+    run_worker(rt)
+    delivery_id = owners_delivery(rt, payload["metadata"]["eventId"])
+    assert client.post("/ui/login", data={"token": ADMIN_TOKEN}, follow_redirects=False).status_code == 303
+    html = client.get(f"/ui/deliveries/{delivery_id}").text
+    form = re.search(r'<form class="inline" method="post" action="/ui/replay">(.*?)</form>', html, re.S)
+    assert form is not None and f'name="id" value="{delivery_id}"' in form.group(1) and "Release" not in html
+    fields = dict(re.findall(r'name="(\w+)" value="([^"]*)"', form.group(1)))
+    answer = client.post("/ui/replay", data=fields, follow_redirects=False)
+    assert answer.status_code == 303
+    run_worker(rt)
+    assert len(sink.at("/owners")) == 1 and rt.store.delivery(delivery_id).state == State.DELIVERED
+    assert 'action="/ui/replay"' not in client.get(f"/ui/deliveries/{delivery_id}").text  # delivered: no button
