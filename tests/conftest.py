@@ -20,12 +20,13 @@ from rq import Queue
 from starlette.testclient import TestClient
 
 from relay.config import Config
-from relay.core.clock import Clock, ManualClock, system_clock
+from relay.core.clock import Clock, system_clock
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.worker import work_burst
 from relay.storage.queue import QUEUE_NAME
+from tests.clock import ManualClock
 from tests.servers import HttpSink, SmtpSink
 
 HERE = Path(__file__).resolve().parent

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from relay.core.clock import Clock, ManualClock, system_clock
+from relay.core.clock import Clock, system_clock
 from relay.runtime.bootstrap import Runtime
+from tests.clock import ManualClock
 
 
 @pytest.fixture

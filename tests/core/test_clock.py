@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from relay.core.clock import ManualClock, system_clock
+from relay.core.clock import system_clock
+from tests.clock import ManualClock
 
 RELAY = Path(__file__).resolve().parent.parent.parent / "relay"
 

@@ -454,9 +454,10 @@ def test_an_open_digest_survives_a_redis_restart(sink: HttpSink, smtp: SmtpSink,
     digest is still open (a new delivery joins it), and it goes out once with everything it carried."""
     from redis import Redis
 
-    from relay.core.clock import ManualClock, system_clock
+    from relay.core.clock import system_clock
     from relay.runtime.bootstrap import build
     from relay.runtime.embedded import EmbeddedRedis
+    from tests.clock import ManualClock
     from tests.conftest import base_config
 
     server = EmbeddedRedis(tmp_path / "redis").start()

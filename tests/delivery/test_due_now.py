@@ -12,9 +12,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from relay.cli import main
-from relay.core.clock import ManualClock, system_clock
+from relay.core.clock import system_clock
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
+from tests.clock import ManualClock
 from tests.conftest import admin, post, run_worker, sample_notification
 from tests.servers import HttpSink
 

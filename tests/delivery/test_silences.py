@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from relay.core.clock import ManualClock
 from relay.core.model import iso
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build
+from tests.clock import ManualClock
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink
 

@@ -24,13 +24,14 @@ from starlette.testclient import TestClient
 
 from relay.cli import main
 from relay.config import load_config
-from relay.core.clock import ManualClock, system_clock
+from relay.core.clock import system_clock
 from relay.core.redaction import Redactor
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.logs import JsonFormatter, setup_logging
 from relay.web.auth import sign
+from tests.clock import ManualClock
 from tests.conftest import run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink, free_port
 

@@ -20,10 +20,11 @@ from starlette.requests import Request
 from starlette.testclient import TestClient
 
 from relay.config import ServerConfig
-from relay.core.clock import ManualClock, system_clock
+from relay.core.clock import system_clock
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.web.throttle import Guard, client_address, counted_as
+from tests.clock import ManualClock
 from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, sample_notification
 from tests.intake.test_http import assert_error_body
 
