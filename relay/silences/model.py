@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from relay.config.matchers import Matcher, parse_line
+from relay.config.matchers import Matcher, MatcherError, parse_line
 from relay.core.model import Delivery, iso
 from relay.core.times import kept_past, showable
 
@@ -30,8 +30,12 @@ MAX_TEXT = 1000  # a comment's or a creator's length
 
 
 def compile_matchers(lines: Iterable[str]) -> list[Matcher]:
-    """Every matcher of a silence, parsed; raises MatcherError naming the one that is wrong."""
-    return [m for line in lines for m in parse_line(line, DELIVERY_NAMES)]
+    """Every matcher of a silence, parsed (a line may hold several); MatcherError naming the one that is wrong,
+    or saying there are more than MAX_MATCHERS in all."""
+    found = [m for line in lines for m in parse_line(line, DELIVERY_NAMES)]
+    if len(found) > MAX_MATCHERS:
+        raise MatcherError(f"{len(found)} matchers: a silence has at most {MAX_MATCHERS}")
+    return found
 
 
 @dataclass(frozen=True)

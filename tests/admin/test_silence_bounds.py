@@ -9,7 +9,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -155,3 +155,13 @@ def test_a_hold_past_retention_says_so_in_the_answer_and_on_the_page(page: TestC
     assert page.post("/ui/silences", data=form, follow_redirects=False).status_code == 303
     rows = section(page.get("/ui").text, "silences")
     assert len(re.findall(r'class="note"', rows)) == 2
+
+
+def test_matchers_are_bounded_in_number_as_parsed(make_runtime: Callable[..., Runtime]) -> None:
+    """Issue 46: at most 50 matchers a silence, counted as parsed (one line may hold many: 2,000 were taken)."""
+    many = ", ".join(f'kind="k{i}"' for i in range(51))
+    with TestClient(create_app(make_runtime())) as client:
+        body = {"matchers": [many], "duration": "1h", "createdBy": "ana", "comment": "x"}
+        answer = admin(client, "/api/v1/silences", "POST", json=body)
+        assert answer.status_code == 422 and "at most 50" in answer.text, answer.text
+        assert admin(client, "/api/v1/silences").json()["silences"] == []
