@@ -92,3 +92,9 @@ def test_forged_forms_are_refused(rt: Runtime, page: TestClient, form: dict[str,
     expire = {**fields, "id": silence.id}
     assert page.post("/ui/silences/expire", data=expire, headers=headers, follow_redirects=False).status_code == 403
     assert Silences(rt.redis).all()[0].endsAt == silence.endsAt
+
+
+def test_the_form_suggests_a_channel_of_this_config_and_labels_its_fields_by_what_they_say(page: TestClient) -> None:
+    form = section(page.get("/ui").text, "silences")
+    assert 'placeholder=\'channel="owners-hook"' in form and "owners-slack" not in form  # the config's first channel
+    assert 'aria-label="duration"' not in form and "<label>For <input" in form  # its label names it "For"
