@@ -10,6 +10,7 @@ from redis.exceptions import RedisError
 from relay import __version__
 from relay.cli import check, health, inspect, prefs, probe, run, send, silence, token
 from relay.config import ConfigError
+from relay.config.messages import did_you_mean
 from relay.core.clock import Clock, system_clock
 
 # Exit codes beyond 0 and a command's own "no" (1); one table in docs/http-api.md ("Exit codes"), kept by
@@ -36,12 +37,22 @@ def parser() -> argparse.ArgumentParser:
     prefs.add_commands(command)
     silence.add_commands(command)
     health.add_commands(command)
+    p.set_defaults(command_names=sorted(sub.choices or ()))  # for the hint of a mistyped one (`main`)
     return p
 
 
 def main(argv: list[str] | None = None, clock: Clock = system_clock) -> int:
     """`clock`: relay's one clock for every command (a test hands in the `ManualClock` of its runtime)."""
-    args = parser().parse_args(argv)
+    command_line = parser()
+    given = sys.argv[1:] if argv is None else argv
+    first = next((a for a in given if not a.startswith("-")), None)
+    commands: list[str] = command_line.get_default("command_names")
+    if first is not None and first not in commands and not set(given[: given.index(first)]) & {"-h", "--help"}:
+        near = did_you_mean(first, commands)
+        hint = f"; did you mean `relay {near}`?" if near else f"; the commands are: {', '.join(sorted(commands))}"
+        print(f"relay: unknown command {first!r}{hint}", file=sys.stderr)
+        return USAGE
+    args = command_line.parse_args(argv)
     args.clock = clock
     try:
         return int(args.func(args))

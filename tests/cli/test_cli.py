@@ -130,3 +130,12 @@ def test_a_redis_password_is_never_shown() -> None:
     assert shown_redis_url("redis://:s3cret-pw@redis:6379/0") == "redis://:****@redis:6379/0"
     assert shown_redis_url("rediss://relay:s3cret-pw@redis:6380/1") == "rediss://relay:****@redis:6380/1"
     assert shown_redis_url("unix:///var/lib/relay/redis.sock") == "unix:///var/lib/relay/redis.sock"
+
+
+def test_a_mistyped_command_gets_a_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
+    from relay.cli.main import main as relay_main
+
+    assert relay_main(["statuss", "e1"]) == 2
+    assert capsys.readouterr().err.strip() == "relay: unknown command 'statuss'; did you mean `relay status`?"
+    assert relay_main(["frobnicate"]) == 2
+    assert "the commands are: api, check, deliveries" in capsys.readouterr().err
