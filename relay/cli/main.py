@@ -50,8 +50,7 @@ def main(argv: list[str] | None = None, clock: Clock = system_clock) -> int:
     if first is not None and first not in commands and not set(given[: given.index(first)]) & {"-h", "--help"}:
         near = did_you_mean(first, commands)
         hint = f"; did you mean `relay {near}`?" if near else f"; the commands are: {', '.join(sorted(commands))}"
-        print(f"relay: unknown command {first!r}{hint}", file=sys.stderr)
-        return USAGE
+        command_line.error(f"unknown command {first!r}{hint}")  # argparse's usage error: its line, exit 2
     args = command_line.parse_args(argv)
     args.clock = clock
     try:

@@ -135,7 +135,10 @@ def test_a_redis_password_is_never_shown() -> None:
 def test_a_mistyped_command_gets_a_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
     from relay.cli.main import main as relay_main
 
-    assert relay_main(["statuss", "e1"]) == 2
-    assert capsys.readouterr().err.strip() == "relay: unknown command 'statuss'; did you mean `relay status`?"
-    assert relay_main(["frobnicate"]) == 2
-    assert "the commands are: api, check, deliveries" in capsys.readouterr().err
+    for argv, said in (
+        (["statuss", "e1"], "relay: error: unknown command 'statuss'; did you mean `relay status`?"),
+        (["frobnicate"], "the commands are: api, check, deliveries"),
+    ):
+        with pytest.raises(SystemExit) as done:
+            relay_main(argv)
+        assert done.value.code == 2 and said in capsys.readouterr().err
