@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import logging
 import signal
+import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, Self, TypeVar
 
 log = logging.getLogger("relay.serve")
 FIRST_DELAY = 1.0
@@ -29,6 +32,7 @@ START_WINDOW = 10.0
 GIVE_UP_AFTER = 3
 GIVE_UP_EXIT_CODE = 3
 POLL_SECONDS = 0.25  # how often the children are looked at
+C = TypeVar("C")
 
 
 @dataclass(frozen=True)
@@ -92,3 +96,74 @@ class Backoff:
         self.delay = min(self.delay * 2, self.policy.max_delay)
         log.warning("%s %s; starting it again in %g s", which, how, wait)
         return wait
+
+
+@dataclass
+class Slot(Generic[C]):
+    backoff: Backoff
+    child: C | None = None  # None: ended; started again at `start_at`
+    start_at: float = 0.0
+
+
+class Keeper(ABC, Generic[C]):
+    """The one loop that keeps children running (the embedded Redis, the workers): a thread looks at every slot
+    each `poll` seconds and starts again, by the policy, a child that ended (`_ended`: None while it runs, else
+    how the log names it, how it ended and whether that is excused) or whose start raised (`_not_started`: how
+    the log names it and how). It lives until `stop` or the give-up (`failure` says why; `on_give_up` is
+    called): a child gets SIGTERM when the thread that started it ends (`relay.runtime.children`)."""
+
+    def __init__(self, name: str, slots: list[Slot[C]], on_give_up: Callable[[], None], poll: float) -> None:
+        self.slots = slots
+        self.on_give_up = on_give_up
+        self.poll = poll
+        self.failure: str | None = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name=name, daemon=True)
+
+    @abstractmethod
+    def _spawn(self) -> C: ...
+
+    @abstractmethod
+    def _ended(self, child: C) -> tuple[str, str, bool] | None: ...
+
+    @abstractmethod
+    def _not_started(self, exc: Exception) -> tuple[str, str]: ...
+
+    def start(self) -> Self:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(30)
+
+    def _watch(self) -> None:
+        while self.failure is None and not self.stopping.is_set():
+            for slot in self.slots:
+                self._tend(slot)
+            self.stopping.wait(self.poll)
+
+    def _tend(self, slot: Slot[C]) -> None:
+        if slot.child is not None:
+            ended = self._ended(slot.child)
+            if ended is None:
+                return
+            slot.child = None
+            if self.stopping.is_set():
+                return
+            self._back_off(slot, *ended)
+        if self.failure is None and slot.backoff.clock() >= slot.start_at and not self.stopping.is_set():
+            slot.backoff.started()
+            try:
+                slot.child = self._spawn()
+            except Exception as exc:  # whatever stops a child from starting, it counts as a failed start
+                self._back_off(slot, *self._not_started(exc), failed=True)
+
+    def _back_off(self, slot: Slot[C], which: str, how: str, excused: bool = False, failed: bool = False) -> None:
+        wait = slot.backoff.ended(which, how, excused, failed)
+        if wait is None:
+            self.failure = slot.backoff.failure
+            self.on_give_up()
+        else:
+            slot.start_at = slot.backoff.clock() + wait

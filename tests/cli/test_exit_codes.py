@@ -11,7 +11,7 @@ import pytest
 
 from relay.cli import main
 from relay.cli.main import INVALID_CONFIG, REDIS_UNREACHABLE, USAGE
-from relay.runtime.redis_keeper import GIVE_UP_EXIT_CODE
+from relay.runtime.restarts import GIVE_UP_EXIT_CODE
 from tests.servers import free_port
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "http-api.md").read_text()
