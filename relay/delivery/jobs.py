@@ -28,8 +28,9 @@ from relay.delivery import attempt
 from relay.delivery.context import Context
 from relay.delivery.recording import created, follow, log_context, wake_for
 from relay.preferences.sending import note_people
-from relay.storage.leases import DELIVERY, EVENT, Claimed, delivery_unit, event_unit, split_unit
-from relay.storage.store import EventRecord, StateChange
+from relay.storage.leases import DELIVERY, EVENT, Claimed, delivery_unit, split_unit
+from relay.storage.records import EventRecord
+from relay.storage.store import StateChange
 
 log = logging.getLogger("relay.delivery.jobs")
 # A planning hands this many of a notification's deliveries to its own worker's senders; the rest wait
@@ -140,21 +141,6 @@ def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WOR
     if back:
         rt.intake.request_wake()
     return back
-
-
-def plan_job(rt: Context, event_id: str) -> int:
-    """Plan one notification again by hand (it must still be stored), under a lease as a worker's planning is
-    (out of the notifications to plan, if it waits there); 0 when a worker has it in hand. Safe to run again
-    after a crash."""
-    unit = event_unit(event_id)
-    if not rt.store.leases.take(unit, rt.name):
-        return 0
-    try:
-        return plan_event(rt, event_id)
-    except BaseException:
-        with contextlib.suppress(RedisError):  # else the sweep of this worker's own leases puts it back
-            rt.store.leases.give_back(rt.name, [unit], rt.clock())
-        raise
 
 
 def plan_event(rt: Context, event_id: str) -> int:

@@ -29,11 +29,6 @@ class Sender:
         self._pending = 0
         self._in_hand: Counter[str] = Counter()  # the names (delivery ids) of the tasks pending
 
-    def has_room(self) -> bool:
-        """Whether a task handed over now would not have to wait for room (`wait_for_room`)."""
-        with self._cond:
-            return self._pending < 2 * self.threads
-
     def wait_for_room(self) -> bool:
         """Wait (at most `max_wait`) while twice `threads` tasks are pending; False when still full."""
         with self._cond:

@@ -226,13 +226,6 @@ def claim_of(recipient: Mapping[str, Any] | None) -> Claim:
     return Claim(key, address, unusable_ref=key is None)
 
 
-def person_of(recipient: Mapping[str, Any] | None) -> str | None:
-    """Who a recipient is, in one key: their `userRef`, else their e-mail address lower-cased; None for a group or
-    nobody (a support desk's view; planning reads every person of `claim_of`)."""
-    claim = claim_of(recipient)
-    return claim.ref or claim.address
-
-
 def recipient_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> dict[str, Any] | None:
     """The recipient a delivery is addressed to: only a per_recipient channel's delivery to one recipient."""
     channel = config.channels.get(delivery.channel)

@@ -37,7 +37,7 @@ from redis.exceptions import RedisError
 from rq import Queue, SimpleWorker
 
 from relay import tracing
-from relay.config import DEAD_WORKER_AFTER, Config, ConfigError, load_config
+from relay.config import Config, ConfigError, load_config
 from relay.delivery.context import job_class
 from relay.delivery.jobs import lost
 from relay.runtime import beatfile
@@ -51,7 +51,6 @@ from relay.runtime.bootstrap import (
 from relay.runtime.children import forks_die_with_this_process, parent_gone
 from relay.runtime.logs import follow
 from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
-from relay.storage.generations import HEARTBEAT_SECONDS as HEARTBEAT_SECONDS  # tests read it here
 from relay.storage.leases import delivery_unit, orphaned
 from relay.storage.queue import QUEUE_NAME
 
@@ -59,8 +58,6 @@ log = logging.getLogger("relay.runtime.worker")
 MAINTENANCE_INTERVAL = 15  # seconds between RQ's maintenance passes
 # RQ's own record of its workers (`rq info`); relay goes by its own heartbeat alone.
 WORKER_TTL = 30
-# A worker not seen beating for `dead_worker_after` (config; this by default) is gone: its leases are swept.
-ORPHAN_GRACE = DEAD_WORKER_AFTER
 # Work due this long with no wake-up queued (one lost) gets one at the next beat.
 STALE_SECONDS = 10.0
 DRAIN_SECONDS = 60.0  # at a stop, the longest wait for the senders to finish what they hold

@@ -22,7 +22,7 @@ from weakref import WeakKeyDictionary
 
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
-from redis.commands.core import AsyncScript, Script
+from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError, ResponseError
 from rq import Queue
 from rq.exceptions import NoSuchJobError
@@ -96,14 +96,11 @@ class Intake:
     # `redis.min_replicas` and `redis.replica_timeout` (seconds): see `replicated`.
     min_replicas: int = 0
     replica_timeout: float = 1.0
-    # redis-py's own script objects: EVALSHA, and the script loaded again when a restarted Redis forgot it.
-    _script: Script = field(init=False, repr=False)
+    # redis-py's own script objects (one a connection): EVALSHA, and the script loaded again when a restarted
+    # Redis forgot it.
     _async_scripts: WeakKeyDictionary[AsyncRedis, AsyncScript] = field(
         init=False, repr=False, default_factory=WeakKeyDictionary
     )
-
-    def __post_init__(self) -> None:
-        self._script = self.redis.register_script(ACCEPT)
 
     @classmethod
     def create(
@@ -116,37 +113,14 @@ class Intake:
     def leases(self) -> Leases:
         return self.store.leases
 
-    def accept(self, event_id: str, kind: str, payload: str) -> str:
-        """'accepted' once the event is in Redis among the notifications to plan (atomically, one round trip),
-        with a wake-up queued unless one is; else 'duplicate'. Raises
-        QueueUnavailable on any Redis error of the accept itself: nothing was accepted then."""
-        try:
-            label = self.store.kinds.label(kind)
-            keys, args = self._accept_call(event_id, payload, "", label)
-            if self.min_replicas:
-                pipe = self.redis.pipeline(transaction=False)
-                self._script(keys, args, client=pipe)
-                pipe.wait(*self._wait_args())
-                answer = self.replicated(pipe.execute(), label)
-            else:
-                answer = self._script(keys, args)
-        except NotReplicated as exc:
-            with contextlib.suppress(RedisError):
-                self.redis.hincrby(self.store.counts.key, exc.counted, -1)
-            raise
-        except RedisError as exc:
-            raise QueueUnavailable(_why(exc)) from exc
-        acceptance = _acceptance(answer)
-        if acceptance.wake_job is not None:
-            self.queue_wake(acceptance.wake_job, event_id)
-        return acceptance.status
-
     async def accept_async(
         self, client: AsyncRedis, event_id: str, kind: str, payload: str, trace: str = ""
     ) -> Acceptance:
-        """`accept` on an asyncio connection, with no thread hop: the same script, one round trip. The wake-up
-        it may ask for is the caller's to enqueue (`queue_wake`), after the answer is sent: RQ's enqueue is
-        blocking, and the notification is durable without it."""
+        """'accepted' once the event is in Redis among the notifications to plan (atomically, one round trip,
+        on an asyncio connection), else 'duplicate'; raises QueueUnavailable on any Redis error of the accept
+        itself (nothing was accepted then). The wake-up it may ask for is the caller's to enqueue
+        (`queue_wake`), after the answer is sent: RQ's enqueue is blocking, and the notification is durable
+        without it."""
         script = self._async_scripts.get(client)
         if script is None:
             script = self._async_scripts[client] = client.register_script(ACCEPT)
