@@ -32,8 +32,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if event is None:
         print(f"no notification with eventId {args.event_id!r}; {_redis_line(rt)}", file=sys.stderr)
         return 1
-    from relay.core.model import trace_id
-    from relay.storage.store import iso
+    from relay.core.model import iso, trace_id
 
     records = _every_delivery(rt.store, args.event_id)
     if args.format == "json":

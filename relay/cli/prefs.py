@@ -24,7 +24,7 @@ def _store(args: argparse.Namespace) -> Any:
 
 
 def _shown(pref: Any) -> dict[str, Any]:
-    from relay.storage.store import iso
+    from relay.core.model import iso
 
     return dict(pref.public(iso))
 

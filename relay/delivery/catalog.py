@@ -28,7 +28,7 @@ from relay.config import PlatformConfig
 from relay.core.lookup import DOT_SEGMENTS, split_ref, unusable_ref
 from relay.core.names import entity_display_name
 from relay.core.recipients import valid_email
-from relay.storage.store import PREFIX, metric_field
+from relay.storage.records import PREFIX, metric_field
 from relay.storage.tally import Counts
 
 log = logging.getLogger("relay.delivery.catalog")

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Protocol
 
-from relay.core.model import Delivery, Notification, State
+from relay.core.model import Delivery, Notification, State, iso
 from relay.core.quiet import held_until
 from relay.core.routing import matcher_view
 from relay.delivery.context import Context
@@ -42,7 +42,7 @@ from relay.preferences.sending import SKIPS, personal
 from relay.preferences.store import Preferences
 from relay.silences.model import delivery_view, holder, reads_notification, silenced
 from relay.silences.store import Silences
-from relay.storage.store import StateChange, iso
+from relay.storage.store import StateChange
 
 log = logging.getLogger("relay.delivery.jobs")
 SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once

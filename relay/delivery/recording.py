@@ -17,7 +17,8 @@ from relay.core.outcome import Delivered, Outcome, Transient, attempt_entry, log
 from relay.core.states import SENDABLE, State
 from relay.delivery.context import Context
 from relay.storage import exemplars
-from relay.storage.store import LATENCY, SEND_LATENCY, StateChange
+from relay.storage.records import LATENCY, SEND_LATENCY
+from relay.storage.store import StateChange
 
 log = logging.getLogger("relay.delivery.jobs")
 

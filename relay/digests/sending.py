@@ -17,7 +17,7 @@ import time
 from dataclasses import replace
 
 from relay.config import ChannelConfig, DigestConfig
-from relay.core.model import Delivery, Notification, State
+from relay.core.model import Delivery, Notification, State, iso
 from relay.core.names import channel_label
 from relay.core.rendering import Rendered
 from relay.delivery.channels import AddressError, address_url, channel_format, send
@@ -36,7 +36,6 @@ from relay.digests.model import (
 )
 from relay.outages import sending as outages
 from relay.preferences.sending import links
-from relay.storage.store import iso
 
 log = logging.getLogger("relay.delivery.jobs")
 

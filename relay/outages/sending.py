@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import logging
 
-from relay.core.model import Delivery
+from relay.core.model import Delivery, iso
 from relay.core.outcome import Outcome
 from relay.core.states import State
 from relay.delivery.context import Context
 from relay.delivery.recording import follow, log_context
 from relay.outages.model import TRANSIENT, down_reason, kind_of
 from relay.outages.store import ChannelStates, Gate
-from relay.storage.store import StateChange, iso
+from relay.storage.store import StateChange
 
 log = logging.getLogger("relay.delivery.jobs")
 

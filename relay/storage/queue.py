@@ -31,14 +31,9 @@ from rq.job import Job, JobStatus
 from relay.core.model import Delivery
 from relay.storage import requeue
 from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL, Leases
-from relay.storage.records import millis
+from relay.storage.records import RECEIVED, event_key, metric_field, millis
 from relay.storage.scripts import ACCEPT
-from relay.storage.store import (
-    RECEIVED,
-    Store,
-    event_key,
-    metric_field,
-)
+from relay.storage.store import Store
 
 QUEUE_NAME = "relay"
 # The one job relay queues: wake a worker to take the work that is due (`relay.delivery.jobs.work`).

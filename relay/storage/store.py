@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 
 from relay.config import DEAD_WORKER_AFTER
 from relay.core.clock import Clock
-from relay.core.model import Delivery, State, delivery_id, iso
+from relay.core.model import Delivery, State, iso
 from relay.digests.store import Digests
 from relay.storage.activity import count_activity
 from relay.storage.events import read_delivery_ids, read_delivery_page, read_events
@@ -29,7 +29,6 @@ from relay.storage.records import (
     HELD,
     LATENCY,
     LATENCY_BUCKETS,
-    METRICS,
     PREFIX,
     RECEIVED,
     SEND_LATENCY,
@@ -39,7 +38,6 @@ from relay.storage.records import (
     bucket_field,
     delivery_key,
     delivery_to_hash,
-    event_from_hash,
     event_key,
     metric_field,
     read_delivery,
@@ -48,29 +46,7 @@ from relay.storage.records import (
 from relay.storage.scripts import CREATE, KEEP_LONGER, RESERVE_SLOT, UPDATE
 from relay.storage.tally import Counts, KindLabels, fleet_totals
 
-# Names other modules read from here; they live in `relay.storage.records` (and the core's model).
-__all__ = [
-    "FAILED",
-    "HELD",
-    "LATENCY",
-    "LATENCY_BUCKETS",
-    "METRICS",
-    "PREFIX",
-    "RECEIVED",
-    "SEND_LATENCY",
-    "WORKERS",
-    "EventRecord",
-    "StateChange",
-    "Store",
-    "delivery_id",
-    "delivery_key",
-    "event_from_hash",
-    "event_key",
-    "iso",
-    "metric_field",
-]
-
-
+__all__ = ["FAILED", "HELD", "LATENCY_BUCKETS", "StateChange", "Store", "iso"]  # the names relay.admin reads here
 log = logging.getLogger("relay.storage")
 # Records stored by one script call (`Store.create_deliveries`): about 55 arguments each, so some 28,000 a
 # call, far from the 1,048,576 arguments Redis takes in one command (and a few MB at most).
