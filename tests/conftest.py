@@ -256,11 +256,12 @@ def accept(rt: Runtime, event_id: str, kind: str, payload: str) -> str:
 def plan_job(rt: Runtime, event_id: str) -> int:
     """Plan one stored notification again, under a lease as a worker's planning is (0 when one has it in hand)."""
     from relay.delivery.jobs import plan_event
-    from relay.storage.leases import event_unit
+    from relay.storage.leases import LEASES, UNPLANNED, event_unit
 
     unit = event_unit(event_id)
-    if not rt.store.leases.take(unit, rt.name):
+    if not rt.redis.hsetnx(LEASES, unit, rt.name):
         return 0
+    rt.redis.zrem(UNPLANNED, event_id)
     try:
         return plan_event(rt, event_id)
     except BaseException:

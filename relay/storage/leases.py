@@ -6,11 +6,10 @@ scored by when they may go: now, a retry's time, a held delivery's `notBefore`, 
 A worker takes due units with a lease (`LEASES`: unit -> worker, in the same script that takes them out of
 the set), works on them, and the write that stores the outcome drops the lease (`relay.storage.store`).
 
-Every unit is taken so, whoever takes it: a worker's wake-up job (`claim`), planning by hand (`take`), a
-release or a replay (`take_and_read`). RQ jobs only wake workers up (`relay.delivery.jobs.work`): RQ never
-owns a unit. A wake-up lost (a worker killed while it held the job, an enqueue that failed) loses nothing,
-since the units still wait in their set; the heartbeat's sweep (`relay.runtime.worker`) wakes a worker for
-units left due too long.
+Every unit is taken so, whoever takes it: a worker's wake-up job (`claim`), a release or a replay
+(`take_and_read`). RQ jobs only wake workers up (`relay.delivery.jobs.work`): RQ never owns a unit. A wake-up lost
+(a worker killed while it held the job, an enqueue that failed) loses nothing, since the units still wait in their
+set; the heartbeat's sweep (`relay.runtime.worker`) wakes a worker for units left due too long.
 
 A worker is alive while it beats (`relay:workers`, every few seconds): that is the one liveness signal.
 One not seen beating for `dead_worker_after` seconds (45 by default) is dead, and the sweep puts the units
@@ -144,14 +143,6 @@ end
 return 1
 """
 
-# Lease a unit to ARGV[1] when nobody holds it, taking it out of its set (KEYS[2]: member ARGV[3]) if it waits
-# there: 1, or 0 when another holds it. KEYS: leases, the unit's set. ARGV: owner, unit, member.
-_TAKE = """
-if redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[1]) == 0 then return 0 end
-redis.call('ZREM', KEYS[2], ARGV[3])
-return 1
-"""
-
 
 @dataclass(frozen=True)
 class Claimed:
@@ -203,7 +194,6 @@ class Leases:
         self._claim = redis.register_script(_CLAIM)
         self._give_back = redis.register_script(_GIVE_BACK)
         self._release = redis.register_script(_RELEASE)
-        self._take = redis.register_script(_TAKE)
         # The units this process has claimed and not yet handed on (to planning's end, or to the senders,
         # which say what they hold themselves): the sweep of this worker's own leases leaves them alone.
         self._lock = threading.Lock()
@@ -251,11 +241,6 @@ class Leases:
         self.handed_on(units)
         if units:
             self._release(keys=[LEASES], args=[owner, *units])
-
-    def take(self, unit: str, owner: str) -> bool:
-        """Lease one unit nobody holds to `owner`, out of its set if it waits there; False when another holds it."""
-        kind, ident = split_unit(unit)
-        return bool(self._take(keys=[LEASES, UNPLANNED if kind == EVENT else READY], args=[owner, unit, ident]))
 
     def take_and_read(self, delivery_id: str, owner: str, record_key: str) -> tuple[bool, dict[Any, Any]]:
         """Lease a delivery to `owner` when nobody holds it, and read its record's fields, in one step (MULTI):
