@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from relay.cli.common import Command, command_group, config
+from relay.cli.common import Command, command_group, config, read_payload
 
 EXPORT_VERSION = 1
 
@@ -127,8 +127,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from relay.preferences.model import from_stored
 
-    text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()  # noqa: SIM115
-    data = json.loads(text)
+    _, data = read_payload(args.file)
     items = data.get("preferences") if isinstance(data, dict) else None
     if not isinstance(items, list):
         print('relay prefs import: not an export (expected {"version": 1, "preferences": [...]})', file=sys.stderr)

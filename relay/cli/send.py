@@ -9,8 +9,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from relay.cli.common import Command, config, read_payload, shown_redis_url
+from relay.cli.common import Command, config, read_payload
 from relay.config import Config, ConfigError
+from relay.config.urls import masked_url
 
 
 def cmd_send(args: argparse.Namespace) -> int:
@@ -42,7 +43,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         print(f"{exc.code} {exc.read().decode(errors='replace')}", file=sys.stderr)
         return 1
     except urllib.error.URLError as exc:
-        shown = shown_redis_url(url)  # masks a password in any URL, not only Redis's
+        shown = masked_url(url)  # masks a password in any URL, not only Redis's
         print(f"relay: cannot reach relay at {shown} ({exc.reason}): {_not_running(args)}", file=sys.stderr)
         return 1
 

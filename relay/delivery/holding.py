@@ -21,6 +21,7 @@ from relay.delivery.gates import Due, Held, quiet_hours
 from relay.outages.model import held_by_outage
 from relay.silences.model import Silence, holder
 from relay.storage.leases import delivery_unit
+from relay.storage.requeue import taken
 from relay.storage.store import Store
 
 log = logging.getLogger("relay.delivery.holding")
@@ -69,13 +70,9 @@ def move_held(store: Store, when: Callable[[Delivery], float | None]) -> list[tu
     worker has in hand is never undone. Returns (id, old notBefore, new) of each moved; the caller makes them
     due then, once no lease holds them (were it to stop first, each still goes at its old time: never lost)."""
     moved = []
-    for record in store.deliveries(store.held_ids()):
-        if record is None or record.state is not State.HELD or when(record) is None:
-            continue
-        taken, current = store.take_and_read(record.id)
-        if not taken or current is None:
-            continue  # a worker has it in hand this moment
-        new = when(current) if current.state is State.HELD else None
+    held = [r for r in store.deliveries(store.held_ids()) if r is not None and r.state is State.HELD]
+    for current in taken(store, [r for r in held if when(r) is not None], State.HELD):
+        new = when(current)
         if new is None:
             store.leases.release([delivery_unit(current.id)], store.owner)
             continue

@@ -70,7 +70,7 @@ def _send_again(
     if dry_run or not chosen:
         return len(chosen)
     sent = []
-    for current in _taken(store, chosen, state):
+    for current in taken(store, chosen, state):
         store_one(store, current)
         sent.append(current.id)
     if sent:
@@ -90,12 +90,12 @@ def carried(store: Store, records: list[Delivery], state: State) -> list[Deliver
     return [r for r in out.values() if r.state is state]
 
 
-def _taken(store: Store, chosen: list[Delivery], state: State) -> Iterator[Delivery]:
+def taken(store: Store, chosen: list[Delivery], state: State) -> Iterator[Delivery]:
     """Each chosen delivery taken under its lease and read as it is now, when it is still in `state`: one a worker
     has in hand this moment is left to it (it is going out), one no longer in `state` let go of."""
     for record in chosen:
-        taken, current = store.take_and_read(record.id)
-        if not taken or current is None:
+        ours, current = store.take_and_read(record.id)
+        if not ours or current is None:
             continue
         if current.state is not state:
             store.leases.release([delivery_unit(current.id)], store.owner)
