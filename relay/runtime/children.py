@@ -46,25 +46,20 @@ def parent_gone() -> bool:
     return expected.isdigit() and os.getppid() != int(expected)
 
 
-class _Forks:
-    """The fork hooks of `forks_die_with_this_process`, with the pid of the process forking."""
+def forks_die_with_this_process() -> None:
+    """From now on, every child this process forks gets SIGTERM when it dies (a worker asks once, at its
+    start: hooks asked for twice would only do the same twice)."""
+    forking_pid = 0
 
-    def __init__(self) -> None:
-        self.forking_pid = 0
+    def before() -> None:
+        nonlocal forking_pid
+        forking_pid = os.getpid()
 
-    def before(self) -> None:
-        self.forking_pid = os.getpid()
-
-    def after_in_child(self) -> None:
+    def after_in_child() -> None:
         die_with_parent()
-        if os.getppid() != self.forking_pid:
+        if os.getppid() != forking_pid:
             # The parent died between the fork and the line above, so no signal will come: end now. (RQ's
             # scheduler lock, taken by the parent before the fork, then runs out by itself, in 61 s.)
             os._exit(0)
 
-
-def forks_die_with_this_process() -> None:
-    """From now on, every child this process forks gets SIGTERM when it dies (a worker asks once, at its
-    start: hooks asked for twice would only do the same twice)."""
-    forks = _Forks()
-    os.register_at_fork(before=forks.before, after_in_child=forks.after_in_child)
+    os.register_at_fork(before=before, after_in_child=after_in_child)
