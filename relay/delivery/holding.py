@@ -1,12 +1,7 @@
-"""After a config reload, held deliveries are asked again under the new time intervals: the quiet-hours gate
-(`relay.delivery.gates.quiet_hours`) says when each may go now.
-
-A held delivery is due at its `notBefore` (`relay.storage.leases`), with an RQ scheduled wake-up then; the
-worker that takes it asks the gates again, so a reload that holds a delivery longer needs nothing more.
-One that lets it go sooner (an interval widened, or removed from the route) would wait for the old time:
-here it is due at the new one, and its record gets the new `notBefore` (`move_held`). A silence expired early
-makes what it held due at once the same way (`release_held`); whether a silence holds a delivery is the gate
-`relay.delivery.gates.silenced_now`'s.
+"""Held deliveries made due sooner when what held them lets go early (docs/development.md, "Architecture"):
+after a config reload, each asks the quiet-hours gate again (`replan_held`; one held longer needs nothing: the
+gates are asked again at its wake-up), and what a silence expired early held is due at once (`release_held`),
+each under its lease with its new `notBefore` (`move_held`).
 """
 
 from __future__ import annotations

@@ -131,12 +131,9 @@ class Runtime:
 
     @property
     def clock(self) -> Clock:
-        """The one clock of every time relay stores or compares (`relay.core.clock`): the store's, which the
-        intake, the app, the workers and the commands read through it."""
-        return self.store.clock
+        return self.store.clock  # the intake, the app, the workers and the commands read it through the store
 
     def pinned(self) -> Runtime:
-        """This runtime with `loaded` as it is now, for one unit of work (`relay.delivery.context`)."""
         return dataclasses.replace(self)
 
 

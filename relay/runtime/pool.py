@@ -1,15 +1,7 @@
-"""`relay serve`'s worker processes: started, restarted with back-off when one dies, given up on when one
-cannot start, and stopped within a deadline.
-
-- One thread (`relay-workers`) starts every worker and restarts it by the policy of every child of relay serve
-  (`relay.runtime.restarts.Keeper`); given up, the cause in `failure` is the worker's exit and the last line
-  it wrote on stderr.
-- Each worker's stderr goes through a pipe to relay serve's own stderr, line by line, so that its last
-  line is known when it dies.
-- Each worker knows relay serve's pid (`PARENT_PID_ENV`): a worker whose parent is no longer that process
-  ends (`relay.runtime.children.parent_gone`), right even when relay serve is PID 1 of a container.
-- The stop: SIGTERM to every worker at once (`begin_stop`, as soon as relay serve is asked to stop), then
-  SIGKILL to any still running `STOP_SECONDS` later, a worker that was just restarted included.
+"""`relay serve`'s worker processes (docs/container.md, "Supervision"): started and restarted by the one loop
+(`relay.runtime.restarts.Keeper`; given up, `failure` holds the worker's exit and its last line on stderr, which
+each worker's pipe copies to relay serve's stderr line by line), told relay serve's pid (`PARENT_PID_ENV`), and
+stopped within a deadline: SIGTERM to all at once (`begin_stop`), SIGKILL to any left `STOP_SECONDS` later.
 """
 
 from __future__ import annotations

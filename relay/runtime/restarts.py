@@ -1,16 +1,8 @@
-"""The one policy by which `relay serve` keeps its children running: its embedded Redis and its workers.
-
-- A child that ends is started again after a back-off: 1 s, doubling up to 30 s. One that stayed up
-  `STEADY_AFTER` seconds had started well, so its next restart waits 1 s again.
-- A failed start: a start that raised (the embedded Redis did not answer), or a child that ended within
-  `START_WINDOW` seconds of its start. After `GIVE_UP_AFTER` failed starts in a row relay serve gives up: it
-  stops, prints the cause as its last line and exits with `GIVE_UP_EXIT_CODE`, for its service manager
-  (systemd, Docker, Kubernetes) to see and restart. A child that dies after running a while (Redis gone for
-  a minute) is never given up on: it is restarted, at most every 30 s.
-- An end while what the child needs is away (a worker while the embedded Redis is being brought back) is
-  excused: backed off, but no failed start.
-- One log line shape for every child: `<child> <how it ended>; starting it again in <N> s`, and at the give-up
-  `<child> failed to start <N> times in a row (...); the last one <how it ended>; relay serve stops ...`.
+"""The one policy by which `relay serve` keeps its children running, its embedded Redis and its workers
+(docs/container.md, "Supervision"): a back-off of 1 s doubling to 30 s, back to 1 s after a child stayed up
+`STEADY_AFTER` seconds; a give-up (exit `GIVE_UP_EXIT_CODE`) after `GIVE_UP_AFTER` failed starts in a row (a start
+that raised, or a child that ended within `START_WINDOW` s); an end excused while what the child needs is away;
+one log line shape for every child.
 """
 
 from __future__ import annotations

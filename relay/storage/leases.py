@@ -1,28 +1,11 @@
-"""Who works on what: the one ownership mechanism of relay's workers.
+"""Who works on what: the one ownership mechanism of relay's workers, and its one liveness signal (docs/delivery.md,
+"One ownership mechanism: the lease", "One liveness signal", "The in-process ledger").
 
-Every unit of work is a notification to plan (`e:<event id>`) or a delivery to send (`d:<delivery id>`).
-A unit waits in a due-time set (`UNPLANNED` for notifications, scored by arrival; `READY` for deliveries,
-scored by when they may go: now, a retry's time, a held delivery's `notBefore`, a digest's window end).
-A worker takes due units with a lease (`LEASES`: unit -> worker, in the same script that takes them out of
-the set), works on them, and the write that stores the outcome drops the lease (`relay.storage.store`).
-
-Every unit is taken so, whoever takes it: a worker's wake-up job (`claim`), a release or a replay
-(`take_and_read`). RQ jobs only wake workers up (`relay.delivery.jobs.work`): RQ never owns a unit. A wake-up lost
-(a worker killed while it held the job, an enqueue that failed) loses nothing, since the units still wait in their
-set; the heartbeat's sweep (`relay.runtime.worker`) wakes a worker for units left due too long.
-
-A worker is alive while it beats (`relay:workers`, every few seconds): that is the one liveness signal.
-One not seen beating for `dead_worker_after` seconds (45 by default) is dead, and the sweep puts the units
-it leased back in their set, counting a loss against each (`LOSSES`); a unit lost `MAX_LOSSES` times (one
-that kills its worker, or whose work raises) is given up: a notification is dropped (logged and counted),
-a delivery failed (replayable). A worker that stalls for less than that (a VM pause, a swap storm) keeps
-its leases and sends nothing twice; one that stalls longer may see its sends in flight made again by
-another worker (at-least-once).
-
-A lease says who holds a unit, not whether its holder still works on it (a send whose outcome could not be
-stored while Redis was away leaves its lease behind, its worker alive): each process notes what it has in
-hand (`in_hand` here, from a claim until the unit is handed on; the senders' own), and its sweep puts back
-a lease of its own held by nothing of it, at the second look (`relay.runtime.worker.sweep`).
+A unit of work is a notification to plan (`e:<event id>`, waiting in `UNPLANNED`) or a delivery to send
+(`d:<delivery id>`, in `READY`), scored by when it is due. Whoever takes a unit takes it with a lease (`LEASES`:
+unit -> worker) in the step that takes it out of its set: a wake-up job (`claim`), a release or a replay
+(`take_and_read`); the write that stores the outcome drops the lease. The sweep puts a dead worker's units back,
+a loss counted against each, and gives up a unit lost `MAX_LOSSES` times.
 """
 
 from __future__ import annotations
