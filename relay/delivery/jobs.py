@@ -1,14 +1,6 @@
-"""The RQ job: wake a worker to take the work that is due, plan notifications into deliveries, and hand
-deliveries to this worker's senders.
-
-The path of one notification: its arrival queues a wake-up (`work`), which takes it among the due work with
-a lease (`relay.storage.leases`); `plan_event` reads the event, plans its deliveries (`relay.core.routing`)
-and stores them queued, leasing the first few to this worker (the rest wait among the due deliveries), in
-one round trip that also lets go of the notification's lease; the senders (`relay.delivery.sender`) try each
-once (`relay.delivery.attempt`), after the gates (`relay.delivery.gates`: what holds or skips a delivery is
-decided there, when it comes due, never at planning). A retry, a rate-limit slot, a held delivery or a digest
-is a delivery due later, with a wake-up scheduled through RQ for then. Jobs end fast;
-the sending happens beside them, covered by the leases.
+"""The RQ job (`work`): wake a worker to take the work that is due, plan notifications into deliveries
+(`plan_event`: planning only plans) and hand deliveries to this worker's senders. Jobs end fast; the sending
+happens beside them, covered by the leases (docs/development.md, "Architecture").
 """
 
 from __future__ import annotations

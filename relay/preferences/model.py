@@ -97,12 +97,7 @@ class Preference:
     updatedAt: float | None = None
 
     def public(self, iso: Callable[[float], str]) -> dict[str, Any]:
-        return {
-            "person": self.person,
-            "optOuts": [{"kind": o.kind, "channel": o.channel} for o in self.optOuts],
-            "activeHours": self.activeHours,
-            "updatedAt": iso(self.updatedAt) if self.updatedAt is not None else None,
-        }
+        return {**self.stored(), "updatedAt": iso(self.updatedAt) if self.updatedAt is not None else None}
 
     def stored(self) -> dict[str, Any]:
         """As kept in Redis and exported: `updatedAt` in epoch seconds."""

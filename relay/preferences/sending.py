@@ -1,12 +1,8 @@
 """People's preferences in the pipeline: what each person was sent, noted at planning (their page); at
 sending, the links that let them choose (their preference page, one-click unsubscribe) in the template's
 context and the e-mail's headers (RFC 8058). What their choices do to a delivery (skip it, hold it) is decided
-by the gates (`relay.delivery.gates`) when it comes due.
-
-A link goes to whoever reads the delivery's address, so it may change only that address's person: the
-recipient's `userRef` when that address is its own (the platform catalog's, or without one the first
-address its links went to), else the address itself (`link_person`). The gates obey both, so a choice made
-through either kind of link takes effect."""
+by the gates (`relay.delivery.gates`) when it comes due. A link may change only its address's person (`link_person`).
+"""
 
 from __future__ import annotations
 
