@@ -21,7 +21,6 @@ from relay.delivery.context import Context
 from relay.delivery.recording import created, follow, log_context, wake_for
 from relay.preferences.sending import note_people
 from relay.storage.leases import DELIVERY, EVENT, Claimed, delivery_unit, split_unit
-from relay.storage.records import EventRecord
 from relay.storage.store import StateChange
 
 log = logging.getLogger("relay.delivery.jobs")
@@ -145,32 +144,28 @@ def plan_event(rt: Context, event_id: str) -> int:
         log.warning("event expired before it was planned", extra={"eventId": event_id})
         rt.store.create_deliveries(event_id, [], done=True)
         return 0
-    # In the notification's trace, begun at intake (relay.tracing: nothing with tracing off).
+    # In the notification's trace, begun at intake (relay.tracing: nothing with tracing off). Planning plans: the
+    # deliveries stored queued and due now (the gates decide, as each comes due).
     with rt.tracer.span("relay.plan", event.trace, **{"relay.event_id": event_id, "relay.kind": event.kind}):
-        return _plan(rt, event_id, event)
-
-
-def _plan(rt: Context, event_id: str, event: EventRecord) -> int:
-    """Planning plans: the deliveries stored queued and due now (the gates decide, as each comes due)."""
-    notification = Notification.model_validate_json(event.payload)
-    records = plan_notification(rt.config, notification, event_id, rt.clock())
-    rt.tracer.stamp(records)  # their tries continue this trace
-    here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
-    rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
-    stored = rt.store.create_deliveries(event_id, records, take=here, done=True)
-    note_people(rt, notification, created(records, stored))  # noted once: as they show
-    for record in stored:
-        if record.state is State.SKIPPED:
-            log.info("delivery skipped: %s", record.lastError, extra=log_context(record))
-    wake_for(rt, stored)
-    for record in stored:  # leased only when this planning created it: never one a sender holds already
-        if record.held_lease:
-            rt.sender.submit(_task(rt, record, notification), record.id)
-    if not records:
-        log.info("no route for this notification", extra={"eventId": event_id, "kind": notification.kind})
-    if random.random() < PRUNE_SHARE:
-        rt.store.prune()
-    return len(records)
+        notification = Notification.model_validate_json(event.payload)
+        records = plan_notification(rt.config, notification, event_id, rt.clock())
+        rt.tracer.stamp(records)  # their tries continue this trace
+        here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
+        rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
+        stored = rt.store.create_deliveries(event_id, records, take=here, done=True)
+        note_people(rt, notification, created(records, stored))  # noted once: as they show
+        for record in stored:
+            if record.state is State.SKIPPED:
+                log.info("delivery skipped: %s", record.lastError, extra=log_context(record))
+        wake_for(rt, stored)
+        for record in stored:  # leased only when this planning created it: never one a sender holds already
+            if record.held_lease:
+                rt.sender.submit(_task(rt, record, notification), record.id)
+        if not records:
+            log.info("no route for this notification", extra={"eventId": event_id, "kind": notification.kind})
+        if random.random() < PRUNE_SHARE:
+            rt.store.prune()
+        return len(records)
 
 
 def _task(rt: Context, record: Delivery | str, notification: Notification | None, slot_at: float | None = None) -> Any:

@@ -34,46 +34,38 @@ def decide(
 ) -> str:
     """Store the state that `outcome` leads to; `followers` (a digest's items) take the same state."""
     with rt.tracer.span("relay.record"):
-        return _decide(rt, record, previous, outcome, ctx, took, followers)
-
-
-def _decide(
-    rt: Context,
-    record: Delivery,
-    previous: State,
-    outcome: Outcome,
-    ctx: dict[str, str],
-    took: float | None,
-    followers: list[Delivery] | None,
-) -> str:
-    step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
-    record.state, record.lastError = step.state, step.reason
-    at = record.attemptTimes[-1] if record.attemptTimes else rt.clock()
-    record.attemptLog = logged(record.attemptLog, attempt_entry(outcome, at, took))
-    if isinstance(outcome, Delivered):
-        # From when it could go: the time a delivery was held by quiet hours (or gathered) is not latency.
-        since = max(record.createdAt, record.notBefore or 0.0)
-        rt.store.update_many(
-            [StateChange(record, previous, latency_from=since, send_seconds=took), *follow(record, followers)]
-        )
-        if record.trace and rt.tracer.on:
-            _exemplars(rt, record, record.updatedAt - since, took)
-        log.info("delivered", extra={**ctx, "state": record.state, "template": record.templateUsed or record.template})
-        return record.state
-    kind = "transient" if isinstance(outcome, Transient) else "permanent"
-    change = StateChange(record, previous, send_seconds=took, labels={"reason": kind})
-    if step.state is State.RETRYING and step.retry_in is not None:
-        change.due = rt.clock() + step.retry_in  # kept until then at least
-        rt.intake.retry_later(record.id, step.retry_in)  # due then before the state is stored
+        step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
+        record.state, record.lastError = step.state, step.reason
+        at = record.attemptTimes[-1] if record.attemptTimes else rt.clock()
+        record.attemptLog = logged(record.attemptLog, attempt_entry(outcome, at, took))
+        if isinstance(outcome, Delivered):
+            # From when it could go: the time a delivery was held by quiet hours (or gathered) is not latency.
+            since = max(record.createdAt, record.notBefore or 0.0)
+            rt.store.update_many(
+                [StateChange(record, previous, latency_from=since, send_seconds=took), *follow(record, followers)]
+            )
+            if record.trace and rt.tracer.on:
+                _exemplars(rt, record, record.updatedAt - since, took)
+            log.info(
+                "delivered", extra={**ctx, "state": record.state, "template": record.templateUsed or record.template}
+            )
+            return record.state
+        kind = "transient" if isinstance(outcome, Transient) else "permanent"
+        change = StateChange(record, previous, send_seconds=took, labels={"reason": kind})
+        if step.state is State.RETRYING and step.retry_in is not None:
+            change.due = rt.clock() + step.retry_in  # kept until then at least
+            rt.intake.retry_later(record.id, step.retry_in)  # due then before the state is stored
+            rt.store.update_many([change, *follow(record, followers)])
+            log.info(
+                "failed, retrying in %gs: %s", step.retry_in, record.lastError, extra={**ctx, "state": record.state}
+            )
+            return record.state
+        extra = fallback_channels(record.fallback, record.fallbackFor is not None, set(rt.config.channels))
+        if extra:
+            queue_new(rt, record.eventId, [_fallback(rt, record, name) for name in extra])
         rt.store.update_many([change, *follow(record, followers)])
-        log.info("failed, retrying in %gs: %s", step.retry_in, record.lastError, extra={**ctx, "state": record.state})
+        log.warning("delivery failed: %s", record.lastError, extra={**ctx, "state": record.state})
         return record.state
-    extra = fallback_channels(record.fallback, record.fallbackFor is not None, set(rt.config.channels))
-    if extra:
-        queue_new(rt, record.eventId, [_fallback(rt, record, name) for name in extra])
-    rt.store.update_many([change, *follow(record, followers)])
-    log.warning("delivery failed: %s", record.lastError, extra={**ctx, "state": record.state})
-    return record.state
 
 
 def _exemplars(rt: Context, record: Delivery, latency: float, took: float | None) -> None:
