@@ -13,15 +13,7 @@ from redis import Redis
 
 from relay.core.model import Delivery
 from relay.storage.lists import LISTS, list_key
-from relay.storage.records import (
-    HELD,
-    PREFIX,
-    _text,
-    delivery_key,
-    delivery_to_hash,
-    event_key,
-    metric_field,
-)
+from relay.storage.records import HELD, PREFIX, _text, delivery_key, delivery_to_hash, event_key, metric_field
 from relay.storage.scripts import CLOSE_DIGEST, GATHER
 from relay.storage.tally import Counts
 

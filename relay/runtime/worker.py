@@ -24,13 +24,7 @@ from relay.config import Config, ConfigError, load_config
 from relay.delivery.context import job_class
 from relay.delivery.jobs import lost
 from relay.runtime import beatfile
-from relay.runtime.bootstrap import (
-    Runtime,
-    build,
-    open_redis,
-    redis_url,
-    reload_runtime,
-)
+from relay.runtime.bootstrap import Runtime, build, open_redis, redis_url, reload_runtime
 from relay.runtime.children import forks_die_with_this_process, parent_gone
 from relay.runtime.logs import follow
 from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
