@@ -54,7 +54,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _warn(pref: Any, now: float, retention: float) -> None:
-    """A line on standard error when the person's active hours hold longer than the retention."""
     warning = pref.past_retention(now, retention)
     if warning:
         print(f"relay prefs: {pref.person}: {warning}", file=sys.stderr)

@@ -53,8 +53,6 @@ _MAX_ERROR_BODY = 65_536
 
 @dataclass
 class Seen:
-    """What the services answered during one send."""
-
     statuses: list[int] = field(default_factory=list)
     retry_after: float | None = None
     api_errors: list[tuple[str, str]] = field(default_factory=list)  # (code, text) of `ok: false` answers
@@ -70,7 +68,6 @@ class Seen:
 
     @property
     def failed_status(self) -> int | None:
-        """The last HTTP status that was not a success, if any."""
         return next((s for s in reversed(self.statuses) if s >= 300), None)
 
 

@@ -53,9 +53,7 @@ class Context(Protocol):
     def loaded(self) -> Loaded: ...
 
     @property
-    def config(self) -> Config:
-        """`loaded.config`."""
-        ...
+    def config(self) -> Config: ...
 
     @property
     def renderer(self) -> Renderer: ...
@@ -63,10 +61,7 @@ class Context(Protocol):
     @property
     def catalog(self) -> Catalog | None: ...
 
-    def pinned(self) -> Context:
-        """This context with what it has loaded read once: what one unit of work runs on, so that a reload
-        meanwhile never hands it a config of one load and a renderer or catalog of another."""
-        ...
+    def pinned(self) -> Context: ...
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -75,9 +70,7 @@ class Context(Protocol):
         ...
 
     @property
-    def name(self) -> str:
-        """This process, as RQ, the leases and the heartbeats name it."""
-        ...
+    def name(self) -> str: ...
 
 
 def job_class(context: Context) -> type[Job]:

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Protocol
 
 from relay.core.model import Delivery, Notification, State, iso
 from relay.core.quiet import held_until
@@ -107,10 +107,7 @@ class Gathered:
 
 
 Verdict = Held | Skipped | WaitsForChannel | Throttled | Gathered
-
-
-class Gate(Protocol):
-    def __call__(self, due: Due) -> Verdict | None: ...
+Gate = Callable[[Due], Verdict | None]
 
 
 def in_digest(due: Due) -> Verdict | None:

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import ValidationError
 from pydantic_core import from_json
@@ -40,7 +40,8 @@ from relay.intake.refusals import (
     unauthorized,
     unavailable,
 )
-from relay.storage.queue import Acceptance, NotReplicated, QueueUnavailable
+from relay.storage.queue import Acceptance, Intake, NotReplicated, QueueUnavailable
+from relay.storage.store import Store
 from relay.tracing import OFF_TRACER, Tracer
 from relay.web.auth import body_signature_problem, signature_offered, webhook_allowed
 from relay.web.errors import error_response, is_json, validation_response
@@ -161,19 +162,6 @@ async def authenticated_body(request: Request, server: ServerConfig, guard: Guar
     return raw
 
 
-class Intake(Protocol):
-    """What the webhook asks of relay.storage.queue.Intake."""
-
-    async def accept_async(
-        self, client: AsyncRedis, event_id: str, kind: str, payload: str, trace: str = ""
-    ) -> Acceptance: ...
-    def queue_wake(self, ident: str, event_id: str = "") -> bool: ...
-
-
-class Counting(Protocol):
-    def incr(self, name: str, amount: int = 1, **labels: str) -> None: ...
-
-
 class Accepted(TypedDict):
     eventId: str
     status: Literal["accepted", "duplicate"]
@@ -186,7 +174,7 @@ class Webhook:
     def __init__(
         self,
         intake: Intake,
-        counters: Counting,
+        counters: Store,
         config: Callable[[], Config],
         connect: Callable[[], AsyncRedis],
         guard: Guard,

@@ -88,8 +88,6 @@ class OptOut:
 
 @dataclass
 class Preference:
-    """One person's preferences, as stored and as the API shows them."""
-
     person: str
     optOuts: list[OptOut] = field(default_factory=list)
     # Alertmanager time-interval periods (`times`, `weekdays`, ..., `location`), as written; None: any time.

@@ -69,7 +69,6 @@ def open_redis(url: str, **options: Any) -> Redis:
 
 
 def open_async_redis(url: str, **options: Any) -> AsyncRedis:
-    """`open_redis` for asyncio code: the same URLs, Sentinel included."""
     client: AsyncRedis = _open(url, options, AsyncRedis, AsyncSentinel)
     return client
 
@@ -240,7 +239,6 @@ def reload_on_sighup(rt: Runtime) -> None:
 
 
 def reload_and_replan(rt: Runtime) -> list[str]:
-    """`reload_runtime`, then the held deliveries planned again under the new intervals."""
     notes = reload_runtime(rt, listening=True)
     replan_held(rt)
     return notes

@@ -99,7 +99,6 @@ class Workers(Keeper[Child]):
             proc.terminate()
 
     def stop(self) -> None:
-        """The stop, whole: what `begin_stop` does if it was not done, then SIGKILL at the deadline."""
         self.begin_stop()
         if self.thread.is_alive():
             self.thread.join()  # it starts no worker once stopping is set

@@ -49,7 +49,6 @@ def delivery_unit(delivery_id: str) -> str:
 
 
 def split_unit(unit: str) -> tuple[str, str]:
-    """(kind: EVENT or DELIVERY, id)."""
     return unit[:2], unit[2:]
 
 
@@ -246,7 +245,6 @@ class Leases:
         pipe.execute()
 
     def held(self) -> dict[str, str]:
-        """Every lease: unit -> worker."""
         return {_text(k): _text(v) for k, v in self.redis.hgetall(LEASES).items()}
 
     def oldest_due(self, now: float) -> float | None:

@@ -269,11 +269,9 @@ class Intake:
         self.schedule({delivery_id: at})
 
     def release(self, records: list[Delivery], dry_run: bool = False) -> int:
-        """`relay.storage.requeue.release` through this intake: held deliveries sent now."""
         return requeue.release(self, records, dry_run)
 
     def replay(self, records: list[Delivery], attempts: int, dry_run: bool = False) -> int:
-        """`relay.storage.requeue.replay` through this intake: failed deliveries sent again."""
         return requeue.replay(self, records, attempts, dry_run)
 
 

@@ -100,7 +100,6 @@ class Store:
         return self.events([event_id]).get(event_id)
 
     def events(self, event_ids: Iterable[str]) -> dict[str, EventRecord]:
-        """The events of these ids that are still stored, in one round trip (`relay.storage.events`)."""
         return read_events(self.redis, event_ids)
 
     def event_delivery_ids(self, event_id: str) -> list[str]:
@@ -303,7 +302,6 @@ class Store:
         self.redis.zrem(WORKERS, worker)
 
     def worker_beats(self) -> dict[str, float]:
-        """Each worker's last heartbeat."""
         pairs: list[tuple[Any, Any]] = self.redis.zrange(WORKERS, 0, -1, withscores=True)  # type: ignore[assignment]
         return {_text(k): float(v) for k, v in pairs}
 
