@@ -94,8 +94,6 @@ class Store:
         self._reserve = redis.register_script(RESERVE_SLOT)
         self._create_script = redis.register_script(CREATE)
 
-    # -- events ----------------------------------------------------------------------------------
-
     def event(self, event_id: str) -> EventRecord | None:
         return self.events([event_id]).get(event_id)
 
@@ -107,8 +105,6 @@ class Store:
 
     def event_delivery_page(self, event_id: str, start: int, count: int) -> tuple[list[str], int]:
         return read_delivery_page(self.redis, event_id, start, count)
-
-    # -- deliveries -----------------------------------------------------------------------------
 
     def create_deliveries(
         self, event_id: str, records: list[Delivery], take: set[str] | None = None, done: bool = False
@@ -273,8 +269,6 @@ class Store:
         pipe.xtrim(RECEIVED, minid=math.ceil(cutoff * 1000), approximate=False)  # exact; its IDs are ms
         pipe.execute()
         self.lists.prune(cutoff)
-
-    # -- metrics and liveness -------------------------------------------------------------------
 
     def incr(self, name: str, amount: int = 1, **labels: str) -> None:
         """Count where this process counts (relay.storage.tally); a `kind` label is bounded."""
