@@ -132,9 +132,15 @@ def _fallback(rt: Context, record: Delivery, name: str) -> Delivery:
 
 def derived(record: Delivery, key: str, ts: float, **changes: Any) -> Delivery:
     """A new delivery born of `record` (a group member, a fallback) at `ts`, with a stable id of its own."""
-    return replace(
+    ident = delivery_id(record.eventId, record.messageIndex, f"{record.channel}>{key}", record.recipientIndex)
+    return fresh(record, ts, id=ident, **changes)
+
+
+def fresh(record: Delivery, ts: float, **changes: Any) -> Delivery:
+    """A copy of `record` born at `ts`, with `changes`: none of its tries, queued and held by nothing (born when
+    its parent was sent), its own tries linked to their own first (its notification's `trace` kept)."""
+    reset = replace(
         record,
-        id=delivery_id(record.eventId, record.messageIndex, f"{record.channel}>{key}", record.recipientIndex),
         state=State.QUEUED,
         attempts=0,
         lastError=None,
@@ -145,11 +151,11 @@ def derived(record: Delivery, key: str, ts: float, **changes: Any) -> Delivery:
         sentTitle=None,
         sentText=None,
         members=[],
-        notBefore=None,  # born when its parent was sent: nothing holds it
+        notBefore=None,
         templateUsed=None,
-        firstTry=None,  # its own tries link to its own first (it keeps its notification's `trace`)
-        **changes,
+        firstTry=None,
     )
+    return replace(reset, **changes)
 
 
 def queue_new(rt: Context, event_id: str, records: list[Delivery]) -> None:

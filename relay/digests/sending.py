@@ -23,7 +23,7 @@ from relay.core.rendering import Rendered
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose, fitted_title, note_sent
 from relay.delivery.context import Context
-from relay.delivery.recording import decide, store
+from relay.delivery.recording import decide, fresh, store
 from relay.digests.model import (
     DIGEST_TEMPLATE,
     DigestItem,
@@ -78,30 +78,19 @@ def _group(rt: Context, record: Delivery, digest: DigestConfig | None) -> str | 
 
 def _new_digest(rt: Context, item: Delivery, key: str, at: float, until: float) -> Delivery:
     """The digest `item` opens when none is open: listed with the item's event, addressed as the item."""
-    return replace(
+    return fresh(
         item,
+        at,
         id=digest_id(key, item.id),
         template=DIGEST_TEMPLATE,
-        templateUsed=None,
         state=State.HELD,
-        attempts=0,
         maxAttempts=rt.config.retry.attempts,
-        lastError=None,
-        createdAt=at,
-        updatedAt=at,
         fallback=[],  # a digest has no fallback channels
         fallbackFor=None,
-        attemptTimes=[],
-        attemptLog=[],
-        sentTitle=None,
-        sentText=None,
-        members=[],
         notBefore=until,
         items=[],
         digest=None,
-        # Its own trace, begun by its first try, which links the traces of the items it carries.
-        trace=None,
-        firstTry=None,
+        trace=None,  # its own, begun by its first try, which links the traces of the items it carries
     )
 
 
