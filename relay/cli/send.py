@@ -24,9 +24,9 @@ def cmd_send(args: argparse.Namespace) -> int:
         cfg = None
     url = args.url
     if not url and cfg is not None:
-        host = cfg.server.host
-        host = "127.0.0.1" if host in {"0.0.0.0", "::", ""} else host
-        url = f"http://{host}:{cfg.server.port}{cfg.server.path}"
+        from relay.runtime.listening import local_url
+
+        url = local_url(cfg.server.host, cfg.server.port) + cfg.server.path
     token = args.token or (cfg.server.auth.tokens[0] if cfg and cfg.server.auth.tokens else None)
     headers = {"Content-Type": "application/json"}
     if token:

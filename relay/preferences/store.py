@@ -101,10 +101,7 @@ class Preferences:
         """Everyone's preferences, by person, read a page at a time."""
         people = self.people()
         for start in range(0, len(people), 500):
-            found = self.get_many(people[start : start + 500])
-            for person in people[start : start + 500]:
-                if person in found:
-                    yield found[person]
+            yield from self.get_many(people[start : start + 500]).values()  # in the order asked
 
     def import_many(self, preferences: Iterable[Preference]) -> int:
         """Store preferences as exported (their `updatedAt` kept); returns how many."""
@@ -118,8 +115,6 @@ class Preferences:
                 pipe.execute()
         pipe.execute()
         return count
-
-    # -- what was sent to whom ----------------------------------------------------------------------------
 
     def note_sent(self, sent: Iterable[tuple[str, str, str]], at: float) -> None:
         """Count deliveries planned to people: (person, kind, channel) each; one round trip."""
