@@ -45,20 +45,12 @@ NOT_RELAY_WORKER = (
 def work(rt: Context | str = "", event_id: str = "") -> int:
     """The wake-up job: take due work (`relay.storage.leases`), oldest first and a batch at a time, for up to
     `WORK_SECONDS`. Returns how many units were taken. `rt`: this worker's runtime (RQ hands it in:
-    `relay.delivery.context.job_class`); `event_id`: the notification whose arrival queued this job, for RQ's
-    listings; it is taken among the due work as any unit is, under a lease.
-
-    Its start clears the wake-up flag, so the next notification queues another job, which the other workers
-    take meanwhile. Work still due when the time is up stays due, with a wake-up queued.
-    """
+    `relay.delivery.context.job_class`); `event_id`: the notification whose arrival queued this job, for RQ's listings;
+    it is taken among the due work as any unit is, under a lease. Its start clears the wake-up flag, so the next
+    notification queues another job, which the other workers take meanwhile. Work still due when the time is up stays
+    due, with a wake-up queued."""
     if isinstance(rt, str):
         raise RuntimeError(NOT_RELAY_WORKER)
-    return _take_due(rt)
-
-
-def _take_due(rt: Context) -> int:
-    """Take the due units a batch at a time and work on them for up to WORK_SECONDS; the first look clears the
-    wake-up flag. How many were taken; what is left when the time is up is due still, with a wake-up queued."""
     leases, owner = rt.store.leases, rt.name
     deadline = time.monotonic() + WORK_SECONDS
     taken = 0

@@ -76,11 +76,9 @@ def header_bytes(request: Request) -> int:
 
 
 def parse_json(raw: bytes, max_depth: int) -> Any:
-    """The body as JSON; the nesting is measured on the text first, so no parser recursion is ever deep.
-
-    Parsed by the parser the workers read stored notifications with (pydantic's), so that nothing is
-    accepted that a worker would then fail to read: lone surrogates, numbers out of range.
-    """
+    """The body as JSON; the nesting is measured on the text first, so no parser recursion is ever deep. Parsed by the
+    parser the workers read stored notifications with (pydantic's), so that nothing is accepted that a worker would then
+    fail to read: lone surrogates, numbers out of range."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -176,11 +176,9 @@ FIXED_AT_START = ("server.host", "server.port", "server.path", "redis", "data_di
 
 
 def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
-    """Read the config file again and use it from now on: routes, channels, templates, tokens, retry.
-
-    An invalid file raises ConfigError and the running config stays. Settings that only apply at
-    start (listen address, webhook path, Redis) are kept; the notes returned say which changed.
-    """
+    """Read the config file again and use it from now on: routes, channels, templates, tokens, retry. An invalid file
+    raises ConfigError and the running config stays. Settings that only apply at start (listen address, webhook path,
+    Redis) are kept; the notes returned say which changed."""
     if rt.config_file is None:
         # Reading defaults and the environment again would silently drop what the process was given.
         raise ConfigError("relay was started without a config file: there is nothing to reload")

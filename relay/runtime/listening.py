@@ -40,10 +40,8 @@ def _problem(host: str, port: int, exc: OSError, flag: str) -> str:
 
 
 def bind(server: ServerConfig, flag: str = "") -> list[socket.socket]:
-    """Listening sockets on server.host:server.port (every address the host name has, as uvicorn would).
-
-    `flag` names the command's own option in the error, e.g. " or --port".
-    """
+    """Listening sockets on server.host:server.port (every address the host name has, as uvicorn would). `flag` names
+    the command's own option in the error, e.g. " or --port"."""
     host, port = server.host, server.port
     try:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -104,10 +102,8 @@ def serve_http(
     also: str = "",
     on_exit: Callable[[], None] | None = None,
 ) -> None:
-    """Serve `app` on the bound sockets until a stop signal; logs where, and the admin page, once serving.
-
-    `also` ends the "listening" line, e.g. " with 2 worker(s)"; `on_exit` is called when a stop signal comes.
-    """
+    """Serve `app` on the bound sockets until a stop signal; logs where, and the admin page, once serving. `also` ends
+    the "listening" line, e.g. " with 2 worker(s)"; `on_exit` is called when a stop signal comes."""
     port = int(sockets[0].getsockname()[1])  # the port the system chose, for server.port 0
 
     def started() -> None:
