@@ -111,9 +111,8 @@ WORKER_DIED = "its send was lost on every try: its worker died holding it (see t
 
 
 def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WORKER_DIED) -> int:
-    """Work on `units` (leased to `owner`, this worker by default) was lost: each goes back among the due work
-    with a loss counted, or is given up when lost too often (a delivery failed, saying `why`). Returns how
-    many went back."""
+    """Work on `units` (leased to `owner`, this worker by default) was lost: each goes back among the due work with a
+    loss counted, or is given up when lost too often (a delivery failed, saying `why`). Returns how many went back."""
     back, given_up = rt.store.leases.give_back(owner or rt.name, units, rt.clock(), failed=True)
     for unit in given_up:
         kind, ident = split_unit(unit)

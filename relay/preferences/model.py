@@ -277,10 +277,9 @@ def effect(
     now: float,
     route_until: Callable[[datetime], datetime | None],
 ) -> Effect:
-    """What the preferences of the people a delivery is addressed to do to it: skip it (any one's opt-out),
-    hold it until an instant (the first at which every one's active hours and the route let it go, found
-    together), or nothing. `route_until`: when the delivery's route lets it go, asked at an instant
-    (relay.core.quiet.held_until)."""
+    """What the preferences of the people a delivery is addressed to do to it: skip it (any one's opt-out), hold it
+    until an instant (the first at which every one's active hours and the route let it go, found together), or nothing.
+    `route_until`: when the delivery's route lets it go, asked at an instant (relay.core.quiet.held_until)."""
     found = [preferences] if isinstance(preferences, Preference) else list(preferences or [])
     if not found or delivery.state not in (State.QUEUED, State.HELD):
         return None

@@ -159,9 +159,8 @@ class Lists:
         limit: int = 50,
         cursor: Cursor | None = None,
     ) -> tuple[list[tuple[str, str]], Cursor | None]:
-        """The newest `limit` (id, score) entries after the cursor, and the cursor of the next page (None: no
-        more). Two round trips: the registry, the lists (once more when one held more of the page than read
-        first)."""
+        """The newest `limit` (id, score) entries after the cursor, and the cursor of the next page (None: no more). Two
+        round trips: the registry, the lists (once more when one held more of the page than read first)."""
         keys = self.names(state, channel, kind)
         if not keys:
             return [], None
