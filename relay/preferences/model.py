@@ -1,12 +1,7 @@
-"""What each person chooses for themselves: the kinds they opt out of on which channel, and the hours they
-want to be reached in. Pure: the preferences, the planned deliveries and the time in; each delivery's fate out.
-
-A person is their `userRef` or their e-mail address, lower-cased; a delivery obeys both (`claim_of`), and a
-link changes only the one it is bound to (relay.web.links). Preferences apply only to deliveries addressed to
-one person (a `per_recipient` channel), never to a shared channel. An opt-out that matches a delivery's kind
-(a glob, with or without `notification:`) and channel skips it with a reason that names the opt-out; outside
-every one of its people's active hours it is held until the next one opens (with the route's own intervals,
-until all let it go). `preferences.critical_kinds` ignore both.
+"""What each person chooses for themselves (docs/preferences.md): the kinds they opt out of on which channel,
+and the hours they want to be reached in. Pure: the preferences, the planned deliveries and the time in; each
+delivery's fate out. A person is their `userRef` or their e-mail address, lower-cased; a delivery obeys both
+(`claim_of`), and a link changes only the one it is bound to (relay.web.links).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""People's preferences in Redis, beside the records (relay.preferences.model): one JSON value per person,
-an index of the people who have any (for export), and what each person was sent lately (for their page).
-
-Preferences never expire: they live as long as the Redis data (the embedded one's append-only file
-included), so they survive restarts of relay and of Redis. Every worker reads them at each planning, so a
-change takes effect for the next notification, with no restart.
+"""People's preferences in Redis (docs/preferences.md, "Admin API and command line"): one JSON value per person,
+never expiring, read by every worker at each planning (a change counts from the next notification); an index of
+the people who have any (for export); and what each person was sent lately (for their page).
 """
 
 from __future__ import annotations
