@@ -90,7 +90,7 @@ class EmbeddedRedis:
 
     @property
     def url(self) -> str:
-        return f"unix://{self.sock}"
+        return url_for(self.data_dir)
 
     @property
     def returncode(self) -> int | None:
@@ -147,9 +147,3 @@ class EmbeddedRedis:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-
-    def __enter__(self) -> EmbeddedRedis:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
