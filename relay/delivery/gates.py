@@ -1,11 +1,7 @@
 """The gates a delivery passes when it comes due, asked in order by one function (`through`): the one place a
-hold or a skip is decided. Planning only plans (the deliveries stored queued, due now).
-
-Alertmanager's notify pipeline is the model: a list of stages, the mute stage asking each muter in turn. Here
-each gate looks at the delivery come due (`Due`) and returns None (it passes) or a verdict, which `through`
-carries out: held until a time (due again then), skipped (with why), waiting for its down channel, or
-throttled (due at its rate slot). The first verdict wins; a delivery held is asked the whole list again when
-it comes due, so the gates after the one that held it are asked then. The order, and why:
+hold or a skip is decided (docs/development.md, "Architecture"; Alertmanager's notify pipeline is the model).
+Each gate returns None (it passes) or a verdict that `through` carries out; the first wins, and a delivery held
+is asked the whole list again when it comes due. The order, and why:
 
 1. `in_digest`: an item gathered into a digest waits in it (the digest sends it).
 2. `opted_out`: the person's opt-outs skip it (a skip ends it at once, never after a hold).

@@ -1,12 +1,7 @@
-"""The digest stages of the delivery pipeline: gather a delivery into its route's open digest, and send a
-digest as one message when its window ends (or it is full, or released).
-
-A digest is a delivery record of its own (state `held` until it goes, then retried, failed and replayed
-like any other) that names the deliveries it carries (`items`); each item names its digest (`digest`), is
-`held` meanwhile, and takes the digest's state when the digest's is stored. It is due at the end of its
-window (`Intake.deliver_at`, with an RQ scheduled wake-up then), made due before the digest exists, so no
-worker waits and a restart loses nothing: what a digest carries, and that it is open, live in Redis
-(`relay.digests.store`).
+"""The digest stages of the delivery pipeline (docs/quiet-hours.md, "Digests"): gather a delivery into its
+route's open digest, and send a digest as one message when its window ends (or it is full, or released). A
+digest is a delivery record of its own, due at its window's end, made due before it exists: no worker waits,
+and what it carries lives in Redis (`relay.digests.store`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""One `relay serve` per data_dir: an advisory lock (flock) on `data_dir/relay.lock`, held while it runs.
-
-The kernel lets go of a flock when its holder exits, however it exits, so a lock left by a killed relay
-never blocks the next start; and taking it is one atomic call, so two starts cannot both win.
+"""One `relay serve` per data_dir: an advisory lock (flock) on `data_dir/relay.lock`, held while it runs. The
+kernel lets go of a flock when its holder exits, however it exits, and taking it is one atomic call.
 """
 
 from __future__ import annotations
