@@ -43,12 +43,10 @@ NOT_RELAY_WORKER = (
 
 
 def work(rt: Context | str = "", event_id: str = "") -> int:
-    """The wake-up job: take due work (`relay.storage.leases`), oldest first and a batch at a time, for up to
-    `WORK_SECONDS`. Returns how many units were taken. `rt`: this worker's runtime (RQ hands it in:
-    `relay.delivery.context.job_class`); `event_id`: the notification whose arrival queued this job, for RQ's listings;
-    it is taken among the due work as any unit is, under a lease. Its start clears the wake-up flag, so the next
-    notification queues another job, which the other workers take meanwhile. Work still due when the time is up stays
-    due, with a wake-up queued."""
+    """The wake-up job: take due work, oldest first and a batch at a time, for up to `WORK_SECONDS`; how many units
+    were taken. `rt`: this worker's runtime (`relay.delivery.context.job_class`); `event_id`: the arrival that
+    queued it, for RQ's listings. Its start clears the wake-up flag, so the next notification queues another job,
+    which the other workers take meanwhile; work still due when the time is up stays due, with a wake-up queued."""
     if isinstance(rt, str):
         raise RuntimeError(NOT_RELAY_WORKER)
     leases, owner = rt.store.leases, rt.name
@@ -127,8 +125,7 @@ def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WOR
 
 def plan_event(rt: Context, event_id: str) -> int:
     """Turn a stored notification that this worker leased into delivery records and sends; safe to run again
-    after a crash. Once its deliveries are stored, the notification is done with: the script that stores the
-    last of them drops this worker's lease on it."""
+    after a crash (the script that stores the last of its deliveries drops the lease: `Store.create_deliveries`)."""
     rt = rt.pinned()  # one config for the whole planning
     event = rt.store.event(event_id)
     if event is None:

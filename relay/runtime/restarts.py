@@ -99,10 +99,9 @@ class Slot(Generic[C]):
 
 class Keeper(ABC, Generic[C]):
     """The one loop that keeps children running (the embedded Redis, the workers): a thread looks at every slot
-    each `poll` seconds and starts again, by the policy, a child that ended (`_ended`: None while it runs, else
-    how the log names it, how it ended and whether that is excused) or whose start raised (`_not_started`: how
-    the log names it and how). It lives until `stop` or the give-up (`failure` says why; `on_give_up` is
-    called): a child gets SIGTERM when the thread that started it ends (`relay.runtime.children`)."""
+    each `poll` seconds and starts again, by the policy, a child that ended (`_ended`) or whose start raised
+    (`_not_started`). It lives until `stop` or the give-up (`failure` says why; `on_give_up` is called): a child
+    gets SIGTERM when the thread that started it ends (`relay.runtime.children`)."""
 
     def __init__(self, name: str, slots: list[Slot[C]], on_give_up: Callable[[], None], poll: float) -> None:
         self.slots = slots
@@ -116,7 +115,7 @@ class Keeper(ABC, Generic[C]):
     def _spawn(self) -> C: ...
 
     @abstractmethod
-    def _ended(self, child: C) -> tuple[str, str, bool] | None: ...
+    def _ended(self, child: C) -> tuple[str, str, bool] | None: ...  # None while it runs, else which, how, excused
 
     @abstractmethod
     def _not_started(self, exc: Exception) -> tuple[str, str]: ...

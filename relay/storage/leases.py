@@ -226,8 +226,7 @@ class Leases:
 
     def take_and_read(self, delivery_id: str, owner: str, record_key: str) -> tuple[bool, dict[Any, Any]]:
         """Lease a delivery to `owner` when nobody holds it, and read its record's fields, in one step (MULTI):
-        (True, fields), or (False, {}) when another holds it. For what is not a worker's send (a release, a
-        reload's re-plan): what a worker holds is left to it."""
+        (True, fields), or (False, {}) when another holds it (`Store.take_and_read`)."""
         pipe = self.redis.pipeline(transaction=True)
         pipe.hsetnx(LEASES, delivery_unit(delivery_id), owner)
         pipe.hgetall(record_key)

@@ -109,10 +109,9 @@ class Intake:
     async def accept_async(
         self, client: AsyncRedis, event_id: str, kind: str, payload: str, trace: str = ""
     ) -> Acceptance:
-        """'accepted' once the event is in Redis among the notifications to plan (atomically, one round trip, on an
-        asyncio connection), else 'duplicate'; raises QueueUnavailable on any Redis error of the accept itself (nothing
-        was accepted then). The wake-up it may ask for is the caller's to enqueue (`queue_wake`), after the answer is
-        sent: RQ's enqueue is blocking, and the notification is durable without it."""
+        """'accepted' once the event is in Redis among the notifications to plan, else 'duplicate'; QueueUnavailable
+        on any Redis error of the accept itself (nothing was accepted then). The wake-up it may ask for is the
+        caller's to enqueue (`queue_wake`) after the answer: RQ's enqueue blocks, and the notification is durable."""
         script = self._async_scripts.get(client)
         if script is None:
             script = self._async_scripts[client] = client.register_script(ACCEPT)

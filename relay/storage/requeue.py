@@ -25,9 +25,8 @@ class Intake(Protocol):
 
 
 def release(intake: Intake, records: list[Delivery], dry_run: bool = False) -> int:
-    """Send held deliveries now: each queued again under a lease (so that a worker sending it at this moment is
-    never undone) and made due; its old wake-up, when it comes, finds it sent. Returns how many go out now, as
-    `carried` lists them (a digest counts once, its items with it)."""
+    """Send held deliveries now: each queued again under its lease and made due (its old wake-up finds it sent).
+    Returns how many go out now, as `carried` lists them (a digest counts once, its items with it)."""
 
     def queue(store: Store, current: Delivery) -> None:
         current.state = State.QUEUED

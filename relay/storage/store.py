@@ -109,14 +109,11 @@ class Store:
     def create_deliveries(
         self, event_id: str, records: list[Delivery], take: set[str] | None = None, done: bool = False
     ) -> list[Delivery]:
-        """Store records that do not exist yet; return the stored state of every record. In the same round trips
-        (`relay.storage.leases`): this worker leases the records in `take` that it creates (one that existed is another
-        planner's, or due already), the other open ones are put among the due deliveries, and the notification is done
-        with (`done`: this worker's lease on it dropped). The records returned that this worker leased say so
-        (`held_lease`). The records go in chunks of PLAN_CHUNK, each one atomic script, and the notification is done
-        with only by the last: a planning stopped part way (Redis gone, the worker killed) is planned again whole, and
-        what the first try stored is found stored (never created, nor sent, twice). The leases taken by the chunks
-        stored before a failure are given back, due now."""
+        """Store records that do not exist yet; the stored state of every record. In the same round trips, this
+        worker leases those in `take` that it creates (`held_lease`), the other open ones are made due, and with
+        `done` its lease on the notification is dropped, by the last chunk of PLAN_CHUNK (each one atomic script): a
+        planning stopped part way is planned again whole, and what the first try stored is found stored (never
+        created, nor sent, twice). The leases taken by chunks stored before a failure are given back, due now."""
         stored: list[Delivery] = []
         try:
             event = event_key(event_id)  # where the chunks add their ids
