@@ -1,8 +1,8 @@
 """The one policy by which `relay serve` keeps its children running, its embedded Redis and its workers
-(docs/container.md, "Supervision"): a back-off of 1 s doubling to 30 s, back to 1 s after a child stayed up
-`STEADY_AFTER` seconds; a give-up (exit `GIVE_UP_EXIT_CODE`) after `GIVE_UP_AFTER` failed starts in a row (a start
-that raised, or a child that ended within `START_WINDOW` s); an end excused while what the child needs is away;
-one log line shape for every child.
+(docs/container.md, "Supervision"; `Policy`): a back-off of 1 s doubling to 30 s, back to 1 s after a child
+stayed up a minute; a give-up (exit `GIVE_UP_EXIT_CODE`) after 3 failed starts in a row (a start that raised, or a
+child that ended within 10 s); an end excused while what the child needs is away; one log line shape for every
+child.
 """
 
 from __future__ import annotations
@@ -17,11 +17,6 @@ from dataclasses import dataclass
 from typing import Generic, Self, TypeVar
 
 log = logging.getLogger("relay.serve")
-FIRST_DELAY = 1.0
-MAX_DELAY = 30.0
-STEADY_AFTER = 60.0
-START_WINDOW = 10.0
-GIVE_UP_AFTER = 3
 GIVE_UP_EXIT_CODE = 3
 POLL_SECONDS = 0.25  # how often the children are looked at
 C = TypeVar("C")
@@ -29,11 +24,11 @@ C = TypeVar("C")
 
 @dataclass(frozen=True)
 class Policy:
-    first_delay: float = FIRST_DELAY
-    max_delay: float = MAX_DELAY
-    steady_after: float = STEADY_AFTER
-    start_window: float = START_WINDOW
-    give_up_after: int = GIVE_UP_AFTER
+    first_delay: float = 1.0
+    max_delay: float = 30.0
+    steady_after: float = 60.0
+    start_window: float = 10.0
+    give_up_after: int = 3
 
 
 DEFAULT_POLICY = Policy()

@@ -28,7 +28,7 @@ from rq.job import Job, JobStatus
 
 from relay.core.model import Delivery
 from relay.storage import requeue
-from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL, Leases
+from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL
 from relay.storage.records import RECEIVED, event_key, metric_field, millis
 from relay.storage.scripts import ACCEPT
 from relay.storage.store import Store
@@ -101,10 +101,6 @@ class Intake:
     ) -> Intake:
         queue = Queue(QUEUE_NAME, connection=redis)
         return cls(redis, store, queue, dedup_ttl, JOB_TIMEOUT, min_replicas, replica_timeout)
-
-    @property
-    def leases(self) -> Leases:
-        return self.store.leases
 
     async def accept_async(
         self, client: AsyncRedis, event_id: str, kind: str, payload: str, trace: str = ""
@@ -248,7 +244,7 @@ class Intake:
         """Deliveries due at these times (id -> epoch seconds), and wake-ups for them."""
         if not due:
             return
-        self.leases.schedule(due, slots)
+        self.store.leases.schedule(due, slots)
         moment = self.store.clock()
         if any(t <= moment for t in due.values()):
             self.request_wake()
