@@ -32,13 +32,6 @@ def relay_command(cmdline: bytes) -> tuple[str | None, argparse.Namespace]:
     return None, options.parse_known_args([])[0]
 
 
-def _pid1() -> tuple[str | None, argparse.Namespace]:
-    try:
-        return relay_command(Path("/proc/1/cmdline").read_bytes())
-    except OSError:
-        return relay_command(b"")
-
-
 def check_worker(config_file: str | None) -> tuple[bool, str]:
     from relay.config import load_config
     from relay.core.clock import system_clock
@@ -71,7 +64,10 @@ def check_api(config_file: str | None, host: str | None, port: str | None) -> tu
 
 
 def cmd_health(args: argparse.Namespace) -> int:
-    role, started_with = _pid1()
+    try:
+        role, started_with = relay_command(Path("/proc/1/cmdline").read_bytes())
+    except OSError:
+        role, started_with = relay_command(b"")
     if args.role is not None:
         role = args.role
     if role == "worker":

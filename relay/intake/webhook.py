@@ -70,11 +70,6 @@ async def read_limited(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def header_bytes(request: Request) -> int:
-    """The size of the request's header block as sent: each `name: value` line and its CRLF."""
-    return sum(len(name) + len(value) + 4 for name, value in request.headers.raw)
-
-
 def parse_json(raw: bytes, max_depth: int) -> Any:
     """The body as JSON; the nesting is measured on the text first, so no parser recursion is ever deep. Parsed by the
     parser the workers read stored notifications with (pydantic's), so that nothing is accepted that a worker would then
@@ -136,8 +131,9 @@ async def authenticated_body(request: Request, server: ServerConfig, guard: Guar
     """The body of a call from a known sender: header credentials, else a valid signature of the body.
     A client that sent too many wrong ones is answered 429 before its credentials are looked at."""
     headers = request.headers
-    # uvicorn's h11 only bounds a header block that arrives in pieces; one read can carry 256 KiB.
-    if header_bytes(request) > server.limits.max_header_bytes:
+    # uvicorn's h11 only bounds a header block that arrives in pieces; one read can carry 256 KiB. Its size as
+    # sent: each `name: value` line and its CRLF.
+    if sum(len(name) + len(value) + 4 for name, value in headers.raw) > server.limits.max_header_bytes:
         raise headers_too_large(server.limits.max_header_bytes)
     if server.auth.enabled and (throttled := await guard.check(request, WEBHOOK)) is not None:
         raise Refused(throttled, "throttled")
