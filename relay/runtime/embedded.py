@@ -142,8 +142,3 @@ class EmbeddedRedis:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
