@@ -44,14 +44,10 @@ def cmd_send(args: argparse.Namespace) -> int:
         return 1
     except urllib.error.URLError as exc:
         shown = masked_url(url)  # masks a password in any URL, not only Redis's
-        print(f"relay: cannot reach relay at {shown} ({exc.reason}): {_not_running(args)}", file=sys.stderr)
+        serve = f"relay serve --config {args.config}" if args.config else "relay serve"
+        hint = f"relay does not seem to be running there; start it with `{serve}`, or give its address with --url"
+        print(f"relay: cannot reach relay at {shown} ({exc.reason}): {hint}", file=sys.stderr)
         return 1
-
-
-def _not_running(args: argparse.Namespace) -> str:
-    """The hint when nothing answers: what `relay status` says of an unreachable Redis, for the API."""
-    serve = f"relay serve --config {args.config}" if args.config else "relay serve"
-    return f"relay does not seem to be running there; start it with `{serve}`, or give its address with --url"
 
 
 def cmd_sink(args: argparse.Namespace) -> int:

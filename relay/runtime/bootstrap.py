@@ -8,7 +8,7 @@ import socket
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 from redis import Redis
@@ -64,13 +64,11 @@ def sentinel_target(url: str) -> SentinelTarget:
 
 def open_redis(url: str, **options: Any) -> Redis:
     """A connection for `url`: redis://, rediss://, unix://, or Sentinel (the current primary)."""
-    client: Redis = _open(url, options, Redis, Sentinel)
-    return client
+    return cast(Redis, _open(url, options, Redis, Sentinel))
 
 
 def open_async_redis(url: str, **options: Any) -> AsyncRedis:
-    client: AsyncRedis = _open(url, options, AsyncRedis, AsyncSentinel)
-    return client
+    return cast(AsyncRedis, _open(url, options, AsyncRedis, AsyncSentinel))
 
 
 def _open(url: str, options: dict[str, Any], client_class: Any, sentinel_class: Any) -> Any:
