@@ -1,8 +1,7 @@
-"""`relay health`: the container image's HEALTHCHECK, right for the role the container runs (docs/container.md):
-the API's GET /healthz on `server.port` as configured, or a worker's heartbeat file (`relay.runtime.beatfile`)
-judged as every beat is (`relay.storage.leases.beat_alive`). Without `--api` or `--worker`, the role is read
-from PID 1's command line (relay itself, in a container; elsewhere it is the API).
-"""
+"""`relay health`: the container image's HEALTHCHECK, right for the role the container runs (docs/container.md): the
+API's GET /healthz on `server.port` as configured, or a worker's heartbeat file (`relay.runtime.beatfile`) judged as
+every beat is (`relay.storage.leases.beat_alive`). Without `--api` or `--worker`, the role is read from PID 1's
+command line (relay itself, in a container; elsewhere it is the API)."""
 
 from __future__ import annotations
 

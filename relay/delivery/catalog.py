@@ -1,7 +1,6 @@
-"""Platform catalog client: a recipient's e-mail (or a group's members' e-mails), and an entity's display
-name (`display_name`), by entity reference, cached in Redis (docs/delivery.md, "Recipients' e-mail from the
-platform catalog"). The token and the JWT it is exchanged for go only to the platform's URL and are never logged.
-"""
+"""Platform catalog client: a recipient's e-mail (or a group's members' e-mails), and an entity's display name
+(`display_name`), by entity reference, cached in Redis (docs/delivery.md, "Recipients' e-mail from the platform
+catalog"). The token and the JWT it is exchanged for go only to the platform's URL and are never logged."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""Held deliveries made due sooner when what held them lets go early (docs/development.md, "Architecture"):
-after a config reload, each asks the quiet-hours gate again (`replan_held`; one held longer needs nothing: the
-gates are asked again at its wake-up), and what a silence expired early held is due at once (`release_held`),
-each under its lease with its new `notBefore` (`move_held`).
-"""
+"""Held deliveries made due sooner when what held them lets go early (docs/development.md, "Architecture"): after a
+config reload, each asks the quiet-hours gate again (`replan_held`; one held longer needs nothing: the gates are
+asked again at its wake-up), and what a silence expired early held is due at once (`release_held`), each under its
+lease with its new `notBefore` (`move_held`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The RQ job (`work`): wake a worker to take the work that is due, plan notifications into deliveries
-(`plan_event`: planning only plans) and hand deliveries to this worker's senders. Jobs end fast; the sending
-happens beside them, covered by the leases (docs/development.md, "Architecture").
-"""
+"""The RQ job (`work`): wake a worker to take the work that is due, plan notifications into deliveries (`plan_event`:
+planning only plans) and hand deliveries to this worker's senders. Jobs end fast; the sending happens beside them,
+covered by the leases (docs/development.md, "Architecture")."""
 
 from __future__ import annotations
 

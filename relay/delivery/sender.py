@@ -1,9 +1,8 @@
-"""The worker process's senders: a bounded set of threads that send the deliveries RQ jobs hand over. A send
-mostly waits on the network and RQ runs one job at a time, so a job leases its deliveries, hands them here and
-returns. It first waits for room (`wait_for_room`) while as much work again is queued as there are threads, so
-that RQ takes no more than the process can send, but never longer than `max_wait`, so a job always ends well
-within its timeout. What is handed here and not finished when the process dies is found by its lease.
-"""
+"""The worker process's senders: a bounded set of threads that send the deliveries RQ jobs hand over. A send mostly
+waits on the network and RQ runs one job at a time, so a job leases its deliveries, hands them here and returns. It
+first waits for room (`wait_for_room`) while as much work again is queued as there are threads, so that RQ takes no
+more than the process can send, but never longer than `max_wait`, so a job always ends well within its timeout. What
+is handed here and not finished when the process dies is found by its lease."""
 
 from __future__ import annotations
 

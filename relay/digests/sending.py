@@ -1,8 +1,7 @@
-"""The digest stages of the delivery pipeline (docs/quiet-hours.md, "Digests"): gather a delivery into its
-route's open digest, and send a digest as one message when its window ends (or it is full, or released). A
-digest is a delivery record of its own, due at its window's end, made due before it exists: no worker waits,
-and what it carries lives in Redis (`relay.digests.store`).
-"""
+"""The digest stages of the delivery pipeline (docs/quiet-hours.md, "Digests"): gather a delivery into its route's
+open digest, and send a digest as one message when its window ends (or it is full, or released). A digest is a
+delivery record of its own, due at its window's end, made due before it exists: no worker waits, and what it carries
+lives in Redis (`relay.digests.store`)."""
 
 from __future__ import annotations
 

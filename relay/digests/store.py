@@ -1,6 +1,5 @@
-"""Open digests in Redis: gathering a delivery into the digest of its (route, channel, address), and closing
-a digest to new items when it goes out (`relay.digests.sending` decides; the scripts are in
-`relay.storage.scripts`)."""
+"""Open digests in Redis: gathering a delivery into the digest of its (route, channel, address), and closing a digest
+to new items when it goes out (`relay.digests.sending` decides; the scripts are in `relay.storage.scripts`)."""
 
 from __future__ import annotations
 

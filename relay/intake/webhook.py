@@ -1,8 +1,5 @@
-"""The webhook: checks (headers, size, content type, credentials and signature, JSON, the schema), then
-durable intake.
-
-Each step raises `Refused` with the finished error answer, so the handler reads as the list of steps.
-"""
+"""The webhook: checks (headers, size, content type, credentials and signature, JSON, the schema), then durable
+intake. Each step raises `Refused` with the finished error answer, so the handler reads as the list of steps."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """When a channel is down (docs/delivery.md, "When a channel is down"): the rules, as data and pure functions; the
-state itself lives in Redis (`relay.outages.store`), shared by every worker.
-"""
+state itself lives in Redis (`relay.outages.store`), shared by every worker."""
 
 from __future__ import annotations
 

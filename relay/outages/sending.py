@@ -1,8 +1,7 @@
 """A channel that is down (docs/delivery.md, "When a channel is down"), in the pipeline: the gate
-`relay.delivery.gates.channel_down` holds a delivery to it (`hold`, under its lease); after a send,
-`after_send` counts the outcome for the channel, and a transient failure that leaves it down holds the delivery
-too, its attempt given back. The channel coming up, or a later wake-up of its own (which probes), wakes it.
-"""
+`relay.delivery.gates.channel_down` holds a delivery to it (`hold`, under its lease); after a send, `after_send`
+counts the outcome for the channel, and a transient failure that leaves it down holds the delivery too, its attempt
+given back. The channel coming up, or a later wake-up of its own (which probes), wakes it."""
 
 from __future__ import annotations
 

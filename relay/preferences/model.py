@@ -1,8 +1,7 @@
-"""What each person chooses for themselves (docs/preferences.md): the kinds they opt out of on which channel,
-and the hours they want to be reached in. Pure: the preferences, the planned deliveries and the time in; each
-delivery's fate out. A person is their `userRef` or their e-mail address, lower-cased; a delivery obeys both
-(`claim_of`), and a link changes only the one it is bound to (relay.web.links).
-"""
+"""What each person chooses for themselves (docs/preferences.md): the kinds they opt out of on which channel, and the
+hours they want to be reached in. Pure: the preferences, the planned deliveries and the time in; each delivery's fate
+out. A person is their `userRef` or their e-mail address, lower-cased; a delivery obeys both (`claim_of`), and a link
+changes only the one it is bound to (relay.web.links)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""People's preferences in the pipeline: what each person was sent, noted at planning (their page); at
-sending, the links that let them choose (their preference page, one-click unsubscribe) in the template's
-context and the e-mail's headers (RFC 8058). What their choices do to a delivery (skip it, hold it) is decided
-by the gates (`relay.delivery.gates`) when it comes due. A link may change only its address's person (`link_person`).
-"""
+"""People's preferences in the pipeline: what each person was sent, noted at planning (their page); at sending, the
+links that let them choose (their preference page, one-click unsubscribe) in the template's context and the e-mail's
+headers (RFC 8058). What their choices do to a delivery (skip it, hold it) is decided by the gates
+(`relay.delivery.gates`) when it comes due. A link may change only its address's person (`link_person`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The Starlette app: routes and error answers, assembled from the handlers of each package, which take what
-they need from the Runtime; config is read through `settings` at each request, so that a reload takes effect.
-"""
+"""The Starlette app: routes and error answers, assembled from the handlers of each package, which take what they
+need from the Runtime; config is read through `settings` at each request, so that a reload takes effect."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""One `relay serve` per data_dir: an advisory lock (flock) on `data_dir/relay.lock`, held while it runs. The
-kernel lets go of a flock when its holder exits, however it exits, and taking it is one atomic call.
-"""
+"""One `relay serve` per data_dir: an advisory lock (flock) on `data_dir/relay.lock`, held while it runs. The kernel
+lets go of a flock when its holder exits, however it exits, and taking it is one atomic call."""
 
 from __future__ import annotations
 

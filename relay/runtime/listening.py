@@ -1,7 +1,6 @@
-"""The API's listening socket and its uvicorn server, shared by `relay serve` and `relay api`. relay binds the
-port itself, before anything else starts, so a port in use is one clear line and nothing started for nothing;
-uvicorn serves on the bound sockets (`Server.run(sockets=...)`), and "listening" is logged once it does.
-"""
+"""The API's listening socket and its uvicorn server, shared by `relay serve` and `relay api`. relay binds the port
+itself, before anything else starts, so a port in use is one clear line and nothing started for nothing; uvicorn
+serves on the bound sockets (`Server.run(sockets=...)`), and "listening" is logged once it does."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """The one policy by which `relay serve` keeps its children running, its embedded Redis and its workers
-(docs/container.md, "Supervision"; `Policy`): a back-off of 1 s doubling to 30 s, back to 1 s after a child
-stayed up a minute; a give-up (exit `GIVE_UP_EXIT_CODE`) after 3 failed starts in a row (a start that raised, or a
-child that ended within 10 s); an end excused while what the child needs is away; one log line shape for every
-child.
-"""
+(docs/container.md, "Supervision"; `Policy`): a back-off of 1 s doubling to 30 s, back to 1 s after a child stayed up
+a minute; a give-up (exit `GIVE_UP_EXIT_CODE`) after 3 failed starts in a row (a start that raised, or a child that
+ended within 10 s); an end excused while what the child needs is away; one log line shape for every child."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""`relay worker`: one RQ worker per process (RQ's `SimpleWorker` loop and signal handling, its maintenance
-pass every `MAINTENANCE_INTERVAL` seconds, its scheduler forked as `rq worker --with-scheduler` forks it), the
-process's senders, and relay's heartbeat thread: it beats, picks up config reloads and sweeps the leases
-(`relay.storage.leases`). docs/delivery.md and docs/development.md ("Upgrading dependencies") say why each is so.
-"""
+"""`relay worker`: one RQ worker per process (RQ's `SimpleWorker` loop and signal handling, its maintenance pass
+every `MAINTENANCE_INTERVAL` seconds, its scheduler forked as `rq worker --with-scheduler` forks it), the process's
+senders, and relay's heartbeat thread: it beats, picks up config reloads and sweeps the leases
+(`relay.storage.leases`). docs/delivery.md and docs/development.md ("Upgrading dependencies") say why each is so."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Silences (docs/silences.md): Alertmanager's, except that nothing is lost. Pure: the silences, a delivery
-(and, when a matcher reads it, its notification) and the time in; whether a silence holds or skips it out
-(`silenced`, the one question the gates ask).
-"""
+"""Silences (docs/silences.md): Alertmanager's, except that nothing is lost. Pure: the silences, a delivery (and,
+when a matcher reads it, its notification) and the time in; whether a silence holds or skips it out (`silenced`, the
+one question the gates ask)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Deliveries per minute by the state they came to, for the admin page's chart of the last hour
-(docs/operations.md): counted in the store's own transaction (`Store.update_many`), with the state change
-itself, so the chart and the records agree; one hash a minute, gone two hours after its last count.
-"""
+"""Deliveries per minute by the state they came to, for the admin page's chart of the last hour (docs/operations.md):
+counted in the store's own transaction (`Store.update_many`), with the state change itself, so the chart and the
+records agree; one hash a minute, gone two hours after its last count."""
 
 from __future__ import annotations
 

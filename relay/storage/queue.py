@@ -1,8 +1,7 @@
-"""RQ adapter: the intake (dedup, event and its place among the notifications to plan, in one round trip),
-the deliveries made due (now, after a retry's wait, at a held delivery's time) and the wake-up jobs that RQ
-runs for them: RQ carries wake-ups only (`relay.storage.leases` says who owns what). Replay and release:
-`relay.storage.requeue`.
-"""
+"""RQ adapter: the intake (dedup, event and its place among the notifications to plan, in one round trip), the
+deliveries made due (now, after a retry's wait, at a held delivery's time) and the wake-up jobs that RQ runs for
+them: RQ carries wake-ups only (`relay.storage.leases` says who owns what). Replay and release:
+`relay.storage.requeue`."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""Where relay counts: hashes in Redis, the one source of every counter and histogram (docs/fleet.md, "Metrics
-of a fleet"). Every count is a field (`name|label=value,...`) incremented in the same atomic script or
-transaction as the change it counts, in this process's own hash while it serves /metrics (`Counts.serve_as`),
-in `relay serve`'s for its workers (`Counts.join`), else in the fleet's; a process that stops adds its own hash
-to the fleet's (`Counts.retire`), and the fleet's totals are that hash plus the live ones (`fleet_totals`).
-"""
+"""Where relay counts: hashes in Redis, the one source of every counter and histogram (docs/fleet.md, "Metrics of a
+fleet"). Every count is a field (`name|label=value,...`) incremented in the same atomic script or transaction as the
+change it counts, in this process's own hash while it serves /metrics (`Counts.serve_as`), in `relay serve`'s for its
+workers (`Counts.join`), else in the fleet's; a process that stops adds its own hash to the fleet's
+(`Counts.retire`), and the fleet's totals are that hash plus the live ones (`fleet_totals`)."""
 
 from __future__ import annotations
 
