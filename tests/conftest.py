@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import compileall
 import copy
 import json
@@ -232,6 +233,41 @@ def run_worker(rt: Runtime) -> None:
     while rt.redis.exists(WAKE) and queue.count == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     work_burst(rt)
+
+
+def accept(rt: Runtime, event_id: str, kind: str, payload: str) -> str:
+    """A notification accepted as the webhook accepts it (`Intake.accept_async`, then the wake-up it asks
+    for): 'accepted' or 'duplicate'."""
+    from relay.runtime.bootstrap import open_async_redis, redis_url
+    from relay.storage.queue import Acceptance
+
+    async def once() -> Acceptance:
+        client = open_async_redis(redis_url(rt.config))
+        try:
+            return await rt.intake.accept_async(client, event_id, kind, payload)
+        finally:
+            await client.aclose()
+
+    acceptance = asyncio.run(once())
+    if acceptance.wake_job is not None:
+        rt.intake.queue_wake(acceptance.wake_job, event_id)
+    return acceptance.status
+
+
+def plan_job(rt: Runtime, event_id: str) -> int:
+    """Plan one stored notification again, under a lease as a worker's planning is (0 when one has it in hand)."""
+    from relay.delivery.jobs import plan_event
+    from relay.storage.leases import LEASES, UNPLANNED, event_unit
+
+    unit = event_unit(event_id)
+    if not rt.redis.hsetnx(LEASES, unit, rt.name):
+        return 0
+    rt.redis.zrem(UNPLANNED, event_id)
+    try:
+        return plan_event(rt, event_id)
+    except BaseException:
+        rt.store.leases.give_back(rt.name, [unit], rt.clock())
+        raise
 
 
 def run_scheduled(rt: Runtime, due_only: bool = False) -> int:

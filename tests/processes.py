@@ -88,3 +88,10 @@ class Restarted:
 
     def stop(self) -> None:
         stop(self.halt())
+
+
+def kill(server: Any) -> None:
+    """SIGKILL to a server a test started (an `EmbeddedRedis`), reaped."""
+    if server.proc is not None and server.proc.poll() is None:
+        server.proc.kill()
+        server.proc.wait()

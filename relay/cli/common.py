@@ -11,7 +11,6 @@ from typing import Any
 
 from relay.config import Config, ConfigError, load_config
 from relay.config.source import EXAMPLE_CONFIG, default_config_path
-from relay.config.urls import masked_url
 from relay.core.redaction import Redactor
 from relay.runtime.logs import escape, setup_logging
 
@@ -72,11 +71,6 @@ def refuse_open_bind(config: Config) -> None:
     problem = config.server.exposure_problem()
     if problem is not None:
         raise ConfigError(problem)
-
-
-def shown_redis_url(url: str) -> str:
-    """The Redis URL with any password masked: `rq info -u` and rq-dashboard take it (add the password)."""
-    return masked_url(url)
 
 
 def read_payload(path: str) -> tuple[str, Any]:

@@ -1,14 +1,7 @@
-"""`relay health`: the container image's HEALTHCHECK, right for the role the container runs.
-
-- The API (`relay serve`, `relay api`): GET /healthz on this machine, on `server.port` as configured (the
-  config file and environment, and the `--config`, `--host` and `--port` that relay was started with).
-- A worker (`relay worker`): its own heartbeat, the file it touches at each beat that reached Redis
-  (`relay.runtime.beatfile`), judged as every beat is (`relay.storage.leases.beat_alive`: at most
-  `dead_worker_after` seconds old, from the config relay was started with).
-
-Without `--api` or `--worker`, the role is read from the command line of PID 1, which in a container is
-relay itself; elsewhere (PID 1 is an init system) it is the API.
-"""
+"""`relay health`: the container image's HEALTHCHECK, right for the role the container runs (docs/container.md): the
+API's GET /healthz on `server.port` as configured, or a worker's heartbeat file (`relay.runtime.beatfile`) judged as
+every beat is (`relay.storage.leases.beat_alive`). Without `--api` or `--worker`, the role is read from PID 1's
+command line (relay itself, in a container; elsewhere it is the API)."""
 
 from __future__ import annotations
 
@@ -36,13 +29,6 @@ def relay_command(cmdline: bytes) -> tuple[str | None, argparse.Namespace]:
             found, _ = options.parse_known_args(argv[i + 1 :])
             return arg, found
     return None, options.parse_known_args([])[0]
-
-
-def _pid1() -> tuple[str | None, argparse.Namespace]:
-    try:
-        return relay_command(Path("/proc/1/cmdline").read_bytes())
-    except OSError:
-        return relay_command(b"")
 
 
 def check_worker(config_file: str | None) -> tuple[bool, str]:
@@ -77,7 +63,10 @@ def check_api(config_file: str | None, host: str | None, port: str | None) -> tu
 
 
 def cmd_health(args: argparse.Namespace) -> int:
-    role, started_with = _pid1()
+    try:
+        role, started_with = relay_command(Path("/proc/1/cmdline").read_bytes())
+    except OSError:
+        role, started_with = relay_command(b"")
     if args.role is not None:
         role = args.role
     if role == "worker":

@@ -8,8 +8,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from relay.cli.common import Command, runtime, shown_redis_url
+from relay.cli.common import Command, runtime
 from relay.cli.tables import LIST_COLUMNS, STATUS_COLUMNS, deliveries_table
+from relay.config.urls import masked_url
 from relay.core.states import State
 from relay.runtime.logs import escape
 
@@ -22,7 +23,7 @@ BATCH = 100
 def _redis_line(rt: Any) -> str:
     from relay.runtime.bootstrap import redis_url
 
-    url = shown_redis_url(redis_url(rt.config))
+    url = masked_url(redis_url(rt.config))  # `rq info -u` and rq-dashboard take it (add the password)
     return f"redis {url}  (rq info -u {url})"
 
 
@@ -32,8 +33,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if event is None:
         print(f"no notification with eventId {args.event_id!r}; {_redis_line(rt)}", file=sys.stderr)
         return 1
-    from relay.core.model import trace_id
-    from relay.storage.store import iso
+    from relay.core.model import iso, trace_id
 
     records = _every_delivery(rt.store, args.event_id)
     if args.format == "json":

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from relay.cli.common import Command, command_group, config
+from relay.cli.common import Command, command_group, config, read_payload
 
 EXPORT_VERSION = 1
 
@@ -24,7 +24,7 @@ def _store(args: argparse.Namespace) -> Any:
 
 
 def _shown(pref: Any) -> dict[str, Any]:
-    from relay.storage.store import iso
+    from relay.core.model import iso
 
     return dict(pref.public(iso))
 
@@ -54,7 +54,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _warn(pref: Any, now: float, retention: float) -> None:
-    """A line on standard error when the person's active hours hold longer than the retention."""
     warning = pref.past_retention(now, retention)
     if warning:
         print(f"relay prefs: {pref.person}: {warning}", file=sys.stderr)
@@ -127,8 +126,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from relay.preferences.model import from_stored
 
-    text = sys.stdin.read() if args.file == "-" else open(args.file, encoding="utf-8").read()  # noqa: SIM115
-    data = json.loads(text)
+    _, data = read_payload(args.file)
     items = data.get("preferences") if isinstance(data, dict) else None
     if not isinstance(items, list):
         print('relay prefs import: not an export (expected {"version": 1, "preferences": [...]})', file=sys.stderr)

@@ -1,8 +1,5 @@
-"""`relay test CHANNEL [--to ADDRESS]`: one short message through one channel, now, outside the queue.
-
-It goes through the very send of a delivery (`relay.delivery.channels.send`) and prints its outcome as a
-delivery would record it; it needs no Redis and records nothing.
-"""
+"""`relay test CHANNEL [--to ADDRESS]`: one short message through one channel, now, outside the queue, through the
+very send of a delivery (`relay.delivery.channels.send`); its outcome printed as a delivery would record it."""
 
 from __future__ import annotations
 

@@ -9,8 +9,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from relay.cli.common import Command, config, read_payload, shown_redis_url
+from relay.cli.common import Command, config, read_payload
 from relay.config import Config, ConfigError
+from relay.config.urls import masked_url
 
 
 def cmd_send(args: argparse.Namespace) -> int:
@@ -23,9 +24,9 @@ def cmd_send(args: argparse.Namespace) -> int:
         cfg = None
     url = args.url
     if not url and cfg is not None:
-        host = cfg.server.host
-        host = "127.0.0.1" if host in {"0.0.0.0", "::", ""} else host
-        url = f"http://{host}:{cfg.server.port}{cfg.server.path}"
+        from relay.runtime.listening import local_url
+
+        url = local_url(cfg.server.host, cfg.server.port) + cfg.server.path
     token = args.token or (cfg.server.auth.tokens[0] if cfg and cfg.server.auth.tokens else None)
     headers = {"Content-Type": "application/json"}
     if token:
@@ -42,15 +43,11 @@ def cmd_send(args: argparse.Namespace) -> int:
         print(f"{exc.code} {exc.read().decode(errors='replace')}", file=sys.stderr)
         return 1
     except urllib.error.URLError as exc:
-        shown = shown_redis_url(url)  # masks a password in any URL, not only Redis's
-        print(f"relay: cannot reach relay at {shown} ({exc.reason}): {_not_running(args)}", file=sys.stderr)
+        shown = masked_url(url)  # masks a password in any URL, not only Redis's
+        serve = f"relay serve --config {args.config}" if args.config else "relay serve"
+        hint = f"relay does not seem to be running there; start it with `{serve}`, or give its address with --url"
+        print(f"relay: cannot reach relay at {shown} ({exc.reason}): {hint}", file=sys.stderr)
         return 1
-
-
-def _not_running(args: argparse.Namespace) -> str:
-    """The hint when nothing answers: what `relay status` says of an unreachable Redis, for the API."""
-    serve = f"relay serve --config {args.config}" if args.config else "relay serve"
-    return f"relay does not seem to be running there; start it with `{serve}`, or give its address with --url"
 
 
 def cmd_sink(args: argparse.Namespace) -> int:

@@ -10,30 +10,12 @@ from relay.cli.common import table
 from relay.core.states import State
 
 STATUS_COLUMNS = [
-    "id",
-    "recipientType",
-    "recipient",
-    "address",
-    "channel",
-    "route",
-    "state",
-    "attempts",
-    "updatedAt",
-    "lastError",
-]
+    "id", "recipientType", "recipient", "address", "channel", "route", "state", "attempts", "updatedAt", "lastError",
+]  # fmt: skip
 LIST_COLUMNS = [
-    "id",
-    "eventId",
-    "kind",
-    "recipientType",
-    "recipient",
-    "channel",
-    "route",
-    "state",
-    "attempts",
-    "updatedAt",
+    "id", "eventId", "kind", "recipientType", "recipient", "channel", "route", "state", "attempts", "updatedAt",
     "lastError",
-]
+]  # fmt: skip
 
 
 def digest_mark(delivery: dict[str, Any]) -> str | None:

@@ -1,30 +1,13 @@
-"""What Apprise does not tell or cannot do, in one place (docs/development.md: "Upgrading dependencies").
+"""What Apprise does not tell or cannot do, in one place: docs/development.md ("Upgrading dependencies") says
+what each part leans on and why, and `tests/delivery/test_apprise_compat.py` fails when one stops working.
 
-1. **The answers behind a failed send.** A plugin's `notify` returns only True or False and logs a line
-   of text; relay needs the HTTP status (to retry or not), the `Retry-After` of a 429 or 503 (to wait
-   exactly that long) and, for Slack's Web API, the `error` of an `ok: false` answer (`users_not_found`,
-   `invalid_auth`: no retry). Apprise's plugins send through `requests`, in the calling thread, so an
-   observer on `requests.Session.send` notes each answer in a per-thread slot that a send opens
-   (`watch`). It changes nothing: outside a send, and for every other caller, it only passes through.
-   Its reason text is Apprise's own warnings, collected per thread the same way.
-2. **An HTML e-mail with our own text part.** Apprise always derives the text/plain part from the HTML;
-   `send_email` builds the message with Apprise's `NotifyEmail.prepare_emails`, swaps that part, and sends
-   it with Apprise's SMTP controller, using the URL's own settings (a plain e-mail: not one Apprise
-   encrypts with PGP, `takes_own_text_part`).
-3. **A service object per send, its URL parsed once.** A shared Apprise object throttles between sends
-   (Slack: 1.2 s), so each send gets a fresh service; parsing the URL is most of what making one costs,
-   so `service` keeps Apprise's own parse (`apprise.plugins.url_to_dict`) per URL and instantiates from a
-   copy of it (`Apprise.instantiate` takes that dict).
-
-4. **Where and why a send failed.** Apprise's text names neither the port nor the cause of a network error
-   (`A Connection error occurred sending JSON notification to 127.0.0.1.`), and keeps an SMTP server's
-   reply code and words at debug level. The same observers note, per send: the host and port each request
-   or SMTP session went to, a network failure's cause (refused, timed out, ...), an HTTP answer's status
-   and words, and an SMTP reply's code and words (an observer on `smtplib.SMTP`'s `connect`, `login`,
-   `starttls` and `sendmail`, through which Apprise's SMTP controller talks). Never the URL's path, query
-   or user part: those may hold tokens.
-
-`tests/delivery/test_apprise_compat.py` fails when any of them stops working under a new Apprise or requests.
+1. The answers behind a failed send (the HTTP status, a `Retry-After`, Slack's `ok: false` error) and where and
+   why it failed (host and port, a network failure's cause, an SMTP server's reply), noted per thread by
+   observers on `requests.Session.send` and `smtplib.SMTP` that record only inside a send (`watch`) and change
+   nothing; never a URL's path, query or user part (they may hold tokens).
+2. An HTML e-mail with our own text part (`send_email`: Apprise's `NotifyEmail.prepare_emails`, the text part
+   swapped, sent with Apprise's SMTP controller; `takes_own_text_part`: not one Apprise encrypts with PGP).
+3. A fresh service object per send (a shared one throttles between sends), its URL parsed once (`service`).
 """
 
 from __future__ import annotations
@@ -70,8 +53,6 @@ _MAX_ERROR_BODY = 65_536
 
 @dataclass
 class Seen:
-    """What the services answered during one send."""
-
     statuses: list[int] = field(default_factory=list)
     retry_after: float | None = None
     api_errors: list[tuple[str, str]] = field(default_factory=list)  # (code, text) of `ok: false` answers
@@ -87,7 +68,6 @@ class Seen:
 
     @property
     def failed_status(self) -> int | None:
-        """The last HTTP status that was not a success, if any."""
         return next((s for s in reversed(self.statuses) if s >= 300), None)
 
 

@@ -1,13 +1,8 @@
-"""One try of one leased delivery, as a short pipeline: read, the gates (`relay.delivery.gates`: held,
-skipped, waiting for its channel, throttled), address, gather, render, send, decide, record.
-
-Runs in a sender thread (`relay.delivery.sender`). Every decision is a pure function of the core
-(`relay.core.lookup.after_look_up`, `relay.core.outcome.next_step`, `relay.core.lookup.fallback_channels`,
-`relay.digests.model`) or a gate; this module only reads and writes what they decide (storing an outcome:
-`relay.delivery.recording`; digests: `relay.digests.sending`). Order matters for at-least-once: anything a
-new state depends on (a retry's scheduled job, a fallback's or a group member's deliveries) is made due before
-the state is stored, and storing the state is what lets go of the lease.
-"""
+"""One try of one leased delivery, as a short pipeline (docs/development.md, "Architecture"): read, the gates,
+address, gather, render, send, decide, record. Every decision is the core's (pure) or a gate's; this module only
+reads and writes what they decide. Order matters for at-least-once: anything a new state depends on (a retry's
+scheduled job, a fallback's or a group member's deliveries) is made due before the state is stored, and storing the
+state is what lets go of the lease."""
 
 from __future__ import annotations
 

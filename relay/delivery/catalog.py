@@ -1,11 +1,6 @@
-"""Platform catalog client: a recipient's e-mail (or a group's members' e-mails), and an entity's display
-name (`display_name`), by entity reference.
-
-Bearer: the access token is exchanged for a short-lived JWT (POST /api/auth/access-tokens/jwt), kept
-in the process and exchanged again shortly before it expires or on a 401. Basic: `platform:<token>`.
-Answers are cached in Redis (negative ones for less time). The token and the JWT go only to the
-platform's URL and are never logged.
-"""
+"""Platform catalog client: a recipient's e-mail (or a group's members' e-mails), and an entity's display name
+(`display_name`), by entity reference, cached in Redis (docs/delivery.md, "Recipients' e-mail from the platform
+catalog"). The token and the JWT it is exchanged for go only to the platform's URL and are never logged."""
 
 from __future__ import annotations
 
@@ -28,7 +23,7 @@ from relay.config import PlatformConfig
 from relay.core.lookup import DOT_SEGMENTS, split_ref, unusable_ref
 from relay.core.names import entity_display_name
 from relay.core.recipients import valid_email
-from relay.storage.store import PREFIX, metric_field
+from relay.storage.records import PREFIX, metric_field
 from relay.storage.tally import Counts
 
 log = logging.getLogger("relay.delivery.catalog")
@@ -106,8 +101,6 @@ class Catalog:
         self._lock = threading.Lock()
         self._names_paused_until = 0.0
 
-    # -- credentials ---------------------------------------------------------------------------
-
     def _exchange(self) -> str:
         duration = int(self.config.jwt_duration)
         try:
@@ -172,8 +165,6 @@ class Catalog:
         if any(p in DOT_SEGMENTS or not p for p in parts):
             return None
         return self._get("/api/catalog/entities/by-name/" + "/".join(quote(p, safe="") for p in parts), timeout)
-
-    # -- look-ups ------------------------------------------------------------------------------
 
     def emails(self, ref_text: str) -> list[str]:
         """The e-mails behind a reference: a user's one, or a group's members'; [] when none is known."""

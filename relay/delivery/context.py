@@ -1,14 +1,9 @@
-"""What the delivery stages are handed: the process's config with what is built from it (`Loaded`), its
-stores on Redis, the intake (RQ), the senders and the clock, built once by the runtime's bootstrap. Delivery
-code takes them as a parameter and never imports the runtime (tests/test_layering.py).
-
-A reload swaps the whole `Loaded` in one assignment; a unit of work (a planning, a try of a delivery) runs
-on `pinned()`, which reads it once: its config, renderer and catalog are always of one load.
-
-RQ calls a job by its function's name with the job's arguments; a worker's RQ runs its jobs through
-`job_class(context)` (RQ's `job_class` option), which hands them the context as their first argument: the
-one place where RQ calls in, and no module holds the context.
-"""
+"""What the delivery stages are handed: the process's config with what is built from it (`Loaded`), its stores on
+Redis, the intake (RQ), the senders and the clock, built once by the runtime's bootstrap; delivery code never imports
+the runtime (tests/test_layering.py). A reload swaps the whole `Loaded` in one assignment; a unit of work runs on
+`pinned()`, which reads it once, so its config, renderer and catalog are always of one load. RQ calls a job by its
+function's name: a worker's RQ runs its jobs through `job_class(context)`, which hands them the context first, the
+one place where RQ calls in."""
 
 from __future__ import annotations
 
@@ -53,9 +48,7 @@ class Context(Protocol):
     def loaded(self) -> Loaded: ...
 
     @property
-    def config(self) -> Config:
-        """`loaded.config`."""
-        ...
+    def config(self) -> Config: ...
 
     @property
     def renderer(self) -> Renderer: ...
@@ -63,10 +56,7 @@ class Context(Protocol):
     @property
     def catalog(self) -> Catalog | None: ...
 
-    def pinned(self) -> Context:
-        """This context with what it has loaded read once: what one unit of work runs on, so that a reload
-        meanwhile never hands it a config of one load and a renderer or catalog of another."""
-        ...
+    def pinned(self) -> Context: ...
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -75,9 +65,7 @@ class Context(Protocol):
         ...
 
     @property
-    def name(self) -> str:
-        """This process, as RQ, the leases and the heartbeats name it."""
-        ...
+    def name(self) -> str: ...
 
 
 def job_class(context: Context) -> type[Job]:

@@ -1,11 +1,7 @@
 """The gates a delivery passes when it comes due, asked in order by one function (`through`): the one place a
-hold or a skip is decided. Planning only plans (the deliveries stored queued, due now).
-
-Alertmanager's notify pipeline is the model: a list of stages, the mute stage asking each muter in turn. Here
-each gate looks at the delivery come due (`Due`) and returns None (it passes) or a verdict, which `through`
-carries out: held until a time (due again then), skipped (with why), waiting for its down channel, or
-throttled (due at its rate slot). The first verdict wins; a delivery held is asked the whole list again when
-it comes due, so the gates after the one that held it are asked then. The order, and why:
+hold or a skip is decided (docs/development.md, "Architecture"; Alertmanager's notify pipeline is the model).
+Each gate returns None (it passes) or a verdict that `through` carries out; the first wins, and a delivery held
+is asked the whole list again when it comes due. The order, and why:
 
 1. `in_digest`: an item gathered into a digest waits in it (the digest sends it).
 2. `opted_out`: the person's opt-outs skip it (a skip ends it at once, never after a hold).
@@ -22,12 +18,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Protocol
 
-from relay.core.model import Delivery, Notification, State
+from relay.core.model import Delivery, Notification, State, iso
 from relay.core.quiet import held_until
 from relay.core.routing import matcher_view
 from relay.delivery.context import Context
@@ -42,7 +38,7 @@ from relay.preferences.sending import SKIPS, personal
 from relay.preferences.store import Preferences
 from relay.silences.model import delivery_view, holder, reads_notification, silenced
 from relay.silences.store import Silences
-from relay.storage.store import StateChange, iso
+from relay.storage.store import StateChange
 
 log = logging.getLogger("relay.delivery.jobs")
 SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
@@ -107,10 +103,7 @@ class Gathered:
 
 
 Verdict = Held | Skipped | WaitsForChannel | Throttled | Gathered
-
-
-class Gate(Protocol):
-    def __call__(self, due: Due) -> Verdict | None: ...
+Gate = Callable[[Due], Verdict | None]
 
 
 def in_digest(due: Due) -> Verdict | None:

@@ -1,13 +1,7 @@
-"""After a config reload, held deliveries are asked again under the new time intervals: the quiet-hours gate
-(`relay.delivery.gates.quiet_hours`) says when each may go now.
-
-A held delivery is due at its `notBefore` (`relay.storage.leases`), with an RQ scheduled wake-up then; the
-worker that takes it asks the gates again, so a reload that holds a delivery longer needs nothing more.
-One that lets it go sooner (an interval widened, or removed from the route) would wait for the old time:
-here it is due at the new one, and its record gets the new `notBefore` (`move_held`). A silence expired early
-makes what it held due at once the same way (`release_held`); whether a silence holds a delivery is the gate
-`relay.delivery.gates.silenced_now`'s.
-"""
+"""Held deliveries made due sooner when what held them lets go early (docs/development.md, "Architecture"): after a
+config reload, each asks the quiet-hours gate again (`replan_held`; one held longer needs nothing: the gates are
+asked again at its wake-up), and what a silence expired early held is due at once (`release_held`), each under its
+lease with its new `notBefore` (`move_held`)."""
 
 from __future__ import annotations
 
@@ -21,6 +15,7 @@ from relay.delivery.gates import Due, Held, quiet_hours
 from relay.outages.model import held_by_outage
 from relay.silences.model import Silence, holder
 from relay.storage.leases import delivery_unit
+from relay.storage.requeue import taken
 from relay.storage.store import Store
 
 log = logging.getLogger("relay.delivery.holding")
@@ -69,13 +64,9 @@ def move_held(store: Store, when: Callable[[Delivery], float | None]) -> list[tu
     worker has in hand is never undone. Returns (id, old notBefore, new) of each moved; the caller makes them
     due then, once no lease holds them (were it to stop first, each still goes at its old time: never lost)."""
     moved = []
-    for record in store.deliveries(store.held_ids()):
-        if record is None or record.state is not State.HELD or when(record) is None:
-            continue
-        taken, current = store.take_and_read(record.id)
-        if not taken or current is None:
-            continue  # a worker has it in hand this moment
-        new = when(current) if current.state is State.HELD else None
+    held = [r for r in store.deliveries(store.held_ids()) if r is not None and r.state is State.HELD]
+    for current in taken(store, [r for r in held if when(r) is not None], State.HELD):
+        new = when(current)
         if new is None:
             store.leases.release([delivery_unit(current.id)], store.owner)
             continue

@@ -1,15 +1,6 @@
-"""The RQ job: wake a worker to take the work that is due, plan notifications into deliveries, and hand
-deliveries to this worker's senders.
-
-The path of one notification: its arrival queues a wake-up (`work`), which takes it among the due work with
-a lease (`relay.storage.leases`); `plan_event` reads the event, plans its deliveries (`relay.core.routing`)
-and stores them queued, leasing the first few to this worker (the rest wait among the due deliveries), in
-one round trip that also lets go of the notification's lease; the senders (`relay.delivery.sender`) try each
-once (`relay.delivery.attempt`), after the gates (`relay.delivery.gates`: what holds or skips a delivery is
-decided there, when it comes due, never at planning). A retry, a rate-limit slot, a held delivery or a digest
-is a delivery due later, with a wake-up scheduled through RQ for then. Jobs end fast;
-the sending happens beside them, covered by the leases.
-"""
+"""The RQ job (`work`): wake a worker to take the work that is due, plan notifications into deliveries (`plan_event`:
+planning only plans) and hand deliveries to this worker's senders. Jobs end fast; the sending happens beside them,
+covered by the leases (docs/development.md, "Architecture")."""
 
 from __future__ import annotations
 
@@ -28,8 +19,8 @@ from relay.delivery import attempt
 from relay.delivery.context import Context
 from relay.delivery.recording import created, follow, log_context, wake_for
 from relay.preferences.sending import note_people
-from relay.storage.leases import DELIVERY, EVENT, Claimed, delivery_unit, event_unit, split_unit
-from relay.storage.store import EventRecord, StateChange
+from relay.storage.leases import DELIVERY, EVENT, Claimed, delivery_unit, split_unit
+from relay.storage.store import StateChange
 
 log = logging.getLogger("relay.delivery.jobs")
 # A planning hands this many of a notification's deliveries to its own worker's senders; the rest wait
@@ -51,22 +42,12 @@ NOT_RELAY_WORKER = (
 
 
 def work(rt: Context | str = "", event_id: str = "") -> int:
-    """The wake-up job: take due work (`relay.storage.leases`), oldest first and a batch at a time, for up to
-    `WORK_SECONDS`. Returns how many units were taken. `rt`: this worker's runtime (RQ hands it in:
-    `relay.delivery.context.job_class`); `event_id`: the notification whose arrival queued this job, for RQ's
-    listings; it is taken among the due work as any unit is, under a lease.
-
-    Its start clears the wake-up flag, so the next notification queues another job, which the other workers
-    take meanwhile. Work still due when the time is up stays due, with a wake-up queued.
-    """
+    """The wake-up job: take due work, oldest first and a batch at a time, for up to `WORK_SECONDS`; how many units
+    were taken. `rt`: this worker's runtime (`relay.delivery.context.job_class`); `event_id`: the arrival that
+    queued it, for RQ's listings. Its start clears the wake-up flag, so the next notification queues another job,
+    which the other workers take meanwhile; work still due when the time is up stays due, with a wake-up queued."""
     if isinstance(rt, str):
         raise RuntimeError(NOT_RELAY_WORKER)
-    return _take_due(rt)
-
-
-def _take_due(rt: Context) -> int:
-    """Take the due units a batch at a time and work on them for up to WORK_SECONDS; the first look clears the
-    wake-up flag. How many were taken; what is left when the time is up is due still, with a wake-up queued."""
     leases, owner = rt.store.leases, rt.name
     deadline = time.monotonic() + WORK_SECONDS
     taken = 0
@@ -127,9 +108,8 @@ WORKER_DIED = "its send was lost on every try: its worker died holding it (see t
 
 
 def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WORKER_DIED) -> int:
-    """Work on `units` (leased to `owner`, this worker by default) was lost: each goes back among the due work
-    with a loss counted, or is given up when lost too often (a delivery failed, saying `why`). Returns how
-    many went back."""
+    """Work on `units` (leased to `owner`, this worker by default) was lost: each goes back among the due work with a
+    loss counted, or is given up when lost too often (a delivery failed, saying `why`). Returns how many went back."""
     back, given_up = rt.store.leases.give_back(owner or rt.name, units, rt.clock(), failed=True)
     for unit in given_up:
         kind, ident = split_unit(unit)
@@ -142,57 +122,37 @@ def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WOR
     return back
 
 
-def plan_job(rt: Context, event_id: str) -> int:
-    """Plan one notification again by hand (it must still be stored), under a lease as a worker's planning is
-    (out of the notifications to plan, if it waits there); 0 when a worker has it in hand. Safe to run again
-    after a crash."""
-    unit = event_unit(event_id)
-    if not rt.store.leases.take(unit, rt.name):
-        return 0
-    try:
-        return plan_event(rt, event_id)
-    except BaseException:
-        with contextlib.suppress(RedisError):  # else the sweep of this worker's own leases puts it back
-            rt.store.leases.give_back(rt.name, [unit], rt.clock())
-        raise
-
-
 def plan_event(rt: Context, event_id: str) -> int:
     """Turn a stored notification that this worker leased into delivery records and sends; safe to run again
-    after a crash. Once its deliveries are stored, the notification is done with: the script that stores the
-    last of them drops this worker's lease on it."""
+    after a crash (the script that stores the last of its deliveries drops the lease: `Store.create_deliveries`)."""
     rt = rt.pinned()  # one config for the whole planning
     event = rt.store.event(event_id)
     if event is None:
         log.warning("event expired before it was planned", extra={"eventId": event_id})
         rt.store.create_deliveries(event_id, [], done=True)
         return 0
-    # In the notification's trace, begun at intake (relay.tracing: nothing with tracing off).
+    # In the notification's trace, begun at intake (relay.tracing: nothing with tracing off). Planning plans: the
+    # deliveries stored queued and due now (the gates decide, as each comes due).
     with rt.tracer.span("relay.plan", event.trace, **{"relay.event_id": event_id, "relay.kind": event.kind}):
-        return _plan(rt, event_id, event)
-
-
-def _plan(rt: Context, event_id: str, event: EventRecord) -> int:
-    """Planning plans: the deliveries stored queued and due now (the gates decide, as each comes due)."""
-    notification = Notification.model_validate_json(event.payload)
-    records = plan_notification(rt.config, notification, event_id, rt.clock())
-    rt.tracer.stamp(records)  # their tries continue this trace
-    here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
-    rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
-    stored = rt.store.create_deliveries(event_id, records, take=here, done=True)
-    note_people(rt, notification, created(records, stored))  # noted once: as they show
-    for record in stored:
-        if record.state is State.SKIPPED:
-            log.info("delivery skipped: %s", record.lastError, extra=log_context(record))
-    wake_for(rt, stored)
-    for record in stored:  # leased only when this planning created it: never one a sender holds already
-        if record.held_lease:
-            rt.sender.submit(_task(rt, record, notification), record.id)
-    if not records:
-        log.info("no route for this notification", extra={"eventId": event_id, "kind": notification.kind})
-    if random.random() < PRUNE_SHARE:
-        rt.store.prune()
-    return len(records)
+        notification = Notification.model_validate_json(event.payload)
+        records = plan_notification(rt.config, notification, event_id, rt.clock())
+        rt.tracer.stamp(records)  # their tries continue this trace
+        here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
+        rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
+        stored = rt.store.create_deliveries(event_id, records, take=here, done=True)
+        note_people(rt, notification, created(records, stored))  # noted once: as they show
+        for record in stored:
+            if record.state is State.SKIPPED:
+                log.info("delivery skipped: %s", record.lastError, extra=log_context(record))
+        wake_for(rt, stored)
+        for record in stored:  # leased only when this planning created it: never one a sender holds already
+            if record.held_lease:
+                rt.sender.submit(_task(rt, record, notification), record.id)
+        if not records:
+            log.info("no route for this notification", extra={"eventId": event_id, "kind": notification.kind})
+        if random.random() < PRUNE_SHARE:
+            rt.store.prune()
+        return len(records)
 
 
 def _task(rt: Context, record: Delivery | str, notification: Notification | None, slot_at: float | None = None) -> Any:

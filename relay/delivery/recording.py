@@ -17,7 +17,8 @@ from relay.core.outcome import Delivered, Outcome, Transient, attempt_entry, log
 from relay.core.states import SENDABLE, State
 from relay.delivery.context import Context
 from relay.storage import exemplars
-from relay.storage.store import LATENCY, SEND_LATENCY, StateChange
+from relay.storage.records import LATENCY, SEND_LATENCY
+from relay.storage.store import StateChange
 
 log = logging.getLogger("relay.delivery.jobs")
 
@@ -33,46 +34,38 @@ def decide(
 ) -> str:
     """Store the state that `outcome` leads to; `followers` (a digest's items) take the same state."""
     with rt.tracer.span("relay.record"):
-        return _decide(rt, record, previous, outcome, ctx, took, followers)
-
-
-def _decide(
-    rt: Context,
-    record: Delivery,
-    previous: State,
-    outcome: Outcome,
-    ctx: dict[str, str],
-    took: float | None,
-    followers: list[Delivery] | None,
-) -> str:
-    step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
-    record.state, record.lastError = step.state, step.reason
-    at = record.attemptTimes[-1] if record.attemptTimes else rt.clock()
-    record.attemptLog = logged(record.attemptLog, attempt_entry(outcome, at, took))
-    if isinstance(outcome, Delivered):
-        # From when it could go: the time a delivery was held by quiet hours (or gathered) is not latency.
-        since = max(record.createdAt, record.notBefore or 0.0)
-        rt.store.update_many(
-            [StateChange(record, previous, latency_from=since, send_seconds=took), *follow(record, followers)]
-        )
-        if record.trace and rt.tracer.on:
-            _exemplars(rt, record, record.updatedAt - since, took)
-        log.info("delivered", extra={**ctx, "state": record.state, "template": record.templateUsed or record.template})
-        return record.state
-    kind = "transient" if isinstance(outcome, Transient) else "permanent"
-    change = StateChange(record, previous, send_seconds=took, labels={"reason": kind})
-    if step.state is State.RETRYING and step.retry_in is not None:
-        change.due = rt.clock() + step.retry_in  # kept until then at least
-        rt.intake.retry_later(record.id, step.retry_in)  # due then before the state is stored
+        step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
+        record.state, record.lastError = step.state, step.reason
+        at = record.attemptTimes[-1] if record.attemptTimes else rt.clock()
+        record.attemptLog = logged(record.attemptLog, attempt_entry(outcome, at, took))
+        if isinstance(outcome, Delivered):
+            # From when it could go: the time a delivery was held by quiet hours (or gathered) is not latency.
+            since = max(record.createdAt, record.notBefore or 0.0)
+            rt.store.update_many(
+                [StateChange(record, previous, latency_from=since, send_seconds=took), *follow(record, followers)]
+            )
+            if record.trace and rt.tracer.on:
+                _exemplars(rt, record, record.updatedAt - since, took)
+            log.info(
+                "delivered", extra={**ctx, "state": record.state, "template": record.templateUsed or record.template}
+            )
+            return record.state
+        kind = "transient" if isinstance(outcome, Transient) else "permanent"
+        change = StateChange(record, previous, send_seconds=took, labels={"reason": kind})
+        if step.state is State.RETRYING and step.retry_in is not None:
+            change.due = rt.clock() + step.retry_in  # kept until then at least
+            rt.intake.retry_later(record.id, step.retry_in)  # due then before the state is stored
+            rt.store.update_many([change, *follow(record, followers)])
+            log.info(
+                "failed, retrying in %gs: %s", step.retry_in, record.lastError, extra={**ctx, "state": record.state}
+            )
+            return record.state
+        extra = fallback_channels(record.fallback, record.fallbackFor is not None, set(rt.config.channels))
+        if extra:
+            queue_new(rt, record.eventId, [_fallback(rt, record, name) for name in extra])
         rt.store.update_many([change, *follow(record, followers)])
-        log.info("failed, retrying in %gs: %s", step.retry_in, record.lastError, extra={**ctx, "state": record.state})
+        log.warning("delivery failed: %s", record.lastError, extra={**ctx, "state": record.state})
         return record.state
-    extra = fallback_channels(record.fallback, record.fallbackFor is not None, set(rt.config.channels))
-    if extra:
-        queue_new(rt, record.eventId, [_fallback(rt, record, name) for name in extra])
-    rt.store.update_many([change, *follow(record, followers)])
-    log.warning("delivery failed: %s", record.lastError, extra={**ctx, "state": record.state})
-    return record.state
 
 
 def _exemplars(rt: Context, record: Delivery, latency: float, took: float | None) -> None:
@@ -139,9 +132,15 @@ def _fallback(rt: Context, record: Delivery, name: str) -> Delivery:
 
 def derived(record: Delivery, key: str, ts: float, **changes: Any) -> Delivery:
     """A new delivery born of `record` (a group member, a fallback) at `ts`, with a stable id of its own."""
-    return replace(
+    ident = delivery_id(record.eventId, record.messageIndex, f"{record.channel}>{key}", record.recipientIndex)
+    return fresh(record, ts, id=ident, **changes)
+
+
+def fresh(record: Delivery, ts: float, **changes: Any) -> Delivery:
+    """A copy of `record` born at `ts`, with `changes`: none of its tries, queued and held by nothing (born when
+    its parent was sent), its own tries linked to their own first (its notification's `trace` kept)."""
+    reset = replace(
         record,
-        id=delivery_id(record.eventId, record.messageIndex, f"{record.channel}>{key}", record.recipientIndex),
         state=State.QUEUED,
         attempts=0,
         lastError=None,
@@ -152,11 +151,11 @@ def derived(record: Delivery, key: str, ts: float, **changes: Any) -> Delivery:
         sentTitle=None,
         sentText=None,
         members=[],
-        notBefore=None,  # born when its parent was sent: nothing holds it
+        notBefore=None,
         templateUsed=None,
-        firstTry=None,  # its own tries link to its own first (it keeps its notification's `trace`)
-        **changes,
+        firstTry=None,
     )
+    return replace(reset, **changes)
 
 
 def queue_new(rt: Context, event_id: str, records: list[Delivery]) -> None:

@@ -1,12 +1,8 @@
-"""The worker process's senders: a bounded set of threads that send deliveries handed over by RQ jobs.
-
-A send mostly waits on the network (a chat API answers in 100 ms or more). RQ runs one job at a time per
-worker, so a job does not send: it leases its deliveries (`relay.storage.leases`), hands them here and
-returns, and RQ takes the next job while these threads send. A job first waits for room (`wait_for_room`)
-while the threads are all busy and as much work again is queued, so that RQ takes no more than the process
-can send, but never longer than `max_wait`, so a job always ends well within its timeout. Work handed here
-and not finished when the process dies is found by its lease and queued again by another worker.
-"""
+"""The worker process's senders: a bounded set of threads that send the deliveries RQ jobs hand over. A send mostly
+waits on the network and RQ runs one job at a time, so a job leases its deliveries, hands them here and returns. It
+first waits for room (`wait_for_room`) while as much work again is queued as there are threads, so that RQ takes no
+more than the process can send, but never longer than `max_wait`, so a job always ends well within its timeout. What
+is handed here and not finished when the process dies is found by its lease."""
 
 from __future__ import annotations
 
@@ -28,11 +24,6 @@ class Sender:
         self._cond = threading.Condition()
         self._pending = 0
         self._in_hand: Counter[str] = Counter()  # the names (delivery ids) of the tasks pending
-
-    def has_room(self) -> bool:
-        """Whether a task handed over now would not have to wait for room (`wait_for_room`)."""
-        with self._cond:
-            return self._pending < 2 * self.threads
 
     def wait_for_room(self) -> bool:
         """Wait (at most `max_wait`) while twice `threads` tasks are pending; False when still full."""

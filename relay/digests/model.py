@@ -110,9 +110,8 @@ def render_digest(
     fmt: str,
     extra: dict[str, Any] | None = None,
 ) -> Rendered:
-    """The digest's title and body in the channel's format: the operator's template, else relay's own.
-
-    An operator's template that fails falls back to relay's own, and says why (`Rendered.error`)."""
+    """The digest's title and body in the channel's format: the operator's template, else relay's own. An operator's
+    template that fails falls back to relay's own, and says why (`Rendered.error`)."""
     context: dict[str, Any] = {
         "items": [asdict(i) for i in items],
         "channel": channel,

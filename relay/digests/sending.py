@@ -1,13 +1,7 @@
-"""The digest stages of the delivery pipeline: gather a delivery into its route's open digest, and send a
-digest as one message when its window ends (or it is full, or released).
-
-A digest is a delivery record of its own (state `held` until it goes, then retried, failed and replayed
-like any other) that names the deliveries it carries (`items`); each item names its digest (`digest`), is
-`held` meanwhile, and takes the digest's state when the digest's is stored. It is due at the end of its
-window (`Intake.deliver_at`, with an RQ scheduled wake-up then), made due before the digest exists, so no
-worker waits and a restart loses nothing: what a digest carries, and that it is open, live in Redis
-(`relay.digests.store`).
-"""
+"""The digest stages of the delivery pipeline (docs/quiet-hours.md, "Digests"): gather a delivery into its route's
+open digest, and send a digest as one message when its window ends (or it is full, or released). A digest is a
+delivery record of its own, due at its window's end, made due before it exists: no worker waits, and what it carries
+lives in Redis (`relay.digests.store`)."""
 
 from __future__ import annotations
 
@@ -17,13 +11,13 @@ import time
 from dataclasses import replace
 
 from relay.config import ChannelConfig, DigestConfig
-from relay.core.model import Delivery, Notification, State
+from relay.core.model import Delivery, Notification, State, iso
 from relay.core.names import channel_label
 from relay.core.rendering import Rendered
 from relay.delivery.channels import AddressError, address_url, channel_format, send
 from relay.delivery.compose import compose, fitted_title, note_sent
 from relay.delivery.context import Context
-from relay.delivery.recording import decide, store
+from relay.delivery.recording import decide, fresh, store
 from relay.digests.model import (
     DIGEST_TEMPLATE,
     DigestItem,
@@ -36,7 +30,6 @@ from relay.digests.model import (
 )
 from relay.outages import sending as outages
 from relay.preferences.sending import links
-from relay.storage.store import iso
 
 log = logging.getLogger("relay.delivery.jobs")
 
@@ -79,30 +72,19 @@ def _group(rt: Context, record: Delivery, digest: DigestConfig | None) -> str | 
 
 def _new_digest(rt: Context, item: Delivery, key: str, at: float, until: float) -> Delivery:
     """The digest `item` opens when none is open: listed with the item's event, addressed as the item."""
-    return replace(
+    return fresh(
         item,
+        at,
         id=digest_id(key, item.id),
         template=DIGEST_TEMPLATE,
-        templateUsed=None,
         state=State.HELD,
-        attempts=0,
         maxAttempts=rt.config.retry.attempts,
-        lastError=None,
-        createdAt=at,
-        updatedAt=at,
         fallback=[],  # a digest has no fallback channels
         fallbackFor=None,
-        attemptTimes=[],
-        attemptLog=[],
-        sentTitle=None,
-        sentText=None,
-        members=[],
         notBefore=until,
         items=[],
         digest=None,
-        # Its own trace, begun by its first try, which links the traces of the items it carries.
-        trace=None,
-        firstTry=None,
+        trace=None,  # its own, begun by its first try, which links the traces of the items it carries
     )
 
 

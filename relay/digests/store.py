@@ -1,6 +1,5 @@
-"""Open digests in Redis: gathering a delivery into the digest of its (route, channel, address), and closing
-a digest to new items when it goes out (`relay.digests.sending` decides; the scripts are in
-`relay.storage.scripts`)."""
+"""Open digests in Redis: gathering a delivery into the digest of its (route, channel, address), and closing a digest
+to new items when it goes out (`relay.digests.sending` decides; the scripts are in `relay.storage.scripts`)."""
 
 from __future__ import annotations
 
@@ -13,15 +12,7 @@ from redis import Redis
 
 from relay.core.model import Delivery
 from relay.storage.lists import LISTS, list_key
-from relay.storage.records import (
-    HELD,
-    PREFIX,
-    _text,
-    delivery_key,
-    delivery_to_hash,
-    event_key,
-    metric_field,
-)
+from relay.storage.records import HELD, PREFIX, _text, delivery_key, delivery_to_hash, event_key, metric_field
 from relay.storage.scripts import CLOSE_DIGEST, GATHER
 from relay.storage.tally import Counts
 

@@ -19,7 +19,6 @@ class Refused(Exception):
 
 
 def refused(status: int, error: str, user_message: str, solution: str, reason: str, **options: Any) -> Refused:
-    """A finished error answer of one intake step, with the reason its rejection is counted under."""
     return Refused(error_response(status, [error], user_message, solutions=[solution], **options), reason)
 
 

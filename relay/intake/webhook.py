@@ -1,8 +1,5 @@
-"""The webhook: checks (headers, size, content type, credentials and signature, JSON, the schema), then
-durable intake.
-
-Each step raises `Refused` with the finished error answer, so the handler reads as the list of steps.
-"""
+"""The webhook: checks (headers, size, content type, credentials and signature, JSON, the schema), then durable
+intake. Each step raises `Refused` with the finished error answer, so the handler reads as the list of steps."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import ValidationError
 from pydantic_core import from_json
@@ -40,7 +37,8 @@ from relay.intake.refusals import (
     unauthorized,
     unavailable,
 )
-from relay.storage.queue import Acceptance, NotReplicated, QueueUnavailable
+from relay.storage.queue import Acceptance, Intake, NotReplicated, QueueUnavailable
+from relay.storage.store import Store
 from relay.tracing import OFF_TRACER, Tracer
 from relay.web.auth import body_signature_problem, signature_offered, webhook_allowed
 from relay.web.errors import error_response, is_json, validation_response
@@ -69,17 +67,10 @@ async def read_limited(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def header_bytes(request: Request) -> int:
-    """The size of the request's header block as sent: each `name: value` line and its CRLF."""
-    return sum(len(name) + len(value) + 4 for name, value in request.headers.raw)
-
-
 def parse_json(raw: bytes, max_depth: int) -> Any:
-    """The body as JSON; the nesting is measured on the text first, so no parser recursion is ever deep.
-
-    Parsed by the parser the workers read stored notifications with (pydantic's), so that nothing is
-    accepted that a worker would then fail to read: lone surrogates, numbers out of range.
-    """
+    """The body as JSON; the nesting is measured on the text first, so no parser recursion is ever deep. Parsed by the
+    parser the workers read stored notifications with (pydantic's), so that nothing is accepted that a worker would then
+    fail to read: lone surrogates, numbers out of range."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -137,8 +128,9 @@ async def authenticated_body(request: Request, server: ServerConfig, guard: Guar
     """The body of a call from a known sender: header credentials, else a valid signature of the body.
     A client that sent too many wrong ones is answered 429 before its credentials are looked at."""
     headers = request.headers
-    # uvicorn's h11 only bounds a header block that arrives in pieces; one read can carry 256 KiB.
-    if header_bytes(request) > server.limits.max_header_bytes:
+    # uvicorn's h11 only bounds a header block that arrives in pieces; one read can carry 256 KiB. Its size as
+    # sent: each `name: value` line and its CRLF.
+    if sum(len(name) + len(value) + 4 for name, value in headers.raw) > server.limits.max_header_bytes:
         raise headers_too_large(server.limits.max_header_bytes)
     if server.auth.enabled and (throttled := await guard.check(request, WEBHOOK)) is not None:
         raise Refused(throttled, "throttled")
@@ -161,19 +153,6 @@ async def authenticated_body(request: Request, server: ServerConfig, guard: Guar
     return raw
 
 
-class Intake(Protocol):
-    """What the webhook asks of relay.storage.queue.Intake."""
-
-    async def accept_async(
-        self, client: AsyncRedis, event_id: str, kind: str, payload: str, trace: str = ""
-    ) -> Acceptance: ...
-    def queue_wake(self, ident: str, event_id: str = "") -> bool: ...
-
-
-class Counting(Protocol):
-    def incr(self, name: str, amount: int = 1, **labels: str) -> None: ...
-
-
 class Accepted(TypedDict):
     eventId: str
     status: Literal["accepted", "duplicate"]
@@ -186,7 +165,7 @@ class Webhook:
     def __init__(
         self,
         intake: Intake,
-        counters: Counting,
+        counters: Store,
         config: Callable[[], Config],
         connect: Callable[[], AsyncRedis],
         guard: Guard,

@@ -1,11 +1,5 @@
-"""When a channel is down: the rules, as data and pure functions (the state itself lives in Redis,
-`relay.outages.store`, shared by every worker).
-
-A channel is down after `after` transient failures in a row (any deliveries); its deliveries that come due
-then wait as held instead of spending their attempts, and one is tried every probe interval, doubling up
-to `MAX_PROBE`; the first success marks it up and its waiting deliveries go out, oldest first. Permanent
-failures (the request itself was refused) neither count toward `after` nor break the row.
-"""
+"""When a channel is down (docs/delivery.md, "When a channel is down"): the rules, as data and pure functions; the
+state itself lives in Redis (`relay.outages.store`), shared by every worker."""
 
 from __future__ import annotations
 

@@ -1,25 +1,20 @@
-"""A channel that is down: its deliveries wait as held instead of spending their attempts.
-
-Before a send, the gate `relay.delivery.gates.channel_down` asks whether the channel is down (the delivery
-then waits here, `hold`, under its lease, and its try ends); after it, `after_send` counts the outcome for the
-channel (a transient failure that leaves it down holds the delivery too, its attempt given back). The rules
-are `relay.outages.model`; the state is shared by every worker in Redis (`relay.outages.store`). A delivery
-held here is woken by the channel coming up (it is due again then, oldest first, and its rate limit spaces
-the sends) or, should the probe's worker die, by a later wake-up of its own, which probes.
-"""
+"""A channel that is down (docs/delivery.md, "When a channel is down"), in the pipeline: the gate
+`relay.delivery.gates.channel_down` holds a delivery to it (`hold`, under its lease); after a send, `after_send`
+counts the outcome for the channel, and a transient failure that leaves it down holds the delivery too, its attempt
+given back. The channel coming up, or a later wake-up of its own (which probes), wakes it."""
 
 from __future__ import annotations
 
 import logging
 
-from relay.core.model import Delivery
+from relay.core.model import Delivery, iso
 from relay.core.outcome import Outcome
 from relay.core.states import State
 from relay.delivery.context import Context
 from relay.delivery.recording import follow, log_context
 from relay.outages.model import TRANSIENT, down_reason, kind_of
 from relay.outages.store import ChannelStates, Gate
-from relay.storage.store import StateChange, iso
+from relay.storage.store import StateChange
 
 log = logging.getLogger("relay.delivery.jobs")
 

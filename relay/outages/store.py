@@ -1,15 +1,9 @@
-"""Each channel's health in Redis, shared by every worker: whether it is up or down, its failures in a row,
-its probe, the deliveries waiting for it, and its sends of the last hour. The rules are
-`relay.outages.model`; every change here is one script, so that workers never see the state diverge.
-
-Keys (relay's own): `relay:channel:<name>` (hash: state, fails, since, lastError, lastSuccessAt, probeAt,
-probes), `relay:channel:<name>:waiting` (zset delivery id -> createdAt: the deliveries it holds, oldest
-first), `relay:channel:<name>:m:<minute>` (hash: sends delivered `d`, failed `f`, durations per bucket
-`b<i>`; gone after an hour and a bit), `relay:channels` (set: the channels that ever sent, for the gauge).
-
-Times of the state and due times among the deliveries to send are both relay's one clock
-(`relay.core.clock`), handed to each script as `clock`.
-"""
+"""Each channel's health in Redis, shared by every worker (the rules: `relay.outages.model`); every change is one
+script, so that workers never see the state diverge. Keys: `relay:channel:<name>` (hash: state, fails, since,
+lastError, lastSuccessAt, probeAt, probes), `relay:channel:<name>:waiting` (zset delivery id -> createdAt, oldest
+first), `relay:channel:<name>:m:<minute>` (hash: sends delivered `d`, failed `f`, durations per bucket `b<i>`; gone
+after an hour and a bit), `relay:channels` (the channels that ever sent, for the gauge). Times are relay's one clock
+(`relay.core.clock`), handed to each script as `clock`."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""What each person chooses for themselves: the kinds they opt out of on which channel, and the hours they
-want to be reached in. Pure: the preferences, the planned deliveries and the time in; each delivery's fate out.
-
-A person is their `userRef` or their e-mail address, lower-cased; a delivery obeys both (`claim_of`), and a
-link changes only the one it is bound to (relay.web.links). Preferences apply only to deliveries addressed to
-one person (a `per_recipient` channel), never to a shared channel. An opt-out that matches a delivery's kind
-(a glob, with or without `notification:`) and channel skips it with a reason that names the opt-out; outside
-every one of its people's active hours it is held until the next one opens (with the route's own intervals,
-until all let it go). `preferences.critical_kinds` ignore both.
-"""
+"""What each person chooses for themselves (docs/preferences.md): the kinds they opt out of on which channel, and the
+hours they want to be reached in. Pure: the preferences, the planned deliveries and the time in; each delivery's fate
+out. A person is their `userRef` or their e-mail address, lower-cased; a delivery obeys both (`claim_of`), and a link
+changes only the one it is bound to (relay.web.links)."""
 
 from __future__ import annotations
 
@@ -88,8 +82,6 @@ class OptOut:
 
 @dataclass
 class Preference:
-    """One person's preferences, as stored and as the API shows them."""
-
     person: str
     optOuts: list[OptOut] = field(default_factory=list)
     # Alertmanager time-interval periods (`times`, `weekdays`, ..., `location`), as written; None: any time.
@@ -97,12 +89,7 @@ class Preference:
     updatedAt: float | None = None
 
     def public(self, iso: Callable[[float], str]) -> dict[str, Any]:
-        return {
-            "person": self.person,
-            "optOuts": [{"kind": o.kind, "channel": o.channel} for o in self.optOuts],
-            "activeHours": self.activeHours,
-            "updatedAt": iso(self.updatedAt) if self.updatedAt is not None else None,
-        }
+        return {**self.stored(), "updatedAt": iso(self.updatedAt) if self.updatedAt is not None else None}
 
     def stored(self) -> dict[str, Any]:
         """As kept in Redis and exported: `updatedAt` in epoch seconds."""
@@ -226,13 +213,6 @@ def claim_of(recipient: Mapping[str, Any] | None) -> Claim:
     return Claim(key, address, unusable_ref=key is None)
 
 
-def person_of(recipient: Mapping[str, Any] | None) -> str | None:
-    """Who a recipient is, in one key: their `userRef`, else their e-mail address lower-cased; None for a group or
-    nobody (a support desk's view; planning reads every person of `claim_of`)."""
-    claim = claim_of(recipient)
-    return claim.ref or claim.address
-
-
 def recipient_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> dict[str, Any] | None:
     """The recipient a delivery is addressed to: only a per_recipient channel's delivery to one recipient."""
     channel = config.channels.get(delivery.channel)
@@ -291,10 +271,9 @@ def effect(
     now: float,
     route_until: Callable[[datetime], datetime | None],
 ) -> Effect:
-    """What the preferences of the people a delivery is addressed to do to it: skip it (any one's opt-out),
-    hold it until an instant (the first at which every one's active hours and the route let it go, found
-    together), or nothing. `route_until`: when the delivery's route lets it go, asked at an instant
-    (relay.core.quiet.held_until)."""
+    """What the preferences of the people a delivery is addressed to do to it: skip it (any one's opt-out), hold it
+    until an instant (the first at which every one's active hours and the route let it go, found together), or nothing.
+    `route_until`: when the delivery's route lets it go, asked at an instant (relay.core.quiet.held_until)."""
     found = [preferences] if isinstance(preferences, Preference) else list(preferences or [])
     if not found or delivery.state not in (State.QUEUED, State.HELD):
         return None

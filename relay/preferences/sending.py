@@ -1,12 +1,7 @@
-"""People's preferences in the pipeline: what each person was sent, noted at planning (their page); at
-sending, the links that let them choose (their preference page, one-click unsubscribe) in the template's
-context and the e-mail's headers (RFC 8058). What their choices do to a delivery (skip it, hold it) is decided
-by the gates (`relay.delivery.gates`) when it comes due.
-
-A link goes to whoever reads the delivery's address, so it may change only that address's person: the
-recipient's `userRef` when that address is its own (the platform catalog's, or without one the first
-address its links went to), else the address itself (`link_person`). The gates obey both, so a choice made
-through either kind of link takes effect."""
+"""People's preferences in the pipeline: what each person was sent, noted at planning (their page); at sending, the
+links that let them choose (their preference page, one-click unsubscribe) in the template's context and the e-mail's
+headers (RFC 8058). What their choices do to a delivery (skip it, hold it) is decided by the gates
+(`relay.delivery.gates`) when it comes due. A link may change only its address's person (`link_person`)."""
 
 from __future__ import annotations
 
@@ -92,12 +87,11 @@ def link_tokens(found: dict[str, Any]) -> list[str]:
 
 
 def link_person(rt: LinkContext, notification: Notification, record: Delivery) -> str | None:
-    """Whose preferences the links in a delivery may change. Whoever reads its address gets them, and the
-    payload's `userRef` is only a claim (a webhook's caller could pair anyone's `userRef` with their own
-    address): the `userRef` when this address is its own (the platform catalog's, when one is configured; else
-    the first address relay sent that `userRef`'s links to), else the address itself when the payload gave it
-    (so planning obeys what is chosen there), else nobody (no links: a `userRef` relay cannot key a person by,
-    whose address came from the catalog)."""
+    """Whose preferences the links in a delivery may change. Whoever reads its address gets them, and the payload's
+    `userRef` is only a claim (a webhook's caller could pair anyone's `userRef` with their own address): the `userRef`
+    when this address is its own (the platform catalog's, when one is configured; else the first address relay sent that
+    `userRef`'s links to), else the address itself when the payload gave it (so planning obeys what is chosen there),
+    else nobody (no links: a `userRef` relay cannot key a person by, whose address came from the catalog)."""
     claim = claim_of(recipient_of_delivery(rt.config, notification, record))
     address = (record.address or "").lower()
     if claim.ref is not None and address and _is_their_address(rt, claim.ref, address):

@@ -1,10 +1,6 @@
-"""People's preferences in Redis, beside the records (relay.preferences.model): one JSON value per person,
-an index of the people who have any (for export), and what each person was sent lately (for their page).
-
-Preferences never expire: they live as long as the Redis data (the embedded one's append-only file
-included), so they survive restarts of relay and of Redis. Every worker reads them at each planning, so a
-change takes effect for the next notification, with no restart.
-"""
+"""People's preferences in Redis (docs/preferences.md, "Admin API and command line"): one JSON value per person,
+never expiring, read by every worker at each planning (a change counts from the next notification); an index of the
+people who have any (for export); and what each person was sent lately (for their page)."""
 
 from __future__ import annotations
 
@@ -101,10 +97,7 @@ class Preferences:
         """Everyone's preferences, by person, read a page at a time."""
         people = self.people()
         for start in range(0, len(people), 500):
-            found = self.get_many(people[start : start + 500])
-            for person in people[start : start + 500]:
-                if person in found:
-                    yield found[person]
+            yield from self.get_many(people[start : start + 500]).values()  # in the order asked
 
     def import_many(self, preferences: Iterable[Preference]) -> int:
         """Store preferences as exported (their `updatedAt` kept); returns how many."""
@@ -118,8 +111,6 @@ class Preferences:
                 pipe.execute()
         pipe.execute()
         return count
-
-    # -- what was sent to whom ----------------------------------------------------------------------------
 
     def note_sent(self, sent: Iterable[tuple[str, str, str]], at: float) -> None:
         """Count deliveries planned to people: (person, kind, channel) each; one round trip."""

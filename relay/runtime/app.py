@@ -1,9 +1,5 @@
-"""The Starlette app: routes and error answers, assembled from the handlers of each package.
-
-The handlers (relay/intake/webhook.py, relay/admin/{api,health,openapi,ui}.py) take their dependencies
-from the Runtime that relay/runtime/bootstrap.py built; config is read through `settings`, at each
-request, so that a reload takes effect. The webhook path is fixed for the life of the process.
-"""
+"""The Starlette app: routes and error answers, assembled from the handlers of each package, which take what they
+need from the Runtime; config is read through `settings` at each request, so that a reload takes effect."""
 
 from __future__ import annotations
 
@@ -55,13 +51,9 @@ async def http_error(request: Request, exc: Exception) -> Response:
     )
 
 
-def shown_path(path: str) -> str:
-    """A path as logs show it: a signed link's token is its person's key, never written down."""
-    return hide_path_keys(path)
-
-
 async def server_error(request: Request, exc: Exception) -> Response:
-    log.exception("unhandled error on %s", shown_path(request.url.path))
+    # A signed link's token is its person's key: never written down.
+    log.exception("unhandled error on %s", hide_path_keys(request.url.path))
     return error_response(
         500,
         ["internal error"],

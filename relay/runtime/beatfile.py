@@ -1,10 +1,6 @@
-"""A worker's heartbeat on this machine: a file touched at each beat that reached Redis.
-
-`relay health --worker` (a container's HEALTHCHECK for `relay worker`) reads its age: a worker serves no
-HTTP, and this file says what its beat in Redis says (alive, and reaching Redis) without asking Redis which
-beat is this container's. It lives in the temporary directory ($TMPDIR, else /tmp), one a machine (a
-container), and goes when the worker stops.
-"""
+"""A worker's heartbeat on this machine, for `relay health --worker` (docs/container.md): a file in the temporary
+directory ($TMPDIR, else /tmp) touched at each beat that reached Redis, gone when the worker stops. A worker serves
+no HTTP, and this file says what its beat in Redis says without asking Redis which beat is this container's."""
 
 from __future__ import annotations
 

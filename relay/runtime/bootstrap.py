@@ -8,7 +8,7 @@ import socket
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 from redis import Redis
@@ -64,14 +64,11 @@ def sentinel_target(url: str) -> SentinelTarget:
 
 def open_redis(url: str, **options: Any) -> Redis:
     """A connection for `url`: redis://, rediss://, unix://, or Sentinel (the current primary)."""
-    client: Redis = _open(url, options, Redis, Sentinel)
-    return client
+    return cast(Redis, _open(url, options, Redis, Sentinel))
 
 
 def open_async_redis(url: str, **options: Any) -> AsyncRedis:
-    """`open_redis` for asyncio code: the same URLs, Sentinel included."""
-    client: AsyncRedis = _open(url, options, AsyncRedis, AsyncSentinel)
-    return client
+    return cast(AsyncRedis, _open(url, options, AsyncRedis, AsyncSentinel))
 
 
 def _open(url: str, options: dict[str, Any], client_class: Any, sentinel_class: Any) -> Any:
@@ -131,12 +128,9 @@ class Runtime:
 
     @property
     def clock(self) -> Clock:
-        """The one clock of every time relay stores or compares (`relay.core.clock`): the store's, which the
-        intake, the app, the workers and the commands read through it."""
-        return self.store.clock
+        return self.store.clock  # the intake, the app, the workers and the commands read it through the store
 
     def pinned(self) -> Runtime:
-        """This runtime with `loaded` as it is now, for one unit of work (`relay.delivery.context`)."""
         return dataclasses.replace(self)
 
 
@@ -180,11 +174,9 @@ FIXED_AT_START = ("server.host", "server.port", "server.path", "redis", "data_di
 
 
 def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
-    """Read the config file again and use it from now on: routes, channels, templates, tokens, retry.
-
-    An invalid file raises ConfigError and the running config stays. Settings that only apply at
-    start (listen address, webhook path, Redis) are kept; the notes returned say which changed.
-    """
+    """Read the config file again and use it from now on: routes, channels, templates, tokens, retry. An invalid file
+    raises ConfigError and the running config stays. Settings that only apply at start (listen address, webhook path,
+    Redis) are kept; the notes returned say which changed."""
     if rt.config_file is None:
         # Reading defaults and the environment again would silently drop what the process was given.
         raise ConfigError("relay was started without a config file: there is nothing to reload")
@@ -243,7 +235,6 @@ def reload_on_sighup(rt: Runtime) -> None:
 
 
 def reload_and_replan(rt: Runtime) -> list[str]:
-    """`reload_runtime`, then the held deliveries planned again under the new intervals."""
     notes = reload_runtime(rt, listening=True)
     replan_held(rt)
     return notes

@@ -1,20 +1,8 @@
-"""relay's child processes die with their parent, even when it is SIGKILLed (the OOM killer, `kill -9`):
-Linux's PR_SET_PDEATHSIG has the kernel send them SIGTERM, so nothing is left behind.
-
-- `die_with_parent`: the preexec_fn of the processes relay starts (the embedded Redis, `relay serve`'s
-  workers).
-- `parent_gone`: for a worker of `relay serve`, whether relay serve is gone, so that one the signal missed
-  ends anyway. It compares the parent's pid with the one relay serve gave (`PARENT_PID_ENV`): an orphan's
-  parent becomes PID 1 or a subreaper, and relay serve may itself be PID 1, in a container.
-- `forks_die_with_this_process`: the same for every process this one forks. A worker calls it for RQ's
-  scheduler, which `Worker.work(with_scheduler=True)` forks (multiprocessing's fork context) and which
-  would otherwise outlive a killed worker, holding RQ's scheduler lock until it is stopped by hand. On
-  SIGTERM the scheduler stops as RQ made it to, letting go of its lock, which a live worker takes at its
-  next maintenance pass.
-
-The signal goes when the *thread* that forked the child ends: relay starts its children from threads that
-live as long as their process (the main thread, `relay serve`'s watcher), or says why not.
-"""
+"""relay's child processes die with their parent, even when it is SIGKILLed (the OOM killer, `kill -9`): Linux's
+PR_SET_PDEATHSIG has the kernel send them SIGTERM, so nothing is left behind (RQ's scheduler included:
+docs/development.md, "Upgrading dependencies"). The signal goes when the *thread* that forked the child ends: relay
+starts its children from threads that live as long as their process (the main thread, `relay serve`'s watcher), or
+says why not."""
 
 from __future__ import annotations
 
@@ -41,30 +29,26 @@ def die_with_parent() -> None:
 
 
 def parent_gone() -> bool:
-    """A process started with `PARENT_PID_ENV` (relay serve's workers): whether its parent has died."""
+    """A process started with `PARENT_PID_ENV` (relay serve's workers): whether its parent has died, for one the
+    signal missed. An orphan's parent becomes PID 1 or a subreaper, and relay serve may itself be PID 1."""
     expected = os.environ.get(PARENT_PID_ENV, "")
     return expected.isdigit() and os.getppid() != int(expected)
-
-
-class _Forks:
-    """The fork hooks of `forks_die_with_this_process`, with the pid of the process forking."""
-
-    def __init__(self) -> None:
-        self.forking_pid = 0
-
-    def before(self) -> None:
-        self.forking_pid = os.getpid()
-
-    def after_in_child(self) -> None:
-        die_with_parent()
-        if os.getppid() != self.forking_pid:
-            # The parent died between the fork and the line above, so no signal will come: end now. (RQ's
-            # scheduler lock, taken by the parent before the fork, then runs out by itself, in 61 s.)
-            os._exit(0)
 
 
 def forks_die_with_this_process() -> None:
     """From now on, every child this process forks gets SIGTERM when it dies (a worker asks once, at its
     start: hooks asked for twice would only do the same twice)."""
-    forks = _Forks()
-    os.register_at_fork(before=forks.before, after_in_child=forks.after_in_child)
+    forking_pid = 0
+
+    def before() -> None:
+        nonlocal forking_pid
+        forking_pid = os.getpid()
+
+    def after_in_child() -> None:
+        die_with_parent()
+        if os.getppid() != forking_pid:
+            # The parent died between the fork and the line above, so no signal will come: end now. (RQ's
+            # scheduler lock, taken by the parent before the fork, then runs out by itself, in 61 s.)
+            os._exit(0)
+
+    os.register_at_fork(before=before, after_in_child=after_in_child)

@@ -1,8 +1,5 @@
-"""One `relay serve` per data_dir: an advisory lock (flock) on `data_dir/relay.lock`, held while it runs.
-
-The kernel lets go of a flock when its holder exits, however it exits, so a lock left by a killed relay
-never blocks the next start; and taking it is one atomic call, so two starts cannot both win.
-"""
+"""One `relay serve` per data_dir: an advisory lock (flock) on `data_dir/relay.lock`, held while it runs. The kernel
+lets go of a flock when its holder exits, however it exits, and taking it is one atomic call."""
 
 from __future__ import annotations
 
@@ -19,11 +16,9 @@ class DataDirBusy(RuntimeError):
 
 
 def lock_data_dir(data_dir: Path) -> IO[str]:
-    """The open lock file, locked; keep it open for as long as the data_dir is in use. Raises DataDirBusy.
-
-    Python opens files non-inheritable and subprocess closes other descriptors, so the children (Redis,
-    the workers) do not hold the lock: it goes with this process.
-    """
+    """The open lock file, locked; keep it open for as long as the data_dir is in use. Raises DataDirBusy. Python opens
+    files non-inheritable and subprocess closes other descriptors, so the children (Redis, the workers) do not hold the
+    lock: it goes with this process."""
     data_dir.mkdir(parents=True, exist_ok=True)
     handle = (data_dir / LOCK_NAME).open("a+", encoding="utf-8")
     try:

@@ -90,7 +90,7 @@ class EmbeddedRedis:
 
     @property
     def url(self) -> str:
-        return f"unix://{self.sock}"
+        return url_for(self.data_dir)
 
     @property
     def returncode(self) -> int | None:
@@ -142,14 +142,3 @@ class EmbeddedRedis:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def __enter__(self) -> EmbeddedRedis:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -1,9 +1,6 @@
-"""The API's listening socket and its uvicorn server, shared by `relay serve` and `relay api`.
-
-relay binds the port itself, before anything else starts (an embedded Redis, workers): a port in use is
-one clear line and nothing started for nothing. The bound sockets are handed to uvicorn (its public
-`Server.run(sockets=...)`), and "listening" is logged once uvicorn serves on them, not before.
-"""
+"""The API's listening socket and its uvicorn server, shared by `relay serve` and `relay api`. relay binds the port
+itself, before anything else starts, so a port in use is one clear line and nothing started for nothing; uvicorn
+serves on the bound sockets (`Server.run(sockets=...)`), and "listening" is logged once it does."""
 
 from __future__ import annotations
 
@@ -40,10 +37,8 @@ def _problem(host: str, port: int, exc: OSError, flag: str) -> str:
 
 
 def bind(server: ServerConfig, flag: str = "") -> list[socket.socket]:
-    """Listening sockets on server.host:server.port (every address the host name has, as uvicorn would).
-
-    `flag` names the command's own option in the error, e.g. " or --port".
-    """
+    """Listening sockets on server.host:server.port (every address the host name has, as uvicorn would). `flag` names
+    the command's own option in the error, e.g. " or --port"."""
     host, port = server.host, server.port
     try:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -104,10 +99,8 @@ def serve_http(
     also: str = "",
     on_exit: Callable[[], None] | None = None,
 ) -> None:
-    """Serve `app` on the bound sockets until a stop signal; logs where, and the admin page, once serving.
-
-    `also` ends the "listening" line, e.g. " with 2 worker(s)"; `on_exit` is called when a stop signal comes.
-    """
+    """Serve `app` on the bound sockets until a stop signal; logs where, and the admin page, once serving. `also` ends
+    the "listening" line, e.g. " with 2 worker(s)"; `on_exit` is called when a stop signal comes."""
     port = int(sockets[0].getsockname()[1])  # the port the system chose, for server.port 0
 
     def started() -> None:

@@ -1,9 +1,6 @@
-"""Logging: JSON lines (one event a line) or readable text on a terminal; secrets scrubbed from both.
-
-Values come from payloads (an eventId, a kind), so no value may start a line of its own: JSON escapes
-control characters itself; the text format escapes them (and quotes a value with spaces or brackets), and
-indents a traceback's lines, so every line that starts flush left is one that relay wrote.
-"""
+"""Logging: JSON lines (one event a line) or readable text on a terminal; secrets scrubbed from both. Values come
+from payloads (an eventId, a kind), so none may start a line of its own: JSON escapes control characters; the text
+format escapes them (and quotes a value with spaces or brackets) and indents a traceback's lines."""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
-"""`relay serve`'s worker processes: started, restarted with back-off when one dies, given up on when one
-cannot start, and stopped within a deadline.
-
-- One thread (`relay-workers`) starts every worker and watches them: the kernel SIGTERMs a worker when the
-  thread that started it ends (`relay.runtime.children`), and this thread lives until the stop.
-- Restarts follow the policy of every child of relay serve (`relay.runtime.restarts`): given up, the pool
-  calls `on_give_up` (relay serve stops and exits non-zero), with the cause in `failure`: the worker's exit
-  and the last line it wrote on stderr.
-- Each worker's stderr goes through a pipe to relay serve's own stderr, line by line, so that its last
-  line is known when it dies.
-- Each worker knows relay serve's pid (`PARENT_PID_ENV`): a worker whose parent is no longer that process
-  ends (`relay.runtime.children.parent_gone`), right even when relay serve is PID 1 of a container.
-- The stop: SIGTERM to every worker at once (`begin_stop`, as soon as relay serve is asked to stop), then
-  SIGKILL to any still running `STOP_SECONDS` later, a worker that was just restarted included.
-"""
+"""`relay serve`'s worker processes (docs/container.md, "Supervision"): started and restarted by the one loop
+(`relay.runtime.restarts.Keeper`; given up, `failure` holds the worker's exit and its last line on stderr, which each
+worker's pipe copies to relay serve's stderr line by line), told relay serve's pid (`PARENT_PID_ENV`), and stopped
+within a deadline: SIGTERM to all at once (`begin_stop`), SIGKILL to any left `STOP_SECONDS` later."""
 
 from __future__ import annotations
 
@@ -28,7 +17,7 @@ from typing import IO
 
 from relay.core.redaction import Redactor
 from relay.runtime.children import PARENT_PID_ENV, die_with_parent
-from relay.runtime.restarts import DEFAULT_POLICY, POLL_SECONDS, Backoff, Policy, describe_exit
+from relay.runtime.restarts import DEFAULT_POLICY, POLL_SECONDS, Backoff, Keeper, Policy, Slot, describe_exit
 
 log = logging.getLogger("relay.serve")
 # From the stop's start to SIGKILL: with the embedded Redis's stop after it, relay serve stops within 20 s.
@@ -42,21 +31,8 @@ class Child:
     context: Hashable = None  # what `Workers.context` said at its start
     last_line: list[str] = field(default_factory=lambda: [""])  # written by the pump thread
 
-    def cause(self, redactor: Redactor) -> str:
-        code = self.proc.returncode
-        text = describe_exit(code if code is not None else 0)
-        line = redactor.scrub(self.last_line[0])  # a worker's log lines are scrubbed already; a traceback is not
-        return f"{text} (its last line on stderr: {line})" if line else f"{text} (nothing on stderr)"
 
-
-@dataclass
-class Slot:
-    backoff: Backoff
-    child: Child | None = None
-    start_at: float = 0.0
-
-
-class Workers:
+class Workers(Keeper[Child]):
     def __init__(
         self,
         count: int,
@@ -69,56 +45,34 @@ class Workers:
         context: Callable[[], Hashable] = lambda: 0,
         redactor: Redactor | None = None,
     ) -> None:
+        slots: list[Slot[Child]] = [Slot(Backoff("a worker", policy)) for _ in range(count)]
+        super().__init__("relay-workers", slots, on_give_up, poll)
         self.args = command  # how to start one worker (`relay worker ...`)
         self.env = {**env, PARENT_PID_ENV: str(os.getpid())}
-        self.on_give_up = on_give_up
         # What a worker needs from relay serve (its embedded Redis: which one runs, None while none does):
         # a worker that ends while it is None or after it changed did not fail to start by itself.
         self.context = context
         self.redactor = redactor if redactor is not None else Redactor()  # the process's: a line may quote a secret
-        self.poll = poll
         self.stop_seconds = stop_seconds
-        self.slots = [Slot(Backoff("a worker", policy)) for _ in range(count)]
-        self.failure: str | None = None  # why the pool gave up
-        self.stopping = threading.Event()
         self.deadline: float | None = None
-        self.thread = threading.Thread(target=self._watch, name="relay-workers", daemon=True)
-
-    def start(self) -> Workers:
-        self.thread.start()
-        return self
 
     def live(self) -> list[subprocess.Popen[bytes]]:
         return [s.child.proc for s in self.slots if s.child is not None and s.child.proc.poll() is None]
 
-    def _watch(self) -> None:
-        while not self.stopping.is_set():
-            now = time.monotonic()
-            for slot in self.slots:
-                self._tend(slot, now)
-            self.stopping.wait(self.poll)
+    def _ended(self, child: Child) -> tuple[str, str, bool] | None:
+        if child.proc.poll() is None:
+            return None
+        if child.pump is not None:
+            child.pump.join(1.0)  # its last lines, which the pipe may still hold
+        now_context = self.context()
+        excused = now_context is None or child.context is None or now_context != child.context
+        how = describe_exit(child.proc.returncode)
+        line = self.redactor.scrub(child.last_line[0])  # a worker's log lines are scrubbed already; a traceback not
+        how += f" (its last line on stderr: {line})" if line else " (nothing on stderr)"
+        return f"worker {child.proc.pid}", how, excused
 
-    def _tend(self, slot: Slot, now: float) -> None:
-        child = slot.child
-        if child is not None:
-            if child.proc.poll() is None:
-                return
-            if child.pump is not None:
-                child.pump.join(1.0)  # its last lines, which the pipe may still hold
-            slot.child = None
-            if self.stopping.is_set():
-                return
-            now_context = self.context()
-            excused = now_context is None or child.context is None or now_context != child.context
-            wait = slot.backoff.ended(f"worker {child.proc.pid}", child.cause(self.redactor), excused)
-            if wait is None:
-                self.failure = slot.backoff.failure
-                self.on_give_up()
-                return
-            slot.start_at = now + wait
-        if self.failure is None and now >= slot.start_at and not self.stopping.is_set():
-            slot.child = self._spawn()
-            slot.backoff.started()
+    def _not_started(self, exc: Exception) -> tuple[str, str]:
+        return "a worker", f"did not start ({exc})"
 
     def _spawn(self) -> Child:
         proc = subprocess.Popen(
@@ -144,7 +98,6 @@ class Workers:
             proc.terminate()
 
     def stop(self) -> None:
-        """The stop, whole: what `begin_stop` does if it was not done, then SIGKILL at the deadline."""
         self.begin_stop()
         if self.thread.is_alive():
             self.thread.join()  # it starts no worker once stopping is set

@@ -1,43 +1,32 @@
-"""The one policy by which `relay serve` keeps its children running: its embedded Redis and its workers.
-
-- A child that ends is started again after a back-off: 1 s, doubling up to 30 s. One that stayed up
-  `STEADY_AFTER` seconds had started well, so its next restart waits 1 s again.
-- A failed start: a start that raised (the embedded Redis did not answer), or a child that ended within
-  `START_WINDOW` seconds of its start. After `GIVE_UP_AFTER` failed starts in a row relay serve gives up: it
-  stops, prints the cause as its last line and exits with `GIVE_UP_EXIT_CODE`, for its service manager
-  (systemd, Docker, Kubernetes) to see and restart. A child that dies after running a while (Redis gone for
-  a minute) is never given up on: it is restarted, at most every 30 s.
-- An end while what the child needs is away (a worker while the embedded Redis is being brought back) is
-  excused: backed off, but no failed start.
-- One log line shape for every child: `<child> <how it ended>; starting it again in <N> s`, and at the give-up
-  `<child> failed to start <N> times in a row (...); the last one <how it ended>; relay serve stops ...`.
-"""
+"""The one policy by which `relay serve` keeps its children running, its embedded Redis and its workers
+(docs/container.md, "Supervision"; `Policy`): a back-off of 1 s doubling to 30 s, back to 1 s after a child stayed up
+a minute; a give-up (exit `GIVE_UP_EXIT_CODE`) after 3 failed starts in a row (a start that raised, or a child that
+ended within 10 s); an end excused while what the child needs is away; one log line shape for every child."""
 
 from __future__ import annotations
 
 import logging
 import signal
+import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, Self, TypeVar
 
 log = logging.getLogger("relay.serve")
-FIRST_DELAY = 1.0
-MAX_DELAY = 30.0
-STEADY_AFTER = 60.0
-START_WINDOW = 10.0
-GIVE_UP_AFTER = 3
 GIVE_UP_EXIT_CODE = 3
 POLL_SECONDS = 0.25  # how often the children are looked at
+C = TypeVar("C")
 
 
 @dataclass(frozen=True)
 class Policy:
-    first_delay: float = FIRST_DELAY
-    max_delay: float = MAX_DELAY
-    steady_after: float = STEADY_AFTER
-    start_window: float = START_WINDOW
-    give_up_after: int = GIVE_UP_AFTER
+    first_delay: float = 1.0
+    max_delay: float = 30.0
+    steady_after: float = 60.0
+    start_window: float = 10.0
+    give_up_after: int = 3
 
 
 DEFAULT_POLICY = Policy()
@@ -92,3 +81,73 @@ class Backoff:
         self.delay = min(self.delay * 2, self.policy.max_delay)
         log.warning("%s %s; starting it again in %g s", which, how, wait)
         return wait
+
+
+@dataclass
+class Slot(Generic[C]):
+    backoff: Backoff
+    child: C | None = None  # None: ended; started again at `start_at`
+    start_at: float = 0.0
+
+
+class Keeper(ABC, Generic[C]):
+    """The one loop that keeps children running (the embedded Redis, the workers): a thread looks at every slot
+    each `poll` seconds and starts again, by the policy, a child that ended (`_ended`) or whose start raised
+    (`_not_started`). It lives until `stop` or the give-up (`failure` says why; `on_give_up` is called): a child
+    gets SIGTERM when the thread that started it ends (`relay.runtime.children`)."""
+
+    def __init__(self, name: str, slots: list[Slot[C]], on_give_up: Callable[[], None], poll: float) -> None:
+        self.slots = slots
+        self.on_give_up = on_give_up
+        self.poll = poll
+        self.failure: str | None = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._watch, name=name, daemon=True)
+
+    @abstractmethod
+    def _spawn(self) -> C: ...
+
+    @abstractmethod
+    def _ended(self, child: C) -> tuple[str, str, bool] | None: ...  # None while it runs, else which, how, excused
+
+    @abstractmethod
+    def _not_started(self, exc: Exception) -> tuple[str, str]: ...
+
+    def start(self) -> Self:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(30)
+
+    def _watch(self) -> None:
+        while self.failure is None and not self.stopping.is_set():
+            for slot in self.slots:
+                self._tend(slot)
+            self.stopping.wait(self.poll)
+
+    def _tend(self, slot: Slot[C]) -> None:
+        if slot.child is not None:
+            ended = self._ended(slot.child)
+            if ended is None:
+                return
+            slot.child = None
+            if self.stopping.is_set():
+                return
+            self._back_off(slot, *ended)
+        if self.failure is None and slot.backoff.clock() >= slot.start_at and not self.stopping.is_set():
+            slot.backoff.started()
+            try:
+                slot.child = self._spawn()
+            except Exception as exc:  # whatever stops a child from starting, it counts as a failed start
+                self._back_off(slot, *self._not_started(exc), failed=True)
+
+    def _back_off(self, slot: Slot[C], which: str, how: str, excused: bool = False, failed: bool = False) -> None:
+        wait = slot.backoff.ended(which, how, excused, failed)
+        if wait is None:
+            self.failure = slot.backoff.failure
+            self.on_give_up()
+        else:
+            slot.start_at = slot.backoff.clock() + wait

@@ -65,7 +65,6 @@ def keep_redis(embedded: EmbeddedRedis, rt: Runtime) -> RedisKeeper:
 
 
 def _failure(pool: Workers | None, keeper: RedisKeeper | None) -> str | None:
-    """Why relay serve gave up on a child (`relay.runtime.restarts`), if it did."""
     return (pool.failure if pool is not None else None) or (keeper.failure if keeper is not None else None)
 
 

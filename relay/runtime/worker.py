@@ -1,25 +1,7 @@
-"""`relay worker`: one RQ worker per process, its senders, RQ's scheduler, and relay's heartbeat.
-
-- RQ's own `SimpleWorker` loop runs the jobs in the main thread (RQ's signal handling: the first SIGTERM or
-  Ctrl-C finishes the job in hand and stops, a second one within a second is ignored, a later one stops at
-  once). `rq info` and rq-dashboard count one worker per process. Its maintenance pass runs every
-  `MAINTENANCE_INTERVAL` seconds (RQ's default is ten minutes): that is what finds the jobs of a killed
-  worker and cleans RQ's intermediate queue.
-- Jobs hand their deliveries to the process's senders (`relay.delivery.sender`) and end; once RQ's loop has
-  stopped, the process waits for the senders to finish what they hold.
-- RQ's scheduler runs as `rq worker --with-scheduler` runs it (`work(with_scheduler=True)`): the worker that
-  takes RQ's scheduler lock forks it, and the others try to take the lock at each maintenance pass while
-  they have no scheduler of their own. The forked scheduler gets SIGTERM when its worker dies, even by
-  SIGKILL (`relay.runtime.children`): it stops and lets go of its lock, and a live worker takes the lock
-  at its next maintenance pass, within about `MAINTENANCE_INTERVAL` seconds.
-- The heartbeat thread beats (the one sign of life relay's workers go by, judged alive for `dead_worker_after`
-  by `relay.storage.leases.beat_alive` everywhere: /readyz, the sweep of leases), picks up config reloads, and
-  sweeps: the units leased to workers not seen beating for `dead_worker_after`, and its own leases that nothing
-  of this process holds, go back among the due work; and it wakes a worker for work left due with no
-  wake-up queued.
-- Its counts go to its own hash in Redis while it serves /metrics, to `relay serve`'s when it is one of its
-  workers (`--counts-of`), else to the fleet's (`relay.storage.tally`).
-"""
+"""`relay worker`: one RQ worker per process (RQ's `SimpleWorker` loop and signal handling, its maintenance pass
+every `MAINTENANCE_INTERVAL` seconds, its scheduler forked as `rq worker --with-scheduler` forks it), the process's
+senders, and relay's heartbeat thread: it beats, picks up config reloads and sweeps the leases
+(`relay.storage.leases`). docs/delivery.md and docs/development.md ("Upgrading dependencies") say why each is so."""
 
 from __future__ import annotations
 
@@ -39,21 +21,14 @@ from redis.exceptions import RedisError
 from rq import Queue, SimpleWorker
 
 from relay import tracing
-from relay.config import DEAD_WORKER_AFTER, Config, ConfigError, load_config
+from relay.config import Config, ConfigError, load_config
 from relay.delivery.context import job_class
 from relay.delivery.jobs import lost
 from relay.runtime import beatfile
-from relay.runtime.bootstrap import (
-    Runtime,
-    build,
-    open_redis,
-    redis_url,
-    reload_runtime,
-)
+from relay.runtime.bootstrap import Runtime, build, open_redis, redis_url, reload_runtime
 from relay.runtime.children import forks_die_with_this_process, parent_gone
 from relay.runtime.logs import follow
 from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
-from relay.storage.generations import HEARTBEAT_SECONDS as HEARTBEAT_SECONDS  # tests read it here
 from relay.storage.leases import delivery_unit, orphaned
 from relay.storage.queue import QUEUE_NAME
 
@@ -61,8 +36,6 @@ log = logging.getLogger("relay.runtime.worker")
 MAINTENANCE_INTERVAL = 15  # seconds between RQ's maintenance passes
 # RQ's own record of its workers (`rq info`); relay goes by its own heartbeat alone.
 WORKER_TTL = 30
-# A worker not seen beating for `dead_worker_after` (config; this by default) is gone: its leases are swept.
-ORPHAN_GRACE = DEAD_WORKER_AFTER
 # Work due this long with no wake-up queued (one lost) gets one at the next beat.
 STALE_SECONDS = 10.0
 DRAIN_SECONDS = 60.0  # at a stop, the longest wait for the senders to finish what they hold

@@ -1,10 +1,6 @@
-"""Silences: Alertmanager's, except that nothing is lost. Pure: the silences, a delivery (and, when a matcher
-reads it, its notification) and the time in; whether a silence holds or skips it out.
-
-A silence mutes what its matchers all match (the routes' syntax, relay.config.matchers), between `startsAt`
-and `endsAt`. `hold` (the default) keeps a delivery `held` until the silence ends, then it goes; `skip`
-ends it `skipped`. The one question the planning and due paths ask is `silenced`.
-"""
+"""Silences (docs/silences.md): Alertmanager's, except that nothing is lost. Pure: the silences, a delivery (and,
+when a matcher reads it, its notification) and the time in; whether a silence holds or skips it out (`silenced`, the
+one question the gates ask)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""Deliveries per minute by the state they came to, for the admin page's chart of the last hour.
-
-Counted in the store's own transaction (`Store.update_many`), with the state change itself, so the chart
-and the records agree: one hash a minute, `relay:activity:<minute>` (field: the state reached, value: how many
-deliveries reached it in that minute), gone two hours after its last count. Reading the hour is one round trip
-of 60 small reads, whatever relay keeps.
-"""
+"""Deliveries per minute by the state they came to, for the admin page's chart of the last hour (docs/operations.md):
+counted in the store's own transaction (`Store.update_many`), with the state change itself, so the chart and the
+records agree; one hash a minute, gone two hours after its last count."""
 
 from __future__ import annotations
 

@@ -1,29 +1,11 @@
-"""Who works on what: the one ownership mechanism of relay's workers.
+"""Who works on what: the one ownership mechanism of relay's workers, and its one liveness signal (docs/delivery.md,
+"One ownership mechanism: the lease", "One liveness signal", "The in-process ledger").
 
-Every unit of work is a notification to plan (`e:<event id>`) or a delivery to send (`d:<delivery id>`).
-A unit waits in a due-time set (`UNPLANNED` for notifications, scored by arrival; `READY` for deliveries,
-scored by when they may go: now, a retry's time, a held delivery's `notBefore`, a digest's window end).
-A worker takes due units with a lease (`LEASES`: unit -> worker, in the same script that takes them out of
-the set), works on them, and the write that stores the outcome drops the lease (`relay.storage.store`).
-
-Every unit is taken so, whoever takes it: a worker's wake-up job (`claim`), planning by hand (`take`), a
-release or a replay (`take_and_read`). RQ jobs only wake workers up (`relay.delivery.jobs.work`): RQ never
-owns a unit. A wake-up lost (a worker killed while it held the job, an enqueue that failed) loses nothing,
-since the units still wait in their set; the heartbeat's sweep (`relay.runtime.worker`) wakes a worker for
-units left due too long.
-
-A worker is alive while it beats (`relay:workers`, every few seconds): that is the one liveness signal.
-One not seen beating for `dead_worker_after` seconds (45 by default) is dead, and the sweep puts the units
-it leased back in their set, counting a loss against each (`LOSSES`); a unit lost `MAX_LOSSES` times (one
-that kills its worker, or whose work raises) is given up: a notification is dropped (logged and counted),
-a delivery failed (replayable). A worker that stalls for less than that (a VM pause, a swap storm) keeps
-its leases and sends nothing twice; one that stalls longer may see its sends in flight made again by
-another worker (at-least-once).
-
-A lease says who holds a unit, not whether its holder still works on it (a send whose outcome could not be
-stored while Redis was away leaves its lease behind, its worker alive): each process notes what it has in
-hand (`in_hand` here, from a claim until the unit is handed on; the senders' own), and its sweep puts back
-a lease of its own held by nothing of it, at the second look (`relay.runtime.worker.sweep`).
+A unit of work is a notification to plan (`e:<event id>`, waiting in `UNPLANNED`) or a delivery to send
+(`d:<delivery id>`, in `READY`), scored by when it is due. Whoever takes a unit takes it with a lease (`LEASES`:
+unit -> worker) in the step that takes it out of its set: a wake-up job (`claim`), a release or a replay
+(`take_and_read`); the write that stores the outcome drops the lease. The sweep puts a dead worker's units back,
+a loss counted against each, and gives up a unit lost `MAX_LOSSES` times.
 """
 
 from __future__ import annotations
@@ -67,7 +49,6 @@ def delivery_unit(delivery_id: str) -> str:
 
 
 def split_unit(unit: str) -> tuple[str, str]:
-    """(kind: EVENT or DELIVERY, id)."""
     return unit[:2], unit[2:]
 
 
@@ -144,14 +125,6 @@ end
 return 1
 """
 
-# Lease a unit to ARGV[1] when nobody holds it, taking it out of its set (KEYS[2]: member ARGV[3]) if it waits
-# there: 1, or 0 when another holds it. KEYS: leases, the unit's set. ARGV: owner, unit, member.
-_TAKE = """
-if redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[1]) == 0 then return 0 end
-redis.call('ZREM', KEYS[2], ARGV[3])
-return 1
-"""
-
 
 @dataclass(frozen=True)
 class Claimed:
@@ -203,7 +176,6 @@ class Leases:
         self._claim = redis.register_script(_CLAIM)
         self._give_back = redis.register_script(_GIVE_BACK)
         self._release = redis.register_script(_RELEASE)
-        self._take = redis.register_script(_TAKE)
         # The units this process has claimed and not yet handed on (to planning's end, or to the senders,
         # which say what they hold themselves): the sweep of this worker's own leases leaves them alone.
         self._lock = threading.Lock()
@@ -252,15 +224,9 @@ class Leases:
         if units:
             self._release(keys=[LEASES], args=[owner, *units])
 
-    def take(self, unit: str, owner: str) -> bool:
-        """Lease one unit nobody holds to `owner`, out of its set if it waits there; False when another holds it."""
-        kind, ident = split_unit(unit)
-        return bool(self._take(keys=[LEASES, UNPLANNED if kind == EVENT else READY], args=[owner, unit, ident]))
-
     def take_and_read(self, delivery_id: str, owner: str, record_key: str) -> tuple[bool, dict[Any, Any]]:
         """Lease a delivery to `owner` when nobody holds it, and read its record's fields, in one step (MULTI):
-        (True, fields), or (False, {}) when another holds it. For what is not a worker's send (a release, a
-        reload's re-plan): what a worker holds is left to it."""
+        (True, fields), or (False, {}) when another holds it (`Store.take_and_read`)."""
         pipe = self.redis.pipeline(transaction=True)
         pipe.hsetnx(LEASES, delivery_unit(delivery_id), owner)
         pipe.hgetall(record_key)
@@ -278,7 +244,6 @@ class Leases:
         pipe.execute()
 
     def held(self) -> dict[str, str]:
-        """Every lease: unit -> worker."""
         return {_text(k): _text(v) for k, v in self.redis.hgetall(LEASES).items()}
 
     def oldest_due(self, now: float) -> float | None:

@@ -1,13 +1,9 @@
 """The lists of deliveries, newest first, read from an index in time that does not grow with what is retained.
 
-One sorted set per (state, channel, kind) a delivery was stored in, scored by its creation time (`createdAt`,
-the order listings have always had), holds each retained delivery once: the scripts that write a record
-(`relay.storage.scripts`: CREATE, UPDATE, GATHER) put it in its set and take it out of its other states' sets
-in the same atomic step. A registry (`relay:lists`, a set) names the sets in use. A listing picks the sets its
-filters match (states x channels x kinds in use: a few hundred at most), reads their newest entries in one
-transaction (a snapshot) and merges them (`merge`), a page at a time: a cursor is the last entry shown, (score,
-id), and the next page starts after it, so a page costs the same at any depth. Its cost grows with the sets
-merged, never with the deliveries retained. Pruned with the retention (`Lists.prune`).
+One sorted set per (state, channel, kind) in use, scored by `createdAt`, holds each retained delivery once: the
+scripts that write a record put it in its set and take it out of its other states' sets in the same atomic step;
+a registry (`relay:lists`) names the sets in use. A listing merges the newest entries of the sets its filters
+match (`merge`), a page at a time after a cursor (the last entry shown), so a page costs the same at any depth.
 """
 
 from __future__ import annotations
@@ -159,9 +155,8 @@ class Lists:
         limit: int = 50,
         cursor: Cursor | None = None,
     ) -> tuple[list[tuple[str, str]], Cursor | None]:
-        """The newest `limit` (id, score) entries after the cursor, and the cursor of the next page (None: no
-        more). Two round trips: the registry, the lists (once more when one held more of the page than read
-        first)."""
+        """The newest `limit` (id, score) entries after the cursor, and the cursor of the next page (None: no more). Two
+        round trips: the registry, the lists (once more when one held more of the page than read first)."""
         keys = self.names(state, channel, kind)
         if not keys:
             return [], None

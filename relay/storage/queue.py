@@ -1,10 +1,7 @@
-"""RQ adapter: the intake (dedup, event and its place among the notifications to plan, in one round trip),
-the deliveries made due (now, after a retry's wait, at a held delivery's time) and the wake-up jobs that RQ
-runs for them. Replay and release: `relay.storage.requeue`.
-
-RQ carries wake-ups only (`relay.storage.leases` says who owns what): a wake-up job takes due work, and one
-scheduled with RQ's `enqueue_at` comes when a retry or a held delivery is due.
-"""
+"""RQ adapter: the intake (dedup, event and its place among the notifications to plan, in one round trip), the
+deliveries made due (now, after a retry's wait, at a held delivery's time) and the wake-up jobs that RQ runs for
+them: RQ carries wake-ups only (`relay.storage.leases` says who owns what). Replay and release:
+`relay.storage.requeue`."""
 
 from __future__ import annotations
 
@@ -22,7 +19,7 @@ from weakref import WeakKeyDictionary
 
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
-from redis.commands.core import AsyncScript, Script
+from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError, ResponseError
 from rq import Queue
 from rq.exceptions import NoSuchJobError
@@ -30,15 +27,10 @@ from rq.job import Job, JobStatus
 
 from relay.core.model import Delivery
 from relay.storage import requeue
-from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL, Leases
-from relay.storage.records import millis
+from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL
+from relay.storage.records import RECEIVED, event_key, metric_field, millis
 from relay.storage.scripts import ACCEPT
-from relay.storage.store import (
-    RECEIVED,
-    Store,
-    event_key,
-    metric_field,
-)
+from relay.storage.store import Store
 
 QUEUE_NAME = "relay"
 # The one job relay queues: wake a worker to take the work that is due (`relay.delivery.jobs.work`).
@@ -96,14 +88,11 @@ class Intake:
     # `redis.min_replicas` and `redis.replica_timeout` (seconds): see `replicated`.
     min_replicas: int = 0
     replica_timeout: float = 1.0
-    # redis-py's own script objects: EVALSHA, and the script loaded again when a restarted Redis forgot it.
-    _script: Script = field(init=False, repr=False)
+    # redis-py's own script objects (one a connection): EVALSHA, and the script loaded again when a restarted
+    # Redis forgot it.
     _async_scripts: WeakKeyDictionary[AsyncRedis, AsyncScript] = field(
         init=False, repr=False, default_factory=WeakKeyDictionary
     )
-
-    def __post_init__(self) -> None:
-        self._script = self.redis.register_script(ACCEPT)
 
     @classmethod
     def create(
@@ -112,41 +101,12 @@ class Intake:
         queue = Queue(QUEUE_NAME, connection=redis)
         return cls(redis, store, queue, dedup_ttl, JOB_TIMEOUT, min_replicas, replica_timeout)
 
-    @property
-    def leases(self) -> Leases:
-        return self.store.leases
-
-    def accept(self, event_id: str, kind: str, payload: str) -> str:
-        """'accepted' once the event is in Redis among the notifications to plan (atomically, one round trip),
-        with a wake-up queued unless one is; else 'duplicate'. Raises
-        QueueUnavailable on any Redis error of the accept itself: nothing was accepted then."""
-        try:
-            label = self.store.kinds.label(kind)
-            keys, args = self._accept_call(event_id, payload, "", label)
-            if self.min_replicas:
-                pipe = self.redis.pipeline(transaction=False)
-                self._script(keys, args, client=pipe)
-                pipe.wait(*self._wait_args())
-                answer = self.replicated(pipe.execute(), label)
-            else:
-                answer = self._script(keys, args)
-        except NotReplicated as exc:
-            with contextlib.suppress(RedisError):
-                self.redis.hincrby(self.store.counts.key, exc.counted, -1)
-            raise
-        except RedisError as exc:
-            raise QueueUnavailable(_why(exc)) from exc
-        acceptance = _acceptance(answer)
-        if acceptance.wake_job is not None:
-            self.queue_wake(acceptance.wake_job, event_id)
-        return acceptance.status
-
     async def accept_async(
         self, client: AsyncRedis, event_id: str, kind: str, payload: str, trace: str = ""
     ) -> Acceptance:
-        """`accept` on an asyncio connection, with no thread hop: the same script, one round trip. The wake-up
-        it may ask for is the caller's to enqueue (`queue_wake`), after the answer is sent: RQ's enqueue is
-        blocking, and the notification is durable without it."""
+        """'accepted' once the event is in Redis among the notifications to plan, else 'duplicate'; QueueUnavailable
+        on any Redis error of the accept itself (nothing was accepted then). The wake-up it may ask for is the
+        caller's to enqueue (`queue_wake`) after the answer: RQ's enqueue blocks, and the notification is durable."""
         script = self._async_scripts.get(client)
         if script is None:
             script = self._async_scripts[client] = client.register_script(ACCEPT)
@@ -283,7 +243,7 @@ class Intake:
         """Deliveries due at these times (id -> epoch seconds), and wake-ups for them."""
         if not due:
             return
-        self.leases.schedule(due, slots)
+        self.store.leases.schedule(due, slots)
         moment = self.store.clock()
         if any(t <= moment for t in due.values()):
             self.request_wake()
@@ -300,11 +260,9 @@ class Intake:
         self.schedule({delivery_id: at})
 
     def release(self, records: list[Delivery], dry_run: bool = False) -> int:
-        """`relay.storage.requeue.release` through this intake: held deliveries sent now."""
         return requeue.release(self, records, dry_run)
 
     def replay(self, records: list[Delivery], attempts: int, dry_run: bool = False) -> int:
-        """`relay.storage.requeue.replay` through this intake: failed deliveries sent again."""
         return requeue.replay(self, records, attempts, dry_run)
 
 

@@ -1,8 +1,6 @@
-"""The notifications received, newest first, a page at a time (the admin page's list): the stream
-`relay:received` (`RECEIVED`, one entry a notification accepted, written by the accept script).
-
-A page starts below a cursor: the stream ID of the last one shown (`<ms>-<seq>`, so that the notifications of
-one millisecond are never cut at a page's end)."""
+"""The notifications received, newest first, a page at a time (the admin page's list): the stream `relay:received`
+(`RECEIVED`, written by the accept script). A page starts below a cursor, the stream ID of the last one shown
+(`<ms>-<seq>`, so that the notifications of one millisecond are never cut at a page's end)."""
 
 from __future__ import annotations
 

@@ -242,11 +242,9 @@ class EventRecord:
 
 
 def event_from_hash(data: Any, event_id: str) -> EventRecord | None:
-    """The event `event_id` stored in a hash read with HGETALL (None when there was none); ValueError or
-    KeyError for a hash that is no event relay wrote.
-
-    A record stores neither its eventId (its key has it) nor its kind (its payload has it), nor an empty
-    trace (memory: issue 36)."""
+    """The event `event_id` stored in a hash read with HGETALL (None when there was none); ValueError or KeyError for a
+    hash that is no event relay wrote. A record stores neither its eventId (its key has it) nor its kind (its payload
+    has it), nor an empty trace (memory: issue 36)."""
     if not data:
         return None
     d = {_text(k): _text(v) for k, v in data.items()}

@@ -25,9 +25,8 @@ class Intake(Protocol):
 
 
 def release(intake: Intake, records: list[Delivery], dry_run: bool = False) -> int:
-    """Send held deliveries now: each queued again under a lease (so that a worker sending it at this moment is
-    never undone) and made due; its old wake-up, when it comes, finds it sent. Returns how many go out now, as
-    `carried` lists them (a digest counts once, its items with it)."""
+    """Send held deliveries now: each queued again under its lease and made due (its old wake-up finds it sent).
+    Returns how many go out now, as `carried` lists them (a digest counts once, its items with it)."""
 
     def queue(store: Store, current: Delivery) -> None:
         current.state = State.QUEUED
@@ -70,7 +69,7 @@ def _send_again(
     if dry_run or not chosen:
         return len(chosen)
     sent = []
-    for current in _taken(store, chosen, state):
+    for current in taken(store, chosen, state):
         store_one(store, current)
         sent.append(current.id)
     if sent:
@@ -90,12 +89,12 @@ def carried(store: Store, records: list[Delivery], state: State) -> list[Deliver
     return [r for r in out.values() if r.state is state]
 
 
-def _taken(store: Store, chosen: list[Delivery], state: State) -> Iterator[Delivery]:
+def taken(store: Store, chosen: list[Delivery], state: State) -> Iterator[Delivery]:
     """Each chosen delivery taken under its lease and read as it is now, when it is still in `state`: one a worker
     has in hand this moment is left to it (it is going out), one no longer in `state` let go of."""
     for record in chosen:
-        taken, current = store.take_and_read(record.id)
-        if not taken or current is None:
+        ours, current = store.take_and_read(record.id)
+        if not ours or current is None:
             continue
         if current.state is not state:
             store.leases.release([delivery_unit(current.id)], store.owner)

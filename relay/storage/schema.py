@@ -1,7 +1,6 @@
-"""The version of relay's stored layout (`relay:schema`): written by the first process that builds a runtime on
-an empty store, and checked by every one at start (`relay.runtime.bootstrap.build`), so that no relay reads
-or writes a layout it does not know. A change of the layout comes with a new version and one migration, here
-(CHANGELOG.md)."""
+"""The version of relay's stored layout (`relay:schema`): written by the first process that builds a runtime on an
+empty store, and checked by every one at start (`relay.runtime.bootstrap.build`), so that no relay reads or writes a
+layout it does not know. A change of the layout comes with a new version and one migration, here (CHANGELOG.md)."""
 
 from __future__ import annotations
 

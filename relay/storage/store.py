@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 
 from relay.config import DEAD_WORKER_AFTER
 from relay.core.clock import Clock
-from relay.core.model import Delivery, State, delivery_id, iso
+from relay.core.model import Delivery, State, iso
 from relay.digests.store import Digests
 from relay.storage.activity import count_activity
 from relay.storage.events import read_delivery_ids, read_delivery_page, read_events
@@ -29,7 +29,6 @@ from relay.storage.records import (
     HELD,
     LATENCY,
     LATENCY_BUCKETS,
-    METRICS,
     PREFIX,
     RECEIVED,
     SEND_LATENCY,
@@ -39,7 +38,6 @@ from relay.storage.records import (
     bucket_field,
     delivery_key,
     delivery_to_hash,
-    event_from_hash,
     event_key,
     metric_field,
     read_delivery,
@@ -48,29 +46,7 @@ from relay.storage.records import (
 from relay.storage.scripts import CREATE, KEEP_LONGER, RESERVE_SLOT, UPDATE
 from relay.storage.tally import Counts, KindLabels, fleet_totals
 
-# Names other modules read from here; they live in `relay.storage.records` (and the core's model).
-__all__ = [
-    "FAILED",
-    "HELD",
-    "LATENCY",
-    "LATENCY_BUCKETS",
-    "METRICS",
-    "PREFIX",
-    "RECEIVED",
-    "SEND_LATENCY",
-    "WORKERS",
-    "EventRecord",
-    "StateChange",
-    "Store",
-    "delivery_id",
-    "delivery_key",
-    "event_from_hash",
-    "event_key",
-    "iso",
-    "metric_field",
-]
-
-
+__all__ = ["FAILED", "HELD", "LATENCY_BUCKETS", "StateChange", "Store", "iso"]  # the names relay.admin reads here
 log = logging.getLogger("relay.storage")
 # Records stored by one script call (`Store.create_deliveries`): about 55 arguments each, so some 28,000 a
 # call, far from the 1,048,576 arguments Redis takes in one command (and a few MB at most).
@@ -118,13 +94,10 @@ class Store:
         self._reserve = redis.register_script(RESERVE_SLOT)
         self._create_script = redis.register_script(CREATE)
 
-    # -- events ----------------------------------------------------------------------------------
-
     def event(self, event_id: str) -> EventRecord | None:
         return self.events([event_id]).get(event_id)
 
     def events(self, event_ids: Iterable[str]) -> dict[str, EventRecord]:
-        """The events of these ids that are still stored, in one round trip (`relay.storage.events`)."""
         return read_events(self.redis, event_ids)
 
     def event_delivery_ids(self, event_id: str) -> list[str]:
@@ -133,21 +106,14 @@ class Store:
     def event_delivery_page(self, event_id: str, start: int, count: int) -> tuple[list[str], int]:
         return read_delivery_page(self.redis, event_id, start, count)
 
-    # -- deliveries -----------------------------------------------------------------------------
-
     def create_deliveries(
         self, event_id: str, records: list[Delivery], take: set[str] | None = None, done: bool = False
     ) -> list[Delivery]:
-        """Store records that do not exist yet; return the stored state of every record. In the same round
-        trips (`relay.storage.leases`): this worker leases the records in `take` that it creates (one that
-        existed is another planner's, or due already), the other open ones are put among the due deliveries,
-        and the notification is done with (`done`: this worker's lease on it dropped). The records returned
-        that this worker leased say so (`held_lease`).
-
-        The records go in chunks of PLAN_CHUNK, each one atomic script, and the notification is done with only
-        by the last: a planning stopped part way (Redis gone, the worker killed) is planned again whole, and
-        what the first try stored is found stored (never created, nor sent, twice). The leases taken by the
-        chunks stored before a failure are given back, due now."""
+        """Store records that do not exist yet; the stored state of every record. In the same round trips, this
+        worker leases those in `take` that it creates (`held_lease`), the other open ones are made due, and with
+        `done` its lease on the notification is dropped, by the last chunk of PLAN_CHUNK (each one atomic script): a
+        planning stopped part way is planned again whole, and what the first try stored is found stored (never
+        created, nor sent, twice). The leases taken by chunks stored before a failure are given back, due now."""
         stored: list[Delivery] = []
         try:
             event = event_key(event_id)  # where the chunks add their ids
@@ -299,8 +265,6 @@ class Store:
         pipe.execute()
         self.lists.prune(cutoff)
 
-    # -- metrics and liveness -------------------------------------------------------------------
-
     def incr(self, name: str, amount: int = 1, **labels: str) -> None:
         """Count where this process counts (relay.storage.tally); a `kind` label is bounded."""
         if "kind" in labels:
@@ -327,7 +291,6 @@ class Store:
         self.redis.zrem(WORKERS, worker)
 
     def worker_beats(self) -> dict[str, float]:
-        """Each worker's last heartbeat."""
         pairs: list[tuple[Any, Any]] = self.redis.zrange(WORKERS, 0, -1, withscores=True)  # type: ignore[assignment]
         return {_text(k): float(v) for k, v in pairs}
 

@@ -1,14 +1,8 @@
-"""Where relay counts: hashes in Redis, the one source of every counter and histogram.
-
-Every count is a field (`name|label=value,...`) incremented in Redis, in the same atomic script or
-transaction as the change it counts. A process that serves /metrics counts in a hash of its own
-(`Counts.serve_as`: `relay:metrics:<name>`, named in the set `relay:metric-sources`) and shows that hash
-alone, so that summed over every scraped process each counter is the fleet's true count (docs/fleet.md);
-`relay serve`'s workers count in serve's hash (`Counts.join`), so one scrape of serve is the whole box. Every
-other process (a worker without /metrics, a CLI command) counts in the fleet's hash, `relay:metrics`, and a
-process that stops adds its own hash there (`Counts.retire`): the fleet's totals since the beginning (the
-admin page) are that hash plus the hashes of the processes counting now (`fleet_totals`).
-"""
+"""Where relay counts: hashes in Redis, the one source of every counter and histogram (docs/fleet.md, "Metrics of a
+fleet"). Every count is a field (`name|label=value,...`) incremented in the same atomic script or transaction as the
+change it counts, in this process's own hash while it serves /metrics (`Counts.serve_as`), in `relay serve`'s for its
+workers (`Counts.join`), else in the fleet's; a process that stops adds its own hash to the fleet's
+(`Counts.retire`), and the fleet's totals are that hash plus the live ones (`fleet_totals`)."""
 
 from __future__ import annotations
 

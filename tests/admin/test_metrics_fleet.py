@@ -17,7 +17,7 @@ from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.worker import serve_metrics
-from relay.storage.store import METRICS
+from relay.storage.records import METRICS
 from relay.storage.tally import SOURCES
 from tests.admin.test_metrics import scrape
 from tests.conftest import post, run_worker, sample_notification

@@ -17,7 +17,7 @@ from relay.admin.ui_view import anchor
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build
 from tests.admin.forms import CROSS_SITE, csrf_of
-from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, base_config, post, run_worker, sample_notification
+from tests.conftest import ADMIN_TOKEN, WEBHOOK_TOKEN, accept, base_config, post, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink, free_port
 
 
@@ -345,7 +345,7 @@ def test_page_never_shows_channel_urls_addresses_or_secrets(
 
 def test_payload_values_are_escaped(rt: Runtime, logged_in: TestClient) -> None:
     evil = "notification:<script>alert(1)</script>"
-    rt.intake.accept('"><img src=x onerror=alert(1)>', evil, json.dumps({"kind": evil}))
+    accept(rt, '"><img src=x onerror=alert(1)>', evil, json.dumps({"kind": evil}))
     html = logged_in.get("/ui").text
     assert "<script>alert(1)" not in html and "<img src=x" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
@@ -365,7 +365,7 @@ def test_security_headers_and_a_nonce_for_the_inline_style(logged_in: TestClient
 
 def test_one_event_view_and_unknown_events(rt: Runtime, logged_in: TestClient, failing: tuple[str, str]) -> None:
     event_id, _ = failing
-    rt.intake.accept("other-event", "notification:other", "{}")
+    accept(rt, "other-event", "notification:other", "{}")
     page = logged_in.get(f"/ui?event={event_id}").text
     assert event_id in page and "other-event" not in page.split('id="events"', 1)[1]
     assert 'name="view" value="' + event_id in page
@@ -375,7 +375,7 @@ def test_one_event_view_and_unknown_events(rt: Runtime, logged_in: TestClient, f
 
 def test_older_notifications_are_paged(rt: Runtime, logged_in: TestClient) -> None:
     for i in range(3):
-        rt.intake.accept(f"event-{i}", "notification:paged", "{}")
+        accept(rt, f"event-{i}", "notification:paged", "{}")
         rt.clock.advance(0.01)
     first = logged_in.get("/ui?limit=2").text
     assert "event-2" in first and "event-1" in first and "event-0" not in first

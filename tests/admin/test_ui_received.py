@@ -14,6 +14,7 @@ from starlette.testclient import TestClient
 from relay.runtime.bootstrap import Runtime
 from relay.storage.received import parse_before
 from relay.storage.records import RECEIVED
+from tests.conftest import accept as accept_now
 from tests.conftest import sample_notification
 
 T = 1_800_000_000.0
@@ -32,7 +33,7 @@ def accept(rt: Runtime, event_id: str, at: float) -> None:
     rt.clock.set(at)
     payload = sample_notification()
     payload["metadata"]["eventId"] = event_id
-    assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "accepted"
+    assert accept_now(rt, event_id, payload["kind"], json.dumps(payload)) == "accepted"
 
 
 def pages(client: TestClient, limit: int, first: str = "/ui") -> list[list[str]]:

@@ -125,11 +125,11 @@ def test_status_shows_each_address_and_the_redis_it_read(
 
 
 def test_a_redis_password_is_never_shown() -> None:
-    from relay.cli.common import shown_redis_url
+    from relay.config.urls import masked_url
 
-    assert shown_redis_url("redis://:s3cret-pw@redis:6379/0") == "redis://:****@redis:6379/0"
-    assert shown_redis_url("rediss://relay:s3cret-pw@redis:6380/1") == "rediss://relay:****@redis:6380/1"
-    assert shown_redis_url("unix:///var/lib/relay/redis.sock") == "unix:///var/lib/relay/redis.sock"
+    assert masked_url("redis://:s3cret-pw@redis:6379/0") == "redis://:****@redis:6379/0"
+    assert masked_url("rediss://relay:s3cret-pw@redis:6380/1") == "rediss://relay:****@redis:6380/1"
+    assert masked_url("unix:///var/lib/relay/redis.sock") == "unix:///var/lib/relay/redis.sock"
 
 
 def test_a_mistyped_command_gets_a_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:

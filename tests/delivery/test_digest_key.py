@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from relay.config import DigestConfig
 from relay.digests.model import gather_key, group_of
 from relay.runtime.bootstrap import Runtime
-from relay.storage.leases import delivery_unit
+from relay.storage.leases import LEASES, delivery_unit
 from tests.delivery.test_digests import _accept, _digest, _item, _notification, _routes, _send_due
 from tests.servers import HttpSink
 
@@ -76,7 +76,7 @@ def test_a_window_ends_by_relay_s_clock_not_by_a_redis_ttl(make_runtime: Callabl
     digest = _item(rt, first).digest
     assert digest is not None
     rt.clock.advance(15 * 60 + 1)
-    assert rt.store.leases.take(delivery_unit(digest), "another-worker")
+    assert rt.redis.hsetnx(LEASES, delivery_unit(digest), "another-worker")
     [second] = _accept(rt, _notification("b"))
     later = _item(rt, second).digest
     assert later is not None and later != digest

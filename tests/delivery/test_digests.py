@@ -27,7 +27,7 @@ from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.storage.queue import QUEUE_NAME
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
-from tests.processes import stop
+from tests.processes import kill, stop
 from tests.servers import HttpSink, SmtpSink, wait_for
 
 pytestmark = pytest.mark.dated
@@ -468,7 +468,7 @@ def test_an_open_digest_survives_a_redis_restart(sink: HttpSink, smtp: SmtpSink,
         events = _accept(rt, _notification("before 1"), _notification("before 2"))
         digest_id = _item(rt, events[0]).digest
         time.sleep(1.2)  # the append-only file is synced each second
-        server.kill()
+        kill(server)
         server.start()
         wait_for(lambda: conn.ping(), timeout=10)
         events += _accept(rt, _notification("after"))

@@ -171,7 +171,7 @@ def test_a_re_planned_notification_sends_what_the_first_attempt_would_have(
 ) -> None:
     """A notification planned again (a planner that died after storing its deliveries) finds the records
     already made, with the first attempt's template noted: its retry still renders the route's choice."""
-    from relay.delivery.jobs import plan_job
+    from tests.conftest import plan_job
 
     expected = _first_attempt(make_runtime, sink, smtp, tmp_path)
     rt = _runtime(make_runtime, sink, smtp, tmp_path)

@@ -129,7 +129,7 @@ def test_a_planning_stopped_part_way_is_planned_again_whole_and_sends_each_once(
     assert {r.state for r in rt.store.deliveries(ids) if r} == {"delivered"}
     assert rt.redis.zcard(UNPLANNED) == 0
 
-    from relay.delivery.jobs import plan_job
+    from tests.conftest import plan_job
 
     plan_job(rt, event_id)  # planned again once all were sent: nothing is sent twice
     run_worker(rt)

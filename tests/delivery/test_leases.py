@@ -12,12 +12,13 @@ from redis import Redis
 from rq import Queue
 from rq.registry import FinishedJobRegistry
 
+from relay.config import DEAD_WORKER_AFTER as ORPHAN_GRACE
 from relay.delivery.jobs import BATCH
 from relay.runtime.bootstrap import Runtime
-from relay.runtime.worker import ORPHAN_GRACE, STALE_SECONDS, Sweep, sweep
+from relay.runtime.worker import STALE_SECONDS, Sweep, sweep
 from relay.storage.leases import LEASES, LOSSES, MAX_LOSSES, UNPLANNED, WAKE, Leases, event_unit
 from relay.storage.queue import QUEUE_NAME, wake_job_id
-from tests.conftest import run_worker, sample_notification
+from tests.conftest import accept, run_worker, sample_notification
 from tests.servers import HttpSink
 
 DEAD = "relay-dead-worker"
@@ -36,7 +37,7 @@ def _accept(rt: Runtime, count: int = 1) -> list[str]:
     for _ in range(count):
         payload = sample_notification(messages=[sample_notification()["messages"][0]])
         event_id = payload["metadata"]["eventId"]
-        assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "accepted"
+        assert accept(rt, event_id, payload["kind"], json.dumps(payload)) == "accepted"
         events.append(event_id)
         rt.clock.advance(0.001)  # arrived one after the other
     return events
@@ -106,11 +107,11 @@ def test_a_notification_at_light_load_gets_its_own_job_at_once(hook: Runtime, re
 def test_a_duplicate_is_answered_duplicate_and_planned_once(hook: Runtime, redis: Redis, sink: HttpSink) -> None:
     payload = sample_notification(messages=[sample_notification()["messages"][0]])
     event_id, body = payload["metadata"]["eventId"], json.dumps(payload)
-    assert hook.intake.accept(event_id, payload["kind"], body) == "accepted"
-    assert hook.intake.accept(event_id, payload["kind"], body) == "duplicate"  # while it waits to be planned
+    assert accept(hook, event_id, payload["kind"], body) == "accepted"
+    assert accept(hook, event_id, payload["kind"], body) == "duplicate"  # while it waits to be planned
     assert redis.zcard(UNPLANNED) == 1
     run_worker(hook)
-    assert hook.intake.accept(event_id, payload["kind"], body) == "duplicate"  # once planned
+    assert accept(hook, event_id, payload["kind"], body) == "duplicate"  # once planned
     assert redis.zcard(UNPLANNED) == 0 and Queue(QUEUE_NAME, connection=redis).count == 0
     run_worker(hook)
     _all_sent_once(hook, sink, [event_id])
@@ -197,7 +198,7 @@ def test_an_event_whose_planning_fails_is_given_up_after_a_few_tries_and_the_oth
     hook: Runtime, redis: Redis, sink: HttpSink, caplog: Any
 ) -> None:
     good = _accept(hook, 3)
-    assert hook.intake.accept("not-json", "notification:x", "{not json") == "accepted"
+    assert accept(hook, "not-json", "notification:x", "{not json") == "accepted"
     good += _accept(hook, 3)
     run_worker(hook)
     _all_sent_once(hook, sink, good)
@@ -318,8 +319,8 @@ def test_planning_again_leases_nothing_that_exists_and_keeps_a_retrys_wait(
 ) -> None:
     """A second planner (another worker, or planning again by hand) finds the records stored: it sends none of
     them, and a retry keeps its time (no Retry-After skipped)."""
-    from relay.delivery.jobs import plan_job
     from relay.storage.leases import READY
+    from tests.conftest import plan_job
 
     sink.script["/hook"] = [503]
     (event_id,) = _accept(hook)
@@ -340,7 +341,7 @@ def test_planning_by_hand_takes_the_notification_under_a_lease_like_a_worker(
 ) -> None:
     """No unleased planning: by hand, a notification a worker holds is left to it; one nobody holds is taken
     out of the notifications to plan, leased, planned, and its lease dropped with its deliveries stored."""
-    from relay.delivery.jobs import plan_job
+    from tests.conftest import plan_job
 
     (event_id,) = _accept(hook)
     redis.hset(LEASES, event_unit(event_id), DEAD)  # a worker plans it this moment

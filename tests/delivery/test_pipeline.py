@@ -212,8 +212,8 @@ def test_null_recipients_still_reach_audience_channels(client: TestClient, rt: R
 def test_planning_an_event_again_creates_and_sends_nothing_twice(
     client: TestClient, rt: Runtime, sink: HttpSink
 ) -> None:
-    from relay.delivery.jobs import plan_job
     from relay.storage.store import event_key
+    from tests.conftest import plan_job
 
     payload = sample_notification()
     event_id = payload["metadata"]["eventId"]

@@ -331,7 +331,7 @@ def test_a_reload_that_lets_a_held_delivery_go_sooner_moves_its_wake_up(
 
 
 def test_planning_again_after_a_crash_schedules_the_held_wake_up_once(quiet: Runtime) -> None:
-    from relay.delivery.jobs import plan_job
+    from tests.conftest import plan_job
 
     event_id = _accept(quiet)
     email = _email(quiet, event_id)

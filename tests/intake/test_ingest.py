@@ -23,8 +23,8 @@ from relay.storage.queue import (
     job_id,
     wake_job_id,
 )
-from relay.storage.store import METRICS, RECEIVED, event_key, metric_field
-from tests.conftest import post, run_worker, sample_notification
+from relay.storage.records import METRICS, RECEIVED, event_key, metric_field
+from tests.conftest import accept, post, run_worker, sample_notification
 from tests.servers import HttpSink
 
 
@@ -33,7 +33,7 @@ def _accept(rt: Runtime, payload: dict[str, Any] | None = None) -> tuple[str, st
 
     payload = payload or sample_notification()
     event_id = payload["metadata"]["eventId"]
-    answer = rt.intake.accept(event_id, payload["kind"], json.dumps(payload))
+    answer = accept(rt, event_id, payload["kind"], json.dumps(payload))
     rt.clock.advance(0.001)  # the next one arrives later
     return event_id, answer
 
@@ -48,7 +48,7 @@ def test_the_wake_up_job_is_rqs_own(rt: Runtime, redis: Redis, event_id: str) ->
 
     payload = sample_notification()
     payload["metadata"]["eventId"] = event_id
-    assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "accepted"
+    assert accept(rt, event_id, payload["kind"], json.dumps(payload)) == "accepted"
     queue = Queue(QUEUE_NAME, connection=redis)
     assert queue.job_ids == [wake_job_id(event_id)]
     job = Job.fetch(wake_job_id(event_id), connection=redis)
@@ -125,21 +125,14 @@ def test_duplicate_is_counted_and_enqueues_nothing(rt: Runtime, redis: Redis) ->
     assert redis.hget(METRICS, metric_field("relay_notifications_duplicate_total")) == b"2"
 
 
-def test_script_is_loaded_again_after_a_redis_restart(rt: Runtime, redis: Redis) -> None:
-    assert _accept(rt)[1] == "accepted"
-    redis.script_flush()  # what a restarted server looks like to the client
-    assert _accept(rt)[1] == "accepted"
-    assert redis.zcard(UNPLANNED) == 2
-    assert Queue(QUEUE_NAME, connection=redis).count == 1  # the first one's job plans both
-
-
 def test_unreachable_redis_is_queue_unavailable_and_writes_nothing(rt: Runtime, redis: Redis, tmp_path: Any) -> None:
-    from relay.storage.queue import Intake
+    import asyncio
 
-    dead = Redis(unix_socket_path=str(tmp_path / "nothing.sock"), socket_connect_timeout=0.5)
-    intake = Intake.create(dead, rt.store, rt.config.dedup_ttl)
+    from redis.asyncio import Redis as AsyncRedis
+
+    dead = AsyncRedis(unix_socket_path=str(tmp_path / "nothing.sock"), socket_connect_timeout=0.5)
     with pytest.raises(QueueUnavailable):
-        intake.accept("e-1", "notification:x", "{}")
+        asyncio.run(rt.intake.accept_async(dead, "e-1", "notification:x", "{}"))
     assert not redis.exists(event_key("e-1"))
 
 
@@ -232,11 +225,11 @@ def test_a_repeat_is_a_duplicate_within_the_dedup_window_and_accepted_after_it(
     rt.clock.advance(1.5)
     at = rt.clock()
     redis.hset(event_key(event_id), "trace", "00-ab-cd-01")  # its first intake's, with tracing on
-    assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "accepted"
+    assert accept(rt, event_id, payload["kind"], json.dumps(payload)) == "accepted"
     stored = rt.store.event(event_id)
     assert stored is not None and at - 0.001 < stored.receivedAt <= at and stored.deliveries == ids  # in ms
     assert stored.trace == ""  # this intake's (none: tracing is off)
-    assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "duplicate"  # a new window
+    assert accept(rt, event_id, payload["kind"], json.dumps(payload)) == "duplicate"  # a new window
 
 
 def test_the_record_outlives_a_retention_shorter_than_the_dedup_window(

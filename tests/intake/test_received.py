@@ -12,13 +12,13 @@ from redis import Redis
 from relay.runtime.bootstrap import Runtime
 from relay.storage.queue import QueueUnavailable
 from relay.storage.records import RECEIVED, event_key
-from tests.conftest import sample_notification
+from tests.conftest import accept, sample_notification
 
 
 def _accept(rt: Runtime, event_id: str) -> str:
     payload = sample_notification()
     payload["metadata"]["eventId"] = event_id
-    return rt.intake.accept(event_id, payload["kind"], json.dumps(payload))
+    return accept(rt, event_id, payload["kind"], json.dumps(payload))
 
 
 def _listed(redis: Redis) -> list[tuple[str, str]]:
@@ -78,5 +78,5 @@ def test_a_stream_key_of_another_type_fails_the_accept_with_nothing_written(rt: 
     payload = sample_notification()
     event_id = payload["metadata"]["eventId"]
     with pytest.raises(QueueUnavailable, match="holds a zset: nothing accepted"):
-        rt.intake.accept(event_id, payload["kind"], json.dumps(payload))
+        accept(rt, event_id, payload["kind"], json.dumps(payload))
     assert not redis.exists(event_key(event_id)) and redis.type(RECEIVED) == b"zset"

@@ -413,7 +413,7 @@ def test_a_chat_message_to_one_person_links_their_page_and_a_shared_channel_does
 
 
 def test_a_crash_on_a_people_page_logs_no_token() -> None:
-    from relay.runtime.app import shown_path
+    from relay.core.redaction import hide_path_keys as shown_path
 
     assert shown_path("/unsubscribe/abc.def") == "/unsubscribe/****"
     assert shown_path("/preferences/abc.def") == "/preferences/****"

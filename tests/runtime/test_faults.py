@@ -16,6 +16,7 @@ from relay.runtime.app import create_app
 from relay.runtime.bootstrap import build
 from relay.runtime.embedded import EmbeddedRedis
 from tests.conftest import base_config, post, run_worker, sample_notification, slow_channel, worker_config_file
+from tests.processes import kill
 from tests.servers import HttpSink, SmtpSink, wait_for
 
 RELAY = str(Path(sys.executable).parent / "relay")
@@ -98,7 +99,7 @@ def test_redis_killed_under_load_loses_nothing_acknowledged(sink: HttpSink, smtp
             thread = threading.Thread(target=load)
             thread.start()
             wait_for(lambda: len(acked) >= 100, timeout=30)
-            server.kill()  # SIGKILL: no chance to flush anything but what the kernel already has
+            kill(server)  # SIGKILL: no chance to flush anything but what the kernel already has
             wait_for(lambda: refused >= 3, timeout=30)
             server.start()
             before = len(acked)

@@ -15,6 +15,7 @@ from redis import Redis
 from relay.runtime.embedded import EmbeddedRedis, EmbeddedRedisError
 from relay.runtime.redis_keeper import RedisKeeper
 from relay.runtime.restarts import Policy
+from tests.processes import kill
 from tests.servers import wait_for
 
 FAST = Policy(first_delay=0.01, max_delay=0.04)  # the tests' back-off; they poll every 10 ms
@@ -39,11 +40,11 @@ def test_a_killed_redis_is_started_again_on_its_append_only_file(
     try:
         with caplog.at_level(logging.WARNING, logger="relay.serve"):
             first = server.proc
-            server.kill()  # SIGKILL
+            kill(server)  # SIGKILL
             wait_for(lambda: counted == [1], timeout=20)
             assert server.proc is not first and server.returncode is None
             assert Redis.from_url(server.url).get("acknowledged") == b"1"
-            server.kill()
+            kill(server)
             wait_for(lambda: counted == [1, 2], timeout=20)
     finally:
         keeper.stop()
@@ -68,7 +69,7 @@ def test_failed_starts_are_tried_again_until_one_holds(server: EmbeddedRedis) ->
     )
     keeper.start()
     try:
-        server.kill()
+        kill(server)
         wait_for(lambda: counted == [1], timeout=20)
     finally:
         keeper.stop()
@@ -85,7 +86,7 @@ def test_failed_starts_and_restarts_that_did_not_hold_count_in_one_row_until_it_
         tries.append("try")
         if len(tries) == 2:  # starts, then dies at once: a crash loop, no better than a failed start
             server.start()
-            server.kill()
+            kill(server)
             return server
         raise EmbeddedRedisError("embedded Redis exited at start (code 1): Bad file format reading the AOF")
 
@@ -96,7 +97,7 @@ def test_failed_starts_and_restarts_that_did_not_hold_count_in_one_row_until_it_
     ).start()
     try:
         with caplog.at_level(logging.WARNING, logger="relay.serve"):
-            server.kill()  # within 60 s of its start: the first failed start of the row
+            kill(server)  # within 60 s of its start: the first failed start of the row
             assert gave_up.wait(30)
             keeper.thread.join(5)
     finally:
@@ -112,7 +113,7 @@ def test_failed_starts_and_restarts_that_did_not_hold_count_in_one_row_until_it_
 def test_stop_ends_the_keeper_while_it_waits_between_tries(server: EmbeddedRedis) -> None:
     policy = Policy(first_delay=30.0)
     keeper = RedisKeeper(server, on_give_up=lambda: None, start=lambda: None, policy=policy, poll=0.01).start()
-    server.kill()
+    kill(server)
     wait_for(lambda: server.returncode is not None)
     keeper.stop()
     assert not keeper.thread.is_alive() and keeper.failure is None

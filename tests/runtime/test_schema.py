@@ -15,13 +15,13 @@ from relay.cli import main
 from relay.runtime.bootstrap import Runtime
 from relay.runtime.embedded import EmbeddedRedis
 from relay.storage.schema import SCHEMA, SCHEMA_KEY, SchemaRefused
-from tests.conftest import sample_notification, worker_config_file
+from tests.conftest import accept, sample_notification, worker_config_file
 
 
 def _accept(rt: Runtime) -> str:
     payload = sample_notification()
     event_id = payload["metadata"]["eventId"]
-    assert rt.intake.accept(event_id, payload["kind"], json.dumps(payload)) == "accepted"
+    assert accept(rt, event_id, payload["kind"], json.dumps(payload)) == "accepted"
     return event_id
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from relay.config import Config
 from relay.runtime.bootstrap import build, open_redis
+from tests.conftest import accept
 from tests.replicas import RedisGroup
 
 
@@ -27,7 +28,7 @@ def test_sentinel_url_reaches_the_primary(sentinel_url: str) -> None:
     assert conn.get("probe") == b"1"
     rt = build(Config.model_validate({"redis": {"url": sentinel_url}}))
     body = '{"kind":"notification:x","sender":"p","body":{},"messages":[],"metadata":{"eventId":"s1"}}'
-    assert rt.intake.accept("s1", "notification:x", body) == "accepted"
+    assert accept(rt, "s1", "notification:x", body) == "accepted"
     assert rt.store.event("s1") is not None
 
 

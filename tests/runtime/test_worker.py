@@ -16,11 +16,12 @@ from rq import Queue, Worker
 from rq.scheduler import RQScheduler
 from starlette.testclient import TestClient
 
+from relay.config import DEAD_WORKER_AFTER as ORPHAN_GRACE
 from relay.core.model import State
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build
 from relay.runtime.embedded import EmbeddedRedis
-from relay.runtime.worker import MAINTENANCE_INTERVAL, ORPHAN_GRACE, Sweep, sweep
+from relay.runtime.worker import MAINTENANCE_INTERVAL, Sweep, sweep
 from relay.storage.leases import LEASES, MAX_LOSSES, READY, orphaned, split_unit
 from relay.storage.queue import QUEUE_NAME, WORK_JOB
 from relay.storage.records import WORKERS
@@ -166,7 +167,7 @@ def test_orphaned_leases_are_those_of_workers_not_seen_within_the_grace() -> Non
 
 def _leased_to_a_dead_worker(client: TestClient, rt: Runtime, redis: Redis) -> list[str]:
     """A notification planned by a worker that then died: its records stored, leased, never sent."""
-    from relay.delivery.jobs import plan_job
+    from tests.conftest import plan_job
 
     payload = sample_notification()
     assert post(client, payload).status_code == 202
@@ -237,7 +238,7 @@ def test_a_lease_of_this_worker_with_no_send_in_hand_is_queued_again_at_the_seco
     Queue(QUEUE_NAME, connection=redis).empty()
     records = [r for r in rt.store.deliveries(rt.store.event_delivery_ids(payload["metadata"]["eventId"])) if r]
     assert not records  # not planned yet: plan it by hand, as a worker would, then lose its task
-    from relay.delivery.jobs import plan_job
+    from tests.conftest import plan_job
 
     lost: list[object] = []
     rt.sender.submit = lambda task, name="": lost.append(task)  # type: ignore[method-assign]
@@ -259,7 +260,7 @@ def test_a_lease_of_this_worker_with_no_send_in_hand_is_queued_again_at_the_seco
 
 def test_dead_worker_after_is_a_setting_and_the_beat_keeps_within_it() -> None:
     from relay.config import Config
-    from relay.runtime.worker import HEARTBEAT_SECONDS, heartbeat_seconds
+    from relay.storage.generations import HEARTBEAT_SECONDS, heartbeat_seconds
 
     assert Config().dead_worker_after == 45.0  # a stall of a dozen seconds, or thirty, is not a death
     assert heartbeat_seconds(Config()) == HEARTBEAT_SECONDS
