@@ -26,7 +26,7 @@ from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.worker import work_burst
-from relay.storage.queue import QUEUE_NAME
+from relay.storage.work_queue import QUEUE_NAME
 from tests.clock import ManualClock
 from tests.servers import HttpSink, SmtpSink
 
@@ -236,21 +236,21 @@ def run_worker(rt: Runtime) -> None:
 
 
 def accept(rt: Runtime, event_id: str, kind: str, payload: str) -> str:
-    """A notification accepted as the webhook accepts it (`Intake.accept_async`, then the wake-up it asks
+    """A notification accepted as the webhook accepts it (`WorkQueue.accept_async`, then the wake-up it asks
     for): 'accepted' or 'duplicate'."""
     from relay.runtime.bootstrap import open_async_redis, redis_url
-    from relay.storage.queue import Acceptance
+    from relay.storage.work_queue import Acceptance
 
     async def once() -> Acceptance:
         client = open_async_redis(redis_url(rt.config))
         try:
-            return await rt.intake.accept_async(client, event_id, kind, payload)
+            return await rt.work.accept_async(client, event_id, kind, payload)
         finally:
             await client.aclose()
 
     acceptance = asyncio.run(once())
     if acceptance.wake_job is not None:
-        rt.intake.queue_wake(acceptance.wake_job, event_id)
+        rt.work.queue_wake(acceptance.wake_job, event_id)
     return acceptance.status
 
 

@@ -185,7 +185,7 @@ def test_apprise_parses_a_url_once_into_what_instantiate_takes_and_marks_its_own
 
 
 def test_uvicorn_server_hooks_relay_overrides() -> None:
-    """relay/runtime/listening.py's `_Server` extends `uvicorn.Server.startup(sockets)` (logging once it serves,
+    """relay/runtime/http_server.py's `_Server` extends `uvicorn.Server.startup(sockets)` (logging once it serves,
     read from `started`) and `handle_exit(sig, frame)` (hearing of a stop as it begins): neither documented."""
     assert list(inspect.signature(uvicorn.Server.startup).parameters) == ["self", "sockets"]
     assert list(inspect.signature(uvicorn.Server.handle_exit).parameters) == ["self", "sig", "frame"]

@@ -99,7 +99,7 @@ class Reloaded(TypedDict):
     behind: list[str]  # those that do not yet (or kept their old config: their log says why)
 
 
-class Intake(Replaying, Releasing, Protocol):
+class WorkQueue(Replaying, Releasing, Protocol):
     """What the admin API asks of the queue: replays and releases."""
 
 
@@ -109,12 +109,12 @@ class AdminApi:
     def __init__(
         self,
         store: Store,
-        intake: Intake,
+        work: WorkQueue,
         redis: Redis,
         config: Callable[[], Config],
         reload: Callable[[], list[str]],
     ) -> None:
-        self.store, self.intake, self.redis, self.config, self.reload_config = store, intake, redis, config, reload
+        self.store, self.work, self.redis, self.config, self.reload_config = store, work, redis, config, reload
 
     def find_event(self, event_id: str, start: int = 0, count: int = EVENT_PAGE) -> Event | None:
         """The notification with `count` of its deliveries from the `start`-th, and `next` when more follow."""
@@ -219,8 +219,8 @@ class AdminApi:
         def requeue() -> tuple[int, list[dict[str, str]]]:
             chosen, passed = Filters.from_body(wanted, self.store.clock(), state).chosen(self.store)
             if state is State.FAILED:
-                return self.intake.replay(chosen, attempts, wanted.dryRun), passed
-            return self.intake.release(chosen, wanted.dryRun), passed
+                return self.work.replay(chosen, attempts, wanted.dryRun), passed
+            return self.work.release(chosen, wanted.dryRun), passed
 
         count, passed = await run_in_threadpool(requeue)
         return JSONResponse({done: count, "dryRun": wanted.dryRun, f"not{done.capitalize()}": passed})

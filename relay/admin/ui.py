@@ -54,12 +54,12 @@ class AdminPage:
     def __init__(
         self,
         data: PageData,
-        intake: PageIntake,
+        work: PageIntake,
         config: Callable[[], Config],
         clock: Callable[[], float],
         guard: Guard,
     ) -> None:
-        self.data, self.intake, self.config, self.clock, self.guard = data, intake, config, clock, guard
+        self.data, self.work, self.config, self.clock, self.guard = data, work, config, clock, guard
         self.sessions = EndedSessions(data.redis)
 
     def tokens(self) -> list[str]:
@@ -318,7 +318,7 @@ class AdminPage:
     )
     async def replay(self, request: Request) -> Response:
         attempts = self.config().retry.attempts
-        return await self.act(request, "replay", "replayed", lambda d, e: self.data.replay(self.intake, attempts, d, e))
+        return await self.act(request, "replay", "replayed", lambda d, e: self.data.replay(self.work, attempts, d, e))
 
 
 def back_to(notice: str, form: Mapping[str, str], owner: str | None) -> str:

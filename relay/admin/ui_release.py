@@ -31,7 +31,7 @@ class ReleasePage:
             return target
         data = self.page.data
         found = await self.page.read(
-            lambda: (data.held_of(*target), data.release(self.page.intake, *target, dry_run=True)[0])
+            lambda: (data.held_of(*target), data.release(self.page.work, *target, dry_run=True)[0])
         )
         if isinstance(found, Response):
             return found
@@ -56,5 +56,5 @@ class ReleasePage:
     )
     async def release(self, request: Request) -> Response:
         return await self.page.act(
-            request, "release", "released", lambda d, e: self.page.data.release(self.page.intake, d, e)
+            request, "release", "released", lambda d, e: self.page.data.release(self.page.work, d, e)
         )

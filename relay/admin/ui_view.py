@@ -254,13 +254,13 @@ class PageData:
         return page
 
     def replay(
-        self, intake: Replaying, attempts: int, delivery_id: str | None, event_id: str | None
+        self, work: Replaying, attempts: int, delivery_id: str | None, event_id: str | None
     ) -> tuple[int, str | None]:
         """Requeue the failed delivery, or the event's failed ones: how many, and their notification."""
         ids = [delivery_id] if delivery_id else self.store.event_delivery_ids(event_id or "")
         records = [r for r in self.store.deliveries(ids) if r is not None]
         owner = records[0].eventId if records else event_id
-        return intake.replay(records, attempts), owner
+        return work.replay(records, attempts), owner
 
     def held_of(self, delivery_id: str | None, event_id: str | None) -> list[DeliveryRow]:
         """The held deliveries a release of this delivery, or of this notification, is about."""
@@ -270,12 +270,12 @@ class PageData:
         return rows
 
     def release(
-        self, intake: Releasing, delivery_id: str | None, event_id: str | None, dry_run: bool = False
+        self, work: Releasing, delivery_id: str | None, event_id: str | None, dry_run: bool = False
     ) -> tuple[int, str | None]:
         """The admin API's release of the held delivery, or the notification's: how many, and their notification."""
         filters = _release_filters(delivery_id, event_id)
         records = filters.candidates(self.store)
-        return intake.release(filters.chosen(self.store)[0], dry_run), records[0].eventId if records else event_id
+        return work.release(filters.chosen(self.store)[0], dry_run), records[0].eventId if records else event_id
 
 
 def _release_filters(delivery_id: str | None, event_id: str | None) -> Filters:

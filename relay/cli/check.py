@@ -17,7 +17,7 @@ from relay.config import ConfigError, read_config
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from relay.admin.checks import channel_url_problems, check_all
+    from relay.cli.checks import channel_url_problems, check_all
 
     notes: list[str] = []
     warnings: list[str] = []
@@ -62,7 +62,7 @@ def _report(args: argparse.Namespace, notes: list[str], warnings: list[str], pro
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
-    from relay.admin.preview import preview
+    from relay.cli.preview import preview
 
     cfg = config(args)
     _, data = read_payload(args.payload)
@@ -83,7 +83,7 @@ def _relay_state(cfg: Any, data: Any) -> Iterator[tuple[Any, Any, Any]]:
     stderr) when it cannot be reached: the preview goes on without them."""
     from redis.exceptions import RedisError
 
-    from relay.admin.preview import people_of
+    from relay.cli.preview import people_of
     from relay.delivery.catalog import Catalog
     from relay.delivery.names import catalog_lookup
     from relay.preferences.store import Preferences

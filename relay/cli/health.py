@@ -48,7 +48,7 @@ def check_worker(config_file: str | None) -> tuple[bool, str]:
 
 def check_api(config_file: str | None, host: str | None, port: str | None) -> tuple[bool, str]:
     from relay.config import load_config
-    from relay.runtime.listening import local_url
+    from relay.runtime.http_server import local_url
 
     server = load_config(config_file).server
     url = local_url(host or server.host, int(port) if port else server.port) + "/healthz"

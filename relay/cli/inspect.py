@@ -93,7 +93,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return _act_on(
         args,
         State.FAILED,
-        lambda rt, batch: rt.intake.replay(batch, rt.config.retry.attempts),
+        lambda rt, batch: rt.work.replay(batch, rt.config.retry.attempts),
         lambda r: f"would replay {r.id}  event {r.eventId}  channel {r.channel}  last error: {r.lastError}",
         "{} would be replayed (dry run)",
         "replayed {}",
@@ -104,7 +104,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     return _act_on(
         args,
         State.HELD,
-        lambda rt, batch: rt.intake.release(batch),
+        lambda rt, batch: rt.work.release(batch),
         lambda r: f"would release {r.id}  event {r.eventId}  channel {r.channel}  held until {r.public()['notBefore']}",
         "{} would be sent now (dry run)",
         "released {}: they go out now",

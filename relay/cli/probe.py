@@ -42,7 +42,7 @@ def outcome_line(outcome: Outcome) -> str:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from relay.admin.checks import shown_target
+    from relay.cli.checks import shown_target
     from relay.delivery.channels import AddressError, address_url, channel_format, send
 
     cfg = config(args)

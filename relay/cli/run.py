@@ -38,7 +38,7 @@ def cmd_api(args: argparse.Namespace) -> int:
     from relay import tracing
     from relay.runtime.app import create_app
     from relay.runtime.bootstrap import build, reload_on_sighup
-    from relay.runtime.listening import bind, serve_http
+    from relay.runtime.http_server import bind, serve_http
     from relay.runtime.logs import follow
 
     cfg = config(args)

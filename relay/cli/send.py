@@ -24,7 +24,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         cfg = None
     url = args.url
     if not url and cfg is not None:
-        from relay.runtime.listening import local_url
+        from relay.runtime.http_server import local_url
 
         url = local_url(cfg.server.host, cfg.server.port) + cfg.server.path
     token = args.token or (cfg.server.auth.tokens[0] if cfg and cfg.server.auth.tokens else None)

@@ -20,8 +20,8 @@ from relay.core.redaction import Redactor
 from relay.core.rendering import Renderer
 from relay.delivery.catalog import Catalog
 from relay.delivery.sender import Sender
-from relay.storage.queue import Intake
 from relay.storage.store import Store
+from relay.storage.work_queue import WorkQueue
 from relay.tracing import Tracer
 
 
@@ -38,7 +38,7 @@ class Loaded:
 class Context(Protocol):
     redis: Redis
     store: Store
-    intake: Intake
+    work: WorkQueue
     sender: Sender
     # This process's tracer (off unless tracing is on) and what it scrubs secrets with: built with the process.
     tracer: Tracer

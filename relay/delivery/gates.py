@@ -205,7 +205,7 @@ def _carry_out(due: Due, verdict: Verdict) -> str:
     if isinstance(verdict, Gathered):
         return record.state
     if isinstance(verdict, Throttled):
-        rt.intake.retry_later(record.id, verdict.wait, slot_at=due.now + verdict.wait)
+        rt.work.retry_later(record.id, verdict.wait, slot_at=due.now + verdict.wait)
         return "throttled"
     # A digest's items wait with it (and are kept as long: never removed while waiting).
     items = [i for i in rt.store.deliveries(record.items) if i is not None and i.state is State.HELD]
@@ -216,7 +216,7 @@ def _carry_out(due: Due, verdict: Verdict) -> str:
         state = store(rt, record, previous, State.SKIPPED, verdict.why, ctx)
     else:
         record.state, record.notBefore, record.lastError = State.HELD, verdict.until, verdict.why
-        rt.intake.deliver_at(record.id, verdict.until)  # due then, before the state is stored
+        rt.work.deliver_at(record.id, verdict.until)  # due then, before the state is stored
         for item in items:
             item.notBefore = verdict.until
         rt.store.update_many([StateChange(record, previous), *(StateChange(i, State.HELD) for i in items)])

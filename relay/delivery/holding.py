@@ -40,7 +40,7 @@ def replan_held(rt: Context) -> int:
         return new if abs(new - record.notBefore) >= 1 else None
 
     moved = move_held(rt.store, when)
-    rt.intake.schedule({ident: new for ident, _, new in moved})
+    rt.work.schedule({ident: new for ident, _, new in moved})
     sooner = sum(1 for _, old, new in moved if new < old)
     if sooner:
         log.info("config reloaded: %d held deliveries go out sooner", sooner)

@@ -53,12 +53,12 @@ def work(rt: Context | str = "", event_id: str = "") -> int:
     taken = 0
     claimed, left = leases.claim(owner, _batch(rt), rt.clock(), start=True)
     if left:
-        rt.intake.request_wake()  # more is due: another worker may take a share
+        rt.work.request_wake()  # more is due: another worker may take a share
     while claimed:
         for i, unit in enumerate(claimed):
             if i and time.monotonic() > deadline:
                 leases.give_back(owner, [c.unit for c in claimed[i:]], rt.clock())  # due still, for the next job
-                rt.intake.request_wake()
+                rt.work.request_wake()
                 return taken
             taken += 1
             try:
@@ -68,7 +68,7 @@ def work(rt: Context | str = "", event_id: str = "") -> int:
                 raise
         if time.monotonic() > deadline:
             if left:
-                rt.intake.request_wake()
+                rt.work.request_wake()
             return taken
         claimed, left = leases.claim(owner, _batch(rt), rt.clock())
     return taken
@@ -118,7 +118,7 @@ def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WOR
         else:
             log.error("notification not planned: its planning was lost on every try", extra={"eventId": ident})
     if back:
-        rt.intake.request_wake()
+        rt.work.request_wake()
     return back
 
 

@@ -54,7 +54,7 @@ def decide(
         change = StateChange(record, previous, send_seconds=took, labels={"reason": kind})
         if step.state is State.RETRYING and step.retry_in is not None:
             change.due = rt.clock() + step.retry_in  # kept until then at least
-            rt.intake.retry_later(record.id, step.retry_in)  # due then before the state is stored
+            rt.work.retry_later(record.id, step.retry_in)  # due then before the state is stored
             rt.store.update_many([change, *follow(record, followers)])
             log.info(
                 "failed, retrying in %gs: %s", step.retry_in, record.lastError, extra={**ctx, "state": record.state}
@@ -168,9 +168,9 @@ def wake_for(rt: Context, stored: list[Delivery]) -> None:
     """Wake-ups for deliveries just stored (they are due already): one at each held delivery's notBefore, and
     one now for the sendable ones that no lease of this worker's holds."""
     for at in sorted({r.notBefore for r in stored if r.state is State.HELD and r.notBefore is not None}):
-        rt.intake.wake_at(at)
+        rt.work.wake_at(at)
     if any(r.state in SENDABLE and not r.held_lease for r in stored):
-        rt.intake.request_wake()
+        rt.work.request_wake()
 
 
 def created(records: list[Delivery], stored: list[Delivery]) -> list[Delivery]:

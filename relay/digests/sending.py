@@ -42,18 +42,18 @@ def gather(rt: Context, record: Delivery, previous: State, digest: DigestConfig,
     new = _new_digest(rt, record, key, at, at + window)
     scheduled = False
     if rt.store.digests.open(key, at) is None:
-        rt.intake.deliver_at(new.id, at + window)  # its wake-up exists before the digest does
+        rt.work.deliver_at(new.id, at + window)  # its wake-up exists before the digest does
         scheduled = True
     got = rt.store.digests.gather(key, record, new, window, digest.max_items)
     if got.created and not scheduled:  # another digest closed between the look and the gathering
-        rt.intake.deliver_at(got.digest_id, at + window)
+        rt.work.deliver_at(got.digest_id, at + window)
     record.digest, record.notBefore = got.digest_id, got.not_before
     record.state, record.lastError = State.HELD, None
     rt.store.update(record, previous)
     if got.full:
         # max_items: it goes now. Queued after the item is stored `held`, so that the digest's send, which
         # gives each item its own state, comes after; were this lost, the wake-up at the window's end sends it.
-        rt.intake.enqueue_deliveries([got.digest_id])
+        rt.work.enqueue_deliveries([got.digest_id])
     when = "now (full)" if got.full else f"at {iso(got.not_before)}" if got.not_before else "when it closes"
     log.info("gathered into digest %s (%d so far), which goes out %s", got.digest_id, got.items, when, extra=ctx)
     return record.state

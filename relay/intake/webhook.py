@@ -37,8 +37,8 @@ from relay.intake.refusals import (
     unauthorized,
     unavailable,
 )
-from relay.storage.queue import Acceptance, Intake, NotReplicated, QueueUnavailable
 from relay.storage.store import Store
+from relay.storage.work_queue import Acceptance, NotReplicated, QueueUnavailable, WorkQueue
 from relay.tracing import OFF_TRACER, Tracer
 from relay.web.auth import body_signature_problem, signature_offered, webhook_allowed
 from relay.web.errors import error_response, is_json, validation_response
@@ -164,14 +164,14 @@ class Webhook:
 
     def __init__(
         self,
-        intake: Intake,
+        work: WorkQueue,
         counters: Store,
         config: Callable[[], Config],
         connect: Callable[[], AsyncRedis],
         guard: Guard,
         tracer: Tracer = OFF_TRACER,
     ) -> None:
-        self.intake, self.counters, self.config, self.connect = intake, counters, config, connect
+        self.work, self.counters, self.config, self.connect = work, counters, config, connect
         self.guard = guard
         self.tracer = tracer  # the process's: the intake's traceparent is its current span's
         # Durable intake on an asyncio connection of the running loop (one client per loop).
@@ -183,7 +183,7 @@ class Webhook:
         if client is None:
             client = self.clients[loop] = self.connect()
         # The request's trace (the platform's, from its traceparent, or one started here) goes with the event.
-        return await self.intake.accept_async(client, event_id, kind, payload, self.tracer.carrier())
+        return await self.work.accept_async(client, event_id, kind, payload, self.tracer.carrier())
 
     def rejected(self, status: int, reason: str) -> None:
         with contextlib.suppress(RedisError):
@@ -228,5 +228,5 @@ class Webhook:
         # Durable already: the wake-up job (RQ's blocking enqueue, in a thread) follows the answer.
         wake = None
         if acceptance.wake_job is not None:
-            wake = BackgroundTask(self.intake.queue_wake, acceptance.wake_job, notification.event_id)
+            wake = BackgroundTask(self.work.queue_wake, acceptance.wake_job, notification.event_id)
         return JSONResponse({"eventId": notification.event_id, "status": status}, 202, background=wake)

@@ -46,7 +46,7 @@ def after_send(
     )
     if gate.state == "resumed":
         log.info("channel up again: %d waiting deliveries go out", gate.resumed, extra=log_context(record))
-        rt.intake.request_wake()  # they are due now
+        rt.work.request_wake()  # they are due now
     if kind != TRANSIENT or gate.state != "down":
         return False
     record.maxAttempts += 1  # a try while the channel is down spends nothing of the delivery's budget
@@ -59,7 +59,7 @@ def hold(rt: Context, record: Delivery, gate: Gate, followers: list[Delivery], p
     record.state = State.HELD
     record.notBefore = gate.due
     record.lastError = down_reason(gate.since, gate.last_error)
-    rt.intake.wake_at(gate.due)  # due then (the script made it so) with a wake-up
+    rt.work.wake_at(gate.due)  # due then (the script made it so) with a wake-up
     rt.store.update_many([StateChange(record, before, labels={"reason": "outage"}), *follow(record, followers)])
     log.info(
         "delivery held: %s (looked at again by %s, or sent as soon as the channel is up)",

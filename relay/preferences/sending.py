@@ -47,7 +47,7 @@ def personal(rt: Context, records: list[Delivery]) -> bool:
 
 class LinkContext(Protocol):
     """What the links of a delivery are made from: a `Context` has it, and so has `relay preview`'s own (no
-    catalog there: relay.admin.preview)."""
+    catalog there: relay.cli.preview)."""
 
     @property
     def config(self) -> Config: ...

@@ -26,9 +26,9 @@ from relay.delivery.holding import replan_held
 from relay.delivery.sender import Sender
 from relay.runtime import embedded
 from relay.storage.generations import CONFIG_GENERATION
-from relay.storage.queue import Intake
 from relay.storage.schema import check_schema
 from relay.storage.store import Store
+from relay.storage.work_queue import WorkQueue
 from relay.tracing import OFF_TRACER, Tracer
 
 
@@ -101,7 +101,7 @@ class Runtime:
     loaded: Loaded
     redis: Redis
     store: Store
-    intake: Intake
+    work: WorkQueue
     sender: Sender
     # What this process scrubs from every text it shows (its config's secrets, a reload's added).
     redactor: Redactor = dataclasses.field(default_factory=Redactor)
@@ -128,7 +128,7 @@ class Runtime:
 
     @property
     def clock(self) -> Clock:
-        return self.store.clock  # the intake, the app, the workers and the commands read it through the store
+        return self.store.clock  # the work, the app, the workers and the commands read it through the store
 
     def pinned(self) -> Runtime:
         return dataclasses.replace(self)
@@ -153,7 +153,7 @@ def build(
         loaded=load(config, conn, store),
         redis=conn,
         store=store,
-        intake=Intake.create(conn, store, config.dedup_ttl, config.redis.min_replicas, config.redis.replica_timeout),
+        work=WorkQueue.create(conn, store, config.dedup_ttl, config.redis.min_replicas, config.redis.replica_timeout),
         sender=Sender(config.worker_threads),
         redactor=redactor if redactor is not None else Redactor.of(config),
         config_file=config_file,
@@ -208,7 +208,7 @@ def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
     # Numbers the stores were built with: each one assignment, read where it is used.
     rt.store.kinds.limit = new.metrics.max_kinds
     rt.store.dead_worker_after = new.dead_worker_after
-    rt.intake.dedup_ttl = new.dedup_ttl
+    rt.work.dedup_ttl = new.dedup_ttl
     rt.store.retention = int(new.retention)
     rt.loaded = loaded  # one assignment: a unit of work pinned before runs on the old load whole, one after on this
     return notes

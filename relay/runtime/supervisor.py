@@ -19,7 +19,7 @@ from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime, build, process_name, reload_on_sighup
 from relay.runtime.datalock import lock_data_dir
 from relay.runtime.embedded import EmbeddedRedis
-from relay.runtime.listening import bind, serve_http
+from relay.runtime.http_server import bind, serve_http
 from relay.runtime.logs import follow
 from relay.runtime.pool import Workers
 from relay.runtime.redis_keeper import RESTARTS_METRIC, RedisKeeper

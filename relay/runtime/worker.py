@@ -30,7 +30,7 @@ from relay.runtime.children import forks_die_with_this_process, parent_gone
 from relay.runtime.logs import follow
 from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
 from relay.storage.leases import delivery_unit, orphaned
-from relay.storage.queue import QUEUE_NAME
+from relay.storage.work_queue import QUEUE_NAME
 
 log = logging.getLogger("relay.runtime.worker")
 MAINTENANCE_INTERVAL = 15  # seconds between RQ's maintenance passes
@@ -93,7 +93,7 @@ def sweep(rt: Runtime, now: float, seen: Sweep | None = None) -> int:
     oldest = rt.store.leases.oldest_due(now)
     stale = oldest is not None and now - oldest > STALE_SECONDS
     # Work put back, or left due with no wake-up queued: a wake-up, past a flag that names no job waiting.
-    if (back or stale) and rt.intake.recover_wake() and oldest is not None and stale:
+    if (back or stale) and rt.work.recover_wake() and oldest is not None and stale:
         log.warning("work due for %.0f s with no wake-up queued: one queued", now - oldest)
     return back
 

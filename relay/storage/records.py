@@ -236,7 +236,7 @@ class EventRecord:
     kind: str
     receivedAt: float
     payload: str
-    trace: str = ""  # the W3C traceparent of its intake, with tracing on (relay.tracing)
+    trace: str = ""  # the W3C traceparent of its work, with tracing on (relay.tracing)
     # Its deliveries' ids in the order planned (fields `deliveries`, `deliveries.1`, ...: `relay.storage.scripts`).
     deliveries: list[str] = field(default_factory=list)
 

@@ -15,8 +15,8 @@ from relay.storage.leases import delivery_unit
 from relay.storage.store import StateChange, Store
 
 
-class Intake(Protocol):
-    """What a replay and a release need of the work queue (`relay.storage.queue.Intake`, which calls them)."""
+class WorkQueue(Protocol):
+    """What a replay and a release need of the work queue (`relay.storage.work_queue.WorkQueue`, which calls them)."""
 
     @property
     def store(self) -> Store: ...
@@ -24,7 +24,7 @@ class Intake(Protocol):
     def enqueue_deliveries(self, ids: list[str]) -> None: ...
 
 
-def release(intake: Intake, records: list[Delivery], dry_run: bool = False) -> int:
+def release(work: WorkQueue, records: list[Delivery], dry_run: bool = False) -> int:
     """Send held deliveries now: each queued again under its lease and made due (its old wake-up finds it sent).
     Returns how many go out now, as `carried` lists them (a digest counts once, its items with it)."""
 
@@ -35,10 +35,10 @@ def release(intake: Intake, records: list[Delivery], dry_run: bool = False) -> i
         current.released = current.released or not current.items
         store.update(current, State.HELD)  # lets go of the lease
 
-    return _send_again(intake, records, State.HELD, dry_run, "relay_releases_total", queue)
+    return _send_again(work, records, State.HELD, dry_run, "relay_releases_total", queue)
 
 
-def replay(intake: Intake, records: list[Delivery], attempts: int, dry_run: bool = False) -> int:
+def replay(work: WorkQueue, records: list[Delivery], attempts: int, dry_run: bool = False) -> int:
     """Requeue failed deliveries with a fresh retry budget; delivered ones are never touched. Returns how many
     go out again, as `carried` lists them."""
 
@@ -50,11 +50,11 @@ def replay(intake: Intake, records: list[Delivery], attempts: int, dry_run: bool
         items = [i for i in store.deliveries(record.items) if i is not None and i.state is State.FAILED]
         store.update_many([StateChange(record, State.FAILED)] + [_requeued(i, State.FAILED) for i in items])
 
-    return _send_again(intake, records, State.FAILED, dry_run, "relay_replays_total", requeue)
+    return _send_again(work, records, State.FAILED, dry_run, "relay_replays_total", requeue)
 
 
 def _send_again(
-    intake: Intake,
+    work: WorkQueue,
     records: list[Delivery],
     state: State,
     dry_run: bool,
@@ -64,7 +64,7 @@ def _send_again(
     """What a replay and a release share: the deliveries `carried` for `records` in `state`, each taken under its
     lease as it is now and stored queued by `store_one` (which lets go of the lease), counted in `counter`, and
     made due. How many go out (with `dry_run`, would)."""
-    store = intake.store
+    store = work.store
     chosen = carried(store, records, state)
     if dry_run or not chosen:
         return len(chosen)
@@ -74,7 +74,7 @@ def _send_again(
         sent.append(current.id)
     if sent:
         store.incr(counter, len(sent))
-        intake.enqueue_deliveries(sent)
+        work.enqueue_deliveries(sent)
     return len(sent)
 
 

@@ -66,7 +66,7 @@ def test_a_delivery_in_an_unknown_state_is_left_as_it_is(
     replayed = admin(client, "/api/v1/deliveries/replay", "POST", json={"ids": [ident]})
     assert replayed.status_code == 200
     assert replayed.json() == {"replayed": 0, "dryRun": False, "notReplayed": [{"id": ident, "state": "unknown"}]}
-    rt.intake.enqueue_deliveries([ident])  # a job for it, as a newer relay may have queued
+    rt.work.enqueue_deliveries([ident])  # a job for it, as a newer relay may have queued
     run_worker(rt)
     assert rt.redis.hget(delivery_key(ident), STORED["state"]) == b"paused"
     assert rt.redis.hget(delivery_key(ident), STORED["attempts"]) == b"1"

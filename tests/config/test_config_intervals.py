@@ -110,7 +110,7 @@ def test_model_validation_alone_refuses_an_unknown_interval() -> None:
 def test_relay_check_warns_of_intervals_that_never_open_and_notes_when_others_do(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
-    from relay.admin.checks import check_intervals
+    from relay.cli.checks import check_intervals
 
     text = GOOD.replace("years: [2026]", "years: [2020]").replace(
         "    mute_time_intervals: [change-freeze]\n",

@@ -10,7 +10,7 @@ from rq import Queue, SimpleWorker
 from relay.delivery.context import Context
 from relay.runtime.bootstrap import Runtime
 from relay.runtime.worker import make_worker
-from relay.storage.queue import QUEUE_NAME, WORK_JOB
+from relay.storage.work_queue import QUEUE_NAME, WORK_JOB
 
 
 def named(rt: Context, suffix: str, *, sep: str = "") -> str:

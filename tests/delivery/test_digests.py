@@ -25,7 +25,7 @@ from relay.core.model import Delivery
 from relay.digests.model import CATCH_UP_SECONDS, RELEASED_SECONDS
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
-from relay.storage.queue import QUEUE_NAME
+from relay.storage.work_queue import QUEUE_NAME
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.processes import kill, stop
 from tests.servers import HttpSink, SmtpSink, wait_for
@@ -356,8 +356,8 @@ def test_operator_digest_templates_by_channel_then_default_and_a_broken_one_fall
 
 
 def test_preview_says_a_delivery_joins_a_digest(make_runtime: Callable[..., Runtime]) -> None:
-    from relay.admin.checks import check_intervals
-    from relay.admin.preview import preview, preview_plan
+    from relay.cli.checks import check_intervals
+    from relay.cli.preview import preview, preview_plan
 
     rt = make_runtime(routes=_routes({"window": "15m", "max_items": 20}))
     data = _notification("preview")

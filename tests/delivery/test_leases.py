@@ -17,7 +17,7 @@ from relay.delivery.jobs import BATCH
 from relay.runtime.bootstrap import Runtime
 from relay.runtime.worker import STALE_SECONDS, Sweep, sweep
 from relay.storage.leases import LEASES, LOSSES, MAX_LOSSES, UNPLANNED, WAKE, Leases, event_unit
-from relay.storage.queue import QUEUE_NAME, wake_job_id
+from relay.storage.work_queue import QUEUE_NAME, wake_job_id
 from tests.conftest import accept, run_worker, sample_notification
 from tests.servers import HttpSink
 
@@ -254,7 +254,7 @@ def test_a_booked_rate_limit_slot_comes_back_with_the_delivery_once(hook: Runtim
     from relay.storage.leases import READY, SLOTS
 
     at = hook.clock() + 30
-    hook.intake.retry_later("d-2", 30, slot_at=at)
+    hook.work.retry_later("d-2", 30, slot_at=at)
     assert redis.zscore(READY, "d-2") == pytest.approx(at, abs=0.5)
     assert hook.store.leases.claim(hook.name, BATCH, hook.clock())[0] == []  # not due yet
     (got,) = hook.store.leases.claim(hook.name, BATCH, at + 1)[0]
@@ -327,7 +327,7 @@ def test_planning_again_leases_nothing_that_exists_and_keeps_a_retrys_wait(
     run_worker(hook)
     (ident,) = hook.store.event_delivery_ids(event_id)
     assert hook.store.delivery(ident).state == "retrying"  # type: ignore[union-attr]
-    hook.intake.retry_later(ident, 3600)  # a service's Retry-After, say
+    hook.work.retry_later(ident, 3600)  # a service's Retry-After, say
     due = hook.clock() + 3600
     tried = len(sink.hits)
     plan_job(hook, event_id)

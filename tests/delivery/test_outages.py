@@ -60,7 +60,7 @@ def after(rt: Runtime, clock: ManualClock, seconds: float) -> None:
     """`seconds` later on the runtime's clock (a retry, a held delivery's next look come due); then a worker
     takes what is due."""
     clock.advance(seconds)
-    rt.intake.request_wake()
+    rt.work.request_wake()
     run_worker(rt)
 
 

@@ -12,7 +12,7 @@ from relay.admin.selection import Filters
 from relay.core.model import State
 from relay.runtime.bootstrap import Runtime
 from relay.storage.leases import LEASES, READY
-from relay.storage.queue import QUEUE_NAME
+from relay.storage.work_queue import QUEUE_NAME
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink
 
@@ -273,7 +273,7 @@ def test_a_delivery_records_the_template_it_was_rendered_with_as_preview_names_i
     client: TestClient, rt: Runtime, sink: HttpSink
 ) -> None:
     """`template: auto` is resolved when rendered: the record says which template that was."""
-    from relay.admin.preview import preview_plan
+    from relay.cli.preview import preview_plan
 
     payload = sample_notification()
     assert post(client, payload).json()["status"] == "accepted"
@@ -297,10 +297,10 @@ def test_a_replay_from_a_listing_read_before_the_delivery_went_out_sends_nothing
     run_worker(rt)
     stale = Filters(State.FAILED).page(rt.store, 50)[0]
     assert len(stale) == 1
-    assert rt.intake.replay(stale, 3) == 1
+    assert rt.work.replay(stale, 3) == 1
     run_worker(rt)
     assert len(sink.at("/owners")) == 1
-    assert rt.intake.replay(stale, 3) == 0  # the stale copy says failed; the record says delivered
+    assert rt.work.replay(stale, 3) == 0  # the stale copy says failed; the record says delivered
     run_worker(rt)
     assert len(sink.at("/owners")) == 1
     assert rt.store.delivery(stale[0].id).state == "delivered"  # type: ignore[union-attr]

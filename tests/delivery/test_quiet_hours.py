@@ -25,7 +25,7 @@ from relay.delivery.holding import SETTLE_SECONDS
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.storage.leases import READY
-from relay.storage.queue import QUEUE_NAME
+from relay.storage.work_queue import QUEUE_NAME
 from tests.conftest import ADMIN_TOKEN, admin, post, run_scheduled, run_worker, sample_notification
 from tests.processes import stop
 from tests.servers import HttpSink, SmtpSink, wait_for
@@ -154,7 +154,7 @@ def test_a_wake_up_before_the_interval_opens_takes_nothing_and_after_it_sends_on
     event_id = _accept(quiet)
     # A worker woken an hour later (other work): the held delivery is not due on the one clock, nothing sent.
     quiet.clock.set(FRIDAY_EVENING + 3600)
-    quiet.intake.request_wake()
+    quiet.work.request_wake()
     run_worker(quiet)
     assert _email(quiet, event_id).state == "held" and smtp.mails == []
     assert len(_scheduled(quiet)) == 1  # its own wake-up still waits

@@ -14,7 +14,7 @@ from relay.core.clock import system_clock
 from relay.delivery import attempt
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
-from relay.storage.queue import QUEUE_NAME
+from relay.storage.work_queue import QUEUE_NAME
 from tests.clock import ManualClock
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, free_port, wait_for

@@ -77,7 +77,7 @@ def test_held_at_planning_until_the_silence_ends_then_sent_once(
     assert _metric(api, "relay_silences_active 1.0")
     # A worker woken before the silence ends: the delivery is not due yet, nothing sent, not counted twice.
     silent.clock.set(NOW + 60)
-    silent.intake.request_wake()
+    silent.work.request_wake()
     run_worker(silent)
     assert sink.at("/owners") == []
     assert _by_channel(api, _event(api))["owners-hook"]["state"] == "held"

@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
-from relay.storage.queue import QUEUE_NAME
+from relay.storage.work_queue import QUEUE_NAME
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.platform_fake import ACCESS_TOKEN, FakePlatform
 

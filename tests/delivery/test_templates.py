@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from relay.admin.checks import check_templates
+from relay.cli.checks import check_templates
 from relay.config import Config
 from relay.core.model import Delivery, Notification
 from relay.core.rendering import BUILTIN_DIR, Rendered, Renderer

@@ -1,4 +1,4 @@
-"""Intake in one round trip: dedup, the event and its place among the unplanned, atomically; the wake-up job,
+"""WorkQueue in one round trip: dedup, the event and its place among the unplanned, atomically; the wake-up job,
 when none is queued, through RQ's own enqueue."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from starlette.testclient import TestClient
 
 from relay.runtime.bootstrap import Runtime
 from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL
-from relay.storage.queue import (
+from relay.storage.records import METRICS, RECEIVED, event_key, metric_field
+from relay.storage.work_queue import (
     QUEUE_NAME,
     RESULT_TTL,
     WORK_JOB,
@@ -23,7 +24,6 @@ from relay.storage.queue import (
     job_id,
     wake_job_id,
 )
-from relay.storage.records import METRICS, RECEIVED, event_key, metric_field
 from tests.conftest import accept, post, run_worker, sample_notification
 from tests.servers import HttpSink
 
@@ -53,7 +53,7 @@ def test_the_wake_up_job_is_rqs_own(rt: Runtime, redis: Redis, event_id: str) ->
     assert queue.job_ids == [wake_job_id(event_id)]
     job = Job.fetch(wake_job_id(event_id), connection=redis)
     assert (job.func_name, job.args, job.kwargs) == (WORK_JOB, (event_id,), {})
-    assert (job.result_ttl, job.failure_ttl, job.timeout) == (RESULT_TTL, rt.store.retention, rt.intake.job_timeout)
+    assert (job.result_ttl, job.failure_ttl, job.timeout) == (RESULT_TTL, rt.store.retention, rt.work.job_timeout)
     # RQ owns nothing: a wake-up lost or abandoned loses no work (`relay.storage.leases`), so RQ retries none.
     assert job.retries_left is None
 
@@ -72,7 +72,7 @@ def test_accepted_notification_is_seen_by_rq_and_run_by_a_real_worker(
     assert job.id == wake_job_id(event_id) and job.id.startswith(job_id("plan", ""))
     assert job.get_status() == JobStatus.QUEUED
     assert job.func_name == WORK_JOB and job.args == (event_id,)
-    assert job.retries_left is None and job.timeout == rt.intake.job_timeout
+    assert job.retries_left is None and job.timeout == rt.work.job_timeout
 
     # The event, its index entry and its counter went in with the job. The record is the dedup (no key of its
     # own), kept for the retention or the dedup window, whichever is longer; its payload has its kind.
@@ -132,7 +132,7 @@ def test_unreachable_redis_is_queue_unavailable_and_writes_nothing(rt: Runtime, 
 
     dead = AsyncRedis(unix_socket_path=str(tmp_path / "nothing.sock"), socket_connect_timeout=0.5)
     with pytest.raises(QueueUnavailable):
-        asyncio.run(rt.intake.accept_async(dead, "e-1", "notification:x", "{}"))
+        asyncio.run(rt.work.accept_async(dead, "e-1", "notification:x", "{}"))
     assert not redis.exists(event_key("e-1"))
 
 
@@ -140,15 +140,15 @@ def test_async_intake_loads_the_script_again_after_a_redis_restart(rt: Runtime, 
     import asyncio
 
     from relay.runtime.bootstrap import open_async_redis, redis_url
-    from relay.storage.queue import Acceptance
+    from relay.storage.work_queue import Acceptance
 
     async def run() -> list[Acceptance]:
         client = open_async_redis(redis_url(rt.config))
         try:
-            out = [await rt.intake.accept_async(client, "async-1", "notification:x", "{}")]
+            out = [await rt.work.accept_async(client, "async-1", "notification:x", "{}")]
             redis.script_flush()  # what a restarted server looks like to the client
-            out.append(await rt.intake.accept_async(client, "async-2", "notification:x", "{}"))
-            out.append(await rt.intake.accept_async(client, "async-2", "notification:x", "{}"))
+            out.append(await rt.work.accept_async(client, "async-2", "notification:x", "{}"))
+            out.append(await rt.work.accept_async(client, "async-2", "notification:x", "{}"))
             return out
         finally:
             await client.aclose()
@@ -162,7 +162,7 @@ def test_async_intake_loads_the_script_again_after_a_redis_restart(rt: Runtime, 
     ]
     assert redis.zcard(UNPLANNED) == 2
     assert Queue(QUEUE_NAME, connection=redis).count == 0  # the caller enqueues it, after answering
-    assert rt.intake.queue_wake(wake_job_id("async-1"), "async-1")
+    assert rt.work.queue_wake(wake_job_id("async-1"), "async-1")
     assert Queue(QUEUE_NAME, connection=redis).job_ids == [wake_job_id("async-1")]
 
 
@@ -182,9 +182,9 @@ def test_a_wake_up_that_could_not_be_queued_is_made_by_the_sweep(rt: Runtime, re
 
     payload = sample_notification()
     dead = Queue(QUEUE_NAME, connection=Redis(unix_socket_path="/nonexistent/redis.sock"))
-    rt.intake.queue, live = dead, rt.intake.queue
+    rt.work.queue, live = dead, rt.work.queue
     event_id, status = _accept(rt, payload)
-    rt.intake.queue = live
+    rt.work.queue = live
     assert status == "accepted" and live.count == 0 and redis.zscore(UNPLANNED, event_id) is not None
     redis.delete(WAKE)  # the flag's lifetime ended
     sweep(rt, float(redis.zscore(UNPLANNED, event_id) or 0) + 60)
@@ -199,7 +199,7 @@ def test_async_intake_without_redis_is_queue_unavailable(rt: Runtime, tmp_path: 
     async def run() -> None:
         dead = AsyncRedis(unix_socket_path=str(tmp_path / "nothing.sock"), socket_connect_timeout=0.5)
         try:
-            await rt.intake.accept_async(dead, "async-dead", "notification:x", "{}")
+            await rt.work.accept_async(dead, "async-dead", "notification:x", "{}")
         finally:
             await dead.aclose()
 

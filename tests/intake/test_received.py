@@ -10,8 +10,8 @@ import pytest
 from redis import Redis
 
 from relay.runtime.bootstrap import Runtime
-from relay.storage.queue import QueueUnavailable
 from relay.storage.records import RECEIVED, event_key
+from relay.storage.work_queue import QueueUnavailable
 from tests.conftest import accept, sample_notification
 
 

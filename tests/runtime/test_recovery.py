@@ -1,4 +1,4 @@
-"""After SIGKILL of workers (the one holding RQ's scheduler, or all of them during intake), with the sink
+"""After SIGKILL of workers (the one holding RQ's scheduler, or all of them during work), with the sink
 failing and then recovering, every accepted notification is delivered within two minutes, each once.
 
 Real processes, a real Redis, a real HTTP sink; these tests wait for RQ's and relay's own clocks (a live

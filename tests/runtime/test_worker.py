@@ -23,8 +23,8 @@ from relay.runtime.bootstrap import Runtime, build
 from relay.runtime.embedded import EmbeddedRedis
 from relay.runtime.worker import MAINTENANCE_INTERVAL, Sweep, sweep
 from relay.storage.leases import LEASES, MAX_LOSSES, READY, orphaned, split_unit
-from relay.storage.queue import QUEUE_NAME, WORK_JOB
 from relay.storage.records import WORKERS
+from relay.storage.work_queue import QUEUE_NAME, WORK_JOB
 from tests.conftest import base_config, post, run_worker, sample_notification, slow_channel, worker_config_file
 from tests.processes import children, running
 from tests.servers import HttpSink, SmtpSink, wait_for

@@ -51,7 +51,7 @@ class QueueUnavailable(Exception):
 class NotReplicated(QueueUnavailable):
     """The primary holds the notification, but fewer replicas than `redis.min_replicas` acknowledged it within
     `redis.replica_timeout`: not answered 202 (a failover now could lose it). The platform's retry finds it
-    (a duplicate) and is answered 202 only once the replicas hold it (`Intake.replicated`). `counted`: the
+    (a duplicate) and is answered 202 only once the replicas hold it (`WorkQueue.replicated`). `counted`: the
     field the accept script counted it in, taken back, so that the counts say what was answered 202."""
 
     def __init__(self, message: str, counted: str) -> None:
@@ -79,7 +79,7 @@ class Acceptance:
 
 
 @dataclass
-class Intake:
+class WorkQueue:
     redis: Redis
     store: Store
     queue: Queue
@@ -97,7 +97,7 @@ class Intake:
     @classmethod
     def create(
         cls, redis: Redis, store: Store, dedup_ttl: float, min_replicas: int = 0, replica_timeout: float = 1.0
-    ) -> Intake:
+    ) -> WorkQueue:
         queue = Queue(QUEUE_NAME, connection=redis)
         return cls(redis, store, queue, dedup_ttl, JOB_TIMEOUT, min_replicas, replica_timeout)
 

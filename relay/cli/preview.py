@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl
 
-from relay.admin.checks import shown_target
+from relay.cli.checks import shown_target
 from relay.config import Config
 from relay.core.clock import Clock, system_clock
 from relay.core.model import Delivery, Notification, State
