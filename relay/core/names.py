@@ -115,8 +115,7 @@ def refs_of(notification: Notification) -> list[str]:
 
 
 def payload_names(notification: Notification) -> dict[str, str]:
-    """The names the payload gives: recipients' resolved names (by `userRef` and lower-cased e-mail), and any
-    body object's `displayName` by its `userRef`."""
+    """Recipients' resolved names (by `userRef` and lower-cased e-mail), and body objects' `displayName`s."""
     names: dict[str, str] = {}
     for message in notification.messages:
         for recipient in message.recipients:
@@ -204,8 +203,7 @@ def relative_link(body: Any) -> str | None:
 
 
 def join_link(base: str | None, link: str | None) -> str | None:
-    """`base` (the platform UI's http(s) URL) with a link relative to it, or None: nothing from the payload may
-    change the scheme or the host (an absolute or scheme-relative link, `/\\x`, control characters, `..`)."""
+    """None unless relative: nothing from the payload may change the scheme or the host (`/\\x`, `..`, ...)."""
     if not base or not link or len(link) > MAX_LINK:
         return None
     if any(unicodedata.category(c) == "Cc" for c in link) or link.replace("\\", "/").startswith("//"):
