@@ -29,15 +29,13 @@ def die_with_parent() -> None:
 
 
 def parent_gone() -> bool:
-    """A process started with `PARENT_PID_ENV` (relay serve's workers): whether its parent has died, for one the
-    signal missed. An orphan's parent becomes PID 1 or a subreaper, and relay serve may itself be PID 1."""
+    """For one the signal missed: an orphan's parent becomes PID 1 or a subreaper (relay serve may be PID 1)."""
     expected = os.environ.get(PARENT_PID_ENV, "")
     return expected.isdigit() and os.getppid() != int(expected)
 
 
 def forks_die_with_this_process() -> None:
-    """From now on, every child this process forks gets SIGTERM when it dies (a worker asks once, at its
-    start: hooks asked for twice would only do the same twice)."""
+    """From now on, every child this process forks gets SIGTERM when it dies."""
     forking_pid = 0
 
     def before() -> None:
