@@ -1,8 +1,6 @@
-"""relay's child processes die with their parent, even when it is SIGKILLed (the OOM killer, `kill -9`): Linux's
-PR_SET_PDEATHSIG has the kernel send them SIGTERM, so nothing is left behind (RQ's scheduler included:
-docs/development.md, "Upgrading dependencies"). The signal goes when the *thread* that forked the child ends: relay
-starts its children from threads that live as long as their process (the main thread, `relay serve`'s watcher), or
-says why not."""
+"""relay's child processes die with their parent, even SIGKILLed: Linux's PR_SET_PDEATHSIG has the kernel send them
+SIGTERM. The signal goes when the *thread* that forked the child ends: relay starts its children from threads that
+live as long as their process, or says why not."""
 
 from __future__ import annotations
 
