@@ -21,9 +21,8 @@ CHANNELS = PREFIX + "channels"
 MINUTE_TTL = 3900  # seconds: a minute's sends are read for an hour
 HOUR_MINUTES = 60
 
-# Hold a delivery for its down channel: among the waiting (oldest first), due at the next probe when it is
-# the oldest (it probes next), else MAX_PROBE later (should the probe's worker die, a waiting one probes
-# then). KEYS: channel, waiting, ready.
+# Hold a delivery for its down channel: due at the next probe when it is the oldest waiting, else MAX_PROBE later
+# (should the probe's worker die, a waiting one probes then). KEYS: channel, waiting, ready.
 _HOLD = """
 local function num(x) return string.format('%.17g', x) end  -- exact: tostring keeps 14 digits
 local function hold(id, created, probe_at, max)

@@ -1,10 +1,6 @@
-"""Traces of each notification across relay's processes (OpenTelemetry), off by default.
-
-All the rest of relay calls, importing nothing of OpenTelemetry: off, each call is one check and a shared
-do-nothing span; `start` imports the adapter (`relay.tracing.otel`, the `otel` extra) when tracing is wanted.
-A notification's context travels as a W3C `traceparent`, stored with its event and each delivery, so any
-worker, at any later time, continues the same trace.
-"""
+"""Traces of each notification across relay's processes (OpenTelemetry), off by default: then each call is one
+check and a shared do-nothing span; `start` imports the adapter (`relay.tracing.otel`) when tracing is wanted. A
+`traceparent` stored with the event and each delivery lets any worker, later, continue the same trace."""
 
 from __future__ import annotations
 
