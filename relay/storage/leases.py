@@ -50,6 +50,7 @@ def split_unit(unit: str) -> tuple[str, str]:
 
 # Take up to ARGV[3] due units for ARGV[1], oldest first across both sets. A unit leased to another worker goes
 # back at ARGV[5]; a unit lost before is taken alone, so that a loss counts against it and not against a batch.
+# ARGV[4] 1 (a job's start) clears the wake-up flag. KEYS: unplanned, ready, leases, losses, wake flag, slots.
 # Returns the count still due and the units taken, flat: unit, score, booked slot ('' for none).
 _CLAIM = """
 if ARGV[4] == '1' then redis.call('DEL', KEYS[5]) end
@@ -86,7 +87,8 @@ return {left, out}
 """
 
 # Put the units ARGV[1] still leases back, due at ARGV[2]; when ARGV[3] is 1, count a loss against each and give
-# up those lost ARGV[4] times instead. Returns how many went back and the units given up.
+# up those lost ARGV[4] times instead. KEYS: unplanned, ready, leases, losses, metrics. ARGV: owner, due, count
+# (1/0), max losses, the losses' ttl, then the units. Returns how many went back and the units given up.
 _GIVE_BACK = """
 local back, given_up = 0, {}
 for i = 6, #ARGV do

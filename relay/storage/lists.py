@@ -53,6 +53,7 @@ def parse_list_key(key: str) -> ListName | None:
 
 # Entries older than the cutoff leave every list, and an empty list the registry; in the lists of a state that
 # waits, only those whose record is gone: a delivery is kept while it waits, however old.
+# KEYS: the registry. ARGV: cutoff, the waiting states' list prefixes, the record key prefix.
 PRUNE = """
 local waits = {}
 for p in string.gmatch(ARGV[2], '[^ ]+') do waits[#waits + 1] = p end
