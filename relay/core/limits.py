@@ -159,9 +159,6 @@ def _sized(value: Any) -> bool:
     return isinstance(value, str | list | tuple)
 
 
-# --- the operators the sandbox intercepts, `str.format`, `str` methods --------------------------------------
-
-
 def check_binop(op: str, left: Any, right: Any) -> None:
     """`left <op> right` for `*`, `**`, `%` and `+`, refused before it runs when its result would be too large."""
     if op == "**":

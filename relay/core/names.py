@@ -174,9 +174,6 @@ def display_name(context: Context, value: Any) -> str:
     return readable_ref(value)
 
 
-# -- channels -------------------------------------------------------------------------------------------
-
-
 def readable_channel(name: str) -> str:
     """A channel's name as a label: `people-email` is `People email`."""
     words = " ".join(name.replace("-", " ").replace("_", " ").split())
@@ -189,9 +186,6 @@ def channel_label(config: Config, name: str) -> str:
         return "every channel"
     channel = config.channels.get(name)
     return channel.label if channel is not None and channel.label else readable_channel(name)
-
-
-# -- the resource's page in the platform -----------------------------------------------------------------
 
 
 def relative_link(body: Any) -> str | None:
