@@ -68,8 +68,6 @@ class PeoplePages:
         self.settings = settings
         self.clock = clock
 
-    # -- the preference page -------------------------------------------------------------------------
-
     @documented(
         _operation(
             "A person's preference page (a signed link from their notifications)",
@@ -150,8 +148,6 @@ class PeoplePages:
             saved=saved,
             problem=problem,
         )
-
-    # -- one-click unsubscribe ------------------------------------------------------------------------
 
     @documented(
         _operation(
@@ -252,8 +248,6 @@ class PeoplePages:
             action=UNSUBSCRIBE_PATH + token,
             preferences=PREFERENCES_PATH + prefs_token,
         )
-
-    # -- the link -------------------------------------------------------------------------------------
 
     async def _link(self, request: Request, scope: str) -> tuple[Link, str] | Response:
         """The signed link, or the error answer; an expired one is not counted to a 429: people click old mail."""
