@@ -26,8 +26,7 @@ WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def from_another_site(request: Request) -> bool:
-    """Whether a browser says the request came from a page of another site (`Sec-Fetch-Site`, or an `Origin`
-    other than this host's). A tool (curl, a script) sends neither."""
+    """By `Sec-Fetch-Site`, or an `Origin` other than this host's; a tool (curl, a script) sends neither."""
     site = request.headers.get("sec-fetch-site")
     if site is not None and site not in ("same-origin", "none"):
         return True

@@ -1,8 +1,5 @@
-"""The one reader of relay's counters: the Redis hashes the processes count in (`relay.storage.tally`), the
-queue and the workers.
-
-/metrics (relay/admin/metrics.py) and the admin page (relay/admin/ui_view.py) both read them here.
-"""
+"""The one reader of relay's counters (`relay.storage.tally`), the queue and the workers: /metrics and the admin
+page both read them here."""
 
 from __future__ import annotations
 
@@ -60,14 +57,12 @@ class CounterReader:
         self.redis, self.store, self.clock = redis, store, store.clock
 
     def own(self) -> Counters:
-        """This process's counts alone, with the exemplars: a worker's /metrics, which shows no gauge of the
-        fleet's. Raises RedisError when Redis does not answer."""
+        """A worker's /metrics: this process's counts with the exemplars, no gauge of the fleet's. RedisError."""
         return Counters(self.store.counts.read(self.redis), 0, 0, 0, exemplars=parse(self.redis.hgetall(EXEMPLARS)))
 
     def read(self, scrape: bool = False) -> Counters:
-        """The counts and the fleet's gauges: the fleet's counts for the admin page; with `scrape` (/metrics)
-        this process's own (relay.storage.tally), and the fleet's silences and channel states too. Raises
-        RedisError when Redis does not answer."""
+        """The fleet's counts (the page), or with `scrape` this process's own, with the fleet's silences and
+        channel states. RedisError."""
         series = self.store.counts.read(self.redis) if scrape else self.store.counters()
         at_clock = self.clock()
         at = repr(at_clock)

@@ -102,9 +102,8 @@ def _family_of(name: str) -> tuple[str, str]:
 
 
 def _samples(counters: Counters) -> dict[str, list[Sample]]:
-    """Every stored series as Prometheus samples by family; the per-bucket counts the processes keep
-    (`<name>_slot`, one bucket each) become the cumulative `<name>_bucket` series, +Inf included, each with
-    its bucket's exemplar when there is one (tracing on: the trace of the last delivery counted in it)."""
+    """Samples by family; the per-bucket counts (`<name>_slot`) become the cumulative `<name>_bucket` series, +Inf
+    included, each with its bucket's exemplar when there is one."""
     samples: dict[str, list[Sample]] = defaultdict(list)
     slots: dict[tuple[str, Labels], dict[str, float]] = defaultdict(dict)
     found: dict[tuple[str, Labels, str], Exemplar] = {}
@@ -140,9 +139,7 @@ def _order(sample: Sample) -> tuple[str, Labels, float]:
 
 
 class RelayCollector(Collector):
-    """At each scrape: what `read` reads from Redis, this process's counts with the latency buckets' exemplars
-    and, with `fleet` (an API process), the fleet's gauges. With Redis down: no counter (one shown at 0 would
-    look like a reset), and relay_up 0 from an API process."""
+    """With Redis down: no counter (one shown at 0 would look like a reset), and relay_up 0 from an API process."""
 
     def __init__(self, read: Callable[[], Counters], fleet: bool = True) -> None:
         self.read, self.fleet = read, fleet
@@ -186,16 +183,14 @@ class RelayCollector(Collector):
 
 
 def metrics_registry(read: Callable[[], Counters], fleet: bool = True) -> CollectorRegistry:
-    """A registry of relay's own (not the process-wide one) holding only relay's collector; `fleet` False (a
-    worker): the counts alone."""
+    """relay's own registry, not the process-wide one; `fleet` False (a worker): the counts alone."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RelayCollector(read, fleet))
     return registry
 
 
 def exposition(registry: CollectorRegistry, openmetrics: bool = False) -> bytes:
-    """The Prometheus text of one scrape (blocking: it reads Redis); OpenMetrics, with the histograms'
-    exemplars, when the scraper asked for it."""
+    """Blocking (it reads Redis); OpenMetrics, with the exemplars, when the scraper asked for it."""
     return openmetrics_latest(registry) if openmetrics else generate_latest(registry)  # type: ignore[no-untyped-call]
 
 

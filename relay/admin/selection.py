@@ -173,8 +173,7 @@ class Filters:
         return not (self.event_id and r.eventId != self.event_id)
 
     def candidates(self, store: Store) -> list[Delivery]:
-        """The deliveries to check against the filters: the named ones, the notification's, else the newest
-        of the lists the filters match (at most SCAN_LIMIT: what one replay or release acts on)."""
+        """The named ones, the notification's, else the newest the filters match (at most SCAN_LIMIT)."""
         if self.ids is not None:
             return [r for r in store.deliveries(self.ids) if r is not None]
         if self.event_id:

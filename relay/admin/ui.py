@@ -66,8 +66,7 @@ class AdminPage:
         return self.config().server.admin_tokens
 
     async def header_auth(self, request: Request) -> bool | Response:
-        """The admin API's own header credentials (for scripts); only when tokens are configured. They are
-        the API's: a wrong one counts on its surface, and a client over the limit there gets its 429."""
+        """The admin API's header credentials (scripts): a wrong one counts on the API's surface, and its 429."""
         if not self.tokens() or not admin_token_offered(request.headers):
             return False
         if (throttled := await self.guard.check(request, API, page=self.throttled_page)) is not None:
@@ -103,8 +102,7 @@ class AdminPage:
         return error_page(self.clock(), status, title, message, headers)
 
     async def viewing_session(self, request: Request) -> tuple[str | None, str | None] | Response:
-        """Who sees a page: the session (None with the admin API's header) and a fresh one to set (open mode,
-        no cookie yet); else the answer: to the login form, a 429, or a 503 without Redis."""
+        """(the session or None with the API's header, a fresh one to set), else the answer (login, 429, 503)."""
         try:
             session = await self.session_of(request)
         except RedisError as exc:

@@ -69,8 +69,6 @@ def error_page(
     return render("error.html.j2", now, status, headers, title=title, message=message)
 
 
-# -- what the OpenAPI document says of the pages ----------------------------------------------------------
-
 _SECURITY: list[dict[str, list[str]]] = [*ADMIN_SECURITY, {"adminSession": []}, {}]  # no admin token configured: open
 
 

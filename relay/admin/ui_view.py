@@ -189,8 +189,7 @@ class PageData:
         if not event_ids:
             return []
         views: list[tuple[EventView, list[str]]] = []
-        # An expired event is left out (its index entry goes at the next prune), and so is one that cannot be
-        # read (logged): one bad key never takes the page down.
+        # An expired or unreadable event is left out (logged): one bad key never takes the page down.
         for found in read_summaries(self.redis, event_ids, shown):
             event = found.event
             view = EventView(event.eventId, event.kind, event.receivedAt, found.total)

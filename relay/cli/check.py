@@ -78,9 +78,8 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _relay_state(cfg: Any, data: Any) -> Iterator[tuple[Any, Any, Any]]:
-    """The preferences of the people the payload names, relay's silences and, with `platform:` set, the
-    catalog's names (as sending asks them), from relay's Redis on one connection; none of them (said once on
-    stderr) when it cannot be reached: the preview goes on without them."""
+    """People's preferences, silences and catalog names, as sending asks them; Redis unreachable: none of them
+    (said once on stderr), and the preview goes on."""
     from redis.exceptions import RedisError
 
     from relay.cli.preview import people_of

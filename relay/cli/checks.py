@@ -81,8 +81,7 @@ def _exists(env: Environment, name: str) -> bool:
 
 
 def shown_target(url: str, fmt: str) -> str:
-    """The URL a send to this channel really uses (Block Kit for Slack markdown, say), secrets scrubbed:
-    `relay check` and `relay preview` show the same one."""
+    """The URL a send really uses, secrets scrubbed: `relay check` and `relay preview` show the same one."""
     return describe_url(native_url(url, fmt))
 
 
@@ -118,8 +117,8 @@ def channel_url_problems(data: dict[str, Any]) -> list[str]:
 def check_intervals(
     config: Config, now: datetime | None = None, clock: Clock = system_clock
 ) -> tuple[list[str], list[str]]:
-    """Warnings for routes whose time intervals never let a delivery go (within four years), and a note of
-    when each route with intervals would send a delivery planned now, and of what each digest gathers."""
+    """Warnings for intervals that never open (within four years); notes of when each route would send now, and
+    of what each digest gathers."""
     at = now or datetime.fromtimestamp(clock(), UTC)  # the runtime's clock: "now" is relay's
     warnings, notes = [], []
     for i, route in enumerate(config.routes):
@@ -144,8 +143,7 @@ def check_intervals(
 
 
 def check_all(config: Config, clock: Clock = system_clock) -> tuple[list[str], list[str], list[str]]:
-    """Problems (the config cannot work), warnings (it works, but likely not as meant) and notes, as of now on
-    `clock` (the runtime's)."""
+    """Problems (it cannot work), warnings (likely not as meant) and notes, as of now on `clock`."""
     problems, notes = check_channels(config)
     t_problems, t_notes = check_templates(config)
     warnings = []

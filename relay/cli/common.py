@@ -19,8 +19,7 @@ Command = Callable[[str, str], argparse.ArgumentParser]
 
 
 def command_group(command: Command, name: str, help_: str) -> Command:
-    """A command with subcommands (`relay prefs show`, `relay silence add`): the maker of its subcommands, each
-    taking `--config` after its own name too."""
+    """The maker of a command's subcommands, each taking `--config` after its own name too."""
     sub = command(name, help_).add_subparsers(dest=f"{name}_command", required=True)
 
     def leaf(leaf_name: str, leaf_help: str) -> argparse.ArgumentParser:
@@ -60,8 +59,7 @@ def no_config_file_warning() -> str:
 
 
 def log(config: Config) -> Redactor:
-    """Logging set up for a command on `config`: its lines scrubbed with the redactor returned (the
-    command's, that it hands on to what it builds)."""
+    """Its lines scrubbed with the redactor returned, which the command hands on to what it builds."""
     redactor = Redactor.of(config)
     setup_logging(config.logging.level, config.logging.format, redactor)
     return redactor

@@ -71,8 +71,7 @@ def _filters(args: argparse.Namespace, state: State | None, now: float) -> Any:
 
 
 def cmd_deliveries(args: argparse.Namespace) -> int:
-    """The newest `--limit` deliveries after `--cursor`, read a page at a time from the lists' index; when more
-    follow, the cursor to go on from is said on stderr (stdout stays the table, or one JSON document)."""
+    """When more follow, the cursor to go on from is said on stderr (stdout stays the table, or one JSON)."""
     rt = runtime(args)
     filters = _filters(args, State(args.state) if args.state else None, rt.clock())
     found: list[Any] = []
@@ -119,8 +118,7 @@ def _act_on(
     dry_run_done: str,
     done_text: str,
 ) -> int:
-    """Replay or release what the filters pick in `state`, in batches, with a progress bar. The dry run's
-    list, the bar and the count are the same deliveries: those that are sent (a digest once, for its items)."""
+    """In batches; the dry run's list, the bar and the count are the deliveries sent (a digest once)."""
     from relay.storage.requeue import carried
 
     rt = runtime(args)

@@ -37,11 +37,8 @@ def preview_plan(
     lookup: Lookup | None = None,
     clock: Clock = system_clock,
 ) -> list[dict[str, Any]]:
-    """`now`: when the notification would arrive (default: now on `clock`, the runtime's), for the routes' time
-    intervals.
-    `preferences`: the people's, by person (relay.preferences.store), to say what they would skip or hold.
-    `silences`: relay's (relay.silences.store), to say which would hold or skip a delivery then.
-    `lookup`: the platform catalog's names (relay.delivery.names.catalog_lookup), as sending asks them."""
+    """`now`: when the notification would arrive (default: now on `clock`); `preferences`, `silences` and `lookup`
+    say what would be skipped or held, and the names, as sending asks them."""
     notification = Notification.model_validate(data)
     at = now or datetime.fromtimestamp(clock(), UTC)
     extra = template_globals(config)
@@ -155,8 +152,7 @@ def preview(
 
 @dataclass
 class _LinkContext:
-    """What `links` reads, for a preview: no catalog (a recipient whose address the catalog gives has none
-    yet here), and the time the notification would arrive."""
+    """For a preview: no catalog (no address from it yet), and the time the notification would arrive."""
 
     config: Config
     at: float
@@ -204,8 +200,7 @@ def _has_intervals(config: Config, label: str | None) -> bool:
 
 
 def _who(item: dict[str, Any]) -> str:
-    """Who a planned delivery reaches, in words: the address it mails, the look-up it will make, or the
-    channel itself (a Slack channel, a Teams chat, a webhook is the audience)."""
+    """The address it mails, the look-up it will make, or the channel itself (a Slack channel, a webhook)."""
     ref, address = item["recipient"], item["address"]
     if address:
         return f"{address} ({ref})" if ref and ref != address else address

@@ -41,8 +41,7 @@ class _NotJson:
 
 
 class _Source(EnvSettingsSource):
-    """pydantic-settings' environment source, on the given variables, keeping a value that is not JSON where JSON
-    is needed as a problem rather than stopping at the first."""
+    """A value that is not JSON where JSON is needed is kept as a problem, rather than stopping at the first."""
 
     def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
         super().__init__(settings_cls)
@@ -88,8 +87,7 @@ def _key_path(model: type[BaseModel], rest: str) -> list[str] | None:
 
 
 def _parts(model: type[BaseModel], name: str) -> list[str] | None:
-    """The key path a RELAY_ variable names (`__` between levels, or a single `_` where it names exactly one
-    key), or None when its first name is not a section of the config."""
+    """`__` between levels, or a single `_` where it names exactly one key; None: no section of the config."""
     rest = name[len(ENV_PREFIX) :].lower()
     parts = [p for p in rest.split(NESTED) if p] if NESTED in rest else _key_path(model, rest) or []
     # Only names of config sections count: RELAY_WEBHOOK_TOKEN may be a secret for ${...}.
@@ -133,8 +131,7 @@ def _read_secret(name: str, file: str, problems: list[str]) -> str | None:
 def _variables(
     model: type[BaseModel], environ: Mapping[str, str], problems: list[str], read: dict[str, str]
 ) -> dict[str, tuple[str, str]]:
-    """The RELAY_ variables under a config section, by key path (joined by `__`): the name and the value (a
-    `_FILE` one's file's, also kept in `read`); a key set twice is a problem."""
+    """By key path: the name and the value (a `_FILE` one's file's, kept in `read` too); a key set twice: a problem."""
     found: dict[str, str | None] = {}
     given: dict[str, str] = {}  # key -> the name that set it, for messages
     for name, value in sorted(environ.items()):
@@ -162,8 +159,7 @@ def _variables(
 def environment_settings(
     model: type[BaseModel], environ: Mapping[str, str], problems: list[str], read: dict[str, str]
 ) -> dict[str, Any]:
-    """The config's keys set by RELAY_ variables, as nested data for the model to validate; the problems found;
-    what each `_FILE` variable's file holds in `read` (`hidden` keeps it out of every problem)."""
+    """Nested data for the model to validate, and the problems; `read` gets what `_FILE` variables' files hold."""
     found = _variables(model, environ, problems, read)
     data = _Source(_settings_class(model), {ENV_PREFIX + key: value for key, (_, value) in found.items()})()
     names = {tuple(key.split(NESTED)): name for key, (name, _) in found.items()}
@@ -194,8 +190,7 @@ def merge(data: dict[str, Any], overrides: dict[str, Any]) -> None:
 
 
 def hidden(problem: str, read: Mapping[str, str]) -> str:
-    """`problem` with what any `_FILE` variable's file holds written as `<the file of NAME=PATH>`: whole, as a
-    quoted value shows it, and line by line (a check may quote a part of it). A file is a secret's."""
+    """A `_FILE` variable's file (a secret's) written as `<the file of NAME=PATH>`, whole and line by line."""
     for where, text in read.items():
         for spelling in sorted(
             {text, repr(text)[1:-1], *(line for line in text.splitlines() if len(line) > 2)}, key=len

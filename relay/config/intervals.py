@@ -24,8 +24,7 @@ _SEXAGESIMAL = " (YAML reads an unquoted range like 1:5 as a number: quote it)"
 
 
 def _checked(parse: Any, ranges: bool = False) -> Any:
-    """A validator that keeps the value as written once `parse` accepts it (its ValueError names it); with
-    `ranges`, a number YAML made of an unquoted range is said to be one."""
+    """Keeps the value as written once `parse` accepts it; `ranges`: a number YAML made of a range says so."""
 
     def check(value: Any) -> Any:
         try:

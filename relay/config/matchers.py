@@ -89,8 +89,7 @@ class Matcher:
 
 
 def read(data: Mapping[str, Any], path: Iterable[str]) -> str | _Structured:
-    """The value at a dotted path as a matcher sees it: absent or null "", numbers and booleans their
-    JSON text, strings themselves, objects and lists STRUCTURED."""
+    """Absent or null "", numbers and booleans their JSON text, objects and lists STRUCTURED."""
     node: Any = data
     for segment in path:
         if isinstance(node, Mapping):
@@ -159,8 +158,7 @@ def _path(name: str, text: str, scalars: tuple[str, ...] = ()) -> tuple[str, ...
 
 
 def parse_matcher(text: str, scalars: tuple[str, ...] = ()) -> Matcher:
-    """One matcher, `name op value`; raises MatcherError naming it and what is wrong. `scalars`: more names a
-    matcher may read, plain strings (a silence's `channel`, `recipientType`: the delivery's)."""
+    """MatcherError naming it and what is wrong; `scalars`: more names it may read (a silence's `channel`)."""
     found = _MATCHER.fullmatch(text)
     if found is None:
         raise MatcherError(

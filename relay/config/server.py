@@ -22,8 +22,7 @@ Seconds = Annotated[float, BeforeValidator(parse_duration)]
 _HEADER_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]*$"
 MIN_HMAC_SECRET = 16
 MIN_WHSEC_BYTES = 24  # Standard Webhooks: secrets of 24 to 64 random bytes
-# server.limits.max_deliveries: its default, and how high a config may raise it (planning is chunked, so any
-# size is stored in bounded commands; past this, one planning job would outlast its RQ timeout).
+# Past the ceiling of server.limits.max_deliveries, one planning job would outlast its RQ timeout.
 MAX_DELIVERIES = 20_000
 MAX_DELIVERIES_CEILING = 100_000
 # Hard ceiling of server.limits.max_depth: below the depth (about 200) where pydantic's JSON parser gives up.
@@ -38,8 +37,7 @@ class BasicAuth(ConfigModel):
 class _Signed(ConfigModel):
     # Several secrets at once allow rotation; `secret: x` is the same as `secrets: [x]`.
     secrets: list[str] = Field(min_length=1)
-    # A timestamp further than this from relay's clock, either way, is refused: a captured call
-    # cannot be replayed later (the Standard Webhooks spec's tolerance too).
+    # A timestamp further than this from relay's clock is refused: a captured call cannot be replayed later.
     tolerance: Seconds = Field(default=300.0, gt=0)
 
     @model_validator(mode="before")
@@ -69,8 +67,7 @@ class HmacAuth(_Signed):
 
 
 class StandardWebhooksAuth(_Signed):
-    """Standard Webhooks (standardwebhooks.com, Svix's scheme): `webhook-id`, `webhook-timestamp` and
-    `webhook-signature` headers, keyed by `whsec_` secrets (base64 after the prefix)."""
+    """Standard Webhooks (standardwebhooks.com, Svix's scheme), keyed by `whsec_` secrets."""
 
     @field_validator("secrets")
     @classmethod
@@ -115,19 +112,16 @@ class LimitsConfig(ConfigModel):
     max_recipients: int = Field(default=1000, ge=1)
     max_kind_length: int = Field(default=256, ge=16)
     max_event_id_length: int = Field(default=MAX_EVENT_ID_LENGTH, ge=16, le=MAX_EVENT_ID_LENGTH)
-    # Deliveries one notification may plan (relay.core.fanout counts them at intake from the routes): a
-    # notification past it is refused, 422, instead of answered 202 and then too big to plan. The default
-    # is the largest planning the test suite runs end to end (20 messages x 1,000 recipients).
+    # Counted at intake (relay.core.fanout): refused, 422, rather than answered 202 and then too big to plan.
+    # The default is the largest planning the suite runs end to end (20 messages x 1,000 recipients).
     max_deliveries: int = Field(default=MAX_DELIVERIES, ge=1, le=MAX_DELIVERIES_CEILING)
-    # All request headers. uvicorn's h11 parser refuses (plain-text 400) a header block that grows past
-    # this while it arrives; the webhook answers 431 to one that came whole. The platform's custom
-    # header values may be 4096 characters long, hence the floor.
+    # uvicorn's h11 refuses (plain-text 400) a header block growing past this; the webhook answers 431 to one
+    # that came whole. The platform's custom header values may be 4096 characters long, hence the floor.
     max_header_bytes: int = Field(default=16_384, ge=8_192, le=1_048_576)
 
 
 class AuthFailures(ConfigModel):
-    """How many refused credentials one client address may send to one surface (the webhook, the admin
-    API, the admin page's login, the preference links) within `window` before it is answered 429 there."""
+    """Refused credentials one client address may send to one surface within `window` before a 429 there."""
 
     limit: int = Field(default=10, ge=1)
     window: Seconds = Field(default=60.0, ge=1)
@@ -159,7 +153,6 @@ PLACEHOLDER = "change-me"
 
 
 def is_loopback(host: str) -> bool:
-    """Whether `host` is reachable from this machine only."""
     return host in {"127.0.0.1", "localhost", "::1"} or host.startswith("127.")
 
 
@@ -182,8 +175,7 @@ class ServerConfig(ConfigModel):
     # Binding a non-loopback address with no webhook auth must be asked for explicitly.
     allow_unauthenticated: bool = False
     auth_failures: AuthFailures = Field(default_factory=AuthFailures)
-    # Proxies (IP addresses or CIDR networks) whose X-Forwarded-For names the client; from any other peer
-    # the header is ignored, so that a client cannot name itself someone else.
+    # Only these peers' X-Forwarded-For names the client: a client cannot name itself someone else.
     trusted_proxies: list[Proxy] = Field(default_factory=list)
 
     def trusted_networks(self) -> tuple[Network, ...]:
@@ -198,8 +190,7 @@ class ServerConfig(ConfigModel):
         return self
 
     def weak_credentials(self) -> list[str]:
-        """Each guessable credential as `key path: why` (never its value): webhook and admin tokens, the
-        Basic password."""
+        """Each guessable credential as `key path: why` (never its value)."""
         found = [(f"server.auth.tokens[{i}]", t) for i, t in enumerate(self.auth.tokens)]
         found += [(f"server.admin_tokens[{i}]", t) for i, t in enumerate(self.admin_tokens)]
         if self.auth.basic is not None:
@@ -207,8 +198,7 @@ class ServerConfig(ConfigModel):
         return [f"{key} {why}" for key, value in found if (why := _weakness(value)) is not None]
 
     def exposure_problem(self) -> str | None:
-        """Why this server may not listen where it is told to, if it may not: beyond loopback, anyone who
-        reaches the port may try, so the webhook must take credentials and none may be guessable."""
+        """Beyond loopback, anyone who reaches the port may try: the webhook must take credentials, none guessable."""
         host = self.host
         if is_loopback(host):
             return None
@@ -227,8 +217,6 @@ class ServerConfig(ConfigModel):
         return None
 
     def secrets(self) -> list[str]:
-        """Every credential of the server section: webhook tokens, Basic password, HMAC and whsec_ secrets,
-        admin tokens."""
         auth = self.auth
         found = [*auth.tokens, *self.admin_tokens]
         if auth.basic is not None:

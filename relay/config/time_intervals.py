@@ -83,9 +83,6 @@ def _day_in(day: date, bounds: Range) -> bool:
     return begin <= day.day <= end
 
 
-# -- parsing -------------------------------------------------------------------------------------------
-
-
 def parse_time(value: str, end: bool = False) -> int:
     """`HH:MM` as a minute of the day; `24:00` only as an end."""
     found = _TIME.match(value.strip()) if isinstance(value, str) else None
@@ -205,9 +202,6 @@ def _integer(word: str) -> int | None:
         return int(word)
     except ValueError:
         return None
-
-
-# -- holding -------------------------------------------------------------------------------------------
 
 
 def allowed(instant: datetime, active: Iterable[Interval] | None, mute: Iterable[Interval]) -> bool:

@@ -9,8 +9,7 @@ from relay.core.routing import matcher_fields, route_message
 
 
 def deliveries_per_message(config: Config, notification: Notification) -> list[int]:
-    """Per message, the most deliveries planning makes: one per channel its routes take, one per recipient on a
-    per-recipient channel (a group's members and fallbacks come later, one at a time, and are not counted)."""
+    """Per message: one per channel, one per recipient on a per-recipient channel (members, fallbacks uncounted)."""
     fields = matcher_fields(config, notification)
     counts = []
     for message in notification.messages:

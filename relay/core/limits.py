@@ -99,8 +99,7 @@ def built(result: Any, what: str) -> Any:
 
 
 def joined(parts: Iterable[str]) -> str:
-    """A template's output or a block's (`{% set %}`, a macro, `{% filter %}`), joined: counted as one value,
-    stopped as soon as it is too long."""
+    """A template's or a block's output, joined: one value, stopped as soon as it is too long."""
     pieces: list[str] = []
     size = 0
     for part in parts:
@@ -119,8 +118,7 @@ def output(value: Any) -> Any:
 
 
 def size_of(value: Any, cap: int = MAX_VALUE) -> int:
-    """About how many characters `value` takes as text, counted only up to a little over `cap` (linear in
-    what it counts, so a list holding one long string many times is not written out to be measured)."""
+    """About `len(str(value))`, counted up to a little over `cap` without writing the value out."""
     if isinstance(value, str):
         return len(value)
     if isinstance(value, dict):
@@ -159,9 +157,6 @@ def _count(value: Any) -> int:
 
 def _sized(value: Any) -> bool:
     return isinstance(value, str | list | tuple)
-
-
-# --- the operators the sandbox intercepts, `str.format`, `str` methods --------------------------------------
 
 
 def check_binop(op: str, left: Any, right: Any) -> None:

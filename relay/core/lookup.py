@@ -21,8 +21,7 @@ def split_ref(ref: str) -> tuple[str, str, str] | None:
 
 
 def unusable_ref(ref: str) -> str | None:
-    """Why an entity reference must not be looked up in the catalog (None: it may be). Each part becomes one
-    percent-encoded path segment; `.` and `..` would still climb out of the entity path."""
+    """Why it must not be looked up (None: it may be): `.` and `..` would climb out of the entity path."""
     for label, part in zip(("kind", "namespace", "name"), split_ref(ref) or (), strict=False):
         if part in DOT_SEGMENTS:
             return f"recipient reference {ref!r} not looked up in the platform catalog: its {label} is {part!r}"

@@ -185,8 +185,7 @@ def trace_id(traceparent: str | None) -> str | None:
 
 @dataclass
 class Delivery:
-    """One (message, channel[, recipient]) of a notification, the unit of sending and retrying; its fields are
-    named as Redis and the API name them."""
+    """One (message, channel[, recipient]) of a notification, the unit of sending and retrying."""
 
     id: str
     eventId: str
@@ -210,7 +209,7 @@ class Delivery:
     attemptTimes: list[float] = field(default_factory=list)
     fallbackFor: str | None = None
     members: list[str] = field(default_factory=list)  # an expanded group's member deliveries
-    # The route that planned it (a name, `routes[i]` or `default`); None in records made before routes had one.
+    # The route that planned it (a name, `routes[i]` or `default`).
     route: str | None = None
     # A held delivery: when (epoch seconds) its route's time intervals let it go out.
     notBefore: float | None = None
@@ -225,8 +224,7 @@ class Delivery:
     # Tracing: the traceparent its tries are spans under, and its first try's, which later tries link to.
     trace: str | None = None
     firstTry: str | None = None
-    # Its last tries (`relay.core.outcome.logged`), oldest first, and what the last sent (None: the payload's
-    # own title or text, `relay.admin.detail.sent_message`).
+    # Its last tries, oldest first, and what the last sent (None: the payload's own title or text).
     attemptLog: list[dict[str, Any]] = field(default_factory=list)
     sentTitle: str | None = None
     sentText: str | None = None

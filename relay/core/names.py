@@ -115,8 +115,7 @@ def refs_of(notification: Notification) -> list[str]:
 
 
 def payload_names(notification: Notification) -> dict[str, str]:
-    """The names the payload gives: recipients' resolved names (by `userRef` and lower-cased e-mail), and any
-    body object's `displayName` by its `userRef`."""
+    """Recipients' resolved names (by `userRef` and lower-cased e-mail), and body objects' `displayName`s."""
     names: dict[str, str] = {}
     for message in notification.messages:
         for recipient in message.recipients:
@@ -175,9 +174,6 @@ def display_name(context: Context, value: Any) -> str:
     return readable_ref(value)
 
 
-# -- channels -------------------------------------------------------------------------------------------
-
-
 def readable_channel(name: str) -> str:
     """A channel's name as a label: `people-email` is `People email`."""
     words = " ".join(name.replace("-", " ").replace("_", " ").split())
@@ -192,9 +188,6 @@ def channel_label(config: Config, name: str) -> str:
     return channel.label if channel is not None and channel.label else readable_channel(name)
 
 
-# -- the resource's page in the platform -----------------------------------------------------------------
-
-
 def relative_link(body: Any) -> str | None:
     """The body's `relativeLink` nearest its top (`requestedResource.parentSystem.relativeLink`)."""
     for key, node in _nodes(body):
@@ -204,8 +197,7 @@ def relative_link(body: Any) -> str | None:
 
 
 def join_link(base: str | None, link: str | None) -> str | None:
-    """`base` (the platform UI's http(s) URL) with a link relative to it, or None: nothing from the payload may
-    change the scheme or the host (an absolute or scheme-relative link, `/\\x`, control characters, `..`)."""
+    """None unless relative: nothing from the payload may change the scheme or the host (`/\\x`, `..`, ...)."""
     if not base or not link or len(link) > MAX_LINK:
         return None
     if any(unicodedata.category(c) == "Cc" for c in link) or link.replace("\\", "/").startswith("//"):

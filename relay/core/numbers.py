@@ -69,8 +69,7 @@ def non_finite_at(data: Any) -> str | None:
 
 
 def constant_at(text: str) -> str | None:
-    """Where `text` (refused as JSON) holds `NaN` or `Infinity`, read by a parser that takes them; None when it
-    holds none, or is not JSON for other reasons as well."""
+    """Where `text` (refused as JSON) holds `NaN` or `Infinity`; None when not, or not JSON for other reasons."""
     if _CONSTANT.search(text) is None:
         return None
     try:

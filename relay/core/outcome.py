@@ -52,8 +52,7 @@ def backoff_delay(backoff: Sequence[float], attempt: int) -> float:
 
 
 def next_step(outcome: Outcome, attempts: int, max_attempts: int, backoff: Sequence[float]) -> Step:
-    """The state after `attempts` tries, the last of which came to `outcome`: a transient failure is tried
-    again while tries are left, after the backoff step, or exactly the service's Retry-After."""
+    """A transient failure is tried again while tries are left, after the backoff step or the Retry-After."""
     if isinstance(outcome, Delivered):
         return Step(State.DELIVERED)
     if isinstance(outcome, Transient) and attempts < max_attempts:

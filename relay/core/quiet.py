@@ -24,8 +24,7 @@ def route_named(config: Config, label: str | None) -> RouteConfig | None:
 
 
 def held_until(config: Config, route_label: str | None, now: datetime) -> datetime | None:
-    """When a delivery of this route may go out, if not now; None: now (or the route has no intervals, or
-    is no longer configured: nothing holds it then)."""
+    """None: now (also for a route with no intervals, or no longer configured)."""
     route = route_named(config, route_label)
     if route is None or not (route.active_time_intervals or route.mute_time_intervals):
         return None

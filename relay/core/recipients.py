@@ -69,8 +69,7 @@ def recipient_type_candidates(legacy: str | None, v2: str | None) -> list[str]:
 
 
 def resolve_recipient_type(legacy: str | None, v2: str | None, is_routed: Callable[[str], bool]) -> str | None:
-    """`recipientType_v2` when present and routed, else the legacy type when routed, else (for the default
-    route) v2, else legacy."""
+    """v2 when present and routed, else legacy when routed, else (the default route) v2, else legacy."""
     candidates = recipient_type_candidates(legacy, v2)
     for candidate in candidates:
         if is_routed(candidate):

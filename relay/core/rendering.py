@@ -108,8 +108,7 @@ def _empty_block(context: Any) -> Iterator[str]:
 def render_template(
     tpl: Template, context: dict[str, Any], fmt: str, default_title: str = ""
 ) -> tuple[str | None, str]:
-    """(title from the `title` block or None, body without that block, which sees the title as `title`), both
-    under one set of limits (`relay.core.limits`)."""
+    """(the `title` block or None, the body without it, which sees it as `title`), under one set of limits."""
     with limited(RENDER_SECONDS):
         title: str | None = None
         title_block = find_block(tpl, "title")
@@ -201,8 +200,7 @@ class Renderer:
         self.shipped = shipped
 
     def operator_has(self, name: str) -> bool:
-        """Whether the operator's directory has the template; a render asks this of a dozen names, so the
-        answers are kept for a moment (a new or deleted file is seen within OPERATOR_LOOKUP_TTL)."""
+        """A render asks this of a dozen names: answers are kept for OPERATOR_LOOKUP_TTL."""
         if self.operator is None:
             return False
         at = time.monotonic()
@@ -238,8 +236,7 @@ class Renderer:
         extra: dict[str, Any] | None = None,
         lookup: Lookup | None = None,
     ) -> Rendered:
-        """The delivery's title and body by the route's template choice; `extra`: more context for this delivery
-        alone (its person's links); `lookup`: the catalog's names, asked only when a template is used."""
+        """`extra`: more context (the person's links); `lookup`: names, asked only when a template is used."""
         message = notification.messages[delivery.messageIndex]
         types = [t for t in (message.recipientType_v2, delivery.recipientType, message.recipientType) if t]
         names = candidates(delivery.template, notification.kind, types, fmt)
@@ -262,8 +259,7 @@ class Renderer:
         return self.platform(title, text, fmt, error, extra)
 
     def choose(self, template: str, kind: str, types: list[str], fmt: str) -> tuple[Template | None, str]:
-        """The template for a channel of format `fmt` (an html one may take txt), and its format; the
-        operator's first, in either format, then the shipped ones."""
+        """The template and its format (html may take txt): the operator's first, then the shipped ones."""
         chains = [(candidates(template, kind, types, fmt), fmt)]
         if fmt == "html":
             chains.append((candidates(template, kind, types, "txt"), "txt"))
@@ -289,8 +285,7 @@ class Renderer:
     def platform(
         self, title: str, text: str, fmt: str, error: str | None, extra: dict[str, Any] | None = None
     ) -> Rendered:
-        """The platform's text verbatim; HTML channels get it inside a layout, escaped, never altered (with the
-        person's links in the layout's footer, when `extra` has them)."""
+        """The platform's text verbatim; HTML channels get it escaped inside a layout (links in its footer)."""
         if fmt == "html":
             layout = self.find(["_layouts/platform.html.j2"], shipped=True)
             if layout is not None:

@@ -68,8 +68,7 @@ class MessageRouting:
 def route_message(
     config: Config, kind: str, message: Message, fields: Mapping[str, Any] | None = None
 ) -> MessageRouting:
-    """The recipient type (v2 when routed, else legacy) and the routes it takes; a route whose matchers do not
-    all match `fields` is not taken (nor routes the v2 type)."""
+    """The recipient type and the routes it takes (those whose matchers all match `fields`)."""
 
     def routed(candidate: str) -> bool:
         return any(route_matches(r, kind, candidate, fields) for r in config.routes)

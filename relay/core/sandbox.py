@@ -35,8 +35,7 @@ __all__ = ["BUILTIN_DIR", "BoundedSandbox", "make_environment"]
 
 
 class _BoundedCode(CodeGenerator):
-    """Compiles templates as Jinja does, but a loop takes its items through `environment.ticking` (stopped at
-    the render's deadline), and `a ~ b` has its parts measured first (`BoundedSandbox.joining`)."""
+    """A loop's items go through `environment.ticking` (the deadline); `a ~ b` has its parts measured first."""
 
     def visit_For(self, node: nodes.For, frame: Frame) -> None:
         items = nodes.Call(nodes.EnvironmentAttribute("ticking"), [node.iter], [], None, None, lineno=node.lineno)
@@ -163,8 +162,7 @@ def is_markdown(name: str | None) -> bool:
 
 @pass_context
 def escape_for_markdown(context: Context, value: Any) -> Any:
-    """The `finalize` of every `{{ }}`: in `md`, a value not already marked safe is escaped for chat markdown
-    and marked safe, so that autoescape keeps it as is (HTML keeps Jinja's escaping; txt none)."""
+    """In `md`, a value not marked safe is escaped for chat markdown and marked safe, so autoescape keeps it."""
     if is_markdown(context.name) and not hasattr(value, "__html__"):
         return Markup(escape_markdown(str(value)))
     return value

@@ -32,8 +32,7 @@ def showable(ts: float) -> bool:
 
 
 def instant(value: Any) -> float:
-    """An ISO 8601 time (with `Z` or an offset; with none, UTC) as epoch seconds; ValueError saying what is
-    wrong with it (a number is no ISO 8601 time: nothing guesses seconds from milliseconds)."""
+    """No offset: UTC. ValueError saying what is wrong (a number is none: seconds are never guessed from ms)."""
     shown = repr(value if not isinstance(value, str) or len(value) <= 40 else value[:39] + "…")
     if not isinstance(value, str):
         raise ValueError(f"{shown} is not an ISO 8601 time, like {EXAMPLE}")
@@ -66,8 +65,6 @@ Instant = Annotated[
 
 
 def kept_past(retention: float, holds: str = "it holds", until: str = "it ends") -> str:
-    """How a warning of a hold longer than `retention` ends (the API's `warnings`, the CLI's line, the page's
-    note): what it holds is not lost, it is kept past the retention."""
     return f"the deliveries {holds} are kept past retention ({human_duration(retention)}) until {until}"
 
 

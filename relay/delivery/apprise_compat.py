@@ -110,8 +110,7 @@ def _note(response: Any, streamed: bool) -> None:
 
 
 def api_error(url: str, body: bytes) -> tuple[str, str] | None:
-    """From a JSON answer `{"ok": false, "error": ...}` (Slack's Web API): the error code, and a text such as
-    `users.lookupByEmail answered users_not_found (needed: users:read.email)`."""
+    """Slack's Web API `{"ok": false, "error": ...}`: the error code, and a text that says what was needed."""
     if len(body) > _MAX_ERROR_BODY or b'"ok"' not in body:
         return None
     try:
@@ -194,8 +193,7 @@ def _install_smtp_observer() -> None:
 
 
 class _Warnings(logging.Handler):
-    """Apprise's warnings and errors of the send this thread is running (records Apprise marks as not for
-    capture stay out)."""
+    """Apprise's warnings and errors of this thread's send (those it marks as not for capture stay out)."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -223,8 +221,7 @@ def transient_status(status: int | None) -> bool:
 
 
 def outcome(ok: bool, seen: Seen, reason: str, scrub: Callable[[str], str] = str) -> Outcome:
-    """A send's outcome from Apprise's True/False and what the services answered. `reason`: Apprise's account
-    of the failure, already scrubbed of secrets; `scrub` takes them out of what the services said."""
+    """`reason`: Apprise's account, already scrubbed; `scrub` takes secrets out of what the services said."""
     if ok:
         return Delivered()
     told = scrub("; ".join(dict.fromkeys(seen.failures)))
@@ -314,8 +311,7 @@ def _parsed(url: str) -> dict[str, Any] | None:
 
 
 def service(url: str) -> NotifyBase | None:
-    """A fresh Apprise service object for a URL (None: no plugin takes it); each gets its own copy of the
-    parse, since a plugin may change the arguments it is given."""
+    """None: no plugin takes it. Each gets its own copy of the parse: a plugin may change its arguments."""
     parsed = _parsed(url)
     if parsed is None:
         return None

@@ -32,8 +32,7 @@ __all__ = ["run"]
 
 
 def run(rt: Context, record: Delivery | str, notification: Notification | None, slot_at: float | None) -> str:
-    """Try a delivery this worker leased once (a record fresh from planning, or the id of one); returns its
-    state."""
+    """Try a leased delivery once (a record fresh from planning, or its id); its state."""
     rt = rt.pinned()  # one config, renderer and catalog for the whole try
     current = _read(rt, record)
     if current is None:
@@ -113,8 +112,7 @@ def _attempt(rt: Context, record: Delivery, read: Callable[[], Notification | No
 
 
 def _address(rt: Context, record: Delivery, previous: State, ctx: dict[str, str]) -> str | None:
-    """Find a per-recipient delivery's address in the platform catalog: None when it now has one, else the
-    state it ended in (retrying while the platform is down, skipped, or expanded for a group)."""
+    """None when it now has an address, else the state it ended in (retrying, skipped, expanded for a group)."""
     ref = record.recipient
     if rt.catalog is None or not ref:
         return store(rt, record, previous, State.SKIPPED, "recipient has no e-mail address", ctx)

@@ -46,8 +46,7 @@ class EntityRef:
 
     @classmethod
     def parse(cls, ref: str) -> EntityRef | None:
-        """`user:default/jane.doe`, `group:team-a` (namespace `default`), `User:ns/name`; None for one that
-        cannot be looked up (`relay.core.lookup.unusable_ref`: a part that is `.` or `..`)."""
+        """`user:default/jane.doe`, `group:team-a`; None for one that cannot be looked up (a `.` or `..` part)."""
         parts = split_ref(ref)
         if parts is None or unusable_ref(ref) is not None:
             return None
@@ -207,9 +206,8 @@ class Catalog:
         return [own] if own else []
 
     def display_name(self, ref_text: str) -> str | None:
-        """The catalog's name for people of an entity (`relay.core.names.entity_display_name`), None when it has
-        none; cached like e-mails. CatalogUnavailable when the platform did not answer in NAME_TIMEOUT, and then
-        for NAME_PAUSE without asking it (a page or a message waits on no platform that is down)."""
+        """None when it has none; cached like e-mails. CatalogUnavailable for NAME_PAUSE after one unanswered in
+        NAME_TIMEOUT: a page or a message waits on no platform that is down."""
         ref = EntityRef.parse(ref_text)
         if ref is None:
             return None

@@ -64,8 +64,7 @@ class AddressError(ValueError):
 
 
 def address_url(url: str, address: str) -> str:
-    """The channel URL aimed at one recipient: `to=` for e-mail, or a `{email}` placeholder. The address must pass the
-    strict grammar first, so a payload can never add targets, hosts or parameters to the URL."""
+    """The address passes the strict grammar first: a payload can never add targets, hosts or parameters."""
     if not valid_email(address):
         raise AddressError("not a valid e-mail address")
     if "{email}" in url:
@@ -120,8 +119,7 @@ def check_url(url: str) -> str | None:
 
 
 def native_url(url: str, fmt: str) -> str:
-    """The URL that makes a channel post its native message: Block Kit for Slack markdown. An operator's own `blocks=`
-    or `template=` on the URL wins."""
+    """Block Kit for Slack markdown; an operator's own `blocks=` or `template=` on the URL wins."""
     if fmt != "md" or scheme_of(url) != "slack":
         return url
     # Not urlsplit: a Slack channel `/#alerts` is part of Apprise's path, where urlsplit sees a fragment
@@ -134,17 +132,13 @@ def native_url(url: str, fmt: str) -> str:
 
 
 def card_title(url: str, title: str) -> str:
-    """The title as the service must receive it to show it as written: titles are plain text (SPEC), so where
-    the service reads markdown into them, a link or a mention in one is escaped (relay.core.markdown)."""
+    """Titles are plain text (SPEC): where the service reads markdown into them, markdown is escaped."""
     return escape_markdown(title) if scheme_of(url) in MARKDOWN_TITLES else title
 
 
 def send(url: str, title: str, body: str, fmt: str, text: str | None = None, tracer: Tracer = OFF_TRACER) -> Outcome:
-    """One send, in the calling thread, through a fresh Apprise service object (a shared one throttles between sends).
-    Apprise's `Apprise.notify` would add tags, escalation and a hop to its own thread pool, none of which a single
-    service needs: the service's own `notify` formats, splits and sends. `text` is the plain-text part of an html
-    e-mail; without it Apprise derives one from the HTML. `tracer`: the process's, that the send is a span of
-    (relay.tracing)."""
+    """One send in this thread through the service's own `notify` (`Apprise.notify` adds tags and a thread pool a
+    single service needs not). `text`: an html e-mail's plain-text part (else Apprise derives one)."""
     scheme = scheme_of(url)
     with tracer.span("relay.send", **{"relay.channel.scheme": scheme}) as span:
         outcome, status = _send(native_url(url, fmt), card_title(url, title), body, fmt, text)

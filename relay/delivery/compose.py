@@ -21,10 +21,8 @@ log = logging.getLogger("relay.delivery.jobs")
 def compose(
     rt: Context, record: Delivery, notification: Notification, fmt: str, extra: dict[str, Any] | None = None
 ) -> Rendered:
-    """The delivery rendered as it goes out, with the route's template choice (`record.template`) as every
-    attempt renders it; the file it used is noted in `record.templateUsed`, never in the choice. `extra`: more
-    context for this delivery (its person's links, relay.preferences.sending). The names it shows come from
-    the payload, else the catalog (relay.delivery.names); the person's is kept for their page."""
+    """The file used is noted in `record.templateUsed`, never in the choice. `extra`: more context (the person's
+    links); names come from the payload, else the catalog."""
     with rt.tracer.span("relay.render", **{"relay.format": fmt}) as span:
         rendered = rt.renderer.render(notification, record, fmt, extra, catalog_lookup(rt.catalog))
         span.set("relay.template", rendered.template)
@@ -42,8 +40,7 @@ def compose(
 
 
 def fitted_title(record: Delivery, url: str, title: str) -> str:
-    """`title` as the channel at `url` takes it (`relay.core.titles`). Every attempt cuts it the same way; the
-    first says so in the log."""
+    """Every attempt cuts it the same way; the first says so in the log."""
     scheme = scheme_of(url)
     fitted = fit_title(title, scheme)
     if fitted != title and record.attempts == 0:
@@ -63,10 +60,8 @@ MAX_SENT_TEXT = 8_000  # characters of the sent text a delivery's record keeps
 def note_sent(
     record: Delivery, title: str, rendered: Rendered, links: dict[str, Any] | None = None, given: Message | None = None
 ) -> None:
-    """Keep the message this try sends on the record (shown by GET /api/v1/deliveries/{id}): its title and its
-    text (the plain part of an e-mail, else the body), bounded, with the person's link tokens scrubbed (a
-    token is a password to that person's preferences). Where the platform's text went out as `given` (its
-    message in the payload), that title or text is not kept twice: the payload has it (memory: issue 36)."""
+    """Keep what this try sends on the record, bounded, the person's link tokens scrubbed (each is a password to
+    their preferences); the platform's own text (`given`) is not kept twice: the payload has it."""
     text = rendered.text if rendered.text is not None else rendered.body
     tokens = link_tokens(links or {})
     text = redact(text, tokens)

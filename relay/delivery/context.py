@@ -27,8 +27,7 @@ from relay.tracing import Tracer
 
 @dataclass(frozen=True)
 class Loaded:
-    """The config and what is built from it: the templates' renderer and the platform's catalog (None
-    without a platform URL)."""
+    """The config and what is built from it (`catalog`: None without a platform URL)."""
 
     config: Config
     renderer: Renderer
@@ -60,8 +59,7 @@ class Context(Protocol):
 
     @property
     def clock(self) -> Callable[[], float]:
-        """The one clock of every time stored or compared (`relay.core.clock`): records, due times, holds,
-        windows; a test builds the runtime with a `ManualClock`."""
+        """The one clock of every time stored or compared (`relay.core.clock`)."""
         ...
 
     @property
@@ -69,8 +67,7 @@ class Context(Protocol):
 
 
 def job_class(context: Context) -> type[Job]:
-    """The RQ job class of a worker whose jobs run with `context`: RQ resolves a job's function by its name
-    (`Job.func`), and this class hands it `context` first, then the job's own arguments."""
+    """RQ resolves a job's function by its name (`Job.func`); this class hands it `context` first."""
 
     class WithContext(Job):
         @property

@@ -49,8 +49,7 @@ SILENCED = "relay_silenced_total"
 
 @dataclass
 class Due:
-    """One delivery come due, leased to this worker, as the gates see it: its notification and its people's
-    preferences are read once, when a gate first asks (a delivery no gate reads them for costs no read)."""
+    """A delivery come due, as the gates see it: notification and preferences read when a gate first asks."""
 
     rt: Context
     record: Delivery
@@ -185,13 +184,11 @@ def rate(due: Due) -> Verdict | None:
     return None
 
 
-# The order is the documentation (this module's docstring says why).
 GATES: tuple[Gate, ...] = (in_digest, opted_out, silenced_now, quiet_hours, channel_down, rate)
 
 
 def through(due: Due, gates: tuple[Gate, ...] = GATES) -> str | None:
-    """Ask the gates in order; the first verdict is carried out and the state it leaves returned. None: the
-    delivery passed every gate, to be sent now."""
+    """The state the first verdict leaves; None: it passed every gate, to be sent now."""
     for gate in gates:
         verdict = gate(due)
         if verdict is not None:

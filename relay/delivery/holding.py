@@ -25,8 +25,7 @@ SETTLE_SECONDS = 10.0
 
 
 def replan_held(rt: Context) -> int:
-    """Each held delivery's `notBefore` under the config now; those that may go sooner get a wake-up then.
-    Returns how many were moved sooner."""
+    """Those held deliveries that may go sooner under the config now get a wake-up then; how many."""
     rt = rt.pinned()  # one config throughout
     now = rt.clock()
 
@@ -52,17 +51,15 @@ class Scheduling(Protocol):
 
 
 def release_held(store: Store, silence: Silence, schedule: Scheduling, at: float) -> int:
-    """What `silence` held, due now (it expired early at `at`): each asked again when a worker takes it (another
-    silence, quiet hours may still hold it). Returns how many."""
+    """What `silence` held, due now (the gates ask each again); how many."""
     moved = move_held(store, lambda record: at if holder(record.lastError) == silence.id else None)
     schedule.enqueue_deliveries([ident for ident, _, _ in moved])  # a worker woken at once can take them
     return len(moved)
 
 
 def move_held(store: Store, when: Callable[[Delivery], float | None]) -> list[tuple[str, float, float]]:
-    """Give each held delivery that `when` names a new time (None: it stays as it is), under a lease: a send a
-    worker has in hand is never undone. Returns (id, old notBefore, new) of each moved; the caller makes them
-    due then, once no lease holds them (were it to stop first, each still goes at its old time: never lost)."""
+    """Under a lease (a send in hand is never undone): (id, old notBefore, new) of each moved; the caller makes
+    them due once no lease holds them (were it to stop first, each goes at its old time: never lost)."""
     moved = []
     held = [r for r in store.deliveries(store.held_ids()) if r is not None and r.state is State.HELD]
     for current in taken(store, [r for r in held if when(r) is not None], State.HELD):

@@ -23,13 +23,11 @@ from relay.storage.leases import DELIVERY, EVENT, Claimed, delivery_unit, split_
 from relay.storage.store import StateChange
 
 log = logging.getLogger("relay.delivery.jobs")
-# A planning hands this many of a notification's deliveries to its own worker's senders; the rest wait
-# among the due deliveries, so that a notification to many recipients is spread over the workers.
+# A planning hands this many to its own senders; the rest wait due, spread over the workers.
 INLINE_MAX = 8
 PRUNE_SHARE = 0.01  # plannings that also drop expired index entries
-# A wake-up takes up to this many units at a time (fewer while its senders have little room), and takes
-# more while WORK_SECONDS last: a batch small enough that the other workers take a share of a burst, and
-# RQ's cost of a job (a dozen round trips and more) spread over a second's work under load.
+# Units a wake-up takes at a time, more while WORK_SECONDS last: small enough that other workers share a burst,
+# while RQ's cost of a job (a dozen round trips) is spread over a second's work.
 BATCH = 10
 WORK_SECONDS = 1.5
 
@@ -42,10 +40,8 @@ NOT_RELAY_WORKER = (
 
 
 def work(rt: Context | str = "", event_id: str = "") -> int:
-    """The wake-up job: take due work, oldest first and a batch at a time, for up to `WORK_SECONDS`; how many units
-    were taken. `rt`: this worker's runtime (`relay.delivery.context.job_class`); `event_id`: the arrival that
-    queued it, for RQ's listings. Its start clears the wake-up flag, so the next notification queues another job,
-    which the other workers take meanwhile; work still due when the time is up stays due, with a wake-up queued."""
+    """Take due work, oldest first, for up to `WORK_SECONDS`; how many units. Its start clears the wake-up flag, so
+    the next notification queues a job the others take meanwhile; work left due keeps a wake-up queued."""
     if isinstance(rt, str):
         raise RuntimeError(NOT_RELAY_WORKER)
     leases, owner = rt.store.leases, rt.name
@@ -75,8 +71,7 @@ def work(rt: Context | str = "", event_id: str = "") -> int:
 
 
 def _let_go_of(rt: Context, units: list[str]) -> None:
-    """Units taken and not worked on, when the job ends early (Redis gone a moment, a timeout): back among the
-    due work; were Redis still away, no longer counted in hand, so this worker's own sweep puts them back."""
+    """Units taken and not worked on go back due; were Redis away, this worker's own sweep puts them back."""
     with contextlib.suppress(RedisError):  # give_back stops counting them in hand before it calls Redis
         rt.store.leases.give_back(rt.name, units, rt.clock())
 
@@ -108,8 +103,7 @@ WORKER_DIED = "its send was lost on every try: its worker died holding it (see t
 
 
 def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WORKER_DIED) -> int:
-    """Work on `units` (leased to `owner`, this worker by default) was lost: each goes back among the due work with a
-    loss counted, or is given up when lost too often (a delivery failed, saying `why`). Returns how many went back."""
+    """Each goes back due with a loss counted, or is given up (failed, saying `why`); how many went back."""
     back, given_up = rt.store.leases.give_back(owner or rt.name, units, rt.clock(), failed=True)
     for unit in given_up:
         kind, ident = split_unit(unit)
@@ -123,16 +117,14 @@ def lost(rt: Context, units: list[str], owner: str | None = None, why: str = WOR
 
 
 def plan_event(rt: Context, event_id: str) -> int:
-    """Turn a stored notification that this worker leased into delivery records and sends; safe to run again
-    after a crash (the script that stores the last of its deliveries drops the lease: `Store.create_deliveries`)."""
+    """Safe to run again after a crash: storing the last of its deliveries drops the lease."""
     rt = rt.pinned()  # one config for the whole planning
     event = rt.store.event(event_id)
     if event is None:
         log.warning("event expired before it was planned", extra={"eventId": event_id})
         rt.store.create_deliveries(event_id, [], done=True)
         return 0
-    # In the notification's trace, begun at intake (relay.tracing: nothing with tracing off). Planning plans: the
-    # deliveries stored queued and due now (the gates decide, as each comes due).
+    # Planning plans: the deliveries are stored queued and due now (the gates decide as each comes due).
     with rt.tracer.span("relay.plan", event.trace, **{"relay.event_id": event_id, "relay.kind": event.kind}):
         notification = Notification.model_validate_json(event.payload)
         records = plan_notification(rt.config, notification, event_id, rt.clock())

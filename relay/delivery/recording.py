@@ -137,8 +137,7 @@ def derived(record: Delivery, key: str, ts: float, **changes: Any) -> Delivery:
 
 
 def fresh(record: Delivery, ts: float, **changes: Any) -> Delivery:
-    """A copy of `record` born at `ts`, with `changes`: none of its tries, queued and held by nothing (born when
-    its parent was sent), its own tries linked to their own first (its notification's `trace` kept)."""
+    """A copy of `record` born at `ts`: none of its tries, queued and held by nothing (its `trace` kept)."""
     reset = replace(
         record,
         state=State.QUEUED,
@@ -159,14 +158,12 @@ def fresh(record: Delivery, ts: float, **changes: Any) -> Delivery:
 
 
 def queue_new(rt: Context, event_id: str, records: list[Delivery]) -> None:
-    """Deliveries born of one being sent (a fallback, a group's members): stored queued and due now, with a
-    wake-up for them (the gates ask each as it comes due)."""
+    """Deliveries born of one being sent (a fallback, a group's members): stored queued and due now."""
     wake_for(rt, rt.store.create_deliveries(event_id, records))
 
 
 def wake_for(rt: Context, stored: list[Delivery]) -> None:
-    """Wake-ups for deliveries just stored (they are due already): one at each held delivery's notBefore, and
-    one now for the sendable ones that no lease of this worker's holds."""
+    """One at each held delivery's notBefore, and one now for those no lease of this worker's holds."""
     for at in sorted({r.notBefore for r in stored if r.state is State.HELD and r.notBefore is not None}):
         rt.work.wake_at(at)
     if any(r.state in SENDABLE and not r.held_lease for r in stored):

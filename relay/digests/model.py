@@ -45,10 +45,8 @@ def digest_of(config: Config, route_label: str | None) -> DigestConfig | None:
 def gather_key(
     route_label: str, channel: str, address: str | None, released: bool = False, group: str | None = None
 ) -> str:
-    """What one digest gathers: a route's deliveries to one channel, and to one address on a per_recipient one.
-    Released deliveries gather apart, in a digest that nothing holds (it opens released, and goes out after
-    RELEASED_SECONDS), never in one that quiet hours or a long window would keep. `group`: the value of the
-    digest's `key` in the notification (`group_of`), when it has one: one digest per value."""
+    """Released deliveries gather apart, in a digest nothing holds, never in one quiet hours or a long window
+    would keep. `group`: the value of the digest's `key` (`group_of`): one digest per value."""
     raw = f"{route_label}\x00{channel}\x00{(address or '').lower()}" + ("\x00released" if released else "")
     if group is not None:
         raw += "\x00group\x00" + group
@@ -56,8 +54,7 @@ def gather_key(
 
 
 def group_of(notification: dict[str, Any], dotted: str) -> str:
-    """The value at a digest's `key` (`body.requestedResource.parentSystem.urn`) in the notification as received,
-    as text; absent or null reads as one group of its own (the empty string)."""
+    """As text; absent or null reads as one group of its own (the empty string)."""
     node: Any = notification
     for part in dotted.split("."):
         if isinstance(node, dict) and part in node:
@@ -77,8 +74,6 @@ def digest_id(key: str, first_item: str) -> str:
 
 
 def window_for(digest: DigestConfig, was_held: bool, released: bool = False) -> float:
-    """How long a digest opened now gathers: its window, the catch-up after quiet hours, or a moment for the
-    deliveries released together."""
     if released:
         return min(digest.window, RELEASED_SECONDS)
     return min(digest.window, CATCH_UP_SECONDS) if was_held else digest.window
@@ -110,8 +105,7 @@ def render_digest(
     fmt: str,
     extra: dict[str, Any] | None = None,
 ) -> Rendered:
-    """The digest's title and body in the channel's format: the operator's template, else relay's own. An operator's
-    template that fails falls back to relay's own, and says why (`Rendered.error`)."""
+    """An operator's template that fails falls back to relay's own, and says why (`Rendered.error`)."""
     context: dict[str, Any] = {
         "items": [asdict(i) for i in items],
         "channel": channel,

@@ -60,8 +60,7 @@ def gather(rt: Context, record: Delivery, previous: State, digest: DigestConfig,
 
 
 def _group(rt: Context, record: Delivery, digest: DigestConfig | None) -> str | None:
-    """The value of the digest's `key` in the delivery's notification (a digest's: its first item's, the same
-    value); None when the digest gathers by route, channel and address alone."""
+    """None when the digest gathers by route, channel and address alone."""
     if digest is None or not digest.key:
         return None
     event = rt.store.event(record.eventId)
@@ -121,8 +120,7 @@ def send_digest(rt: Context, record: Delivery, channel: ChannelConfig | None, ct
 
 
 def _rendered(rt: Context, record: Delivery, items: list[Delivery], fmt: str, ctx: dict[str, str]) -> Rendered | None:
-    """One item: its own message, unchanged. Several: the digest template over each item's title and text
-    (its plain-text rendering). None when no item's event is left to render."""
+    """One item: its own message. None when no item's event is left to render."""
     events = rt.store.events(i.eventId for i in items)
     parsed = {i: Notification.model_validate_json(e.payload) for i, e in events.items()}
     found = [(i, parsed[i.eventId], events[i.eventId].receivedAt) for i in items if i.eventId in events]

@@ -21,9 +21,6 @@ OPEN_GRACE = 60.0  # seconds an open digest's key outlives its window: relay's c
 
 @dataclass(frozen=True)
 class Gathered:
-    """Where a delivery was gathered: its digest, how many it carries now, whether this call opened it,
-    whether it is now full, and when it goes out."""
-
     digest_id: str
     items: int
     created: bool
@@ -50,8 +47,7 @@ class Digests:
         return ident if ends and float(ends) > now else None
 
     def gather(self, key: str, item: Delivery, new: Delivery, window: float, max_items: int) -> Gathered:
-        """Join `item` to the open digest of `key`, or open `new` (stored as given) when none is; an item
-        gathered before stays in the digest it joined then."""
+        """An item gathered before stays in the digest it joined then."""
         fields = delivery_to_hash(new)
         metric = metric_field("relay_deliveries_total", state=new.state, channel=new.channel, kind=new.kind)
         keys = [

@@ -113,8 +113,7 @@ def unavailable() -> Response:
 
 
 def not_replicated() -> Response:
-    """503 for a notification the primary holds but too few replicas acknowledged (`redis.min_replicas`): its
-    retry with the same eventId is answered 202 once they hold it."""
+    """Its retry with the same eventId is answered 202 once the replicas hold it."""
     return error_response(
         503,
         ["the notification is not yet held by enough Redis replicas; it was not acknowledged"],

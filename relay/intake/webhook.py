@@ -68,9 +68,8 @@ async def read_limited(request: Request, limit: int) -> bytes:
 
 
 def parse_json(raw: bytes, max_depth: int) -> Any:
-    """The body as JSON; the nesting is measured on the text first, so no parser recursion is ever deep. Parsed by the
-    parser the workers read stored notifications with (pydantic's), so that nothing is accepted that a worker would then
-    fail to read: lone surrogates, numbers out of range."""
+    """Nesting measured on the text first (no deep recursion); parsed as the workers parse (pydantic), so nothing is
+    accepted that a worker would fail to read."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -106,8 +105,7 @@ def validate_notification(raw: bytes, limits: LimitsConfig) -> Notification:
 
 
 def bounded_fan_out(config: Config, notification: Notification) -> None:
-    """Refuse a notification that would plan more deliveries than `server.limits.max_deliveries`: counted from
-    the routes (`relay.core.fanout`), so that what is answered 202 is what relay plans whole."""
+    """Counted from the routes, so that what is answered 202 is what relay plans whole."""
     limit = config.server.limits.max_deliveries
     total = sum(deliveries_per_message(config, notification))
     if total <= limit:
@@ -125,8 +123,7 @@ def bounded_fan_out(config: Config, notification: Notification) -> None:
 
 
 async def authenticated_body(request: Request, server: ServerConfig, guard: Guard) -> bytes:
-    """The body of a call from a known sender: header credentials, else a valid signature of the body.
-    A client that sent too many wrong ones is answered 429 before its credentials are looked at."""
+    """Header credentials, else a valid signature; a client over the limit gets 429 before they are looked at."""
     headers = request.headers
     # uvicorn's h11 only bounds a header block that arrives in pieces; one read can carry 256 KiB. Its size as
     # sent: each `name: value` line and its CRLF.

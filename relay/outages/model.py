@@ -40,9 +40,8 @@ def held_by_outage(last_error: str | None) -> bool:
 
 
 def p95(bounds: Sequence[float], counts: Sequence[int]) -> float | None:
-    """The 95th percentile of send durations counted per bucket (`counts[i]`: sends of at most `bounds[i]`
-    seconds and more than the bound before; one more count for above the last bound): the bucket's upper
-    bound, as Prometheus' histogram_quantile would name it at most. None without a send."""
+    """The upper bound of the bucket holding the 95th percentile (`counts` has one more, above the last bound),
+    as Prometheus' histogram_quantile would name it at most. None without a send."""
     total = sum(counts)
     if total == 0:
         return None

@@ -26,8 +26,7 @@ def _states(rt: Context) -> ChannelStates:
 def after_send(
     rt: Context, record: Delivery, previous: State, outcome: Outcome, took: float, followers: list[Delivery]
 ) -> bool:
-    """After a send: its outcome counted for the channel. True when a transient failure left the channel
-    down: the record (and a digest's `followers`) is held and stored, the attempt given back."""
+    """True when a transient failure left the channel down: the record (and `followers`) held and stored."""
     channel = rt.config.channels.get(record.channel)
     outage = channel.outage if channel is not None else None
     clock = rt.clock()  # the minute its send counts in, and the channel's times

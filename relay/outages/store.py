@@ -21,9 +21,8 @@ CHANNELS = PREFIX + "channels"
 MINUTE_TTL = 3900  # seconds: a minute's sends are read for an hour
 HOUR_MINUTES = 60
 
-# Hold a delivery for its down channel: among the waiting (oldest first), due at the next probe when it is
-# the oldest (it probes next), else MAX_PROBE later (should the probe's worker die, a waiting one probes
-# then). KEYS: channel, waiting, ready.
+# Hold a delivery for its down channel: due at the next probe when it is the oldest waiting, else MAX_PROBE later
+# (should the probe's worker die, a waiting one probes then). KEYS: channel, waiting, ready.
 _HOLD = """
 local function num(x) return string.format('%.17g', x) end  -- exact: tostring keeps 14 digits
 local function hold(id, created, probe_at, max)
@@ -121,8 +120,7 @@ return {'down', redis.call('HGET', KEYS[1], 'since'), ARGV[3], num(due)}
 
 @dataclass(frozen=True)
 class Gate:
-    """A channel's answer for one delivery: `up`, `probe`, `down` (held until `due`, the channel down
-    since `since` with `last_error`) or `resumed` (up again: `resumed` waiting deliveries due now)."""
+    """`up`, `probe`, `down` (held until `due`) or `resumed` (`resumed` waiting deliveries due now)."""
 
     state: str
     since: float = 0.0
@@ -193,8 +191,7 @@ class ChannelStates:
         probe: float | None = None,
         probing: bool = False,
     ) -> Gate:
-        """After a send to `name` that came to `kind` (`relay.outages.model.kind_of`); `probe` None: the
-        channel has its outage rule off (its failures are counted, it is never down)."""
+        """`probe` None: the channel's outage rule is off (its failures are counted, it is never down)."""
         keys = [*_keys(name), _minute_key(name, int(clock // 60)), CHANNELS]
         args: list[Any] = [repr(clock), kind, error if kind != OK else "", after, int(probe is not None), int(probing)]
         args += [delivery_id, repr(created_at), MAX_PROBE, _bucket(took) if took is not None else ""]

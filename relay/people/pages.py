@@ -68,8 +68,6 @@ class PeoplePages:
         self.settings = settings
         self.clock = clock
 
-    # -- the preference page -------------------------------------------------------------------------
-
     @documented(
         _operation(
             "A person's preference page (a signed link from their notifications)",
@@ -151,8 +149,6 @@ class PeoplePages:
             problem=problem,
         )
 
-    # -- one-click unsubscribe ------------------------------------------------------------------------
-
     @documented(
         _operation(
             "What one-click unsubscribe would do, with a button (changes nothing: mail scanners fetch links)",
@@ -226,8 +222,7 @@ class PeoplePages:
         )
 
     def _opt_out(self, link: Link, at: float) -> str | None:
-        """Opt the link's person out, read back as planning reads it: None when it holds, else why not (never
-        "unsubscribed" for a choice that would be ignored)."""
+        """Read back as planning reads it: None when it holds, else why not (never "unsubscribed" for nothing)."""
         try:  # what `update` stores has passed planning's own reading (it refuses, and stores nothing, else)
             pref = self.store.update(link.person, lambda p: p.with_opt_out(link.kind, link.channel), at)
         except PreferenceError as exc:
@@ -254,11 +249,8 @@ class PeoplePages:
             preferences=PREFERENCES_PATH + prefs_token,
         )
 
-    # -- the link -------------------------------------------------------------------------------------
-
     async def _link(self, request: Request, scope: str) -> tuple[Link, str] | Response:
-        """The request's signed link, or the error answer (a page for a browser); 429 for too many invalid links
-        (an expired one is not counted: people click old mail)."""
+        """The signed link, or the error answer; an expired one is not counted to a 429: people click old mail."""
         prefs = self.settings().preferences
         token = str(request.path_params.get("token", ""))
         if not prefs.secret:

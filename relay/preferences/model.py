@@ -131,8 +131,7 @@ class Preference:
 
 
 def validate(person: str, data: Any, channels: Mapping[str, Any] | None = None) -> Preference:
-    """A preference from a request or an import; PreferenceError naming the field. `channels`: the configured
-    ones, when an opt-out must name one of them (or `*`)."""
+    """PreferenceError naming the field; `channels`: those an opt-out may name (or `*`), when checked."""
     person = check_person(person)
     try:
         model = PreferenceModel.model_validate(data)
@@ -176,8 +175,7 @@ def from_stored(data: Mapping[str, Any]) -> Preference:
 
 
 def person_key(text: str) -> str | None:
-    """`text` as relay keys a person, when it can be one (as `check_person`, the same rule on write and read);
-    None for what cannot (a group, over MAX_PERSON_LENGTH, a control character)."""
+    """`text` as relay keys a person (the rule of `check_person`); None for what cannot be one."""
     try:
         return check_person(text.strip())
     except PreferenceError:
@@ -186,9 +184,8 @@ def person_key(text: str) -> str | None:
 
 @dataclass(frozen=True)
 class Claim:
-    """Who a recipient says they are: their `userRef` as a person key, and the e-mail address the payload gives
-    (lower-cased); either may be None. Both come from the payload: the address is where the message goes, the
-    `userRef` only a claim until something ties it to that address (relay.preferences.sending.links)."""
+    """(`userRef` as a person key, lower-cased address), either None: the `userRef` is only a claim until something
+    ties it to the address (relay.preferences.sending.links)."""
 
     ref: str | None = None
     address: str | None = None
@@ -227,15 +224,13 @@ def recipient_of_delivery(config: Config, notification: Notification, delivery: 
 
 
 def people_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> list[str]:
-    """Every person whose preferences a delivery obeys: its recipient's `userRef` and the address the payload
-    gives (a choice made through a link sent to that address is that address's: relay.web.links)."""
+    """Every person whose preferences a delivery obeys: its recipient's `userRef` and address."""
     return claim_of(recipient_of_delivery(config, notification, delivery)).people()
 
 
 def literal_opt_out(kind: str, channel: str) -> bool:
-    """Whether an opt-out of exactly this kind on this channel can be made from a link (one click, a switch of
-    the page) and change only that: a kind with no glob character (`*`, `?`, `[` would opt out of other kinds
-    too), a channel that is not `*`, and an opt-out that is stored and read back under the same rule."""
+    """Whether a link can opt out of exactly this: no glob in the kind (it would opt out of others), a channel
+    that is not `*`, and an opt-out read back under the same rule."""
     if _GLOB & set(kind) or channel == ANY_CHANNEL:
         return False
     try:

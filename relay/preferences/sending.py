@@ -27,9 +27,7 @@ ONE_CLICK = "List-Unsubscribe=One-Click"
 
 
 def note_people(rt: Context, notification: Notification, created: list[Delivery]) -> None:
-    """Note what each person was sent (for their page), for the deliveries a planning created: planned twice
-    (two workers, or again after a crash), a notification is noted once. Whether their preferences skip or hold
-    a delivery is a gate's (`relay.delivery.gates`), when it comes due."""
+    """Note what each person was sent (their page): a notification planned twice is noted once."""
     sent: list[tuple[str, str, str]] = []
     for record in created:  # each person's page lists it: the one a link to this address opens is among them
         sent += [(p, record.kind, record.channel) for p in people_of_delivery(rt.config, notification, record)]
@@ -46,8 +44,7 @@ def personal(rt: Context, records: list[Delivery]) -> bool:
 
 
 class LinkContext(Protocol):
-    """What the links of a delivery are made from: a `Context` has it, and so has `relay preview`'s own (no
-    catalog there: relay.cli.preview)."""
+    """What the links of a delivery are made from: a `Context`, or `relay preview`'s own."""
 
     @property
     def config(self) -> Config: ...
@@ -64,8 +61,7 @@ class LinkContext(Protocol):
 
 
 def links(rt: LinkContext, notification: Notification, record: Delivery) -> dict[str, Any]:
-    """`preferences_url` and `unsubscribe_url` for a delivery to one person (none without a public URL), bound
-    to its address: they change only that address's person (`link_person`)."""
+    """None without a public URL; bound to the address, so they change only its person (`link_person`)."""
     prefs = rt.config.preferences
     if not prefs.links or record.items or not record.address:
         return {}
@@ -81,8 +77,7 @@ def links(rt: LinkContext, notification: Notification, record: Delivery) -> dict
 
 
 def link_tokens(found: dict[str, Any]) -> list[str]:
-    """The signed tokens of a delivery's links (`links`): each is a key to that person's preferences, so
-    whatever shows a message after it went (the delivery's record, a preview) shows `****` in their place."""
+    """Each is a key to that person's preferences: what shows a message after it went shows `****` instead."""
     return [str(v).rsplit("/", 1)[-1] for v in found.values()]
 
 
@@ -108,9 +103,7 @@ def link_person(rt: LinkContext, notification: Notification, record: Delivery) -
 
 
 def _is_their_address(rt: LinkContext, ref: str, address: str) -> bool:
-    """Whether `address` is `ref`'s own: the platform catalog says so when one is configured (its answers are
-    cached: relay.delivery.catalog; when it does not answer, no); without one, it is the first address relay
-    bound `ref`'s links to."""
+    """The catalog says so when configured (not answering: no); else it is the first address bound to `ref`."""
     if rt.catalog is None:
         if rt.redis is None:  # a preview: as sending would be, once the address is bound (it binds nothing)
             return True
@@ -123,8 +116,7 @@ def _is_their_address(rt: LinkContext, ref: str, address: str) -> bool:
 
 
 def with_unsubscribe_headers(url: str, context: dict[str, Any]) -> str:
-    """An e-mail channel's URL (already aimed at its recipient) with RFC 8058's headers for this delivery,
-    through Apprise's `+Header=value` arguments; any other URL, or no link, as it is."""
+    """RFC 8058's headers through Apprise's `+Header=value` arguments; any other URL, or no link, as it is."""
     link = context.get("unsubscribe_url")
     if not link or scheme_of(url) not in EMAIL_SCHEMES:
         return url

@@ -50,8 +50,7 @@ class Preferences:
         return found
 
     def bound_address(self, ref: str, address: str) -> str:
-        """The address `ref`'s links are bound to: the first one ever asked about (trust on first use, as SSH
-        keeps a host's key), in one round trip. A field of one hash: a payload value is never part of a key."""
+        """The first address ever asked about (trust on first use, as SSH keeps a host's key), in one round trip."""
         pipe = self.redis.pipeline(transaction=True)
         pipe.hsetnx(ADDRESSES, ref, address)
         pipe.hget(ADDRESSES, ref)
@@ -71,9 +70,8 @@ class Preferences:
         return preference
 
     def update(self, person: str, change: Callable[[Preference], bool], at: float) -> Preference:
-        """Change one person's preferences where they stand (a one-click opt-out while the page saves: both
-        count); `change` says whether it changed anything (nothing stored when not). PreferenceError, nothing
-        stored, for a person or a change that could not be read back."""
+        """Where they stand (a one-click opt-out while the page saves: both count). PreferenceError, nothing stored,
+        for a person or a change that could not be read back."""
         person = check_person(person)
         key = preference_key(person)
         result: list[Preference] = []
@@ -149,8 +147,7 @@ def _read(raw: Any) -> Preference | None:
 
 
 def _check(preference: Preference) -> None:
-    """What is stored passes the rule it is read back under (`from_stored`): a value that reading would refuse
-    is never written, so no change is ever answered as done and then ignored. PreferenceError naming why."""
+    """A value reading would refuse is never written: no change is answered done and then ignored."""
     from_stored(preference.stored())
 
 

@@ -141,9 +141,8 @@ def build(
     clock: Clock = system_clock,
     redactor: Redactor | None = None,
 ) -> Runtime:
-    """Everything, on `clock` (a test hands in a `ManualClock`); `redactor`: the one the process's logs were set
-    up with (else one of `config`'s), which a reload adds the new secrets to. SchemaRefused when the store
-    holds a layout this relay does not read (`relay.storage.schema`)."""
+    """`redactor`: the one the process's logs were set up with (else `config`'s), which a reload adds to.
+    SchemaRefused when the store holds a layout this relay does not read."""
     conn = redis if redis is not None else connect(config)
     check_schema(conn)
     store = Store(conn, config.retention, clock, owner=process_name())
@@ -174,9 +173,8 @@ FIXED_AT_START = ("server.host", "server.port", "server.path", "redis", "data_di
 
 
 def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
-    """Read the config file again and use it from now on: routes, channels, templates, tokens, retry. An invalid file
-    raises ConfigError and the running config stays. Settings that only apply at start (listen address, webhook path,
-    Redis) are kept; the notes returned say which changed."""
+    """An invalid file raises ConfigError and the running config stays. Settings that only apply at start are kept;
+    the notes returned say which changed."""
     if rt.config_file is None:
         # Reading defaults and the environment again would silently drop what the process was given.
         raise ConfigError("relay was started without a config file: there is nothing to reload")

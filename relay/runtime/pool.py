@@ -1,7 +1,6 @@
 """`relay serve`'s worker processes (docs/container.md, "Supervision"): started and restarted by the one loop
-(`relay.runtime.restarts.Keeper`; given up, `failure` holds the worker's exit and its last line on stderr, which each
-worker's pipe copies to relay serve's stderr line by line), told relay serve's pid (`PARENT_PID_ENV`), and stopped
-within a deadline: SIGTERM to all at once (`begin_stop`), SIGKILL to any left `STOP_SECONDS` later."""
+(`relay.runtime.restarts.Keeper`), told relay serve's pid (`PARENT_PID_ENV`), and stopped within a deadline: SIGTERM
+to all at once (`begin_stop`), SIGKILL to any left `STOP_SECONDS` later."""
 
 from __future__ import annotations
 

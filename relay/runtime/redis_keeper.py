@@ -1,7 +1,6 @@
-"""Brings the embedded Redis of `relay serve` back when it dies (the OOM killer's SIGKILL, a crash), on the same
-data_dir (its append-only file, its socket), by the policy of every child (`relay.runtime.restarts`); the workers and
-the API reconnect by themselves. Each restart is logged and counted (`on_restart`); the keeper's thread lives until
-`relay serve` stops Redis: a restarted Redis gets SIGTERM when it ends (PR_SET_PDEATHSIG)."""
+"""Brings the embedded Redis of `relay serve` back when it dies, on the same data_dir, by the policy of every child
+(`relay.runtime.restarts`); the workers and the API reconnect by themselves. The keeper's thread lives until `relay
+serve` stops Redis: a restarted Redis gets SIGTERM when it ends (PR_SET_PDEATHSIG)."""
 
 from __future__ import annotations
 

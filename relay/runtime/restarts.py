@@ -42,8 +42,7 @@ def describe_exit(code: int) -> str:
 
 
 class Backoff:
-    """One child's restarts (a worker's slot, the embedded Redis): `started` at each start, `ended` at each end
-    or failed start. `child` names it in the give-up ("a worker", "the embedded Redis")."""
+    """One child's restarts; `child` names it in the give-up ("a worker", "the embedded Redis")."""
 
     def __init__(
         self, child: str, policy: Policy = DEFAULT_POLICY, clock: Callable[[], float] = time.monotonic
@@ -60,9 +59,8 @@ class Backoff:
         self.started_at = self.clock()
 
     def ended(self, which: str, how: str, excused: bool = False, failed: bool = False) -> float | None:
-        """`which` (the child as the log names it now) ended, `how` (its exit, or why it did not start; `failed`:
-        it did not start at all): the seconds to wait before the next start, logged; or None to give up,
-        logged, with the cause in `failure`. An `excused` end counts as no failed start."""
+        """The seconds to wait before the next start, or None to give up (the cause in `failure`); both logged.
+        An `excused` end counts as no failed start."""
         up_for = self.clock() - self.started_at
         if up_for >= self.policy.steady_after and not failed:
             self.delay = self.policy.first_delay
@@ -91,10 +89,8 @@ class Slot(Generic[C]):
 
 
 class Keeper(ABC, Generic[C]):
-    """The one loop that keeps children running (the embedded Redis, the workers): a thread looks at every slot
-    each `poll` seconds and starts again, by the policy, a child that ended (`_ended`) or whose start raised
-    (`_not_started`). It lives until `stop` or the give-up (`failure` says why; `on_give_up` is called): a child
-    gets SIGTERM when the thread that started it ends (`relay.runtime.children`)."""
+    """A thread looks at every slot each `poll` seconds; it lives until `stop` or the give-up, since a child gets
+    SIGTERM when the thread that started it ends (`relay.runtime.children`)."""
 
     def __init__(self, name: str, slots: list[Slot[C]], on_give_up: Callable[[], None], poll: float) -> None:
         self.slots = slots

@@ -36,8 +36,7 @@ def stop_self() -> None:
 
 
 def redis_context(embedded: EmbeddedRedis | None) -> Callable[[], Hashable]:
-    """Which embedded Redis runs (None while none does): a worker that ends then or after it changed is not
-    given up on (`relay.runtime.pool`)."""
+    """Which embedded Redis runs (None while none does)."""
     if embedded is None:
         return lambda: 0  # an external Redis: relay serve knows no more of it than a worker does
 

@@ -54,25 +54,21 @@ def make_worker(rt: Runtime, connection: Redis) -> SimpleWorker:
 
 
 def _rq_level() -> str:
-    """RQ logs four lines per job at INFO; relay logs each delivery itself, so RQ's own lines are kept to
-    warnings (a failed or abandoned job) unless relay's level is DEBUG."""
+    """RQ logs four lines per job at INFO; relay logs each delivery itself: warnings only, unless DEBUG."""
     return "DEBUG" if log.getEffectiveLevel() <= logging.DEBUG else "WARNING"
 
 
 @dataclass
 class Sweep:
-    """What one sweep remembers for the next: when it first saw each owner that never beat, and this
-    worker's own leases seen loose (held by nothing of this process) at the sweep before."""
+    """What one sweep remembers for the next."""
 
     first_seen: dict[str, float] = field(default_factory=dict)
     suspects: set[str] = field(default_factory=set)
 
 
 def sweep(rt: Runtime, now: float, seen: Sweep | None = None) -> int:
-    """One sweep of the leases (`relay.storage.leases`): the units of workers not seen beating within
-    `dead_worker_after`, and this worker's own units that nothing of this process holds, seen so at two sweeps
-    in a row, go back among the due work (a loss counted against each); then a worker is woken for work left
-    due `STALE_SECONDS` with no wake-up queued. Returns how many units went back."""
+    """The units of dead workers, and this worker's own that nothing of it holds at two sweeps in a row, go back
+    due (a loss counted against each); how many."""
     seen = seen if seen is not None else Sweep()
     held = rt.store.leases.held()
     back = 0
@@ -168,8 +164,7 @@ def _warm_up(config: Config) -> None:
 
 
 def _fresh_config(config: Config, config_file: Path | None) -> tuple[Config, bytes | None]:
-    """The config generation, then the file read again: a reload announced after that generation is
-    seen by the heartbeat, and one announced before it is already in the file read here."""
+    """The generation first: a reload announced after it is seen by the heartbeat, one before is in the file."""
     try:
         generation = _generation(open_redis(redis_url(config), socket_timeout=5, socket_connect_timeout=5))
     except RedisError:
@@ -178,8 +173,7 @@ def _fresh_config(config: Config, config_file: Path | None) -> tuple[Config, byt
 
 
 def work_burst(rt: Runtime, connection: Redis | None = None) -> None:
-    """Run the queued jobs and everything they hand to the senders, until both are empty (scheduled
-    retries not included): `relay worker --burst`, and the tests."""
+    """Until the queued jobs and the senders are empty (scheduled retries not included): `--burst`."""
     conn = connection if connection is not None else rt.redis
     queue = Queue(QUEUE_NAME, connection=conn)
     while True:
@@ -199,9 +193,7 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 def serve_metrics(rt: Runtime) -> WSGIServer | None:
-    """This worker's /metrics (its own counts, in a hash of its own from now on; `metrics.port`), served by
-    prometheus-client's WSGI app in a daemon thread, 404 on any other path; the server, or None when no port
-    is set."""
+    """prometheus-client's WSGI app in a daemon thread, 404 off /metrics; None when no port is set."""
     from prometheus_client import make_wsgi_app
 
     from relay.admin.counters import CounterReader
@@ -232,8 +224,7 @@ def run_worker(
     counts_of: str | None = None,
     metrics_port: int | None = None,
 ) -> None:
-    """`counts_of`: the process whose counts this worker's join (`relay serve`'s, which shows them);
-    `metrics_port`: the `--metrics-port` flag (0: none), over the file and the environment."""
+    """`counts_of`: the process whose counts this worker's join; `metrics_port`: `--metrics-port` (0: none)."""
     config, generation = _fresh_config(config, config_file)
     if metrics_port is not None:
         config.metrics.port = metrics_port or None

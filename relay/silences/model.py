@@ -26,8 +26,7 @@ MAX_TEXT = 1000  # a comment's or a creator's length
 
 
 def compile_matchers(lines: Iterable[str]) -> list[Matcher]:
-    """Every matcher of a silence, parsed (a line may hold several); MatcherError naming the one that is wrong,
-    or saying there are more than MAX_MATCHERS in all."""
+    """A line may hold several; MatcherError naming the wrong one, or that there are over MAX_MATCHERS."""
     found = [m for line in lines for m in parse_line(line, DELIVERY_NAMES)]
     if len(found) > MAX_MATCHERS:
         raise MatcherError(f"{len(found)} matchers: a silence has at most {MAX_MATCHERS}")
@@ -76,8 +75,7 @@ class Silence:
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> Silence:
-        """A stored silence read back; ValueError (KeyError, TypeError) for one that every reader could not use:
-        a time outside 1970..9999 or an end before its start, no matcher, one that does not compile."""
+        """ValueError (KeyError, TypeError) for one no reader could use."""
         data = json.loads(raw)
         matchers, action = data["matchers"], data.get("action", HOLD)
         if not (isinstance(matchers, list) and all(isinstance(m, str) for m in matchers) and action in (HOLD, SKIP)):
@@ -129,14 +127,12 @@ def holder(last_error: str | None) -> str | None:
 
 
 def reads_notification(silences: Iterable[Silence]) -> bool:
-    """Whether a matcher of these reads the notification's body, metadata or sender (else the delivery's
-    record is enough: its kind, channel and recipient type)."""
+    """Whether a matcher reads the notification (else the delivery's record is enough)."""
     return any(m.path[0] in _NOTIFICATION_ROOTS for s in silences for m in s.compiled)
 
 
 def delivery_view(notification: Mapping[str, Any] | None, record: Delivery) -> dict[str, Any]:
-    """What a silence's matchers read: the notification as routes read it (relay.core.routing.matcher_view;
-    None when not needed) with the delivery's kind, recipient type and channel."""
+    """The notification as routes read it (None when not needed), with the delivery's own names."""
     return {
         **(notification or {}),
         "kind": record.kind,

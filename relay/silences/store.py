@@ -23,9 +23,8 @@ log = logging.getLogger("relay.silences.store")
 
 @functools.lru_cache(maxsize=256)
 def parsed(ident: str, raw: bytes | str) -> Silence | None:
-    """A stored silence, parsed and its matchers compiled once per process (a pure function of its text:
-    each planning and each due delivery reads them all, and RE2 compiles are not free); None, logged once
-    while it is remembered here, for one that cannot be read."""
+    """Parsed once per process (each due delivery reads them all; RE2 compiles are not free); None, logged once,
+    for one that cannot be read."""
     try:
         silence = Silence.from_json(raw)
         if silence.id != ident:
@@ -56,8 +55,7 @@ class Silences:
         self.redis = redis
 
     def all(self) -> list[Silence]:
-        """Every silence kept that can be read, oldest start first (one round trip; none stored: an empty
-        answer, at once)."""
+        """Every silence kept that can be read, oldest start first."""
         return sorted(readable(self.redis.hgetall(SILENCES)), key=lambda s: (s.startsAt, s.id))
 
     def active(self, now: float) -> list[Silence]:
@@ -72,8 +70,7 @@ class Silences:
         self.redis.hset(SILENCES, silence.id, silence.to_json())
 
     def prune(self, now: float) -> int:
-        """Forget the silences that ended more than KEPT_EXPIRED ago; how many. (One that cannot be read is
-        left as it is, for whoever looks at it.)"""
+        """How many; one that cannot be read is left for whoever looks at it."""
         old = [s.id for s in self.all() if s.endsAt < now - KEPT_EXPIRED]
         if old:
             self.redis.hdel(SILENCES, *old)

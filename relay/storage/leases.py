@@ -1,11 +1,8 @@
 """Who works on what: the one ownership mechanism of relay's workers, and its one liveness signal (docs/delivery.md,
 "One ownership mechanism: the lease", "One liveness signal", "The in-process ledger").
 
-A unit of work is a notification to plan (`e:<event id>`, waiting in `UNPLANNED`) or a delivery to send
-(`d:<delivery id>`, in `READY`), scored by when it is due. Whoever takes a unit takes it with a lease (`LEASES`:
-unit -> worker) in the step that takes it out of its set: a wake-up job (`claim`), a release or a replay
-(`take_and_read`); the write that stores the outcome drops the lease. The sweep puts a dead worker's units back,
-a loss counted against each, and gives up a unit lost `MAX_LOSSES` times.
+A unit (`e:<event id>` in `UNPLANNED`, `d:<delivery id>` in `READY`) is leased in the step that takes it out of
+its set; the write that stores the outcome drops the lease.
 """
 
 from __future__ import annotations
@@ -26,8 +23,7 @@ READY = PREFIX + "ready"  # zset delivery id -> when it may go: deliveries to se
 LEASES = PREFIX + "leases"  # hash unit -> worker: the units a worker has taken
 LOSSES = PREFIX + "lease-losses"  # hash unit -> times its work was lost (its worker died, or it raised)
 SLOTS = PREFIX + "slots"  # hash delivery id -> the rate-limit slot it booked (it sends then, not booking again)
-# Set (to the job's id) while a wake-up job is queued and not started: one queued at a time, however many
-# notifications arrive meanwhile; the job's start clears it.
+# The queued, not yet started wake-up job's id: one queued at a time, however many notifications arrive.
 WAKE = PREFIX + "wake"
 WAKE_TTL = 30
 LOSS_TTL = 24 * 3600
@@ -52,11 +48,10 @@ def split_unit(unit: str) -> tuple[str, str]:
     return unit[:2], unit[2:]
 
 
-# Take up to ARGV[3] due units (score <= ARGV[2]) for ARGV[1], oldest first across both sets, each out of its
-# set and leased in the same step; clear the wake-up flag when ARGV[4] is 1 (a job's start). A unit leased to
-# another worker goes back into its set at ARGV[5]; a unit lost before is taken alone, so that a loss counts
-# against it and not against a batch of others. KEYS: unplanned, ready, leases, losses, wake flag, slots.
-# Returns the units still due and the units taken, flat: unit, score, booked slot ('' for none).
+# Take up to ARGV[3] due units for ARGV[1], oldest first across both sets. A unit leased to another worker goes
+# back at ARGV[5]; a unit lost before is taken alone, so that a loss counts against it and not against a batch.
+# ARGV[4] 1 (a job's start) clears the wake-up flag. KEYS: unplanned, ready, leases, losses, wake flag, slots.
+# Returns the count still due and the units taken, flat: unit, score, booked slot ('' for none).
 _CLAIM = """
 if ARGV[4] == '1' then redis.call('DEL', KEYS[5]) end
 local out, taken, looked, want = {}, 0, 0, tonumber(ARGV[3])
@@ -91,10 +86,9 @@ local left = redis.call('ZCOUNT', KEYS[1], '-inf', ARGV[2]) + redis.call('ZCOUNT
 return {left, out}
 """
 
-# Put the units ARGV[1] still leases back in their sets, due at ARGV[2]; when ARGV[3] is 1, count a loss
-# against each and give up those lost ARGV[4] times instead (a notification dropped is counted in the
-# metrics hash here). KEYS: unplanned, ready, leases, losses, metrics. ARGV: owner, due, count (1/0), max
-# losses, the losses' ttl, then the units. Returns how many went back and the units given up.
+# Put the units ARGV[1] still leases back, due at ARGV[2]; when ARGV[3] is 1, count a loss against each and give
+# up those lost ARGV[4] times instead. KEYS: unplanned, ready, leases, losses, metrics. ARGV: owner, due, count
+# (1/0), max losses, the losses' ttl, then the units. Returns how many went back and the units given up.
 _GIVE_BACK = """
 local back, given_up = 0, {}
 for i = 6, #ARGV do
@@ -144,18 +138,15 @@ class Claimed:
 
 
 def beat_alive(last: float, now: float, after: float) -> bool:
-    """The one judgement of a worker's heartbeat, wherever it is read (/readyz, /metrics, the page, a reload,
-    `relay health --worker`, the sweep): alive while its last beat is at most `after` seconds old (config
-    `dead_worker_after`)."""
+    """The one judgement of a worker's heartbeat, wherever it is read (`after`: `dead_worker_after`)."""
     return now - last <= after
 
 
 def orphaned(
     leases: Mapping[str, str], beats: Mapping[str, float], now: float, grace: float, first_seen: dict[str, float]
 ) -> dict[str, list[str]]:
-    """The leased units of each worker not seen beating within `grace` seconds of `now`. An owner that never
-    beat (a worker killed before its first beat, an API process releasing a delivery) is timed from when a
-    sweep first saw it (`first_seen`, kept by the caller from one sweep to the next)."""
+    """The leased units of each worker not seen beating within `grace`; an owner that never beat (killed first,
+    or an API process releasing) is timed from when a sweep first saw it (`first_seen`, kept by the caller)."""
     found: dict[str, list[str]] = defaultdict(list)
     owners = set(leases.values())
     for gone in set(first_seen) - owners:
@@ -176,14 +167,12 @@ class Leases:
         self._claim = redis.register_script(_CLAIM)
         self._give_back = redis.register_script(_GIVE_BACK)
         self._release = redis.register_script(_RELEASE)
-        # The units this process has claimed and not yet handed on (to planning's end, or to the senders,
-        # which say what they hold themselves): the sweep of this worker's own leases leaves them alone.
+        # Claimed and not yet handed on: the sweep of this worker's own leases leaves them alone.
         self._lock = threading.Lock()
         self._in_hand: set[str] = set()
 
     def claim(self, owner: str, count: int, now: float, start: bool = False) -> tuple[list[Claimed], int]:
-        """Take up to `count` due units for `owner` (`start`: and clear the wake-up flag); the units taken
-        and how many are still due."""
+        """`start`: a job's start, which clears the wake-up flag; the units taken and how many are still due."""
         left, flat = self._claim(
             keys=[UNPLANNED, READY, LEASES, LOSSES, WAKE, SLOTS],
             args=[owner, repr(now), count, int(start), repr(now + RECHECK_SECONDS)],
@@ -197,7 +186,6 @@ class Leases:
         return claimed, int(left)
 
     def handed_on(self, units: Iterable[str]) -> None:
-        """These claimed units are no longer this process's to watch (planned, or held by the senders)."""
         with self._lock:
             self._in_hand.difference_update(units)
 
@@ -206,9 +194,8 @@ class Leases:
             return set(self._in_hand)
 
     def give_back(self, owner: str, units: Iterable[str], now: float, failed: bool = False) -> tuple[int, list[str]]:
-        """Put `owner`'s leased `units` back among the due ones; `failed`: count a loss against each and give
-        up those lost MAX_LOSSES times. How many went back, and the units given up (the caller fails those
-        deliveries; the notifications are dropped and counted here)."""
+        """`failed`: count a loss against each; the caller fails the deliveries given up (notifications are
+        dropped and counted here)."""
         units = list(units)
         self.handed_on(units)
         if not units:
@@ -218,15 +205,13 @@ class Leases:
         return int(back), [_text(u) for u in given_up]
 
     def release(self, units: Iterable[str], owner: str) -> None:
-        """Drop the leases `owner` still holds on `units` (one another worker took over stays)."""
         units = list(units)
         self.handed_on(units)
         if units:
             self._release(keys=[LEASES], args=[owner, *units])
 
     def take_and_read(self, delivery_id: str, owner: str, record_key: str) -> tuple[bool, dict[Any, Any]]:
-        """Lease a delivery to `owner` when nobody holds it, and read its record's fields, in one step (MULTI):
-        (True, fields), or (False, {}) when another holds it (`Store.take_and_read`)."""
+        """Lease and read in one MULTI: (False, {}) when another holds it."""
         pipe = self.redis.pipeline(transaction=True)
         pipe.hsetnx(LEASES, delivery_unit(delivery_id), owner)
         pipe.hgetall(record_key)
@@ -234,7 +219,6 @@ class Leases:
         return bool(taken), fields if taken else {}
 
     def schedule(self, at: Mapping[str, float], slots: Mapping[str, float] | None = None) -> None:
-        """Deliveries due at these times (delivery id -> epoch seconds), with the rate-limit slots they booked."""
         if not at:
             return
         pipe = self.redis.pipeline(transaction=True)

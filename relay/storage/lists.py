@@ -1,9 +1,7 @@
 """The lists of deliveries, newest first, read from an index in time that does not grow with what is retained.
 
-One sorted set per (state, channel, kind) in use, scored by `createdAt`, holds each retained delivery once: the
-scripts that write a record put it in its set and take it out of its other states' sets in the same atomic step;
-a registry (`relay:lists`) names the sets in use. A listing merges the newest entries of the sets its filters
-match (`merge`), a page at a time after a cursor (the last entry shown), so a page costs the same at any depth.
+One sorted set per (state, channel, kind) in use, scored by `createdAt`, kept by the scripts that write records; a
+listing merges the newest entries of the sets its filters match, after a cursor: a page costs the same at any depth.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ CURSOR_PATTERN = r"^[0-9][0-9.e+-]{0,30}~[A-Za-z0-9_.-]{1,200}$"
 
 
 def list_rest(channel: str, kind: str) -> str:
-    """What follows the state in the key of a delivery's list."""
     return f":{key_part(channel)}:{key_part(kind)}"
 
 
@@ -54,9 +51,8 @@ def parse_list_key(key: str) -> ListName | None:
     return ListName(key, parts[0], _unpart(parts[1]), _unpart(parts[2]))
 
 
-# Entries older than the cutoff leave every list (their records have expired); a list left empty leaves the
-# registry, in the same step (a write that fills it again adds it back). In the lists of a state that waits
-# (queued, held, retrying), only those whose record is gone: a delivery is kept while it waits, however old.
+# Entries older than the cutoff leave every list, and an empty list the registry; in the lists of a state that
+# waits, only those whose record is gone: a delivery is kept while it waits, however old.
 # KEYS: the registry. ARGV: cutoff, the waiting states' list prefixes, the record key prefix.
 PRUNE = """
 local waits = {}
@@ -100,10 +96,8 @@ class Cursor:
 def merge(
     read: Mapping[str, Sequence[tuple[bytes, float]]], counts: Mapping[str, int], cursor: Cursor | None, want: int
 ) -> tuple[list[tuple[str, str, str]], bool]:
-    """The newest `want` (id, score, list) entries of the lists read (each newest first, at most `counts[list]`
-    of it), after the cursor, ordered by score, then by id (byte order, as a sorted set orders equal scores);
-    and whether they are the page: not when a list read to its count may hold more of it (its last entry read
-    is above the page's last)."""
+    """The newest `want` (id, score, list) entries after the cursor, by score then id (as a sorted set orders);
+    and whether they are the page: not when a list read to its count may hold more above the page's last."""
     runs = [[(score, ident, key) for ident, score in entries] for key, entries in read.items()]
     if cursor is not None:  # those at the cursor's score and not below its id were shown already
         top, after = float(cursor.score), cursor.id.encode()
@@ -127,8 +121,7 @@ class Lists:
         self.redis = redis
         self._prune = redis.register_script(PRUNE)
         self._parsed: dict[str, ListName | None] = {}  # a key's parts, parsed once (a few hundred keys)
-        # How many entries of each list the last page took: the next (a refresh, the page after) reads as many
-        # of it first, so that one read of every list is usually the page (one list per key in use: bounded).
+        # How many entries of each list the last page took: the next reads as many first, so one read is the page.
         self._took: dict[str, int] = {}
 
     def names(self, state: str | None, channel: str | None, kind: str | None) -> list[str]:
@@ -155,15 +148,13 @@ class Lists:
         limit: int = 50,
         cursor: Cursor | None = None,
     ) -> tuple[list[tuple[str, str]], Cursor | None]:
-        """The newest `limit` (id, score) entries after the cursor, and the cursor of the next page (None: no more). Two
-        round trips: the registry, the lists (once more when one held more of the page than read first)."""
+        """The newest `limit` (id, score) entries after the cursor, and the next page's cursor (None: no more)."""
         keys = self.names(state, channel, kind)
         if not keys:
             return [], None
         top, low = cursor.score if cursor is not None else "+inf", repr(since) if since is not None else "-inf"
         want, bottom = limit + 1, low
-        # First from each list about twice its share of the page (most of many lists give none or one entry to
-        # it), or one more than the last page took of it.
+        # About twice each list's share of the page, or one more than the last page took of it.
         share = -(-2 * want // len(keys))
         counts = {key: min(want, max(share, self._took.get(key, 0) + 1)) for key in keys}
         while True:
@@ -175,8 +166,7 @@ class Lists:
             found, whole = merge(lists, counts, cursor, want)
             if whole and (len(found) == want or bottom == low):
                 break
-            # Again, deeper, down to the page's last entry so far only (read again, a page ends there or above,
-            # unless entries left meanwhile: then down to `low` again).
+            # Again, deeper, down to the page's last entry so far (to `low` if entries left meanwhile).
             bottom = found[-1][1] if len(found) == want else low
             counts = {key: max(want, 2 * count) for key, count in counts.items()}
         # How deep the page went in each list: its entries at or above the page's last, shown or skipped.

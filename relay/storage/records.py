@@ -33,14 +33,11 @@ def _text(value: Any) -> str:
 
 
 def key_part(value: str) -> str:
-    """A payload's value (an eventId) as one part of a key: `%` and `:` percent-escaped, so that no value ends
-    one of relay's keys with another's suffix (eventId `X:deliveries` is not the delivery list of `X`) and no
-    two values share a key. A value with neither (a UUID) is its own key part."""
+    """`%` and `:` escaped: no payload value ends one key with another's suffix, and no two share a key."""
     return value.replace("%", "%25").replace(":", "%3A")
 
 
 def event_key(event_id: str) -> str:
-    """The event's record: what was received, and the ids of its deliveries (its `deliveries` field)."""
     return f"{PREFIX}event:{key_part(event_id)}"
 
 
@@ -55,8 +52,7 @@ def _label_value(value: str) -> str:
 
 
 def bucket_field(name: str, seconds: float, **labels: str) -> str:
-    """The field the histogram `name` counts `seconds` under (its bucket: the first bound at or above); its
-    exemplar is kept under the same field (`relay.storage.exemplars`)."""
+    """The histogram bucket's field (the first bound at or above); its exemplar is kept under it too."""
     bound = next((f"{b:g}" for b in LATENCY_BUCKETS if seconds <= b), "+Inf")
     return metric_field(name + "_slot", le=bound, **labels)
 
@@ -82,7 +78,6 @@ class UnknownState(ValueError):
 
 
 def state_of(data: dict[str, str], ident: str) -> State:
-    """The stored state (`queued` when none is stored); UnknownState for a value that is none of them."""
     value = data.get("state", State.QUEUED)
     try:
         return State(value)
@@ -90,9 +85,7 @@ def state_of(data: dict[str, str], ident: str) -> State:
         raise UnknownState(ident, value) from None
 
 
-# The names a delivery's fields are stored under: a record holds its names beside its values, once per
-# delivery, and these save some 80 B of a one-message notification's (memory: issue 36). The model's names
-# are the API's. Those a script reads (`digest`, `items`, `notBefore`) are not renamed.
+# Short stored names save some 80 B a delivery (memory: issue 36); those a script reads are not renamed.
 STORED = {
     "eventId": "e", "kind": "k", "messageIndex": "m", "recipientType": "rt", "recipient": "r", "address": "a",
     "channel": "ch", "template": "t", "templateUsed": "tu", "state": "s", "attempts": "n", "maxAttempts": "max",
@@ -104,8 +97,6 @@ _MODEL_NAME = {short: name for name, short in STORED.items()}
 
 
 def delivery_from_hash(stored: dict[str, str], ident: str) -> Delivery:
-    """The delivery `ident` (the id its key holds: a record stores no `id`) as its hash holds it; UnknownState
-    when its state is none this relay knows."""
     data = {_MODEL_NAME.get(k, k): v for k, v in stored.items()}
     log = [{k: entry.get(k) for k in _ATTEMPT_KEYS} | entry for entry in json.loads(data.get("attemptLog") or "[]")]
     return Delivery(
@@ -154,8 +145,7 @@ _READ_AS = {"messageIndex": "0", "template": "auto", "attempts": "0", "maxAttemp
 
 
 def delivery_to_hash(d: Delivery) -> dict[str, str]:
-    """The delivery's hash, as the scripts store it (`items` aside: only the gathering script writes it), with
-    no `id` (its key has it: `delivery_key`), its fields under their STORED names."""
+    """No `id` (its key has it), nor `items` (only the gathering script writes it)."""
     return {STORED.get(k, k): v for k, v in _whole_hash(d).items()}
 
 
@@ -208,15 +198,13 @@ def _compact(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def millis(at: float) -> int:
-    """`at` (epoch seconds) in whole milliseconds, cut down: a time stored is never after the clock's reading it
-    came from (`at * 1000` may round up to the next millisecond: undone)."""
+    """Cut down: a time stored is never after the reading it came from (`at * 1000` may round up)."""
     ms = math.floor(at * 1000)
     return ms - 1 if ms / 1000 > at else ms
 
 
 def stamp(at: float) -> str:
-    """A time as a record stores it: epoch seconds to the millisecond, as the API shows it (and a few bytes a
-    time fewer than its repr: memory, issue 36). Read back with float()."""
+    """Epoch seconds to the millisecond, as the API shows it (and fewer bytes than its repr)."""
     return f"{millis(at) / 1000:.3f}"
 
 
@@ -225,8 +213,7 @@ def _json(value: Any) -> str:
 
 
 def unset_fields(fields: dict[str, str]) -> list[str]:
-    """The fields a stored record may hold that `fields` (as `delivery_to_hash` made them) leaves out: a write
-    deletes them."""
+    """The fields a stored record may hold that `fields` leaves out: a write deletes them."""
     return [k for k in _OMITTED_STORED if k not in fields]
 
 
@@ -242,9 +229,7 @@ class EventRecord:
 
 
 def event_from_hash(data: Any, event_id: str) -> EventRecord | None:
-    """The event `event_id` stored in a hash read with HGETALL (None when there was none); ValueError or KeyError for a
-    hash that is no event relay wrote. A record stores neither its eventId (its key has it) nor its kind (its payload
-    has it), nor an empty trace (memory: issue 36)."""
+    """None for no hash; ValueError or KeyError for a hash that is no event relay wrote."""
     if not data:
         return None
     d = {_text(k): _text(v) for k, v in data.items()}
@@ -256,7 +241,7 @@ def event_from_hash(data: Any, event_id: str) -> EventRecord | None:
 
 
 def _kind_of(payload: str) -> str:
-    """The kind in a stored payload ("" in one that is no notification: its planning fails and says so)."""
+    """The kind; "" in a payload that is no notification (its planning fails and says so)."""
     try:
         found = json.loads(payload)
     except ValueError:
@@ -266,9 +251,8 @@ def _kind_of(payload: str) -> str:
 
 
 def read_delivery(data: Any, ident: str) -> Delivery | None:
-    """The record in a hash as redis-py returns it; None for none, and for one in a state this relay does
-    not know (a newer relay's): such a record is listed by nobody and left as it is, never overwritten. A
-    record that cannot be read (a key of another type, a hash relay did not write) is logged, and None."""
+    """None for none, for an unknown state (a newer relay's: left as it is, never overwritten), and for a record
+    that cannot be read (logged)."""
     if isinstance(data, Exception):
         log.error("delivery unreadable (%s): left out", data, extra={"deliveryId": ident})
         return None

@@ -25,8 +25,7 @@ class WorkQueue(Protocol):
 
 
 def release(work: WorkQueue, records: list[Delivery], dry_run: bool = False) -> int:
-    """Send held deliveries now: each queued again under its lease and made due (its old wake-up finds it sent).
-    Returns how many go out now, as `carried` lists them (a digest counts once, its items with it)."""
+    """Send held deliveries now (their old wake-ups find them sent); how many go out, as `carried` lists them."""
 
     def queue(store: Store, current: Delivery) -> None:
         current.state = State.QUEUED
@@ -39,8 +38,7 @@ def release(work: WorkQueue, records: list[Delivery], dry_run: bool = False) -> 
 
 
 def replay(work: WorkQueue, records: list[Delivery], attempts: int, dry_run: bool = False) -> int:
-    """Requeue failed deliveries with a fresh retry budget; delivered ones are never touched. Returns how many
-    go out again, as `carried` lists them."""
+    """Requeue failed deliveries with a fresh retry budget; how many go out, as `carried` lists them."""
 
     def requeue(store: Store, record: Delivery) -> None:
         record.state = State.QUEUED
@@ -61,9 +59,7 @@ def _send_again(
     counter: str,
     store_one: Callable[[Store, Delivery], None],
 ) -> int:
-    """What a replay and a release share: the deliveries `carried` for `records` in `state`, each taken under its
-    lease as it is now and stored queued by `store_one` (which lets go of the lease), counted in `counter`, and
-    made due. How many go out (with `dry_run`, would)."""
+    """What a replay and a release share; how many go out (with `dry_run`, would)."""
     store = work.store
     chosen = carried(store, records, state)
     if dry_run or not chosen:
@@ -79,9 +75,8 @@ def _send_again(
 
 
 def carried(store: Store, records: list[Delivery], state: State) -> list[Delivery]:
-    """The deliveries that are sent for `records`, those in `state`: a delivery gathered into a digest goes out
-    with its digest, never on its own, so it stands for its digest here (once, however many of its items were
-    chosen). What a replay (failed) or a release (held) sends, lists and counts."""
+    """The deliveries sent for `records`, those in `state`: an item gathered into a digest stands for its digest
+    (once, however many of its items were chosen)."""
     wanted = list(dict.fromkeys(r.digest for r in records if r.digest))
     found = {d.id: d for d in store.deliveries(wanted) if d is not None}
     out = {r.id: r for r in records if not r.digest}
@@ -90,8 +85,7 @@ def carried(store: Store, records: list[Delivery], state: State) -> list[Deliver
 
 
 def taken(store: Store, chosen: list[Delivery], state: State) -> Iterator[Delivery]:
-    """Each chosen delivery taken under its lease and read as it is now, when it is still in `state`: one a worker
-    has in hand this moment is left to it (it is going out), one no longer in `state` let go of."""
+    """Each still in `state`, under its lease and read as it is now; one a worker has in hand is left to it."""
     for record in chosen:
         ours, current = store.take_and_read(record.id)
         if not ours or current is None:

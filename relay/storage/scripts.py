@@ -21,11 +21,9 @@ if ttl >= 0 and ttl < tonumber(ARGV[1]) then redis.call('EXPIRE', KEYS[1], ARGV[
 return ttl
 """
 
-# What of deliveries' new states needs a script (`Store.update_many` runs it in the transaction that stores the
-# records, the failed and held indexes and the activity): each moves to the list of its state (out of its other
-# states' lists, `relay.storage.lists`), scored by createdAt; its lease is dropped when this worker holds it,
-# with the count of its lost tries (an outcome stored by the lease holder ends them: they count in a row); and
-# the metrics are counted (HINCRBYFLOAT: an integer's count stays an integer's text).
+# What of deliveries' new states needs a script (in `Store.update_many`'s transaction): each moves to the list of
+# its state; its lease is dropped when this worker holds it, with its lost tries (an outcome stored by the lease
+# holder ends them: they count in a row); the metrics are counted (HINCRBYFLOAT keeps an integer's text).
 # KEYS: leases, losses, metrics. ARGV: lease owner, r, then per record (r of them): id, createdAt, its state, its
 # `list_rest`, drop its lease (1/0); then the metrics' field/increment pairs.
 UPDATE = f"""
@@ -58,15 +56,11 @@ local function add_ids(key, ids)
 end
 """
 
-# A chunk of a notification's planning stored in one round trip (`Store.create_deliveries` cuts a planning into
-# chunks of bounded size: a Redis command takes at most 1,048,576 arguments): the delivery records that do
-# not exist yet, their ids added to the event record's, a lease on those the caller sends at once (new ones
-# only: one that existed is another planner's, or due), the others that are open put among the due deliveries
-# (`relay.storage.leases`: now, or a held one at its notBefore; one that exists keeps a due time it has), and,
-# with the last chunk, the notification done with: the caller's lease on it dropped. Returns per record 0 (it
-# existed: read it) or 1 (created), plus 2 when the lease was taken.
-# A new record goes into the list of its state (`relay.storage.lists`, a key named by the caller), scored by
-# createdAt.
+# A chunk of a notification's planning in one round trip: the records that do not exist yet (each into the list
+# of its state), their ids added to the event's, a lease on those the caller sends at once (new ones only: one
+# that existed is another planner's, or due), the other open ones made due (one that exists keeps its due time),
+# and with the last chunk the caller's lease on the notification dropped. Returns per record 0 (it existed: read
+# it) or 1 (created), plus 2 when the lease was taken.
 # KEYS: the event's record, lists registry, failed index, metrics, leases, held index, due deliveries, losses,
 # then each record's key. ARGV: retention, owner, the notification's unit ('' for none: not the last chunk),
 # then per record: id, createdAt, failed (1/0), take (1/0), its metric field, its notBefore when held (else -),
@@ -175,10 +169,8 @@ return redis.call('HGET', KEYS[2], 'items') or '[]'
 # The event record is the dedup: one of this eventId received after ARGV[1] makes a duplicate, nothing written
 # (its TTL, ARGV[5], outlasts the window). A record written anew (after the window) keeps its deliveries' ids
 # and drops the trace of the last intake.
-# When no wake-up job is queued, the script sets the wake-up flag to a new job's id and returns it: the
-# caller then enqueues that job through RQ's own `Queue.enqueue_call`. Were that enqueue lost (the caller
-# died between the two), the notification still waits among the unplanned ones, and the heartbeat's sweep
-# wakes a worker for it.
+# When no wake-up job is queued, the flag is set to a new job's id, returned for the caller to enqueue through
+# RQ; were that lost, the notification still waits unplanned, and the heartbeat's sweep wakes a worker for it.
 # The stream of notifications received (KEYS[2], the console's list) takes an entry {eventId} with the ID
 # `<receivedAt in ms>-0`; when an entry has an ID at or above it (two in one ms, replicas' clocks apart, a clock
 # moved back), it takes the last ID's ms with its sequence + 1 (Redis 6.2 has no `<ms>-*`): the last ID given,

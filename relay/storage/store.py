@@ -1,8 +1,5 @@
-"""The records in Redis, read and written: events, deliveries, their leases, counters.
-
-Each change of a delivery's state is one atomic script: the record, the failed index, the release of its
-lease, the counters and the minute's activity, so that what /metrics, the events API and the page agree.
-"""
+"""The records in Redis, read and written. Each change of a delivery's state is one atomic step (record, indexes,
+lease, counters, the minute's activity), so that /metrics, the events API and the page agree."""
 
 from __future__ import annotations
 
@@ -48,13 +45,11 @@ from relay.storage.tally import Counts, KindLabels, fleet_totals
 
 __all__ = ["FAILED", "HELD", "LATENCY_BUCKETS", "StateChange", "Store", "iso"]  # the names relay.admin reads here
 log = logging.getLogger("relay.storage")
-# Records stored by one script call (`Store.create_deliveries`): about 55 arguments each, so some 28,000 a
-# call, far from the 1,048,576 arguments Redis takes in one command (and a few MB at most).
+# Records a script call stores: about 28,000 arguments, far from the 1,048,576 Redis takes in one command.
 PLAN_CHUNK = 500
 
 
 def _held_op(record: Delivery, previous_state: State | None, at: float) -> str:
-    """What a stored state does to the held index: add (at notBefore), remove, or nothing (-)."""
     if record.state is State.HELD:
         return repr(record.notBefore if record.notBefore is not None else at)
     return "rem" if previous_state is State.HELD else "-"
@@ -69,8 +64,6 @@ def _due(record: Delivery, at: float) -> str:
 
 @dataclass
 class StateChange:
-    """A delivery's new state, to be stored (`Store.update_many`)."""
-
     record: Delivery
     previous_state: State
     latency_from: float | None = None
@@ -109,11 +102,9 @@ class Store:
     def create_deliveries(
         self, event_id: str, records: list[Delivery], take: set[str] | None = None, done: bool = False
     ) -> list[Delivery]:
-        """Store records that do not exist yet; the stored state of every record. In the same round trips, this
-        worker leases those in `take` that it creates (`held_lease`), the other open ones are made due, and with
-        `done` its lease on the notification is dropped, by the last chunk of PLAN_CHUNK (each one atomic script): a
-        planning stopped part way is planned again whole, and what the first try stored is found stored (never
-        created, nor sent, twice). The leases taken by chunks stored before a failure are given back, due now."""
+        """Store records that do not exist yet; the stored state of every record. This worker leases those in `take`
+        it creates, the others open are made due, and `done` drops its lease on the notification with the last
+        chunk: a planning stopped part way is planned again whole, and finds what it stored (never made twice)."""
         stored: list[Delivery] = []
         try:
             event = event_key(event_id)  # where the chunks add their ids
@@ -131,7 +122,6 @@ class Store:
     def _create(
         self, event_id: str, event: str, records: list[Delivery], to_take: set[str], done: bool
     ) -> list[Delivery]:
-        """One chunk of `create_deliveries`, in one round trip; `event`: the key of the event's record."""
         keys = [event, LISTS, FAILED, self.counts.key, LEASES, HELD, READY, LOSSES]
         args: list[Any] = [self.retention, self.owner, event_unit(event_id) if done else ""]
         at = self.clock()
@@ -166,8 +156,7 @@ class Store:
         return self.deliveries([delivery_id_])[0]
 
     def deliveries(self, ids: Iterable[str]) -> list[Delivery | None]:
-        """The records of these ids, None for each that is not stored, or cannot be read (logged: one bad
-        record takes no listing down)."""
+        """None for each not stored or unreadable (logged: one bad record takes no listing down)."""
         ids = list(ids)
         if not ids:  # a record that is no digest asks for its items: no round trip
             return []
@@ -184,12 +173,10 @@ class Store:
         send_seconds: float | None = None,
         **metric_labels: str,
     ) -> None:
-        """Store the record; with `latency_from` and `send_seconds`, count the end-to-end latency and the
-        duration of the send in the same round trip. A record this worker leased lets go of its lease."""
+        """Store the record (and the latencies given) in one round trip; a lease this worker held is let go."""
         self.update_many([StateChange(record, previous_state, latency_from, send_seconds, metric_labels)])
 
     def update_many(self, outcomes: list[StateChange]) -> None:
-        """`update` for several records, in one round trip: one transaction (MULTI/EXEC) with the UPDATE script."""
         pipe = self.redis.pipeline(transaction=True)
         args: list[Any] = [self.owner, len(outcomes)]
         counted: list[tuple[str, float]] = []
@@ -238,9 +225,7 @@ class Store:
         return float(self._reserve(keys=[f"{PREFIX}rate:{channel}"], args=[1.0 / rate, repr(self.clock())]))
 
     def take_and_read(self, delivery_id_: str) -> tuple[bool, Delivery | None]:
-        """Lease the delivery to this process unless a worker holds it (a release, a reload's re-plan: what a
-        worker has in hand is left to it), and read its record as it is now. The record holds the lease (see
-        `update`); one that expired meanwhile is let go of here."""
+        """Lease and read the delivery unless a worker holds it (what a worker has in hand is left to it)."""
         taken, fields = self.leases.take_and_read(delivery_id_, self.owner, delivery_key(delivery_id_))
         if not taken:
             return False, None
@@ -252,11 +237,9 @@ class Store:
         return True, record
 
     def held_ids(self) -> list[str]:
-        """The deliveries held by quiet hours now, soonest first."""
         return [_text(v) for v in self.redis.zrange(HELD, 0, -1)]
 
     def prune(self) -> None:
-        """Drop index entries older than the retention (their records have expired already)."""
         cutoff = self.clock() - self.retention
         pipe = self.redis.pipeline(transaction=False)
         for index in (FAILED, HELD):  # held: by notBefore, long past for any still listed
@@ -266,28 +249,24 @@ class Store:
         self.lists.prune(cutoff)
 
     def incr(self, name: str, amount: int = 1, **labels: str) -> None:
-        """Count where this process counts (relay.storage.tally); a `kind` label is bounded."""
         if "kind" in labels:
             labels["kind"] = self.kinds.label(labels["kind"])
         self.redis.hincrby(self.counts.key, metric_field(name, **labels), amount)
 
     @staticmethod
     def _observe(counted: list[tuple[str, float]], name: str, seconds: float, **labels: str) -> None:
-        """One duration into a shared histogram: only its own bucket is counted here (three increments,
-        not one per bucket); /metrics adds the buckets up into Prometheus' cumulative ones."""
+        """Only its own bucket is counted (not one per bucket): /metrics adds them up into cumulative ones."""
         counted.append((bucket_field(name, seconds, **labels), 1))
         counted.append((metric_field(name + "_count", **labels), 1))
         counted.append((metric_field(name + "_sum", **labels), seconds))
 
     def counters(self) -> dict[str, float]:
-        """The fleet's counts since the beginning (the admin page)."""
         return fleet_totals(self.redis)
 
     def heartbeat(self, worker: str) -> None:
         self.redis.zadd(WORKERS, {worker: self.clock()})
 
     def forget_worker(self, worker: str) -> None:
-        """A worker that stops: no longer counted as seen (/readyz)."""
         self.redis.zrem(WORKERS, worker)
 
     def worker_beats(self) -> dict[str, float]:

@@ -45,14 +45,12 @@ def _floats(raw: dict[Any, Any]) -> dict[str, float]:
 
 @dataclass
 class Counts:
-    """The hash this process counts in (`key`, read at each count: a process starts serving /metrics after
-    its parts were built), and the process that owns it (None: the fleet's hash, or serve's)."""
+    """`key` is read at each count: a process starts serving /metrics after its parts were built."""
 
     key: str = METRICS
     source: str | None = None
 
     def serve_as(self, redis: Redis, source: str) -> None:
-        """Count in a hash of this process's own from now on (it serves /metrics)."""
         self.key, self.source = own_key(source), source
         with contextlib.suppress(RedisError):  # Redis not up yet: each read of the hash names it again
             redis.sadd(SOURCES, source)
@@ -62,8 +60,7 @@ class Counts:
         self.key = own_key(source)
 
     def retire(self, redis: Redis) -> None:
-        """This process stops: its counts join the fleet's hash (a process killed outright leaves its own hash,
-        still summed by `fleet_totals`)."""
+        """A process killed outright leaves its own hash, still summed by `fleet_totals`."""
         if self.source is None:
             return
         source, self.key, self.source = self.source, METRICS, None
@@ -80,8 +77,7 @@ class Counts:
 
 
 def fleet_totals(redis: Redis) -> dict[str, float]:
-    """Every count of the fleet since the beginning: the fleet's hash and each counting process's. Raises
-    RedisError."""
+    """The fleet's hash and each counting process's, summed. Raises RedisError."""
     sources = sorted(_text(s) for s in redis.smembers(SOURCES))
     pipe = redis.pipeline(transaction=False)
     for key in (METRICS, *map(own_key, sources)):
@@ -94,9 +90,8 @@ def fleet_totals(redis: Redis) -> dict[str, float]:
 
 
 class KindLabels:
-    """The `kind` label of a count: the kind itself for the first `limit` kinds seen fleet-wide (a set in
-    Redis), `other` for any after them, so that a sender cannot grow the series and the Redis fields without
-    end. Known kinds are remembered in the process; refused ones too, up to a bound."""
+    """The kind itself for the first `limit` kinds seen fleet-wide, `other` after them: a sender cannot grow the
+    series without end."""
 
     def __init__(self, redis: Redis, limit: int = 200) -> None:
         self.redis, self.limit = redis, limit

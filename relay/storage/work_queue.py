@@ -1,7 +1,5 @@
-"""RQ adapter: the intake (dedup, event and its place among the notifications to plan, in one round trip), the
-deliveries made due (now, after a retry's wait, at a held delivery's time) and the wake-up jobs that RQ runs for
-them: RQ carries wake-ups only (`relay.storage.leases` says who owns what). Replay and release:
-`relay.storage.requeue`."""
+"""RQ adapter: the intake (dedup, event and its place to plan, in one round trip), deliveries made due and the
+wake-up jobs RQ runs for them: RQ carries wake-ups only (`relay.storage.leases` says who owns what)."""
 
 from __future__ import annotations
 
@@ -49,10 +47,8 @@ class QueueUnavailable(Exception):
 
 
 class NotReplicated(QueueUnavailable):
-    """The primary holds the notification, but fewer replicas than `redis.min_replicas` acknowledged it within
-    `redis.replica_timeout`: not answered 202 (a failover now could lose it). The platform's retry finds it
-    (a duplicate) and is answered 202 only once the replicas hold it (`WorkQueue.replicated`). `counted`: the
-    field the accept script counted it in, taken back, so that the counts say what was answered 202."""
+    """Too few replicas acknowledged within `redis.replica_timeout`: no 202 (a failover could lose it); the
+    platform's retry is a duplicate, answered 202 once they do. `counted`: the count taken back."""
 
     def __init__(self, message: str, counted: str) -> None:
         super().__init__(message)
@@ -65,14 +61,12 @@ def job_id(prefix: str, ident: str) -> str:
 
 
 def wake_job_id(event_id: str) -> str:
-    """The wake-up a notification's arrival queues, when none is queued: stable for its event."""
-    return job_id("plan", _hash(event_id))
+    return job_id("plan", hashlib.sha256(event_id.encode()).hexdigest()[:32])
 
 
 @dataclass(frozen=True)
 class Acceptance:
-    """What the accept script answered: `accepted` or `duplicate`, and the wake-up job to enqueue now (its
-    flag already set by the script), when none was queued."""
+    """`accepted` or `duplicate`, and the wake-up job to enqueue (its flag set by the script), if any."""
 
     status: str
     wake_job: str | None = None
@@ -104,9 +98,8 @@ class WorkQueue:
     async def accept_async(
         self, client: AsyncRedis, event_id: str, kind: str, payload: str, trace: str = ""
     ) -> Acceptance:
-        """'accepted' once the event is in Redis among the notifications to plan, else 'duplicate'; QueueUnavailable
-        on any Redis error of the accept itself (nothing was accepted then). The wake-up it may ask for is the
-        caller's to enqueue (`queue_wake`) after the answer: RQ's enqueue blocks, and the notification is durable."""
+        """QueueUnavailable: nothing was accepted. The caller enqueues the wake-up (`queue_wake`) after answering:
+        RQ's enqueue blocks, and the notification is durable already."""
         script = self._async_scripts.get(client)
         if script is None:
             script = self._async_scripts[client] = client.register_script(ACCEPT)
@@ -116,7 +109,7 @@ class WorkQueue:
             if self.min_replicas:
                 pipe = client.pipeline(transaction=False)
                 await script(keys, args, client=pipe)
-                pipe.wait(*self._wait_args())
+                pipe.wait(self.min_replicas, max(1, int(self.replica_timeout * 1000)))
                 answer = self.replicated(await pipe.execute(), label)
             else:
                 answer = await script(keys, args)
@@ -128,14 +121,9 @@ class WorkQueue:
             raise QueueUnavailable(_why(exc)) from exc
         return _acceptance(answer)
 
-    def _wait_args(self) -> tuple[int, int]:
-        return self.min_replicas, max(1, int(self.replica_timeout * 1000))
-
     def replicated(self, results: list[Any], label: str) -> Any:
-        """The accept script's answer, from a pipeline of the script then Redis WAIT on one connection, once
-        enough replicas acknowledged: WAIT waits for every write of its connection so far, so a
-        duplicate (whose script counts it, a write) waits for the first call's write too. Raises
-        NotReplicated when too few acknowledged: the primary keeps the write, the answer is a 503."""
+        """The script's answer, after WAIT on the same connection: WAIT covers every earlier write of it, so a
+        duplicate (counted: a write) waits for the first call's write too."""
         answer, acked = results
         if int(acked) < self.min_replicas:
             wanted, within = self.min_replicas, self.replica_timeout
@@ -144,8 +132,6 @@ class WorkQueue:
         return answer
 
     def _accept_call(self, event_id: str, payload: str, trace: str, label: str) -> tuple[list[str], list[Any]]:
-        """The keys and arguments of the accept script for one notification; `trace`: its trace context;
-        `label`: the kind as counted (`relay.storage.tally.KindLabels`)."""
         keys = [event_key(event_id), RECEIVED, self.store.counts.key, UNPLANNED, WAKE]
         # In whole milliseconds, so that the record's receivedAt and its entry's stream ID say the same time; cut
         # down, never up: a time after now would keep the notification from the planners until then.
@@ -168,9 +154,7 @@ class WorkQueue:
         return keys, args
 
     def queue_wake(self, ident: str, event_id: str = "") -> bool:
-        """Enqueue the wake-up job `ident` through RQ (its flag is set by the caller; `event_id`: the arrival
-        it is for, shown in RQ's listings); whether it was. One lost here (Redis gone this moment) is made
-        again by the heartbeat's sweep: the work waits in Redis."""
+        """Whether it was queued; one lost here is made again by the heartbeat's sweep (the work waits in Redis)."""
         try:
             self.queue.enqueue_call(
                 WORK_JOB,
@@ -186,18 +170,15 @@ class WorkQueue:
         return True
 
     def request_wake(self) -> bool:
-        """Wake a worker for the work that is due: queue a wake-up job unless one is queued and not started (the
-        flag); whether one was queued."""
+        """Queue a wake-up unless one is queued and not started (the flag); whether one was."""
         ident = job_id("wake", uuid.uuid4().hex)  # a job of its own, never one RQ may still hold
         if not self.redis.set(WAKE, ident, nx=True, ex=WAKE_TTL):
             return False
         return self.queue_wake(ident)
 
     def recover_wake(self) -> bool:
-        """The heartbeat's wake-up for work left due: `request_wake`, once the flag is dropped if it names no job
-        waiting in RQ's queue: one RQ does not have (lost with a primary that failed over before it replicated
-        the job), or one that ran without clearing it (failed, or abandoned by a worker killed as it started).
-        Such a flag would hold back every wake-up until it expires (WAKE_TTL)."""
+        """`request_wake`, first dropping a flag that names no queued job (lost in a failover, or run without
+        clearing it): it would hold back every wake-up until WAKE_TTL."""
         flag = self.redis.get(WAKE)
         if isinstance(flag, bytes) and not self._waiting(flag.decode()):
             self.redis.delete(WAKE)  # were it set anew meanwhile, one wake-up more: harmless
@@ -210,8 +191,7 @@ class WorkQueue:
             return False
 
     def wake_at(self, at: float) -> None:
-        """A wake-up at `at` (epoch seconds; no sooner) as an RQ scheduled job: one per second, however many
-        deliveries come due in it. Were it lost, the heartbeat's sweep wakes a worker for work left due."""
+        """An RQ scheduled job, one per second however many come due in it; a lost one, the sweep makes good."""
         if at <= self.store.clock():
             self.request_wake()
             return
@@ -228,19 +208,15 @@ class WorkQueue:
         )
 
     def enqueue_deliveries(self, ids: list[str]) -> None:
-        """These deliveries are due now: among the due work, with a worker woken for them."""
         if ids:
             self.schedule(dict.fromkeys(ids, self.now_everywhere()))
 
     def now_everywhere(self) -> float:
-        """ "Now" for work that other machines take: the earlier of this process's clock and Redis's. A release
-        from a CLI whose clock runs ahead is then due at once for workers whose clocks agree with Redis's,
-        rather than that much later; a clock behind is earlier still, so due too."""
+        """The earlier of this clock and Redis's: a release from a CLI whose clock runs ahead is due at once."""
         seconds, micros = self.redis.time()
         return min(self.store.clock(), seconds + micros / 1e6)
 
     def schedule(self, due: Mapping[str, float], slots: Mapping[str, float] | None = None) -> None:
-        """Deliveries due at these times (id -> epoch seconds), and wake-ups for them."""
         if not due:
             return
         self.store.leases.schedule(due, slots)
@@ -251,12 +227,11 @@ class WorkQueue:
             self.wake_at(second)
 
     def retry_later(self, delivery_id: str, delay: float, slot_at: float | None = None) -> None:
-        """Run the delivery again after `delay` (no sooner); `slot_at`: the rate-limit slot it booked."""
+        """`slot_at`: the rate-limit slot it booked."""
         slots = {delivery_id: slot_at} if slot_at is not None else None
         self.schedule({delivery_id: self.store.clock() + delay}, slots)
 
     def deliver_at(self, delivery_id: str, at: float) -> None:
-        """A held delivery (or a digest) due at `at` (epoch seconds; no sooner): no worker waits for it."""
         self.schedule({delivery_id: at})
 
     def release(self, records: list[Delivery], dry_run: bool = False) -> int:
@@ -276,13 +251,8 @@ def _acceptance(answer: Any) -> Acceptance:
 
 
 def _why(exc: RedisError) -> str:
-    """What the 503's log line says: the error's type; and the script's own words when it refused (a key of
-    the wrong type, named), which carry no address or credential."""
+    """The error's type, and the script's own words (no address or credential) when it refused."""
     return f"{type(exc).__name__}: {exc}" if isinstance(exc, ResponseError) else type(exc).__name__
-
-
-def _hash(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()[:32]
 
 
 _DUPLICATE_FIELD = metric_field("relay_notifications_duplicate_total")

@@ -1,10 +1,6 @@
-"""Traces of each notification across relay's processes (OpenTelemetry), off by default.
-
-All the rest of relay calls, importing nothing of OpenTelemetry: off, each call is one check and a shared
-do-nothing span; `start` imports the adapter (`relay.tracing.otel`, the `otel` extra) when tracing is wanted.
-A notification's context travels as a W3C `traceparent`, stored with its event and each delivery, so any
-worker, at any later time, continues the same trace.
-"""
+"""Traces of each notification across relay's processes (OpenTelemetry), off by default: then each call is one
+check and a shared do-nothing span; `start` imports the adapter (`relay.tracing.otel`) when tracing is wanted. A
+`traceparent` stored with the event and each delivery lets any worker, later, continue the same trace."""
 
 from __future__ import annotations
 
@@ -66,15 +62,13 @@ class Tracer:
     def span(
         self, name: str, parent: str | None = None, links: Iterable[str | None] = (), **attributes: Value | None
     ) -> AbstractContextManager[Span]:
-        """A span around a step, the current span's child, or `parent`'s (a stored traceparent; "" for a new
-        trace); `links`: stored traceparents of related traces. Secrets are scrubbed before export."""
+        """`parent`: a stored traceparent ("" for a new trace); `links`: of related traces."""
         if self._backend is None:
             return OFF
         return self._backend.span(name, parent, links, attributes)
 
     def attempt(self, record: Delivery) -> AbstractContextManager[Span]:
-        """The span of one try of a delivery, in its notification's trace, linked to its first try's; stamps
-        `record` with the traces that later tries follow."""
+        """Linked to its first try's; stamps `record` with the traces later tries follow."""
         if self._backend is None:
             return OFF
         return self._backend.attempt(record)
@@ -113,8 +107,7 @@ def wanted(enabled: bool, environ: Mapping[str, str] | None = None) -> bool:
 
 
 def start(config: Config, role: str, instance: str, exporter: Any = None, redactor: Redactor | None = None) -> Tracer:
-    """This process's tracer: on when tracing is wanted (and OpenTelemetry installed), else `OFF_TRACER`.
-    `exporter`: a test's (spans exported as they end), else OTLP; `redactor` scrubs every span's texts."""
+    """`OFF_TRACER` unless tracing is wanted; `exporter`: a test's, else OTLP."""
     if not (exporter is not None or wanted(config.tracing.enabled)):
         return OFF_TRACER
     try:

@@ -120,8 +120,7 @@ def signature_problem(signed: HmacAuth, headers: Mapping[str, str], body: bytes,
 def standard_signature_problem(
     signed: StandardWebhooksAuth, headers: Mapping[str, str], body: bytes, now: float
 ) -> str | None:
-    """Standard Webhooks: `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` under a whsec_ key, several
-    space-separated; the timestamp whole seconds within the tolerance. None when valid, else why not."""
+    """Standard Webhooks' `v1,` signatures, space-separated. None when valid, else why not."""
     msg_id = headers.get("webhook-id", "")
     timestamp = headers.get("webhook-timestamp", "").strip()
     if not msg_id or not timestamp.isascii() or not timestamp.isdigit() or len(timestamp) > 12:

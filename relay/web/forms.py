@@ -21,8 +21,7 @@ MAX_FORM_BYTES = 16 * 1024
 
 
 def same_origin(request: Request, config: Config) -> bool:
-    """A browser's POST names its page's origin: it must be relay's own (absent: an older client, allowed): the
-    Host, `preferences.public_url`'s, or the last X-Forwarded-Host set by one of `server.trusted_proxies`."""
+    """Relay's own (absent: allowed): the Host, `preferences.public_url`'s, or a trusted proxy's X-Forwarded-Host."""
     source = request.headers.get("origin") or request.headers.get("referer")
     if source is None:
         return True

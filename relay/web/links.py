@@ -52,8 +52,7 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    """The bytes of one spelling only: base64's last character carries bits that decoding ignores, so a text
-    that does not encode back to itself is refused (else four spellings of one token would be honoured)."""
+    """base64's last character carries bits decoding ignores: a text not encoding back to itself is refused."""
     data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     if _b64(data) != text:
         raise ValueError("not the canonical spelling")

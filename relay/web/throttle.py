@@ -104,8 +104,7 @@ def throttled_response(seconds: int) -> Response:
 
 
 class Guard:
-    """Counts refused credentials and answers 429 to a client over the limit; one per app. `server` is read at
-    each call (a reload changes the limits and the proxies)."""
+    """One per app; `server` is read at each call (a reload changes the limits and the proxies)."""
 
     def __init__(
         self,
