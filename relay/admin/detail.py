@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -27,6 +27,7 @@ class Attempt(TypedDict):
     said: str | None  # the service's own words (an HTTP reason and answer, an SMTP reply), bounded
     error: str | None  # relay's account of a failure (as `lastError` keeps the last one)
     seconds: float | None  # how long the send took
+    probe: NotRequired[bool]  # true: the try that probed its down channel
 
 
 class Sent(TypedDict):

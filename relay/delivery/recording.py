@@ -23,6 +23,14 @@ from relay.storage.store import StateChange
 log = logging.getLogger("relay.delivery.jobs")
 
 
+def note_try(record: Delivery, outcome: Outcome, took: float | None, now: float) -> None:
+    """One more try in the record's attempt log, whatever it leads to (a probe of a down channel marked so)."""
+    entry = attempt_entry(outcome, record.attemptTimes[-1] if record.attemptTimes else now, took)
+    if record.probing:
+        entry["probe"] = True
+    record.attemptLog = logged(record.attemptLog, entry)
+
+
 def decide(
     rt: Context,
     record: Delivery,
@@ -36,8 +44,7 @@ def decide(
     with rt.tracer.span("relay.record"):
         step = next_step(outcome, record.attempts, record.maxAttempts, rt.config.retry.backoff)
         record.state, record.lastError = step.state, step.reason
-        at = record.attemptTimes[-1] if record.attemptTimes else rt.clock()
-        record.attemptLog = logged(record.attemptLog, attempt_entry(outcome, at, took))
+        note_try(record, outcome, took, rt.clock())
         if isinstance(outcome, Delivered):
             # From when it could go: the time a delivery was held by quiet hours (or gathered) is not latency.
             since = max(record.createdAt, record.notBefore or 0.0)

@@ -11,7 +11,7 @@ from relay.core.model import Delivery, iso
 from relay.core.outcome import Outcome
 from relay.core.states import State
 from relay.delivery.context import Context
-from relay.delivery.recording import follow, log_context
+from relay.delivery.recording import follow, log_context, note_try
 from relay.outages.model import TRANSIENT, down_reason, kind_of
 from relay.outages.store import ChannelStates, Gate
 from relay.storage.store import StateChange
@@ -49,6 +49,7 @@ def after_send(
     if kind != TRANSIENT or gate.state != "down":
         return False
     record.maxAttempts += 1  # a try while the channel is down spends nothing of the delivery's budget
+    note_try(record, outcome, took, clock)  # the try that tripped the channel, or a failed probe: in the log too
     hold(rt, record, gate, followers, previous)
     return True
 

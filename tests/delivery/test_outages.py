@@ -237,3 +237,28 @@ def test_what_waited_goes_out_oldest_first_within_the_channels_rate(
         # measures it), so the four span at least three slots; without the rate they leave within a few ms.
         assert hits[-1].at - hits[0].at >= 3 * 0.2 - 0.05
         assert {d["state"] for d in deliveries(client)} == {"delivered"}
+
+
+def test_every_try_is_in_the_attempt_log_the_tripping_one_and_a_probe_marked_so(
+    down_rt: Runtime, sink: HttpSink, clock: ManualClock
+) -> None:
+    """Issue 48: the try that marked the channel down and a failed probe were missing from `attemptLog`, so the
+    page said "the last 2 of 4"; every try is logged, a probe marked as one, and the counts agree."""
+    rt = down_rt
+    sink.script["/down"] = [503, 503, 503]  # two trip the channel; the first probe fails
+    with TestClient(create_app(rt)) as client:
+        assert post(client, one_message()).status_code == 202  # fails, retrying
+        run_worker(rt)
+        assert post(client, one_message()).status_code == 202  # fails: the channel is down, it waits
+        run_worker(rt)
+        [tripping] = deliveries(client, "held")
+        after(rt, clock, 31)  # the oldest waiting probes it, and fails
+        after(rt, clock, 61)  # the next probe succeeds: up, everything goes
+        details = [admin(client, f"/api/v1/deliveries/{d['id']}").json() for d in deliveries(client)]
+    assert {d["state"] for d in details} == {"delivered"}
+    for detail in details:
+        assert len(detail["attemptLog"]) == detail["attempts"], detail["attemptLog"]
+    log = next(d for d in details if d["id"] == tripping["id"])["attemptLog"]
+    assert log[0]["outcome"] == "transient" and "probe" not in log[0]  # the try that tripped the channel
+    probes = [e for d in details for e in d["attemptLog"] if e.get("probe")]
+    assert probes and probes[0]["outcome"] == "transient", [d["attemptLog"] for d in details]  # marked as one
