@@ -8,7 +8,7 @@ import sys
 from redis.exceptions import RedisError
 
 from relay import __version__
-from relay.cli import check, health, inspect, prefs, probe, run, send, silence, token
+from relay.cli import check, delivery, health, inspect, prefs, probe, run, send, silence, token
 from relay.config import ConfigError
 from relay.config.messages import did_you_mean
 from relay.core.clock import Clock, system_clock
@@ -33,6 +33,7 @@ def parser() -> argparse.ArgumentParser:
     probe.add_commands(command)
     send.add_commands(command, sub)
     inspect.add_commands(command)
+    delivery.add_commands(command)
     token.add_commands(command)
     prefs.add_commands(command)
     silence.add_commands(command)

@@ -142,3 +142,27 @@ def test_a_mistyped_command_gets_a_did_you_mean(capsys: pytest.CaptureFixture[st
         with pytest.raises(SystemExit) as done:
             relay_main(argv)
         assert done.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_one_delivery_whole_in_a_table_and_in_json(
+    client: TestClient, rt: Runtime, sink: HttpSink, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 48: `relay delivery ID` shows what the API and the page show: every try and the message sent."""
+    sink.script["/owners"] = [400]  # permanent: failed at its first try
+    payload = sample_notification()
+    post(client, payload)
+    run_worker(rt)
+    capsys.readouterr()
+    assert main(["deliveries", "--state", "failed", "--config", str(config_file), "--json"]) == 0
+    [failed] = json.loads(capsys.readouterr().out)
+    assert main(["delivery", failed["id"], "--config", str(config_file), "--json"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert whole["id"] == failed["id"] and whole["state"] == "failed"
+    assert [t["outcome"] for t in whole["attemptLog"]] == ["permanent"] and whole["attemptLog"][0]["status"] == 400
+    assert whole["message"] is not None and whole["message"]["title"]  # what the failed try sent
+    assert main(["delivery", failed["id"], "--config", str(config_file)]) == 0
+    shown = capsys.readouterr().out
+    assert f"id:            {failed['id']}" in shown and "tries (the last 1 of 1):" in shown
+    assert "permanent" in shown and "400" in shown and "message sent:" in shown
+    assert main(["delivery", "dnosuch", "--config", str(config_file)]) == 1
+    assert "no delivery with id 'dnosuch'" in capsys.readouterr().err
