@@ -1,11 +1,8 @@
-"""The admin page's sessions and CSRF protection.
-
-The cookie holds `expiry.nonce.HMAC-SHA256(token, expiry|nonce)`, never the token, and is checked against
-every configured token: every replica accepts it, and removing a token ends its sessions. Logging out records
-the nonce in Redis (relay.storage.sessions) until the cookie would expire. With no admin_tokens the page is
-open, as the API is. A POST with the cookie carries a CSRF token keyed by the cookie (which another site can
-neither read nor set), and any Origin or Referer it sends must be this host.
-"""
+"""The admin page's sessions and CSRF protection. The cookie holds `expiry.nonce.HMAC-SHA256(token,
+expiry|nonce)`, never the token, checked against every configured token (every replica accepts it; removing a
+token ends its sessions); logging out records the nonce in Redis until the cookie would expire. A POST carries a
+CSRF token keyed by the cookie (another site can neither read nor set it), and any Origin or Referer it sends
+must be this host. With no admin_tokens the page is open, as the API is."""
 
 from __future__ import annotations
 

@@ -157,7 +157,7 @@ def add_commands(command: Command) -> None:
             c.add_argument("--state", choices=list(STATES))
             c.add_argument("--limit", type=int, default=50)
             c.add_argument("--cursor", help="go on after the last listing (the cursor it said)")
-            _output_options(c)
+            output_options(c)
             c.set_defaults(func=cmd_deliveries)
         else:
             c.add_argument("--dry-run", action="store_true", help="say what would be replayed; change nothing")
@@ -172,7 +172,7 @@ def add_commands(command: Command) -> None:
     c.set_defaults(func=cmd_release, since=None)
     c = command("status", "one notification's deliveries (with the address of each), and the Redis they came from")
     c.add_argument("event_id")
-    _output_options(c)
+    output_options(c)
     c.set_defaults(func=cmd_status)
 
 
@@ -182,7 +182,7 @@ def _filter_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--channel", help="one channel's deliveries (its name in the config)")
 
 
-def _output_options(c: argparse.ArgumentParser) -> None:
+def output_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--format", choices=["table", "json"], default="table", help="json: the records, whole")
     c.add_argument("--json", action="store_const", const="json", dest="format", help="the same as --format json")
     c.add_argument("--wide", action="store_true", help="cells whole, never cut with an ellipsis")

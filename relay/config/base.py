@@ -1,5 +1,4 @@
-"""What every model of the configuration shares: unknown keys refused, and no `true` or `false` read as a number
-(YAML's `max_deliveries: true` is not 1)."""
+"""What every config model shares: unknown keys refused; `true` or `false` is no number (`max_deliveries: true`)."""
 
 from __future__ import annotations
 

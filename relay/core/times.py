@@ -1,9 +1,6 @@
-"""Times at relay's boundaries, read once: every instant the API, the page and the command line take is ISO
-8601, read by `instant` into what storage and display use, epoch seconds on relay's clock (relay.core.clock),
-and only within what every reader can show (1970 to 9999 in UTC), so nothing stored can take a listing down.
-Durations are relay.config.durations' (the config's too). And how long active hours can stay closed, for
-the warning of a hold longer than `retention` (what it holds is kept past the retention until it ends).
-"""
+"""Times at relay's boundaries, read once: an ISO 8601 instant from the API, the page or the CLI becomes epoch
+seconds on relay's clock, only within what every reader can show (1970 to 9999 in UTC); and how long active
+hours can stay closed (the warning of a hold longer than `retention`). Durations: relay.config.durations."""
 
 from __future__ import annotations
 

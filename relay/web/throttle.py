@@ -1,14 +1,10 @@
-"""Nobody guesses their way in: refused credentials are counted per surface (WEBHOOK, API, UI, PREFERENCES,
-UNSUBSCRIBE: the `endpoint` label of `relay_auth_failures_total`) and client, and a client that sent too many
-is answered 429 there until the window lets go of them.
-
-A surface calls `check` before it looks at a credential (so a right guess while throttled is answered 429
-too, confirming nothing) and `failed` after a refusal (the reason is logged, never the credential). The
-refusals' times live in Redis, a sliding window every replica shares; Redis down, nothing is throttled (the
-credential check still holds). The client is the TCP peer or, behind `server.trusted_proxies`, the
-right-most X-Forwarded-For address that is not one; IPv6 clients are counted by their /64. The log gets a
-line for a client's first refusal in a window and one when it is throttled, not one per guess.
-"""
+"""Nobody guesses their way in: refused credentials are counted per surface (the `endpoint` label of
+`relay_auth_failures_total`) and client, in a sliding window in Redis every replica shares, and a client that
+sent too many is answered 429 there until the window lets go. `check` comes before a credential is looked at
+(a right guess while throttled is 429 too, confirming nothing), `failed` after a refusal (its reason logged,
+never the credential; one line per client and window, not per guess). Redis down, nothing is throttled (the
+check still holds). The client is the TCP peer or, behind `server.trusted_proxies`, the right-most
+X-Forwarded-For address that is not one; IPv6 clients count by their /64."""
 
 from __future__ import annotations
 

@@ -163,6 +163,6 @@ def test_one_delivery_whole_in_a_table_and_in_json(
     assert main(["delivery", failed["id"], "--config", str(config_file)]) == 0
     shown = capsys.readouterr().out
     assert f"id:            {failed['id']}" in shown and "tries (the last 1 of 1):" in shown
-    assert "permanent" in shown and "400" in shown and "message sent:" in shown
+    assert "permanent" in shown and "400" in shown and "message sent: " in shown
     assert main(["delivery", "dnosuch", "--config", str(config_file)]) == 1
     assert "no delivery with id 'dnosuch'" in capsys.readouterr().err
