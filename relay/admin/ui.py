@@ -44,7 +44,7 @@ log = logging.getLogger("relay.admin.ui")
 T = TypeVar("T")
 
 
-class PageIntake(Replaying, Releasing, Scheduling, Protocol):
+class PageWork(Replaying, Releasing, Scheduling, Protocol):
     """What the page asks of the queue: replays, releases, and what an expired silence held made due."""
 
 
@@ -54,7 +54,7 @@ class AdminPage:
     def __init__(
         self,
         data: PageData,
-        work: PageIntake,
+        work: PageWork,
         config: Callable[[], Config],
         clock: Callable[[], float],
         guard: Guard,

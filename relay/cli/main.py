@@ -12,6 +12,7 @@ from relay.cli import check, delivery, health, inspect, prefs, probe, run, send,
 from relay.config import ConfigError
 from relay.config.messages import did_you_mean
 from relay.core.clock import Clock, system_clock
+from relay.storage.schema import SchemaRefused
 
 # Exit codes beyond 0 and a command's own "no" (1); one table in docs/http-api.md ("Exit codes"), kept by
 # tests/cli/test_exit_codes.py. 2 is argparse's, for a misused command line; 3 is `relay serve` giving up.
@@ -64,6 +65,9 @@ def main(argv: list[str] | None = None, clock: Clock = system_clock) -> int:
         return INVALID_CONFIG
     except RedisError as exc:
         print(f"relay: cannot reach Redis ({exc}); is `relay serve` running with this config?", file=sys.stderr)
+        return REDIS_UNREACHABLE
+    except SchemaRefused as exc:  # a Redis this relay must not read or write: as unusable as an unreachable one
+        print(f"relay: {exc}", file=sys.stderr)
         return REDIS_UNREACHABLE
     except (OSError, ValueError) as exc:
         print(f"relay: {exc}", file=sys.stderr)

@@ -65,7 +65,7 @@ def cmd_expire(args: argparse.Namespace) -> int:
     from relay.admin.silences import expire
 
     rt = runtime(args)
-    done = expire(rt.store, rt.work, args.id, rt.clock())
+    done = expire(rt.store, rt.work, args.id, rt.work.now_everywhere())  # ended now for the workers too
     if done is None:
         print(f"relay: no readable silence with id {args.id!r} (relay silence list --all)", file=sys.stderr)
         return 1

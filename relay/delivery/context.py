@@ -1,9 +1,8 @@
 """What the delivery stages are handed: the process's config with what is built from it (`Loaded`), its stores on
-Redis, the intake (RQ), the senders and the clock, built once by the runtime's bootstrap; delivery code never imports
-the runtime (tests/test_layering.py). A reload swaps the whole `Loaded` in one assignment; a unit of work runs on
-`pinned()`, which reads it once, so its config, renderer and catalog are always of one load. RQ calls a job by its
-function's name: a worker's RQ runs its jobs through `job_class(context)`, which hands them the context first, the
-one place where RQ calls in."""
+Redis, the work queue (RQ), the senders and the clock, built once by the runtime's bootstrap; delivery code never
+imports the runtime (tests/test_layering.py). A reload swaps the whole `Loaded` in one assignment; a unit of work
+runs on `pinned()`, which reads it once, so its config, renderer and catalog are of one load. A worker's RQ runs its
+jobs through `job_class(context)`, which hands them the context first: the one place where RQ calls in."""
 
 from __future__ import annotations
 

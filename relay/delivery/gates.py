@@ -202,7 +202,7 @@ def _carry_out(due: Due, verdict: Verdict) -> str:
     if isinstance(verdict, Gathered):
         return record.state
     if isinstance(verdict, Throttled):
-        rt.work.retry_later(record.id, verdict.wait, slot_at=due.now + verdict.wait)
+        rt.work.retry_later(record.id, verdict.wait, slot_at=rt.clock() + verdict.wait)
         return "throttled"
     # A digest's items wait with it (and are kept as long: never removed while waiting).
     items = [i for i in rt.store.deliveries(record.items) if i is not None and i.state is State.HELD]

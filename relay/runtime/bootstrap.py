@@ -207,7 +207,7 @@ def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
     rt.store.kinds.limit = new.metrics.max_kinds
     rt.store.dead_worker_after = new.dead_worker_after
     rt.work.dedup_ttl = new.dedup_ttl
-    rt.store.retention = int(new.retention)
+    rt.store.retention = rt.store.digests.retention = int(new.retention)
     rt.loaded = loaded  # one assignment: a unit of work pinned before runs on the old load whole, one after on this
     return notes
 

@@ -97,7 +97,6 @@ for i = 6, #ARGV do
     redis.call('HDEL', KEYS[3], unit)
     local losses = ARGV[3] == '1' and redis.call('HINCRBY', KEYS[4], unit, 1) or 0
     local kind, member = string.sub(unit, 1, 2), string.sub(unit, 3)
-    if kind ~= 'e:' and kind ~= 'd:' then kind, member = 'd:', unit end
     if losses >= tonumber(ARGV[4]) then
       given_up[#given_up + 1] = unit
       if kind == 'e:' then redis.call('HINCRBY', KEYS[5], '@GIVEN_UP@', 1) end

@@ -113,7 +113,9 @@ def start(config: Config, role: str, instance: str, exporter: Any = None, redact
     try:
         from relay.tracing.otel import Backend
     except ImportError as exc:  # the extra is not installed: relay runs on, without traces
-        log.warning("tracing is on but OpenTelemetry is missing (%s): pip install 'relay[otel]'", exc.name)
+        log.warning(
+            "tracing is on but OpenTelemetry is missing (%s): pip install -e '.[otel]' (the otel extra)", exc.name
+        )
         return OFF_TRACER
     backend = Backend.start(role, instance, redactor if redactor is not None else Redactor(), exporter)
     log.info("tracing on: %s", backend.describe())
