@@ -30,7 +30,7 @@ from relay.config.environment import environment_settings
 from relay.core import limits
 from relay.core.limits import LimitExceeded
 from relay.core.sandbox import BoundedSandbox, make_environment
-from relay.delivery.apprise_compat import takes_own_text_part
+from relay.delivery.apprise_compat import prepared, takes_own_text_part
 from relay.runtime.embedded import redis_executable
 
 # --- Jinja (relay/core/sandbox.py, relay/core/rendering.py) ---------------------------------------------------
@@ -149,21 +149,7 @@ def test_apprise_email_plugin_has_what_relay_sends_its_own_text_part_with() -> N
     prepare = inspect.signature(NotifyEmail.prepare_emails).parameters
     assert {"subject", "body", "notify_format", "from_addr", "to", "cc", "bcc", "reply_to", "smtp_host"} <= set(prepare)
     assert {"headers", "names"} <= set(prepare)
-    messages = list(
-        NotifyEmail.prepare_emails(
-            subject="S",
-            body="<b>hi</b>",
-            notify_format=apprise.NotifyFormat.HTML,
-            from_addr=obj.from_addr,
-            to=obj.targets,
-            cc=obj.cc,
-            bcc=obj.bcc,
-            reply_to=obj.reply_to,
-            smtp_host=obj.smtp_host,
-            headers={"X-Application": obj.app_id, **obj.headers},
-            names=obj.names,
-        )
-    )
+    messages = list(prepared(obj, "S", "<b>hi</b>"))  # relay's own call, as send_email makes it
     assert [(m.to_addrs, m.recipient) for m in messages] == [(["b@example.org"], "b@example.org")]
     assert "multipart/alternative" in messages[0].body
     controller = inspect.signature(AppriseSMTPController).parameters

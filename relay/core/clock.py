@@ -1,8 +1,6 @@
-"""The one clock relay stores and compares times by (epoch seconds), made once by the runtime's builder and
-handed to every part, so that a time one part writes another compares on the same clock, and a test moves
-them all at once (tests/clock.py). `system_clock` is the only place relay reads the wall clock; `time.monotonic()`
-stays for a process's own durations, which nothing stores. No Lua script reads Redis `TIME`.
-"""
+"""The one clock relay stores and compares times by (epoch seconds), built once and handed to every part (a test
+moves them all at once: tests/clock.py). `system_clock` is the one read of the wall clock; `time.monotonic()` is for
+a process's own durations; "due now" across machines also asks Redis (`WorkQueue.now_everywhere`)."""
 
 from __future__ import annotations
 

@@ -260,24 +260,29 @@ def with_text_part(raw: str, text: str) -> str:
     return message.as_string()
 
 
+def prepared(obj: NotifyEmail, title: str, html_body: str) -> Any:
+    """The plugin's own messages for an html e-mail, built from its attributes (`prepare_emails`)."""
+    return NotifyEmail.prepare_emails(
+        subject=title,
+        body=html_body,
+        notify_format=apprise.NotifyFormat.HTML,
+        from_addr=obj.from_addr,
+        to=obj.targets,
+        cc=obj.cc,
+        bcc=obj.bcc,
+        reply_to=obj.reply_to,
+        smtp_host=obj.smtp_host,
+        headers={"X-Application": obj.app_id, **obj.headers},
+        names=obj.names,
+    )
+
+
 def send_email(obj: NotifyEmail, title: str, html_body: str, text: str, scrub: Callable[[str], str]) -> Outcome:
     """An html e-mail whose text part is ours. `scrub` takes the URL's secrets out of an error text."""
     failed: list[str] = []
     with watch() as seen:
         try:
-            messages = NotifyEmail.prepare_emails(
-                subject=title,
-                body=html_body,
-                notify_format=apprise.NotifyFormat.HTML,
-                from_addr=obj.from_addr,
-                to=obj.targets,
-                cc=obj.cc,
-                bcc=obj.bcc,
-                reply_to=obj.reply_to,
-                smtp_host=obj.smtp_host,
-                headers={"X-Application": obj.app_id, **obj.headers},
-                names=obj.names,
-            )
+            messages = prepared(obj, title, html_body)
             with AppriseSMTPController(
                 host=obj.smtp_host,
                 port=int(obj.port or 0),

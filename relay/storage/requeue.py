@@ -1,9 +1,6 @@
-"""Replay and release: failed deliveries sent again with a fresh retry budget, held ones sent now.
-
-Each delivery is taken under its lease and read as it is now (`Store.take_and_read`): a replay that overlaps
-another, or a worker's send, never writes back a state read before it, so a delivered delivery is never made
-due again. A delivery gathered into a digest goes out with its digest (`carried`).
-"""
+"""Replay and release: failed deliveries sent again with a fresh retry budget, held ones sent now. Each is taken
+under its lease and read as it is now (`Store.take_and_read`): nothing writes back a state read before, so a
+delivered delivery is never made due again. A digest's item goes out with its digest (`carried`)."""
 
 from __future__ import annotations
 
