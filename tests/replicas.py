@@ -50,6 +50,7 @@ class RedisGroup:
                 # A failover within a couple of seconds of the primary's death: the test waits on it.
                 f"sentinel down-after-milliseconds {SERVICE} 1000\n"
                 f"sentinel failover-timeout {SERVICE} 5000\n"
+                f"logfile {self.dir / f'sentinel-{port}.log'}\n"  # what it decided, for a failed wait's message
             )
             self.procs[port] = subprocess.Popen(
                 [redis_executable(), str(conf), "--sentinel"], stdout=subprocess.DEVNULL
@@ -73,6 +74,15 @@ class RedisGroup:
             hosts = ",".join(f"127.0.0.1:{p}" for p in self.sentinel_ports)
             return f"redis+sentinel://{hosts}/{SERVICE}/0"
         return f"redis://127.0.0.1:{self.primary}/0"
+
+    def sentinel_logs(self, lines: int = 20) -> str:
+        """The last lines each sentinel logged (+sdown, +odown, +tilt, +failover-*, -failover-abort-*)."""
+        out = []
+        for port in self.sentinel_ports:
+            log = self.dir / f"sentinel-{port}.log"
+            tail = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else ["(no log)"]
+            out.append(f"sentinel {port}:\n  " + "\n  ".join(tail))
+        return "\n".join(out)
 
     def kill(self, port: int) -> None:
         self.procs[port].kill()

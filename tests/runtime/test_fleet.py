@@ -203,7 +203,10 @@ def test_failover_under_load_loses_no_202_and_sends_nothing_twice(fleet: Fleet, 
         old = group.primary
         group.kill(old)
         killed_at, before = time.monotonic(), load.acked()
-        wait_for(lambda: _primary(group) != old, timeout=LOADED, interval=0.1)  # the sentinels chose a new primary
+        try:  # the sentinels chose a new primary; if not, their logs say why (a TILT under load, an abort)
+            wait_for(lambda: _primary(group) != old, timeout=LOADED, interval=0.1)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: no new primary; the sentinels logged\n{group.sentinel_logs()}") from None
         wait_for(lambda: load.acked() >= before + 40, timeout=LOADED)  # and 40 more answered 202 after the kill
     finally:
         load.stopping.set()
