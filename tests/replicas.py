@@ -40,6 +40,9 @@ class RedisGroup:
         self.replica_ports = [free_port() for _ in range(self.replicas)]
         for port in self.replica_ports:
             self._server(port, "--replicaof", "127.0.0.1", str(self.primary))
+        wait_for(self._synced, timeout=15)
+        # The sentinels start once every replica is online: a sentinel learns the replicas from the primary's
+        # INFO (at start, then every 10 s), and one it never learned of is not moved to the new primary.
         self.sentinel_ports = [free_port() for _ in range(self.sentinels)]
         for port in self.sentinel_ports:
             conf = self.dir / f"sentinel-{port}.conf"
@@ -55,18 +58,27 @@ class RedisGroup:
             self.procs[port] = subprocess.Popen(
                 [redis_executable(), str(conf), "--sentinel"], stdout=subprocess.DEVNULL
             )
-        wait_for(self._synced, timeout=15)
+        wait_for(self._watched, timeout=15)
         return self
 
     def _synced(self) -> bool:
         try:
             info = Redis(port=self.primary, socket_timeout=1).info("replication")
-            for port in self.sentinel_ports:
-                Redis(port=port, socket_timeout=1).ping()
         except Exception:
             return False
         online = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)]
         return len([r for r in online if r.get("state") == "online"]) == self.replicas
+
+    def _watched(self) -> bool:
+        """Every sentinel knows every replica and the other sentinels: a failover can then reach them all."""
+        for port in self.sentinel_ports:
+            try:
+                (primary,) = [m for m in Redis(port=port, socket_timeout=1).sentinel_masters().values()]
+            except Exception:
+                return False
+            if primary["num-slaves"] < self.replicas or primary["num-other-sentinels"] < self.sentinels - 1:
+                return False
+        return True
 
     @property
     def url(self) -> str:
@@ -82,6 +94,21 @@ class RedisGroup:
             log = self.dir / f"sentinel-{port}.log"
             tail = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else ["(no log)"]
             out.append(f"sentinel {port}:\n  " + "\n  ".join(tail))
+        return "\n".join(out)
+
+    def replication(self) -> str:
+        """Each running server's role and links, as INFO replication gives them."""
+        out = []
+        for port, proc in self.procs.items():
+            if port in self.sentinel_ports or proc.poll() is not None:
+                continue
+            try:
+                info = Redis(port=port, socket_timeout=2).info("replication")
+            except Exception as exc:  # a server that does not answer is a finding, not a test error
+                out.append(f"redis {port}: {exc!r}")
+                continue
+            keys = ("role", "connected_slaves", "master_port", "master_link_status", "slave0", "slave1")
+            out.append(f"redis {port}: " + ", ".join(f"{k}={info[k]}" for k in keys if k in info))
         return "\n".join(out)
 
     def kill(self, port: int) -> None:

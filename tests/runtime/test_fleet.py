@@ -44,6 +44,7 @@ class Fleet:
     apis: list[str]
     workers: list[Restarted]
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)
 
 
 def _config(tmp_path: Path, name: str, sink: HttpSink, url: str, **extra: Any) -> Path:
@@ -76,9 +77,11 @@ def fleet(tmp_path: Path, sink: HttpSink) -> Iterator[Fleet]:
         for i in range(2):
             path = _config(tmp_path, f"api-{i}", sink, group.url)
             running.apis.append(f"http://127.0.0.1:{json.loads(path.read_text())['server']['port']}")
-            with (tmp_path / f"api-{i}.log").open("wb") as out:
+            running.logs.append(tmp_path / f"api-{i}.log")
+            with running.logs[-1].open("wb") as out:
                 running.procs.append(subprocess.Popen([RELAY, "api", "--config", str(path)], stdout=out, stderr=out))
-        running.workers = [Restarted(worker, tmp_path / f"worker-{i}.log") for i in range(2)]
+        running.logs += [tmp_path / f"worker-{i}.log" for i in range(2)]
+        running.workers = [Restarted(worker, log) for log in running.logs[2:]]
         for base in running.apis:
             wait_for(lambda base=base: http_get(base + "/readyz", timeout=5)[0] == 200, timeout=30)
         yield running
@@ -99,6 +102,8 @@ def _post(base: str, payload: dict[str, Any]) -> tuple[int, str | None, str]:
             return answer.status, None, json.loads(answer.read())["status"]
     except urllib.error.HTTPError as exc:
         return exc.code, exc.headers.get("Retry-After"), ""
+    except OSError as exc:  # no answer (refused, reset, timed out): the platform sends it again
+        return 0, None, type(getattr(exc, "reason", exc)).__name__
 
 
 def _notification() -> dict[str, Any]:
@@ -136,6 +141,7 @@ class Load:
     refused: list[str | None] = field(default_factory=list)  # Retry-After of each 503
     refused_at: list[float] = field(default_factory=list)
     others: list[int] = field(default_factory=list)
+    unanswered: list[tuple[float, str]] = field(default_factory=list)  # when, and why (a timeout, a reset)
     stopping: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -150,6 +156,8 @@ class Load:
                 if status == 503:
                     self.refused.append(retry_after)
                     self.refused_at.append(time.monotonic())
+                elif status == 0:
+                    self.unanswered.append((time.monotonic(), answer))
                 else:
                     self.others.append(status)
             time.sleep(0.2)
@@ -168,6 +176,22 @@ class Load:
 
 
 LOADED = 90  # seconds: the bound of a wait for an event, on a machine a full suite loads
+
+
+def _state(fleet: Fleet, load: Load, since: float, threads: list[threading.Thread]) -> str:
+    """What a failed wait after the kill reports: the answers since, the servers' replication, the logs' tails."""
+    with load.lock:
+        answers = (
+            f"since the kill: {sum(t > since for t in load.acked_at)} x 202, "
+            f"{sum(t > since for t in load.refused_at)} x 503, "
+            f"unanswered {[why for t, why in load.unanswered if t > since]}, "
+            f"others {load.others}; load threads alive: {sum(t.is_alive() for t in threads)}"
+        )
+    lines = [answers, fleet.redis.replication(), fleet.redis.sentinel_logs()]
+    for log in fleet.logs:
+        tail = log.read_text(errors="replace").splitlines()[-8:] if log.exists() else []
+        lines.append(f"{log.name}:\n  " + "\n  ".join(line[:300] for line in tail))
+    return "\n".join(lines)
 
 
 def _primary(group: RedisGroup) -> int:
@@ -207,7 +231,10 @@ def test_failover_under_load_loses_no_202_and_sends_nothing_twice(fleet: Fleet, 
             wait_for(lambda: _primary(group) != old, timeout=LOADED, interval=0.1)
         except AssertionError as exc:
             raise AssertionError(f"{exc}: no new primary; the sentinels logged\n{group.sentinel_logs()}") from None
-        wait_for(lambda: load.acked() >= before + 40, timeout=LOADED)  # and 40 more answered 202 after the kill
+        try:  # and 40 more answered 202 after the kill
+            wait_for(lambda: load.acked() >= before + 40, timeout=LOADED)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: not 40 more 202s\n{_state(fleet, load, killed_at, threads)}") from None
     finally:
         load.stopping.set()
         for thread in threads:
