@@ -262,4 +262,7 @@ def test_failover_under_load_loses_no_202_and_sends_nothing_twice(fleet: Fleet, 
     counted = open_redis(fleet.redis.url, socket_timeout=5)
     wait_for(lambda: fleet_totals(counted).get(delivered) == sum(sent.values()), timeout=5)
     assert _sum(api_metrics, "relay_deliveries_total") == 0
-    print(f"fleet: {len(load.answers)} x 202, {len(load.refused)} x 503; 202 again {back_after:.1f} s after the kill")
+    print(
+        f"fleet: {len(load.answers)} x 202, {len(load.refused)} x 503, {len(load.unanswered)} unanswered; "
+        f"202 again {back_after:.1f} s after the kill"
+    )
