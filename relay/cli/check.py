@@ -19,14 +19,13 @@ from relay.config import ConfigError, read_config
 def cmd_check(args: argparse.Namespace) -> int:
     from relay.cli.checks import channel_url_problems, check_all
 
-    notes: list[str] = []
     warnings: list[str] = []
     try:
         found = read_config(args.config)
     except ConfigError as exc:  # a file that is not YAML (or not there): a problem like any other, exit 1
-        return _report(args, notes, warnings, [str(exc)])
+        return _report(args, [], warnings, [str(exc)])
     problems = list(found.problems)
-    notes.append(f"config file {found.file}" if found.file else "no config file")
+    notes = [f"config file {found.file}" if found.file else "no config file"]
     if found.file is None:
         warnings.append(no_config_file_warning())
     if found.config is not None:
@@ -46,8 +45,9 @@ def _report(args: argparse.Namespace, notes: list[str], warnings: list[str], pro
     if args.format == "json":  # one document on stdout, whatever the verdict; the exit code as in text
         print(json.dumps({"valid": not problems, "problems": problems, "warnings": warnings, "notes": notes}))
         return code
-    for line in notes:
-        print(f"ok    {line}")
+    for i, line in enumerate(notes):
+        mark = "read" if i == 0 and problems else "ok"  # no "ok" for a file that holds problems
+        print(f"{mark:<6}{line}")
     for line in warnings:
         print(f"warn  {line}", file=sys.stderr)
     for line in problems:

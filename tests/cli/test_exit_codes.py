@@ -80,3 +80,12 @@ def test_check_as_json_is_one_document_with_the_texts_exit_code(
     found = json.loads(capsys.readouterr().out)
     assert found["valid"] is True and found["problems"] == [] and found["warnings"]  # nothing would be sent
     assert main(["check", "--format", "json", "--strict", "--config", str(empty)]) == 1
+
+
+def test_check_of_a_file_with_problems_says_no_ok_of_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    invalid = tmp_path / "invalid.yaml"
+    invalid.write_text("routes:\n  - channels: [missing]\n")
+    assert main(["check", "--config", str(invalid)]) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0] == f"read  config file {invalid}" and "ok" not in out
+    assert "unknown channel 'missing'" in err and "1 problem(s) found" in err
