@@ -30,14 +30,15 @@ def _shown(pref: Any) -> dict[str, Any]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from relay.preferences.model import Preference, check_person
+    from relay.preferences.model import Preference, check_person, is_address
 
     args.person = check_person(args.person)
     cfg, store = _store(args)
     pref = store.get(args.person) or Preference(args.person)
     _warn(pref, args.clock(), cfg.retention)
+    refs = store.bound_to(pref.person) if is_address(pref.person) else []
     if args.format == "json":
-        print(json.dumps(_shown(pref), indent=2, ensure_ascii=False))
+        print(json.dumps({**_shown(pref), "governedBy": refs}, indent=2, ensure_ascii=False))
         return 0
     shown = _shown(pref)
     print(f"person {pref.person}  updated {shown['updatedAt'] or 'never'}")
@@ -50,6 +51,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         print("  active hours: any time")
     else:
         print("  active hours: " + json.dumps(pref.activeHours, ensure_ascii=False))
+    for ref in refs:
+        print(f"  also governed by {ref}'s choices (this is its own address): relay prefs show {ref}")
     return 0
 
 

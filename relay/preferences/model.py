@@ -149,9 +149,13 @@ def validate(person: str, data: Any, channels: Mapping[str, Any] | None = None) 
     return Preference(person, opt_outs, hours)
 
 
+def is_address(person: str) -> bool:
+    return ":" not in person and "@" in person
+
+
 def canonical_person(person: str) -> str:
     """A person as relay keys them: an e-mail address lower-cased (as planning finds it), a userRef as it is."""
-    return person.lower() if ":" not in person and "@" in person else person
+    return person.lower() if is_address(person) else person
 
 
 def check_person(person: str) -> str:

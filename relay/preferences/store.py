@@ -56,6 +56,10 @@ class Preferences:
         pipe.hget(ADDRESSES, ref)
         return _text(pipe.execute()[1])
 
+    def bound_to(self, address: str) -> list[str]:
+        """The `userRef`s whose own address this is (`bound_address`): their choices govern it too."""
+        return sorted(_text(ref) for ref, bound in self.redis.hscan_iter(ADDRESSES) if _text(bound) == address)
+
     def unbind(self, ref: str) -> bool:
         """Forget `ref`'s address (its e-mail changed): the next one its links go to is bound instead."""
         return bool(self.redis.hdel(ADDRESSES, ref))

@@ -6,6 +6,7 @@ Real parts: the app, relay's own RQ worker, a real SMTP server, the platform pla
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from redis import Redis
 from starlette.testclient import TestClient
 
+from relay.cli import main
 from relay.preferences.model import PreferenceError
 from relay.preferences.store import Preferences
 from relay.runtime.app import create_app
@@ -145,8 +147,21 @@ def test_mallorys_links_cannot_change_alices_preferences(
         assert _state(rt, client, _user(ALICE, MALLORY_MAIL)) == "skipped"
 
 
+def _shown(rt: Runtime, tmp_path: Path, address: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """`relay prefs show <address>`: the userRefs it names as governing the address, in its text and its JSON."""
+    config = tmp_path / "cli.json"
+    config.write_text(json.dumps(rt.config.model_dump(mode="json", by_alias=True, exclude={"base_dir"})))
+    capsys.readouterr()
+    assert main(["prefs", "show", address, "--config", str(config)]) == 0
+    text = capsys.readouterr().out
+    assert main(["prefs", "show", address, "--format", "json", "--config", str(config)]) == 0
+    refs: list[str] = json.loads(capsys.readouterr().out)["governedBy"]
+    assert [line.split()[3].removesuffix("'s") for line in text.splitlines() if "also governed by" in line] == refs
+    return refs
+
+
 def test_without_a_catalog_the_first_address_of_a_user_ref_is_theirs(
-    make_runtime: Callable[..., Runtime], tmp_path: Path, smtp: SmtpSink
+    make_runtime: Callable[..., Runtime], tmp_path: Path, smtp: SmtpSink, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """No catalog: the first address relay sends a userRef's links to is that person's (SPEC: a person is their
     userRef), so Alice's one-click opts her userRef out; a later address paired with her userRef is its own
@@ -157,9 +172,11 @@ def test_without_a_catalog_the_first_address_of_a_user_ref_is_theirs(
         assert _one_click(client, _unsubscribe(mail)).status_code == 200
         assert _prefs(client, ALICE)["optOuts"] == [{"kind": KIND, "channel": "requester-email"}]
         assert _prefs(client, ALICE_MAIL)["optOuts"] == []
+        assert _shown(rt, tmp_path, ALICE_MAIL.upper(), capsys) == [ALICE]  # `relay prefs show` says whose it is
         later = _mail_to(smtp, rt, client, _user(ALICE, MALLORY_MAIL), kind="notification:data-contract-changed")
         assert _unsubscribe_link(rt, later).person == MALLORY_MAIL
         assert Preferences(rt.redis).unbind(ALICE)
+        assert _shown(rt, tmp_path, ALICE_MAIL, capsys) == []
         again = _mail_to(smtp, rt, client, _user(ALICE, MALLORY_MAIL), kind="notification:data-contract-changed")
         assert _unsubscribe_link(rt, again).person == ALICE
 
