@@ -142,6 +142,9 @@ class Load:
     refused_at: list[float] = field(default_factory=list)
     others: list[int] = field(default_factory=list)
     unanswered: list[tuple[float, str]] = field(default_factory=list)  # when, and why (a timeout, a reset)
+    # eventIds refused or unanswered before their 202: their first write may have survived (a 503 whose undoing
+    # of the count died with the primary, or an answer lost), so that a later "duplicate" was received before.
+    uncertain: set[str] = field(default_factory=set)
     stopping: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -153,6 +156,7 @@ class Load:
                     self.answers[payload["metadata"]["eventId"]] = answer
                     self.acked_at.append(time.monotonic())
                     return
+                self.uncertain.add(payload["metadata"]["eventId"])
                 if status == 503:
                     self.refused.append(retry_after)
                     self.refused_at.append(time.monotonic())
@@ -253,11 +257,15 @@ def test_failover_under_load_loses_no_202_and_sends_nothing_twice(fleet: Fleet, 
     assert set(sent) <= set(load.answers)  # the paused ones among them, answered 202 at their retry
 
     # Summed over the processes, the counters are the fleet's: each counts only what it did itself.
+    # Exact but for the uncertain ones: a "duplicate" of one of them may have been counted received already,
     accepted = sum(1 for answer in load.answers.values() if answer == "accepted")
     duplicate = len(load.answers) - accepted
+    uncertain = sum(1 for event in load.uncertain if load.answers.get(event) == "duplicate")
     api_metrics = [base + "/metrics" for base in fleet.apis]
-    assert _sum(api_metrics, "relay_notifications_received_total") == accepted
-    assert _sum(api_metrics, "relay_notifications_duplicate_total") == duplicate
+    received = _sum(api_metrics, "relay_notifications_received_total")
+    assert accepted <= received <= accepted + uncertain, (received, accepted, uncertain)
+    # and a duplicate refused may have been counted too, when its undoing died with the primary.
+    assert duplicate <= _sum(api_metrics, "relay_notifications_duplicate_total") <= duplicate + len(load.uncertain)
     delivered = metric_field("relay_deliveries_total", state="delivered", channel="hook", kind=KIND)
     counted = open_redis(fleet.redis.url, socket_timeout=5)
     wait_for(lambda: fleet_totals(counted).get(delivered) == sum(sent.values()), timeout=5)
