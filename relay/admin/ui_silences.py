@@ -61,7 +61,8 @@ class SilencesPage:
             return form
         ident = form.get("id", "").strip()
         try:
-            done = await run_in_threadpool(expire, self.page.data.store, self.page.work, ident, self.page.clock())
+            silences = Silences(self.page.data.redis)
+            done = await run_in_threadpool(expire, silences, self.page.work, ident, self.page.clock())
         except RedisError as exc:
             log.warning("admin page: silence not expired, Redis unavailable (%s)", type(exc).__name__)
             return self.page.redis_down("The silence was not expired. Try again shortly.")

@@ -63,9 +63,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_expire(args: argparse.Namespace) -> int:
     from relay.admin.silences import expire
+    from relay.silences.store import Silences
 
     rt = runtime(args)
-    done = expire(rt.store, rt.work, args.id, rt.work.now_everywhere())  # ended now for the workers too
+    done = expire(Silences(rt.redis), rt.work, args.id, rt.work.now_everywhere())  # ended now for the workers too
     if done is None:
         print(f"relay: no readable silence with id {args.id!r} (relay silence list --all)", file=sys.stderr)
         return 1

@@ -36,7 +36,7 @@ from relay.preferences.model import Hold as PersonHold
 from relay.preferences.model import Preference, critical, effect, people_of_delivery
 from relay.preferences.sending import SKIPS, personal
 from relay.preferences.store import Preferences
-from relay.silences.model import delivery_view, holder, reads_notification, silenced
+from relay.silences.model import delivery_view, holder, silenced
 from relay.silences.store import Silences
 from relay.storage.store import StateChange
 
@@ -122,21 +122,29 @@ def opted_out(due: Due) -> Verdict | None:
 
 
 def silenced_now(due: Due) -> Verdict | None:
-    """An active silence that matches: a skip, or a hold until it ends (counted when newly silenced)."""
+    """An active silence that matches: a skip, or a hold until it ends (counted when newly silenced). What a
+    silence holds is indexed by it, and leaves its index when asked again (`relay.silences.store`)."""
     record = due.record
-    if record.released or record.items:  # a digest's items were asked as each was gathered
-        return None
-    active = Silences(due.rt.redis).active(due.now)
-    notification = due.notification if active and reads_notification(active) else None
-    fields = matcher_view(notification) if notification is not None else None
-    hit = silenced(active, delivery_view(fields, record), due.now) if active else None
+    silences = Silences(due.rt.redis)
+    was = holder(record.lastError)
+    hit = None
+    if not (record.released or record.items):  # a digest's items were asked as each was gathered
+        found = silences.candidates(due.now)
+        notification = due.notification if found and found.reads_notification else None
+        fields = matcher_view(notification) if notification is not None else None
+        hit = silenced(found, delivery_view(fields, record), due.now) if found else None
+    if was is not None and (hit is None or hit.silence.id != was):
+        silences.lets_go(was, record.id)
     if hit is None:
-        if holder(record.lastError) is not None:
+        if was is not None:
             record.lastError = None  # its silence ended: the reason goes with it
         return None
-    fresh = holder(record.lastError) != hit.silence.id or record.state is not State.HELD
+    fresh = was != hit.silence.id or record.state is not State.HELD
     counted = (SILENCED, {"action": str(hit.silence.action)}) if fresh else None  # not a held one woken early
-    return Skipped(hit.reason, counted) if hit.skip else Held(hit.until, hit.reason, counted)
+    if hit.skip:
+        return Skipped(hit.reason, counted)
+    silences.holds(hit.silence.id, hit.until, record.id)
+    return Held(hit.until, hit.reason, counted)
 
 
 def quiet_hours(due: Due) -> Verdict | None:

@@ -1,7 +1,7 @@
 """Held deliveries made due sooner when what held them lets go early (docs/development.md, "Architecture"): after a
 config reload, each asks the quiet-hours gate again (`replan_held`; one held longer needs nothing: the gates are
-asked again at its wake-up), and what a silence expired early held is due at once (`release_held`), each under its
-lease with its new `notBefore` (`move_held`)."""
+asked again at its wake-up), each under its lease with its new `notBefore` (`move_held`). What a silence expired
+early held is due at once through the silence's index (`relay.admin.silences.expire`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from relay.core.model import Delivery, State
 from relay.delivery.context import Context
 from relay.delivery.gates import Due, Held, quiet_hours
 from relay.outages.model import held_by_outage
-from relay.silences.model import Silence, holder
+from relay.silences.model import holder
 from relay.storage.leases import delivery_unit
 from relay.storage.requeue import taken
 from relay.storage.store import Store
@@ -48,13 +48,6 @@ def replan_held(rt: Context) -> int:
 
 class Scheduling(Protocol):
     def enqueue_deliveries(self, ids: list[str]) -> None: ...
-
-
-def release_held(store: Store, silence: Silence, schedule: Scheduling, at: float) -> int:
-    """What `silence` held, due now (the gates ask each again); how many."""
-    moved = move_held(store, lambda record: at if holder(record.lastError) == silence.id else None)
-    schedule.enqueue_deliveries([ident for ident, _, _ in moved])  # a worker woken at once can take them
-    return len(moved)
 
 
 def move_held(store: Store, when: Callable[[Delivery], float | None]) -> list[tuple[str, float, float]]:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from relay.config.matchers import Matcher, MatcherError, parse_line
+from relay.config.matchers import Matcher, MatcherError, Op, parse_line
 from relay.core.model import Delivery, iso
 from relay.core.times import kept_past, showable
 
@@ -22,6 +22,10 @@ DELIVERY_NAMES = ("recipientType", "channel")
 _NOTIFICATION_ROOTS = ("body", "metadata", "sender")
 PREFIX = "silenced by "
 MAX_MATCHERS = 50
+MAX_SILENCES = 1000  # active and pending at once: a 422 past it (docs/silences.md)
+# The delivery's names an equality matcher may index a silence by: a delivery is matched only against the
+# silences that name its own value (and those that name neither).
+_INDEXED = ("kind", "channel")
 MAX_TEXT = 1000  # a comment's or a creator's length
 
 
@@ -157,11 +161,35 @@ class Silenced:
         return skip_reason(self.silence) if self.skip else held_reason(self.silence)
 
 
-def silenced(silences: Iterable[Silence], view: Mapping[str, Any], now: float) -> Silenced | None:
+class Candidates:
+    """Silences indexed by the kind or channel an equality matcher of theirs names, so that matching a delivery
+    does not grow with the silences that cannot match it (built once per read of the hash)."""
+
+    def __init__(self, silences: Iterable[Silence]) -> None:
+        self.by: dict[tuple[str, str], list[Silence]] = {}
+        self.rest: list[Silence] = []
+        silences = list(silences)
+        self.reads_notification = reads_notification(silences)
+        for silence in silences:
+            named = [(m.path[0], m.value) for m in silence.compiled if m.op is Op.EQ and m.path[0] in _INDEXED]
+            if named:
+                self.by.setdefault(named[0], []).append(silence)
+            else:
+                self.rest.append(silence)
+
+    def __bool__(self) -> bool:
+        return bool(self.by or self.rest)
+
+    def of(self, view: Mapping[str, Any]) -> list[Silence]:
+        return [*(s for name in _INDEXED for s in self.by.get((name, view[name]), [])), *self.rest]
+
+
+def silenced(silences: Iterable[Silence] | Candidates, view: Mapping[str, Any], now: float) -> Silenced | None:
     """Whether an active silence matches the delivery `view` (`delivery_view`) at `now`. A skip wins over a
     hold (the operator said not to send it at all); among holds, the one that ends last: the delivery waits
     for all of them, with one wake-up."""
-    matching = [s for s in silences if s.active(now) and all(m.matches(view) for m in s.compiled)]
+    candidates = silences if isinstance(silences, Candidates) else Candidates(silences)
+    matching = [s for s in candidates.of(view) if s.active(now) and all(m.matches(view) for m in s.compiled)]
     if not matching:
         return None
     skips = [s for s in matching if s.action == SKIP]
