@@ -61,7 +61,15 @@ def _every_delivery(store: Any, event_id: str) -> list[dict[str, Any]]:
             break
         records += [r.public() for r in store.deliveries(ids) if r is not None]
         start += len(ids)
-    return records
+    return with_next_try(store, records)
+
+
+def with_next_try(store: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A retrying delivery's next try (`nextAttemptAt`), read from the work queue: its record does not keep it."""
+    from relay.core.model import iso
+
+    due = store.leases.due_times([r["id"] for r in rows if r["state"] == State.RETRYING])
+    return [{**r, "nextAttemptAt": iso(due[r["id"]])} if r["id"] in due else r for r in rows]
 
 
 def _filters(args: argparse.Namespace, state: State | None, now: float) -> Any:
@@ -81,7 +89,7 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
         found += page
         if cursor is None:
             break
-    rows = [r.public(with_event=True) for r in found]
+    rows = with_next_try(rt.store, [r.public(with_event=True) for r in found])
     print(json.dumps(rows, indent=2) if args.format == "json" else deliveries_table(rows, LIST_COLUMNS, args.wide))
     if cursor is not None:
         print(f"more: --cursor {cursor}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """How `relay status` and `relay deliveries` lay deliveries out in a table: the route each came from, a
-digest column for digests and their items, `notBefore` only while held, long cells cut with an ellipsis
-(whole with --wide; --format json prints the records as the admin API does)."""
+digest column for digests and their items, `notBefore` only while held, `nextAttemptAt` while retrying, long
+cells cut with an ellipsis (whole with --wide; --format json prints the records as the admin API does)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,5 @@ def deliveries_table(deliveries: list[dict[str, Any]], columns: list[str], wide:
     shown = list(columns)
     if any(r["digest"] for r in rows):
         shown.insert(shown.index("state") + 1, "digest")
-    if any(r["notBefore"] for r in rows):
-        shown.append("notBefore")
+    shown += [name for name in ("notBefore", "nextAttemptAt") if any(r.get(name) for r in rows)]
     return table(rows, shown, wide)

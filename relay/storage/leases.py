@@ -226,6 +226,11 @@ class Leases:
             pipe.hset(SLOTS, mapping={k: repr(v) for k, v in slots.items()})
         pipe.execute()
 
+    def due_times(self, ids: list[str]) -> dict[str, float]:
+        """When each of these is due (those that are), as the work queue has it."""
+        scores = self.redis.zmscore(READY, ids) if ids else []
+        return {i: float(t) for i, t in zip(ids, scores, strict=True) if t is not None}
+
     def held(self) -> dict[str, str]:
         return {_text(k): _text(v) for k, v in self.redis.hgetall(LEASES).items()}
 

@@ -127,3 +127,25 @@ def test_digests_are_marked_and_only_held_rows_show_not_before(
     # --format json prints the records as the admin API does: a record keeps the notBefore it was held until.
     records = json.loads(run(capsys, "status", first, "--config", config, "--format", "json"))["deliveries"]
     assert {d["state"] for d in records} == {"delivered"} and all("notBefore" in d for d in records)
+
+
+def test_a_retrying_delivery_shows_when_it_is_tried_next(
+    rt: Runtime, sink: HttpSink, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 48: `relay status` and `relay deliveries` say when a `retrying` delivery is tried next (the work
+    queue's due time: the record does not keep it), and the column goes once none is retrying."""
+    sink.script["/owners"] = [503]
+    [event] = accept(rt, owners_only())
+    [record] = [r for r in rt.store.deliveries(rt.store.event_delivery_ids(event)) if r]
+    assert record.state == "retrying"
+    due = rt.store.leases.due_times([record.id])[record.id]
+    config = config_file(rt, tmp_path)
+    status = run(capsys, "status", event, "--config", config, "--wide").splitlines()
+    assert status[1].split()[-1] == "nextAttemptAt" and status[2].endswith(iso(due))
+    listed = run(capsys, "deliveries", "--config", config, "--wide").splitlines()
+    assert listed[0].split()[-1] == "nextAttemptAt" and listed[1].endswith(iso(due))
+    [shown] = json.loads(run(capsys, "status", event, "--config", config, "--format", "json"))["deliveries"]
+    assert shown["nextAttemptAt"] == iso(due)
+    run_scheduled(rt)
+    run_worker(rt)
+    assert "nextAttemptAt" not in run(capsys, "status", event, "--config", config, "--wide")
