@@ -3,7 +3,6 @@ what the OpenAPI document says of its pages."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -40,10 +39,6 @@ def until(ts: float, now: float) -> str:
     return f"in {seconds} s" if seconds >= 5 else "due now"
 
 
-def when(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
 def render(
     name: str, now: float, status: int = 200, headers: dict[str, str] | None = None, **context: Any
 ) -> HTMLResponse:
@@ -52,7 +47,6 @@ def render(
             style_nonce=nonce,
             ago=lambda ts: ago(ts, now),
             until=lambda ts: until(ts, now),
-            when=when,
             iso=iso,
             quote=quote,
             urlencode=urlencode,
