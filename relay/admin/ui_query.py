@@ -20,7 +20,7 @@ VIEW_KEYS = ("event", "state", "channel", "kind")
 
 
 def _count(value: str) -> str | None:
-    """A count from the query (replayed=, released=): digits only, so nothing else is ever echoed."""
+    """A count from the query (replayed=, released=, expired=, added=): digits only, so nothing else is ever echoed."""
     return value if value.isdigit() and len(value) <= 6 else None
 
 
@@ -39,6 +39,8 @@ class PageQuery:
     refresh: int | None = None
     replayed: str | None = None
     released: str | None = None
+    expired: str | None = None  # a silence expired from the page: how many it released
+    added: str | None = None  # a silence added from the page ("1")
     of: str | None = None  # the notification a replay or a release was about (the notice links to it)
     cursor: str | None = None  # with filters: where the listed deliveries' page starts (a listing's `next`)
 
@@ -58,6 +60,8 @@ class PageQuery:
             refresh=int(refresh) if refresh.isdigit() and len(refresh) <= 4 and 5 <= int(refresh) <= 3600 else None,
             replayed=_count(q.get("replayed", "")),
             released=_count(q.get("released", "")),
+            expired=_count(q.get("expired", "")),
+            added=_count(q.get("added", "")),
             of=_text(q, "of"),
             cursor=Cursor.parse(q["cursor"]).text() if q.get("cursor") else None,
         )

@@ -52,7 +52,7 @@ class SilencesPage:
             log.warning("admin page: silence not added, Redis unavailable (%s)", type(exc).__name__)
             return self.page.redis_down("No silence was added. Try again shortly.")
         log.info("admin page: silence %s added by %s: %s", silence.id, silence.createdBy, silence.comment)
-        return RedirectResponse("/ui#silences", 303)
+        return RedirectResponse("/ui?added=1#silence-notice", 303)  # the notice where the page lands
 
     @documented(page_operation("Expire a silence now (form field `id`); `csrf`", posted(_DONE, {}), form=True))
     async def expire(self, request: Request) -> Response:
@@ -69,4 +69,4 @@ class SilencesPage:
         if done is None:
             return self.page.error(404, "No such silence", "That silence is unknown: reload the page.")
         log.info("admin page: silence %s expired, %d held deliveries released", ident, done[1])
-        return RedirectResponse(f"/ui?released={done[1]}#silences", 303)
+        return RedirectResponse(f"/ui?expired={done[1]}#silence-notice", 303)

@@ -41,7 +41,9 @@ def test_add_list_hold_and_expire_from_the_page(rt: Runtime, page: TestClient, s
     html = page.get("/ui").text
     assert "No silence: nothing is muted." in section(html, "silences")
     answer = _add(page, createdBy="ana")
-    assert answer.status_code == 303 and answer.headers["location"] == "/ui#silences"
+    assert answer.status_code == 303 and answer.headers["location"] == "/ui?added=1#silence-notice"
+    # Its notice sits in the silences section, where the page lands (issue 48: none was shown).
+    assert 'id="silence-notice"' in section(page.get(answer.headers["location"]).text, "silences")
     [silence] = Silences(rt.redis).all()
     assert (silence.matchers, silence.createdBy, silence.action) == (('channel="owners-hook"',), "ana", "hold")
     assert silence.endsAt == NOW + 7200
@@ -60,7 +62,10 @@ def test_add_list_hold_and_expire_from_the_page(rt: Runtime, page: TestClient, s
     # Expire: released, then sent.
     csrf = csrf_of(page.get("/ui").text)
     answer = page.post("/ui/silences/expire", data={"csrf": csrf, "id": silence.id}, follow_redirects=False)
-    assert answer.status_code == 303 and answer.headers["location"] == "/ui?released=1#silences"
+    assert answer.status_code == 303 and answer.headers["location"] == "/ui?expired=1#silence-notice"
+    notice = section(page.get(answer.headers["location"]).text, "silences")
+    assert 'id="silence-notice"' in notice and "Silence expired: 1 held delivery goes out now." in notice
+    assert "Silence expired: it held nothing." in section(page.get("/ui?expired=0").text, "silences")
     run_worker(rt)
     assert len(sink.at("/owners")) == 1
     assert silence.id not in section(page.get("/ui").text, "silences")
