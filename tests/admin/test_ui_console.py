@@ -232,6 +232,18 @@ def test_the_console_fits_a_phone_and_a_desk(
             expect(page.locator("#activity svg.chart g.bar")).to_have_count(1)
             expect(page.locator("#activity .legend-delivered b")).to_have_text("5")
             expect(page.locator("#activity .legend-failed b")).to_have_text("1")
+            # The numbers readable without hovering (issue 48): the top's count on a y-axis, a table on a tap.
+            expect(page.locator("#activity .y-axis span").first).to_have_text("9")
+            page.locator("#activity .chart-numbers summary").click()
+            minute = page.locator("#activity .chart-numbers tbody tr").first
+            expect(minute.locator("td")).to_have_text([re.compile(r"\d\d:\d\d"), "5", "1", "0", "3"])
+            # A phone has a section index at the top, each link a finger's target; a desk needs none.
+            sections = page.locator("nav.sections a")
+            if size == "phone":
+                expect(sections).to_have_text(["Failed", "Held", "Silences", "Channels", "Notifications"])
+                assert min((sections.nth(i).bounding_box() or {"height": 0})["height"] for i in range(5)) >= 44
+            else:
+                expect(page.locator("nav.sections")).to_be_hidden()
             for name in ("owners-hook", "managers-hook", "requester-email"):
                 expect(page.locator(f"#channels tr[data-channel='{name}']")).to_be_visible()
             # Every action within the screen's width: Replay, Release, Log out, a silence, the filters.

@@ -303,3 +303,14 @@ def test_held_by_says_the_gate_that_holds_it_once(last_error: str | None, shown:
     held = Delivery("d1", "e1", "notification:x", 0, "owners-hook", "auto", 3, 0.0, 0.0, state=State.HELD)
     held.lastError = last_error
     assert DeliveryRow(held).held_by == shown
+
+
+def test_the_held_list_folds_past_its_first_five(held_rt: Runtime, held_client: TestClient) -> None:
+    """Issue 48: on a phone the silences came five screens down, after every held row: past five, the rest fold."""
+    for _ in range(7):
+        assert post(held_client, sample_notification()).status_code == 202
+    run_worker(held_rt)
+    part = section(held_client.get("/ui").text, "held")
+    shown, folded = part.split('<details class="more-held">')
+    assert shown.count('<tr class="delivery"') == 5 and folded.count('<tr class="delivery"') == 2
+    assert "<summary>Show 2 more held</summary>" in folded
