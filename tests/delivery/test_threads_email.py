@@ -8,9 +8,11 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
+from relay.cli.preview import preview, preview_plan
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.threads.model import MAX_REFERENCES, Conversation, mail_headers
+from relay.threads.store import Threads
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.delivery.test_slack_dm import REQUESTER, person
 from tests.servers import Mail, SmtpSink
@@ -86,7 +88,7 @@ def test_an_empty_key_threads_nothing_yet_each_mail_has_relays_message_id(
     rt = threaded(make_runtime, key="{{ body.nothing | default('') }}")
     records = send_all(rt, [requesters("A", ALICE), requesters("A", ALICE)])
     assert [r["state"] for r in records] == ["delivered"] * 2 and all("thread" not in r for r in records)
-    assert [m.message["Message-ID"] for m in smtp.mails] == [f"<{r['id']}@example.com>" for r in records]
+    assert sorted(m.message["Message-ID"] for m in smtp.mails) == sorted(f"<{r['id']}@example.com>" for r in records)
     assert all(m.message["In-Reply-To"] is None for m in smtp.mails)
     assert not rt.redis.keys("relay:thread:*")
 
@@ -97,3 +99,25 @@ def test_references_keep_the_first_and_the_latest() -> None:
     refs = headers["References"].split()
     assert headers["In-Reply-To"] == "<d0@example.com>" and len(refs) == MAX_REFERENCES
     assert refs[0] == "<d0@example.com>" and refs[-1] == f"<d{MAX_REFERENCES - 1}@example.com>"
+
+
+def test_preview_says_whether_it_starts_or_replies_and_why_a_channel_is_unthreaded(
+    make_runtime: Callable[..., Runtime], smtp: SmtpSink
+) -> None:
+    rt: Runtime = make_runtime(
+        routes=[
+            {
+                "recipient_types": [REQUESTER],
+                "channels": ["requester-email", "audit-hook"],
+                "thread": "{{ body.thing }}",
+            }
+        ],
+        default={"channels": []},
+    )
+    payload = requesters("A", ALICE)
+    shown = {i["channel"]: i for i in preview_plan(rt.config, payload, conversations=Threads(rt.redis).get)}
+    assert shown["requester-email"]["thread"] == "starts a conversation (key 'A')"
+    assert shown["audit-hook"]["thread"] == "unthreaded: a json channel has no threads: sent unthreaded"
+    (first,) = [r for r in send_all(rt, [payload]) if r["channel"] == "requester-email"]
+    text = preview(rt.config, requesters("A", ALICE), conversations=Threads(rt.redis).get)
+    assert f"    thread: replies in the conversation of key 'A' (its first message: delivery {first['id']})" in text

@@ -170,5 +170,3 @@ def test_an_incoming_webhook_channel_goes_unthreaded_and_check_warns(
     hooks = [c for c in slack.mock.calls if c.request.url == HOOK_POST]
     assert len(hooks) == 2 and all("thread_ts" not in json.loads(c.request.body) for c in hooks)
     assert [s["state"] for s in shown] == ["delivered"] * 2 and all("thread" not in s for s in shown)
-
-
