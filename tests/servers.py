@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import email
 import email.policy
 import json
@@ -112,6 +113,7 @@ class _Handler:
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         msg = email.message_from_bytes(envelope.content, policy=email.policy.default)
+        await asyncio.sleep(self.sink.delay)
         with self.sink.lock:
             if self.sink.answers:
                 return self.sink.answers.pop(0)  # a scripted refusal, e.g. "451 try later"
@@ -124,6 +126,7 @@ class SmtpSink:
         self.port = free_port()
         self.mails: list[Mail] = []
         self.answers: list[str] = []  # SMTP replies to DATA answered in turn (then 250 OK)
+        self.delay = 0.0  # seconds before each answer to DATA
         self.lock = threading.Lock()
         self.controller = Controller(_Handler(self), hostname="127.0.0.1", port=self.port)
 

@@ -37,6 +37,12 @@ log = logging.getLogger("relay.admin.api")
 IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 
 
+class Thread(TypedDict):
+    key: str
+    root: str | None  # the delivery id of the conversation's first message (None: not sent in it yet)
+    reply: bool
+
+
 # The schema of what `relay.core.model.Delivery.public` answers (its docstring is the schema's description).
 class Delivery(TypedDict):
     """A delivery as the API shows it."""
@@ -62,6 +68,7 @@ class Delivery(TypedDict):
     items: NotRequired[list[str]]  # a digest: the deliveries it carries, in order of arrival
     digest: NotRequired[str]  # a delivery gathered into a digest: the digest's id
     traceId: NotRequired[str]  # with tracing on: the trace its tries are spans of (README, "Tracing")
+    thread: NotRequired[Thread]  # a threaded route's delivery: its conversation (docs/delivery.md, "Conversations")
 
 
 class Event(TypedDict):

@@ -66,9 +66,11 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
     cfg = config(args)
     _, data = read_payload(args.payload)
-    with _relay_state(cfg, data) as (preferences, silences, lookup):
+    with _relay_state(cfg, data) as (preferences, silences, lookup, conversations):
         try:
-            text = preview(cfg, data, args.format, _at(args.at), preferences, silences, lookup)
+            text = preview(
+                cfg, data, args.format, _at(args.at), preferences, silences, lookup, conversations=conversations
+            )
         except ValidationError as exc:
             print(f"the payload is not a valid notification:\n{exc}", file=sys.stderr)
             return 2
@@ -77,9 +79,9 @@ def cmd_preview(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _relay_state(cfg: Any, data: Any) -> Iterator[tuple[Any, Any, Any]]:
-    """People's preferences, silences and catalog names, as sending asks them; Redis unreachable: none of them
-    (said once on stderr), and the preview goes on."""
+def _relay_state(cfg: Any, data: Any) -> Iterator[tuple[Any, Any, Any, Any]]:
+    """People's preferences, silences, catalog names and conversations, as sending asks them; Redis unreachable:
+    none of them (said once on stderr), and the preview goes on."""
     from redis.exceptions import RedisError
 
     from relay.cli.preview import people_of
@@ -88,6 +90,7 @@ def _relay_state(cfg: Any, data: Any) -> Iterator[tuple[Any, Any, Any]]:
     from relay.preferences.store import Preferences
     from relay.runtime.bootstrap import open_redis, redis_url
     from relay.silences.store import Silences
+    from relay.threads.store import Threads
 
     try:
         people = people_of(data)
@@ -103,9 +106,9 @@ def _relay_state(cfg: Any, data: Any) -> Iterator[tuple[Any, Any, Any]]:
                 " were none",
                 file=sys.stderr,
             )
-            yield {}, [], None
+            yield {}, [], None, None
             return
-        yield (*found, catalog_lookup(Catalog(cfg.platform, conn) if cfg.platform.url else None))
+        yield (*found, catalog_lookup(Catalog(cfg.platform, conn) if cfg.platform.url else None), Threads(conn).get)
     finally:
         conn.close()
 

@@ -16,6 +16,7 @@ from relay.core.quiet import held_until
 from relay.core.rendering import AUTO, BUILTIN_DIR, FORMATS, PLATFORM, make_environment
 from relay.delivery.channels import channel_format, check_url, describe_url, native_url
 from relay.digests.model import human_duration
+from relay.threads.model import HOOK, threads_on
 
 
 def _template_files(root: Path) -> list[str]:
@@ -154,4 +155,20 @@ def check_all(config: Config, clock: Clock = system_clock) -> tuple[list[str], l
         where = "fine on loopback only" if is_loopback(host) else f"`relay serve` and `relay api` refuse it on {host}"
         warnings.append(f"{weak}: it could be guessed ({where}); `relay token` prints a strong one")
     i_warnings, i_notes = check_intervals(config, clock=clock)
-    return problems + t_problems, warnings + i_warnings, notes + t_notes + i_notes
+    return problems + t_problems + _threads(config, warnings), warnings + i_warnings, notes + t_notes + i_notes
+
+
+def _threads(config: Config, warnings: list[str]) -> list[str]:
+    """Problems of threaded routes (a key that does not compile); a Slack channel that cannot thread warns."""
+    problems, env = [], make_environment(None)
+    for i, route in enumerate(config.routes):
+        where = route.name or f"routes[{i}]"
+        try:
+            env.parse(route.thread or "")
+        except TemplateSyntaxError as exc:
+            problems.append(f"{where}.thread: {exc}")
+        hooks = [c for c in route.channels if route.thread and config.channels[c].url.lower().startswith("slack:")]
+        warnings += [f"{where}: channel {c}: {HOOK}" for c in hooks if threads_on(config.channels[c].url) is None]
+        if route.thread and route.digest is not None:
+            warnings.append(f"{where}: a digest is one message of its own: `thread` threads nothing on this route")
+    return problems

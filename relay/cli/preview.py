@@ -26,6 +26,7 @@ from relay.preferences.model import Hold, Preference, Skip, claim_of, effect, pe
 from relay.preferences.sending import link_tokens, links, with_unsubscribe_headers
 from relay.silences.model import Silence, delivery_view, silenced
 from relay.storage.store import iso
+from relay.threads.model import MAX_KEY, Conversation, conversation_id, render_key, threads_on, unthreaded_why
 
 
 def preview_plan(
@@ -36,9 +37,10 @@ def preview_plan(
     silences: Sequence[Silence] = (),
     lookup: Lookup | None = None,
     clock: Clock = system_clock,
+    conversations: Callable[[str], Conversation | None] | None = None,
 ) -> list[dict[str, Any]]:
     """`now`: when the notification would arrive (default: now on `clock`); `preferences`, `silences` and `lookup`
-    say what would be skipped or held, and the names, as sending asks them."""
+    say what would be skipped or held, and the names, as sending asks them; `conversations`, which are open."""
     notification = Notification.model_validate(data)
     at = now or datetime.fromtimestamp(clock(), UTC)
     extra = template_globals(config)
@@ -95,6 +97,9 @@ def preview_plan(
                 item["quietHours"] = "inside the route's time intervals: goes out now"
             if hush is not None and hush.until > instant(item.get("notBefore", iso(0))):  # the later hold says when
                 item.update(state=State.HELD, notBefore=iso(hush.until), heldBy=hush.reason)
+            thread = _thread(config, renderer, notification, planned, conversations)
+            if thread is not None:
+                item["thread"] = thread
             digest = digest_of(config, planned.route)
             if digest is not None:
                 item["digest"] = {"window": human_duration(digest.window), "maxItems": digest.max_items}
@@ -111,8 +116,9 @@ def preview(
     silences: Sequence[Silence] = (),
     lookup: Lookup | None = None,
     clock: Clock = system_clock,
+    conversations: Callable[[str], Conversation | None] | None = None,
 ) -> str:
-    plan = preview_plan(config, data, now, preferences, silences, lookup, clock)
+    plan = preview_plan(config, data, now, preferences, silences, lookup, clock, conversations)
     if fmt == "json":
         return json.dumps({"deliveries": plan}, indent=2, ensure_ascii=False)
     if not plan:
@@ -136,6 +142,8 @@ def preview(
                 f"    joins a digest: gathered with the route's other deliveries to this {_gathered_by(item)} for"
                 f" {window} from the first (at most {most} a message), then sent as one"
             )
+        if "thread" in item:
+            lines.append(f"    thread: {item['thread']}")
         lines.append(f"    template: {item['template']} ({item['format']})")
         if "templateError" in item:
             lines.append(f"    template failed, the platform's text is used: {item['templateError']}")
@@ -148,6 +156,32 @@ def preview(
             lines.append("    " + item["text"].replace("\n", "\n    "))
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _thread(
+    config: Config,
+    renderer: Renderer,
+    notification: Notification,
+    planned: Delivery,
+    conversations: Callable[[str], Conversation | None] | None,
+) -> str | None:
+    """Whether it starts a conversation or replies in one (and to which delivery), or why it goes unthreaded."""
+    route, url = route_named(config, planned.route), config.channels[planned.channel].url
+    if route is None or not route.thread:
+        return None
+    if route.digest is not None or threads_on(url) is None:
+        return "unthreaded: " + ("a digest is one message of its own" if route.digest else unthreaded_why(url))
+    try:
+        key = render_key(renderer.env, route.thread, notification, planned, renderer.extra)[:MAX_KEY]
+    except Exception as exc:
+        return f"unthreaded: its key failed to render: {type(exc).__name__}: {exc}"
+    if not key:
+        return "unthreaded: its key is empty"
+    cid = conversation_id(key, planned.channel, planned.recipient or planned.address)
+    found = conversations(cid) if conversations is not None else None
+    if found is None:
+        return f"starts a conversation (key {key!r})"
+    return f"replies in the conversation of key {key!r} (its first message: delivery {found.root})"
 
 
 @dataclass

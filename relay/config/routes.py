@@ -71,6 +71,10 @@ class RouteConfig(ConfigModel):
     active_time_intervals: list[str] = Field(default_factory=list)
     mute_time_intervals: list[str] = Field(default_factory=list)
     digest: Annotated[DigestConfig | None, BeforeValidator(_digest_shorthand)] = None
+    # A conversation's key, a template over the notification (relay.threads); empty: no thread.
+    thread: str | None = Field(default=None, max_length=1000)
+    thread_for: Seconds = Field(default=7 * 86400.0, ge=60)
+    thread_broadcast: bool = False
     _compiled: list[Matcher] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")

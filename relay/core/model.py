@@ -228,6 +228,8 @@ class Delivery:
     attemptLog: list[dict[str, Any]] = field(default_factory=list)
     sentTitle: str | None = None
     sentText: str | None = None
+    # Its conversation (relay.threads): {"key", "root": the first message's delivery id, "reply": bool}.
+    thread: dict[str, Any] | None = None
     # This worker leases the delivery (it will send it): the update that stores the outcome lets go.
     held_lease: bool = field(default=False, init=False, compare=False, repr=False)
     # This try probes its down channel (relay.outages.sending): a failure waits the next probe step.
@@ -265,6 +267,8 @@ class Delivery:
             out["items"] = self.items
         if self.digest:
             out["digest"] = self.digest
+        if self.thread:
+            out["thread"] = {"root": None, "reply": False, **self.thread}
         if self.trace:
             out["traceId"] = trace_id(self.trace)
         if with_event:

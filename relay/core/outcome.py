@@ -12,7 +12,7 @@ from relay.core.model import State
 
 @dataclass(frozen=True)
 class Delivered:
-    pass
+    posted: str | None = None  # Slack's `<channel id>:<ts>` of the message posted (relay.threads)
 
 
 @dataclass(frozen=True)

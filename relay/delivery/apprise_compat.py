@@ -8,6 +8,8 @@ what each part leans on and why, and `tests/delivery/test_apprise_compat.py` fai
 2. An HTML e-mail with our own text part (`send_email`: Apprise's `NotifyEmail.prepare_emails`, the text part
    swapped, sent with Apprise's SMTP controller; `takes_own_text_part`: not one Apprise encrypts with PGP).
 3. A fresh service object per send (a shared one throttles between sends), its URL parsed once (`service`).
+4. Threads (relay.threads): the message Slack posted, read from its answer (`answers.posted`); `reply_broadcast`
+   added to a Slack reply (`watch(broadcast=True)`); relay's headers on an e-mail (its Message-ID for Apprise's).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import re
 import smtplib
 import threading
 from collections.abc import Callable, Iterator
@@ -27,7 +28,6 @@ from email.mime.text import MIMEText
 from email.utils import parsedate_to_datetime
 from functools import lru_cache
 from typing import Any, TypeGuard, cast
-from urllib.parse import urlsplit
 
 import apprise
 import requests
@@ -40,15 +40,13 @@ from apprise.plugins.email.smtp import AppriseSMTPController
 
 from relay.core.clock import system_clock
 from relay.core.outcome import Delivered, Outcome, Permanent, Transient
-from relay.delivery.answers import network_failure, where, words_of
+from relay.delivery.answers import api_error, network_failure, posted, where, words_of
 
 MAX_WAIT = 24 * 3600.0
 _TRANSIENT_CODES = frozenset({408, 425, 429})
 # Slack Web API errors (an `ok: false` answer) that a retry can mend; every other one is permanent.
 _SLACK_TRANSIENT = frozenset({"ratelimited", "rate_limited", "service_unavailable", "internal_error", "fatal_error"})
 _local = threading.local()
-_CODE = re.compile(r"[A-Za-z0-9_.:,-]{1,100}")
-_MAX_ERROR_BODY = 65_536
 
 
 @dataclass
@@ -65,6 +63,8 @@ class Seen:
     smtp_code: int | None = None  # the last SMTP reply that refused (4xx, 5xx)
     smtp_server: str = ""  # host:port of the SMTP session
     unsupported: str | None = None  # what the SMTP server lacks that the channel's URL asks for (AUTH)
+    posted: str | None = None  # Slack's `<channel id>:<ts>` of the message chat.postMessage posted
+    broadcast: bool = False  # a Slack reply is shown in the channel too (`reply_broadcast`)
 
     @property
     def failed_status(self) -> int | None:
@@ -107,32 +107,22 @@ def _note(response: Any, streamed: bool) -> None:
         found = api_error(str(response.url), response.content)
         if found is not None:
             seen.api_errors.append(found)
+        seen.posted = posted(str(response.url), response.content) or seen.posted
 
 
-def api_error(url: str, body: bytes) -> tuple[str, str] | None:
-    """Slack's Web API `{"ok": false, "error": ...}`: the error code, and a text that says what was needed."""
-    if len(body) > _MAX_ERROR_BODY or b'"ok"' not in body:
-        return None
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or data.get("ok") is not False:
-        return None
-    code, needed = data.get("error"), data.get("needed")
-    if not isinstance(code, str) or not _CODE.fullmatch(code):
-        return None  # only short code-like strings: an answer's free text could hold anything
-    method = urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
-    text = f"{method} answered {code}" if _CODE.fullmatch(method) else f"the service answered {code}"
-    if isinstance(needed, str) and _CODE.fullmatch(needed):
-        text += f" (needed: {needed})"
-    return code, text
+def _broadcast(request: Any) -> None:
+    """A Slack reply shown in the channel too: Apprise's Slack plugin has no `reply_broadcast`."""
+    body = json.loads(request.body) if str(request.url).endswith("/chat.postMessage") and request.body else None
+    if isinstance(body, dict) and "thread_ts" in body:
+        request.prepare_body(None, None, json={**body, "reply_broadcast": True})
 
 
 def _install_observer() -> None:
     original = requests.Session.send
 
     def send(self: requests.Session, request: Any, **kwargs: Any) -> Any:
+        if getattr(getattr(_local, "seen", None), "broadcast", False):
+            _broadcast(request)
         try:
             response = original(self, request, **kwargs)
         except Exception as exc:
@@ -205,10 +195,10 @@ class _Warnings(logging.Handler):
 
 
 @contextmanager
-def watch() -> Iterator[Seen]:
+def watch(broadcast: bool = False) -> Iterator[Seen]:
     """Note what the services answer to the requests this thread makes inside the block."""
     outer = getattr(_local, "seen", None)
-    _local.seen = seen = Seen()
+    _local.seen = seen = Seen(broadcast=broadcast)
     try:
         yield seen
     finally:
@@ -223,7 +213,7 @@ def transient_status(status: int | None) -> bool:
 def outcome(ok: bool, seen: Seen, reason: str, scrub: Callable[[str], str] = str) -> Outcome:
     """`reason`: Apprise's account, already scrubbed; `scrub` takes secrets out of what the services said."""
     if ok:
-        return Delivered()
+        return Delivered(seen.posted)
     told = scrub("; ".join(dict.fromkeys(seen.failures)))
     reason = "; ".join(r for r in (told, reason) if r)[:1000] or "send failed"
     said = scrub(seen.said) if seen.said else None
@@ -248,24 +238,25 @@ def outcome(ok: bool, seen: Seen, reason: str, scrub: Callable[[str], str] = str
     return Permanent(reason, status, said)
 
 
-def with_text_part(raw: str, text: str) -> str:
-    """An html e-mail Apprise prepared, its derived text/plain alternative replaced by `text`."""
+def with_text_part(raw: str, text: str | None, headers: dict[str, str] | None = None) -> str:
+    """An e-mail Apprise prepared, with relay's `headers` (its Message-ID replacing Apprise's) and, for an html one,
+    its derived text/plain alternative replaced by `text`."""
     message = message_from_string(raw)
+    for name, value in (headers or {}).items():
+        del message[name]
+        message[name] = value
     parts = message.get_payload() if message.get_content_type() == "multipart/alternative" else None
-    if not isinstance(parts, list) or not parts or not isinstance(parts[0], Message):
-        return raw
-    if parts[0].get_content_type() != "text/plain":
-        return raw
-    parts[0] = MIMEText(text, "plain", "utf-8")
+    if text is not None and isinstance(parts, list) and parts and isinstance(parts[0], Message):
+        parts[0] = MIMEText(text, "plain", "utf-8") if parts[0].get_content_type() == "text/plain" else parts[0]
     return message.as_string()
 
 
-def prepared(obj: NotifyEmail, title: str, html_body: str) -> Any:
-    """The plugin's own messages for an html e-mail, built from its attributes (`prepare_emails`)."""
+def prepared(obj: NotifyEmail, title: str, body: str, fmt: Any = apprise.NotifyFormat.HTML) -> Any:
+    """The plugin's own messages for an e-mail, built from its attributes (`prepare_emails`)."""
     return NotifyEmail.prepare_emails(
         subject=title,
-        body=html_body,
-        notify_format=apprise.NotifyFormat.HTML,
+        body=body,
+        notify_format=fmt,
         from_addr=obj.from_addr,
         to=obj.targets,
         cc=obj.cc,
@@ -277,12 +268,15 @@ def prepared(obj: NotifyEmail, title: str, html_body: str) -> Any:
     )
 
 
-def send_email(obj: NotifyEmail, title: str, html_body: str, text: str, scrub: Callable[[str], str]) -> Outcome:
-    """An html e-mail whose text part is ours. `scrub` takes the URL's secrets out of an error text."""
+def send_email(
+    obj: NotifyEmail, title: str, body: str, text: str | None, scrub: Callable[[str], str], **mail: Any
+) -> Outcome:
+    """An e-mail with relay's text part (an html one's) and `mail["headers"]`, in `mail["fmt"]` (Apprise's
+    NotifyFormat, default html). `scrub` takes the URL's secrets out of an error text."""
     failed: list[str] = []
     with watch() as seen:
         try:
-            messages = prepared(obj, title, html_body)
+            messages = prepared(obj, title, body, mail.get("fmt", apprise.NotifyFormat.HTML))
             with AppriseSMTPController(
                 host=obj.smtp_host,
                 port=int(obj.port or 0),
@@ -293,7 +287,9 @@ def send_email(obj: NotifyEmail, title: str, html_body: str, text: str, scrub: C
                 socket_connect_timeout=int(obj.socket_connect_timeout),
             ) as smtp:
                 for message in messages:
-                    if not smtp.sendmail(str(obj.from_addr[1]), message.to_addrs, with_text_part(message.body, text)):
+                    if not smtp.sendmail(
+                        str(obj.from_addr[1]), message.to_addrs, with_text_part(message.body, text, mail.get("headers"))
+                    ):
                         failed.append(message.recipient)
         # What smtplib and sockets raise (Apprise's controller lets them through), and Apprise's own.
         except (OSError, smtplib.SMTPException, RuntimeError, AppriseEmailException, AppriseException) as exc:

@@ -25,6 +25,8 @@ from relay.digests.model import digest_of
 from relay.outages import sending as outages
 from relay.preferences.sending import links, with_unsubscribe_headers
 from relay.storage.leases import delivery_unit
+from relay.threads import sending as threads
+from relay.threads.model import Conversation
 
 log = logging.getLogger("relay.delivery.jobs")
 
@@ -41,6 +43,8 @@ def run(rt: Context, record: Delivery | str, notification: Notification | None, 
     # keeps it: the caller counts the loss (`relay.delivery.jobs`).
     state = _steps(rt, Due(rt, current, slot_at, notification))
     _let_go(rt, current)
+    if current.thread:
+        threads.moved_on(rt, current)  # after its state is stored: the next of its conversation may go
     return state
 
 
@@ -51,7 +55,7 @@ def _steps(rt: Context, due: Due) -> str:
     if stopped is not None:
         return stopped
     with rt.tracer.attempt(due.record):  # a span in its notification's trace (relay.tracing)
-        return _attempt(rt, due.record, lambda: due.notification)
+        return _attempt(rt, due.record, lambda: due.notification, due.conversation)
 
 
 def _read(rt: Context, record: Delivery | str) -> Delivery | None:
@@ -72,7 +76,9 @@ def _let_go(rt: Context, record: Delivery) -> None:
         record.held_lease = False
 
 
-def _attempt(rt: Context, record: Delivery, read: Callable[[], Notification | None]) -> str:
+def _attempt(
+    rt: Context, record: Delivery, read: Callable[[], Notification | None], talk: Conversation | None = None
+) -> str:
     ctx = log_context(record)
     previous = record.state
     if record.items:
@@ -104,8 +110,12 @@ def _attempt(rt: Context, record: Delivery, read: Callable[[], Notification | No
     record.attempts += 1
     record.attemptTimes.append(rt.clock())
     started = time.monotonic()
-    outcome = send(url, title, rendered.body, rendered.format, rendered.text, rt.tracer)
+    sent_to, mail, broadcast = threads.aim(rt, record, url, talk)
+    outcome = send(
+        sent_to, title, rendered.body, rendered.format, rendered.text, rt.tracer, mail=mail, broadcast=broadcast
+    )
     took = time.monotonic() - started
+    threads.sent(rt, record, talk, outcome, url)  # noted before its state is stored
     if outages.after_send(rt, record, previous, outcome, took, []):
         return record.state
     return decide(rt, record, previous, outcome, ctx, took)

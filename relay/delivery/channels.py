@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import apprise
@@ -136,12 +137,15 @@ def card_title(url: str, title: str) -> str:
     return escape_markdown(title) if scheme_of(url) in MARKDOWN_TITLES else title
 
 
-def send(url: str, title: str, body: str, fmt: str, text: str | None = None, tracer: Tracer = OFF_TRACER) -> Outcome:
+def send(
+    url: str, title: str, body: str, fmt: str, text: str | None = None, tracer: Tracer = OFF_TRACER, **thread: Any
+) -> Outcome:
     """One send in this thread through the service's own `notify` (`Apprise.notify` adds tags and a thread pool a
-    single service needs not). `text`: an html e-mail's plain-text part (else Apprise derives one)."""
+    single service needs not). `text`: an html e-mail's plain-text part (else Apprise derives one). `thread`
+    (relay.threads.sending.aim): `mail`, an e-mail's headers given its sender; `broadcast`, a Slack reply's."""
     scheme = scheme_of(url)
     with tracer.span("relay.send", **{"relay.channel.scheme": scheme}) as span:
-        outcome, status = _send(native_url(url, fmt), card_title(url, title), body, fmt, text)
+        outcome, status = _send(native_url(url, fmt), card_title(url, title), body, fmt, text, **thread)
         span.set("relay.outcome", type(outcome).__name__.lower())  # delivered, transient, permanent
         # The service's answer: an SMTP server's reply code (a message accepted is a 250), or the HTTP status.
         if scheme in EMAIL_SCHEMES:
@@ -151,7 +155,9 @@ def send(url: str, title: str, body: str, fmt: str, text: str | None = None, tra
         return outcome
 
 
-def _send(url: str, title: str, body: str, fmt: str, text: str | None) -> tuple[Outcome, int | None]:
+def _send(
+    url: str, title: str, body: str, fmt: str, text: str | None, mail: Any = None, broadcast: bool = False
+) -> tuple[Outcome, int | None]:
     """`send`, and the service's last answer code when there was one."""
     secrets = secret_parts(url)
     try:
@@ -160,10 +166,13 @@ def _send(url: str, title: str, body: str, fmt: str, text: str | None) -> tuple[
         return Permanent("invalid channel URL: " + redact(str(exc), secrets)), None
     if obj is None:
         return Permanent(f"invalid channel URL (scheme {scheme_of(url)!r})"), None
-    if text is not None and fmt == "html" and apprise_compat.takes_own_text_part(obj):
-        sent = apprise_compat.send_email(obj, title, body, text, lambda t: redact(t, secrets))
+    own = (text is not None and fmt == "html") or (mail is not None and fmt in ("html", "txt"))
+    if own and apprise_compat.takes_own_text_part(obj):
+        headers = mail(str(obj.from_addr[1])) if mail is not None else None
+        scrub = lambda t: redact(t, secrets)  # noqa: E731
+        sent = apprise_compat.send_email(obj, title, body, text, scrub, fmt=_FORMATS[fmt], headers=headers)
         return sent, None if isinstance(sent, Delivered) else sent.status
-    with apprise_compat.watch() as seen:
+    with apprise_compat.watch(broadcast) as seen:
         try:
             ok = bool(
                 obj.notify(body=body or " ", title=title, body_format=_FORMATS.get(fmt, apprise.NotifyFormat.TEXT))

@@ -8,9 +8,12 @@ is asked the whole list again when it comes due. The order, and why:
 3. `silenced_now`: an active silence holds or skips it (its record says which silence).
 4. `quiet_hours`: the route's time intervals and the person's active hours hold it, found together.
 5. `channel_down`: its channel is down and this is not the probe: it waits for the channel.
-6. `rate`: the channel's rate limit books it a send slot, last so that nothing held spends one.
+6. `in_order`: a threaded message waits while an earlier one of its conversation is sent or retried
+   (relay.threads). After every hold, so that a held message (out of the way) never holds the others back, nor
+   asks its turn while held; before the rate, so that a message waiting its turn spends no slot.
+7. `rate`: the channel's rate limit books it a send slot, last so that nothing held spends one.
 
-A delivery released by an operator (`released`) passes 1-4, never a down channel or the rate. At-least-once:
+A delivery released by an operator (`released`) passes 1-4, never a down channel, its turn or the rate. At-least-once:
 a new state's due time is made due before the state is stored, and storing it lets go of the lease.
 """
 
@@ -39,6 +42,9 @@ from relay.preferences.store import Preferences
 from relay.silences.model import delivery_view, holder, silenced
 from relay.silences.store import Silences
 from relay.storage.store import StateChange
+from relay.threads import sending as threads
+from relay.threads.model import Conversation
+from relay.threads.store import Waits
 
 log = logging.getLogger("relay.delivery.jobs")
 SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
@@ -56,6 +62,7 @@ class Due:
     slot_at: float | None = None  # the rate slot it booked, when it comes due at one
     given: Notification | None = None  # its notification, when the caller has it (a planning's)
     now: float = 0.0
+    conversation: Conversation | None = None  # a threaded one's, as it is when its turn comes
 
     def __post_init__(self) -> None:
         self.now = self.now or self.rt.clock()
@@ -101,7 +108,7 @@ class Gathered:
     """Nothing to do: the item waits in its digest, which sends it."""
 
 
-Verdict = Held | Skipped | WaitsForChannel | Throttled | Gathered
+Verdict = Held | Skipped | WaitsForChannel | Throttled | Gathered | Waits
 Gate = Callable[[Due], Verdict | None]
 
 
@@ -179,6 +186,15 @@ def channel_down(due: Due) -> Verdict | None:
     return None
 
 
+def in_order(due: Due) -> Verdict | None:
+    """A threaded message's turn in its conversation (none asked of an unthreaded one: no round trip)."""
+    turn = threads.in_order(due.rt, due.record, due.now) if due.record.thread else None
+    if isinstance(turn, Waits):
+        return turn
+    due.conversation = turn
+    return None
+
+
 def rate(due: Due) -> Verdict | None:
     """A rate-limited channel: book the next slot; one that is not near waits for it, due then."""
     channel = due.rt.config.channels.get(due.record.channel)
@@ -192,7 +208,7 @@ def rate(due: Due) -> Verdict | None:
     return None
 
 
-GATES: tuple[Gate, ...] = (in_digest, opted_out, silenced_now, quiet_hours, channel_down, rate)
+GATES: tuple[Gate, ...] = (in_digest, opted_out, silenced_now, quiet_hours, channel_down, in_order, rate)
 
 
 def through(due: Due, gates: tuple[Gate, ...] = GATES) -> str | None:
@@ -212,6 +228,10 @@ def _carry_out(due: Due, verdict: Verdict) -> str:
     if isinstance(verdict, Throttled):
         rt.work.retry_later(record.id, verdict.wait, slot_at=rt.clock() + verdict.wait)
         return "throttled"
+    if isinstance(verdict, Waits):  # due again then (its turn's script made it so), or woken sooner
+        rt.work.wake_at(verdict.until)
+        log.info("waits its turn in its conversation behind %s", verdict.for_, extra=ctx)
+        return "waiting"
     # A digest's items wait with it (and are kept as long: never removed while waiting).
     items = [i for i in rt.store.deliveries(record.items) if i is not None and i.state is State.HELD]
     if isinstance(verdict, WaitsForChannel):

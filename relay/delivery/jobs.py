@@ -21,6 +21,7 @@ from relay.delivery.recording import created, follow, log_context, wake_for
 from relay.preferences.sending import note_people
 from relay.storage.leases import DELIVERY, EVENT, Claimed, delivery_unit, split_unit
 from relay.storage.store import StateChange
+from relay.threads import sending as threads
 
 log = logging.getLogger("relay.delivery.jobs")
 # A planning hands this many to its own senders; the rest wait due, spread over the workers.
@@ -129,6 +130,7 @@ def plan_event(rt: Context, event_id: str) -> int:
         notification = Notification.model_validate_json(event.payload)
         records = plan_notification(rt.config, notification, event_id, rt.clock())
         rt.tracer.stamp(records)  # their tries continue this trace
+        threads.plan(rt, notification, records, event.receivedAt)  # each in its conversation's line, first
         here = {r.id for r in [r for r in records if r.state in SENDABLE][:INLINE_MAX]}
         rt.sender.wait_for_room()  # before leasing: a lease is never long without its task in hand
         stored = rt.store.create_deliveries(event_id, records, take=here, done=True)

@@ -91,7 +91,7 @@ STORED = {
     "channel": "ch", "template": "t", "templateUsed": "tu", "state": "s", "attempts": "n", "maxAttempts": "max",
     "lastError": "err", "createdAt": "c", "updatedAt": "u", "fallback": "fb", "attemptTimes": "times",
     "fallbackFor": "for", "recipientIndex": "ri", "members": "mem", "route": "ro", "released": "rel",
-    "trace": "tr", "firstTry": "ft", "attemptLog": "log", "sentTitle": "st", "sentText": "sx",
+    "trace": "tr", "firstTry": "ft", "attemptLog": "log", "sentTitle": "st", "sentText": "sx", "thread": "th",
 }  # fmt: skip
 _MODEL_NAME = {short: name for name, short in STORED.items()}
 
@@ -131,6 +131,7 @@ def delivery_from_hash(stored: dict[str, str], ident: str) -> Delivery:
         attemptLog=log,
         sentTitle=data.get("sentTitle") or None,
         sentText=data.get("sentText") or None,
+        thread=json.loads(data["thread"]) if data.get("thread") else None,
     )
 
 
@@ -185,6 +186,7 @@ def _whole_hash(d: Delivery) -> dict[str, str]:
         **({"attemptLog": _json(_compact(d.attemptLog))} if d.attemptLog else {}),
         **({"sentTitle": d.sentTitle} if d.sentTitle is not None else {}),
         **({"sentText": d.sentText} if d.sentText is not None else {}),
+        **({"thread": _json(d.thread)} if d.thread else {}),  # set at planning, never unset
     }
     return {k: v for k, v in full.items() if v not in ("", _READ_AS.get(k)) or k not in OMITTED_WHEN_EMPTY}
 

@@ -1,10 +1,10 @@
-"""relay.delivery.apprise_compat.api_error: why a JSON API (Slack's Web API) refused a call, in words."""
+"""relay.delivery.answers.api_error: why a JSON API (Slack's Web API) refused a call, in words."""
 
 from __future__ import annotations
 
 import pytest
 
-from relay.delivery.apprise_compat import api_error
+from relay.delivery.answers import api_error
 
 LOOKUP = "https://slack.com/api/users.lookupByEmail?email=a%40example.com"
 

@@ -199,3 +199,31 @@ def test_a_service_is_made_fresh_from_apprises_own_parse_of_the_url(smtp: SmtpSi
     assert apprise_compat.service("nosuchscheme://x") is None
     hook = apprise_compat.service("json://127.0.0.1:9/hook")
     assert hook is not None and not apprise_compat.takes_own_text_part(hook)
+
+
+def test_apprise_slack_posts_a_reply_to_a_thread_target_and_relay_reads_the_ts_and_adds_reply_broadcast(
+    http: responses.RequestsMock,
+) -> None:
+    """What threads lean on (relay.threads): Apprise's `+<channel id>:<ts>` target posts `thread_ts`, the answer's
+    `channel` and `ts` come back as `Delivered.posted`, and `broadcast` adds `reply_broadcast` to a reply only."""
+    answer = {"ok": True, "channel": "C0OWNERS", "ts": "1700000000.000200"}
+    http.add(responses.POST, "https://slack.com/api/chat.postMessage", json=answer)
+    token = "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
+    first = send(f"slack://{token}/#owners", "T", "first", "md")
+    reply = send(f"slack://{token}/+C0OWNERS:1700000000.000100", "T", "reply", "md", broadcast=True)
+    assert first == reply == Delivered("C0OWNERS:1700000000.000200")
+    bodies = [json.loads(call.request.body) for call in http.calls]
+    assert "thread_ts" not in bodies[0] and "reply_broadcast" not in bodies[0]
+    assert bodies[1]["channel"] == "C0OWNERS" and bodies[1]["thread_ts"] == "1700000000.000100"
+    assert bodies[1]["reply_broadcast"] is True
+
+
+@pytest.mark.parametrize("fmt", ["txt", "html"])
+def test_apprise_makes_its_own_message_id_and_relay_sends_its_own_alone(smtp: SmtpSink, fmt: str) -> None:
+    """Apprise's `prepare_emails` adds a Message-ID after any header given: relay's replaces it."""
+    smtp.clear()
+    mine = {"Message-ID": "<d1@example.com>", "In-Reply-To": "<d0@example.com>", "References": "<d0@example.com>"}
+    sent = send(smtp.url() + "&to=a@example.com", "S", "<p>body</p>", fmt, "body", mail=lambda sender: mine)
+    assert sent == Delivered()
+    (mail,) = smtp.mails
+    assert {k: mail.message.get_all(k) for k in mine} == {k: [v] for k, v in mine.items()}
