@@ -62,6 +62,7 @@ class Delivery(TypedDict):
     template: NotRequired[str]
     attemptTimes: NotRequired[list[IsoTime]]
     fallbackFor: NotRequired[str]
+    fellBackFrom: NotRequired[str]  # its message's recipientType_v2, no route naming it: recipientType was used
     route: NotRequired[str | None]  # the route that planned it: its name, `routes[i]`, or `default`
     members: NotRequired[list[str]]  # an expanded group's member deliveries
     notBefore: NotRequired[IsoTime]  # a held delivery: when its route's time intervals let it go out

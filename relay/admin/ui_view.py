@@ -45,7 +45,10 @@ class DeliveryRow:
 
     @property
     def recipient_type(self) -> str:
-        return (self.delivery.recipientType or "").removeprefix("recipient-type:")
+        """Its type, and the message's own when it fell back on it (two messages of one type told apart)."""
+        shown = (self.delivery.recipientType or "").removeprefix("recipient-type:")
+        fell = (self.delivery.fellBackFrom or "").removeprefix("recipient-type:")
+        return f"{shown} (for {fell})" if fell else shown
 
     @property
     def error_full(self) -> str:

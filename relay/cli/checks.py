@@ -13,7 +13,9 @@ from relay.config.server import is_loopback
 from relay.config.time_intervals import HORIZON
 from relay.core.clock import Clock, system_clock
 from relay.core.quiet import held_until
+from relay.core.recipients import REPORTED_AS
 from relay.core.rendering import AUTO, BUILTIN_DIR, FORMATS, PLATFORM, make_environment
+from relay.core.routing import route_names
 from relay.delivery.channels import channel_format, check_url, describe_url, native_url
 from relay.digests.model import human_duration
 from relay.threads.model import HOOK, threads_on
@@ -115,6 +117,23 @@ def channel_url_problems(data: dict[str, Any]) -> list[str]:
     return problems
 
 
+def check_fallbacks(config: Config) -> list[str]:
+    """A v2 type that no route names falls back on its legacy type's routes: a shared channel there gets both
+    messages of a notification, the legacy type's own and the v2 type's (often the same text twice)."""
+    warnings = []
+    for v2, legacy in REPORTED_AS.items():
+        for i, route in enumerate(config.routes):
+            shared = [c for c in route.channels if c in config.channels and not config.channels[c].per_recipient]
+            kinds = [k for k in route.kinds if route_names(route, k, legacy)]
+            if shared and any(not any(route_names(r, k, v2) for r in config.routes) for k in kinds):
+                warnings.append(
+                    f"{route.name or f'routes[{i}]'} sends {legacy} to {', '.join(shared)}: no route names {v2},"
+                    f" which the platform also reports as {legacy}, so its message goes there too (two posts a"
+                    f" notification); route {v2}"
+                )
+    return warnings
+
+
 def check_intervals(
     config: Config, now: datetime | None = None, clock: Clock = system_clock
 ) -> tuple[list[str], list[str]]:
@@ -155,6 +174,7 @@ def check_all(config: Config, clock: Clock = system_clock) -> tuple[list[str], l
         where = "fine on loopback only" if is_loopback(host) else f"`relay serve` and `relay api` refuse it on {host}"
         warnings.append(f"{weak}: it could be guessed ({where}); `relay token` prints a strong one")
     i_warnings, i_notes = check_intervals(config, clock=clock)
+    warnings += check_fallbacks(config)
     return problems + t_problems + _threads(config, warnings), warnings + i_warnings, notes + t_notes + i_notes
 
 

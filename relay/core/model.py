@@ -211,6 +211,8 @@ class Delivery:
     members: list[str] = field(default_factory=list)  # an expanded group's member deliveries
     # The route that planned it (a name, `routes[i]` or `default`).
     route: str | None = None
+    # Its message's `recipientType_v2`, which no route names: it fell back on the legacy `recipientType`.
+    fellBackFrom: str | None = None
     # A held delivery: when (epoch seconds) its route's time intervals let it go out.
     notBefore: float | None = None
     # A digest: the deliveries it carries, in order; written only by relay.storage.scripts.GATHER (no undoing).
@@ -259,6 +261,8 @@ class Delivery:
         }
         if self.fallbackFor:
             out["fallbackFor"] = self.fallbackFor
+        if self.fellBackFrom:
+            out["fellBackFrom"] = self.fellBackFrom
         if self.members:
             out["members"] = self.members
         if self.notBefore is not None:

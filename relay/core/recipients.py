@@ -59,6 +59,10 @@ def catalog_ref(recipient: dict[str, Any]) -> str | None:
     return None
 
 
+# A v2 type as the platform reports it in the legacy `recipientType` (seed 002, "Webhook notifications").
+REPORTED_AS = {"recipient-type:project-data-access-manager": "recipient-type:system-owner"}
+
+
 def recipient_type_candidates(legacy: str | None, v2: str | None) -> list[str]:
     """Types to try in order: v2 first when present, then the legacy one."""
     found = []

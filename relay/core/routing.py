@@ -47,9 +47,14 @@ def route_matches(
     route: RouteConfig, kind: str, recipient_type: str | None, fields: Mapping[str, Any] | None = None
 ) -> bool:
     """`fields`: the notification as matchers read it (`matcher_view`); a route with matchers needs it."""
-    if not _matches(route.kinds, kind, kind_name(kind)):
+    if not route_names(route, kind, recipient_type):
         return False
-    if route.compiled_matchers and (fields is None or not all_match(route.compiled_matchers, fields)):
+    return not route.compiled_matchers or (fields is not None and all_match(route.compiled_matchers, fields))
+
+
+def route_names(route: RouteConfig, kind: str, recipient_type: str | None) -> bool:
+    """The route's kinds and recipient types take this kind and type (its matchers aside)."""
+    if not _matches(route.kinds, kind, kind_name(kind)):
         return False
     if recipient_type is None:
         return route.recipient_types == ["*"]
@@ -136,6 +141,7 @@ def plan_notification(config: Config, notification: Notification, event_id: str,
     fields = matcher_fields(config, notification)
     for index, message in enumerate(notification.messages):
         routing = route_message(config, notification.kind, message, fields)
+        planned = len(plan)
         seen_channels: set[str] = set()
         for route, route_index in zip(routing.routes, routing.indexes, strict=True):
             for name in route.channels:
@@ -162,4 +168,7 @@ def plan_notification(config: Config, notification: Notification, event_id: str,
                         skipped = _new(*to, r_index, ref)
                         skipped.state, skipped.lastError = State.SKIPPED, _skip_reason(raw)
                         plan.append(skipped)
+        v2 = message.recipientType_v2
+        for record in plan[planned:]:  # its record says which message it came from, when two share a type
+            record.fellBackFrom = v2 if v2 and v2 != routing.recipient_type else None
     return plan

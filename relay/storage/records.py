@@ -92,6 +92,7 @@ STORED = {
     "lastError": "err", "createdAt": "c", "updatedAt": "u", "fallback": "fb", "attemptTimes": "times",
     "fallbackFor": "for", "recipientIndex": "ri", "members": "mem", "route": "ro", "released": "rel",
     "trace": "tr", "firstTry": "ft", "attemptLog": "log", "sentTitle": "st", "sentText": "sx", "thread": "th",
+    "fellBackFrom": "fbf",
 }  # fmt: skip
 _MODEL_NAME = {short: name for name, short in STORED.items()}
 
@@ -132,6 +133,7 @@ def delivery_from_hash(stored: dict[str, str], ident: str) -> Delivery:
         sentTitle=data.get("sentTitle") or None,
         sentText=data.get("sentText") or None,
         thread=json.loads(data["thread"]) if data.get("thread") else None,
+        fellBackFrom=data.get("fellBackFrom") or None,
     )
 
 
@@ -187,6 +189,7 @@ def _whole_hash(d: Delivery) -> dict[str, str]:
         **({"sentTitle": d.sentTitle} if d.sentTitle is not None else {}),
         **({"sentText": d.sentText} if d.sentText is not None else {}),
         **({"thread": _json(d.thread)} if d.thread else {}),  # set at planning, never unset
+        **({"fellBackFrom": d.fellBackFrom} if d.fellBackFrom else {}),  # likewise
     }
     return {k: v for k, v in full.items() if v not in ("", _READ_AS.get(k)) or k not in OMITTED_WHEN_EMPTY}
 
