@@ -47,6 +47,8 @@ STRUCTURED = _Structured()
 
 
 class Pattern(Protocol):
+    programsize: int  # RE2's measure of the compiled program: its work on a text grows with it
+
     def fullmatch(self, text: str) -> object | None: ...
 
 

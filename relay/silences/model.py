@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from relay.config.matchers import Matcher, MatcherError, Op, parse_line
+from relay.config.matchers import Matcher, MatcherError, Op, parse_line, read
 from relay.core.model import Delivery, iso
 from relay.core.times import kept_past, showable
 
@@ -23,6 +23,9 @@ _NOTIFICATION_ROOTS = ("body", "metadata", "sender")
 PREFIX = "silenced by "
 MAX_MATCHERS = 50
 MAX_SILENCES = 1000  # active and pending at once: a 422 past it (docs/silences.md)
+# The regex work one delivery's silences may cost (text length x RE2 program size, each regex matcher): the
+# most a hostile silence can cost is some 0.3 s here. A silence that would cost more holds what it may match.
+MATCH_BUDGET = 40_000_000
 # The delivery's names an equality matcher may index a silence by: a delivery is matched only against the
 # silences that name its own value (and those that name neither).
 _INDEXED = ("kind", "channel")
@@ -147,10 +150,12 @@ def delivery_view(notification: Mapping[str, Any] | None, record: Delivery) -> d
 
 @dataclass(frozen=True)
 class Silenced:
-    """A silence's answer for one delivery: `silence` decides (a skip, else the hold that ends last)."""
+    """A silence's answer for one delivery: `silence` decides (a skip, else the hold that ends last); `costly`:
+    matching it would cost more than MATCH_BUDGET, so it holds what it may match, never skips it."""
 
     silence: Silence
     skip: bool
+    costly: bool = False
 
     @property
     def until(self) -> float:
@@ -158,7 +163,15 @@ class Silenced:
 
     @property
     def reason(self) -> str:
+        if self.costly:
+            return f"{PREFIX}{self.silence.id} ({self.silence.createdBy}): too costly to match, held until it ends"
         return skip_reason(self.silence) if self.skip else held_reason(self.silence)
+
+
+def _cost(silence: Silence, view: Mapping[str, Any]) -> int:
+    """Its regex matchers' work on this delivery, at most: each one's text length times its program size."""
+    texts = ((m, read(view, m.path)) for m in silence.compiled if m.regex is not None)
+    return sum(len(text) * m.regex.programsize for m, text in texts if isinstance(text, str) and m.regex)
 
 
 class Candidates:
@@ -189,10 +202,21 @@ def silenced(silences: Iterable[Silence] | Candidates, view: Mapping[str, Any], 
     hold (the operator said not to send it at all); among holds, the one that ends last: the delivery waits
     for all of them, with one wake-up."""
     candidates = silences if isinstance(silences, Candidates) else Candidates(silences)
-    matching = [s for s in candidates.of(view) if s.active(now) and all(m.matches(view) for m in s.compiled)]
-    if not matching:
-        return None
+    matching, costly, spent = [], [], 0
+    for s in candidates.of(view):
+        if not s.active(now) or not all(m.matches(view) for m in s.compiled if m.regex is None):
+            continue  # its equality matchers first: one that fails costs no regex work
+        cost = _cost(s, view)
+        if spent + cost > MATCH_BUDGET:
+            costly.append(s)  # not matched: the budget bounds one delivery's matching work
+            continue
+        spent += cost
+        if all(m.matches(view) for m in s.compiled if m.regex is not None):
+            matching.append(s)
     skips = [s for s in matching if s.action == SKIP]
     if skips:
         return Silenced(min(skips, key=lambda s: (s.startsAt, s.id)), True)
-    return Silenced(max(matching, key=lambda s: (s.endsAt, s.id)), False)
+    if not matching and not costly:
+        return None
+    last = max([*matching, *costly], key=lambda s: (s.endsAt, s.id))
+    return Silenced(last, False, last in costly)
