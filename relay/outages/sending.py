@@ -17,6 +17,7 @@ from relay.outages.store import ChannelStates, Gate
 from relay.storage.store import StateChange
 
 log = logging.getLogger("relay.delivery.jobs")
+SLOT_LEAD = 1.0  # seconds: within the rate gate's sleep (relay.delivery.gates.MAX_SLOT_SLEEP)
 
 
 def _states(rt: Context) -> ChannelStates:
@@ -44,7 +45,9 @@ def after_send(
         probing=record.probing,
     )
     if gate.state == "resumed":
-        log.info("channel up again: %d waiting deliveries go out", gate.resumed, extra=log_context(record))
+        log.info("channel up again: %d waiting deliveries go out", len(gate.resumed), extra=log_context(record))
+        if channel is not None and channel.rate:
+            in_order(rt, record.channel, channel.rate, gate.resumed)
         rt.work.request_wake()  # they are due now
     if kind != TRANSIENT or gate.state != "down":
         return False
@@ -52,6 +55,14 @@ def after_send(
     note_try(record, outcome, took, clock)  # the try that tripped the channel, or a failed probe: in the log too
     hold(rt, record, gate, followers, previous)
     return True
+
+
+def in_order(rt: Context, channel: str, rate: float, ids: tuple[str, ...]) -> None:
+    """What waited, oldest first, each with the channel's next rate slot booked now: sent in that order. Each is
+    due a second before its slot (wake-ups come in whole seconds) and its try waits for the slot itself."""
+    now = rt.clock()
+    slots = {ident: now + rt.store.reserve_slot(channel, rate) for ident in ids}
+    rt.work.schedule({ident: at - SLOT_LEAD for ident, at in slots.items()}, slots)
 
 
 def hold(rt: Context, record: Delivery, gate: Gate, followers: list[Delivery], previous: State | None = None) -> None:

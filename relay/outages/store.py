@@ -66,7 +66,7 @@ return {'down', h[1] or '', h[2] or '', num(due)}
 
 # After a send: count it (a minute's stats) and apply its outcome. A success: no failures in a row, and a
 # down channel is up, its waiting deliveries due again at their createdAt (so oldest first, before newer
-# work): 'resumed', how many. A transient failure: one more in a row; at `after` the channel is down; a
+# work): 'resumed', their ids oldest first. A transient failure: one more in a row; at `after` the channel is down; a
 # failed probe waits the next step; a delivery that fails while the channel is down is held: 'down' (as
 # `_GATE`). A permanent failure counts for nothing (a down channel's next probe is its oldest waiting).
 # KEYS: channel, waiting, ready, minute, channels. ARGV: clock, outcome, error, after, enabled, probe,
@@ -86,10 +86,10 @@ if kind == 'ok' then
   if state ~= 'down' then return {'up'} end
   redis.call('HSET', KEYS[1], 'state', 'up')
   redis.call('HDEL', KEYS[1], 'since', 'probeAt', 'probes')
-  local waiting = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
-  for i = 1, #waiting, 2 do redis.call('ZADD', KEYS[3], waiting[i + 1], waiting[i]) end
+  local waiting, ids = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES'), {}
+  for i = 1, #waiting, 2 do redis.call('ZADD', KEYS[3], waiting[i + 1], waiting[i]); ids[#ids + 1] = waiting[i] end
   redis.call('DEL', KEYS[2])
-  return {'resumed', tostring(#waiting / 2)}
+  return {'resumed', ids}
 end
 redis.call('HSET', KEYS[1], 'lastError', ARGV[3])
 if kind ~= 'transient' then
@@ -120,13 +120,13 @@ return {'down', redis.call('HGET', KEYS[1], 'since'), ARGV[3], num(due)}
 
 @dataclass(frozen=True)
 class Gate:
-    """`up`, `probe`, `down` (held until `due`) or `resumed` (`resumed` waiting deliveries due now)."""
+    """`up`, `probe`, `down` (held until `due`) or `resumed` (the waiting deliveries due now, oldest first)."""
 
     state: str
     since: float = 0.0
     last_error: str = ""
     due: float = 0.0
-    resumed: int = 0
+    resumed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def _bucket(seconds: float) -> str:
 def _gate(answer: Sequence[Any]) -> Gate:
     state = _text(answer[0])
     if state == "resumed":
-        return Gate(state, resumed=int(float(_text(answer[1]))))
+        return Gate(state, resumed=tuple(_text(i) for i in answer[1]))
     if state != "down":
         return Gate(state)
     since, error, due = (_text(a) for a in answer[1:4])

@@ -212,30 +212,30 @@ def test_what_waited_goes_out_oldest_first_within_the_channels_rate(
         channels={DOWN: {"url": sink.url("/down"), "rate": "5/s", "outage": {"after": 1, "probe": "30s"}}},
         routes=[{"channels": [DOWN]}],
         default={"channels": []},
-        worker_threads=1,  # slots are booked in the order the sends are taken (threads would race for them)
+        worker_threads=4,  # the slots are booked in creation order when the channel is up: threads race for none
         clock=clock,
     )
     sink.script["/down"] = [503]
     with TestClient(create_app(rt)) as client:
-        for i in range(4):
+        for i in range(6):
             payload = one_message()
             payload["messages"][0]["message"] = f"number {i}"
             post(client, payload)
             run_worker(rt)  # one at a time: planned (and created) in this order
-        assert sorted(d["state"] for d in deliveries(client)) == ["held"] * 4
+        assert sorted(d["state"] for d in deliveries(client)) == ["held"] * 6
         after(rt, clock, 30)  # the probe (the oldest) succeeds; the rest go out at the channel's rate
 
         def all_sent() -> bool:
             run_scheduled(rt, due_only=True)  # RQ's scheduler: the wake-ups at the rate's slots
             run_worker(rt)
-            return len(sink.at("/down")) == 4
+            return len(sink.at("/down")) == 6
 
         wait_for(all_sent, timeout=10, interval=0.05)
         hits = sink.at("/down")
-        assert [n for h in hits for n in range(4) if f"number {n}" in h.json()["message"]] == [0, 1, 2, 3]
+        assert [n for h in hits for n in range(6) if f"number {n}" in h.json()["message"]] == [0, 1, 2, 3, 4, 5]
         # 5/s is a slot every 0.2 s: each send leaves at its slot or later (as tests/delivery/test_reliability.py
-        # measures it), so the four span at least three slots; without the rate they leave within a few ms.
-        assert hits[-1].at - hits[0].at >= 3 * 0.2 - 0.05
+        # measures it), so the six span at least five slots; without the rate they leave within a few ms.
+        assert hits[-1].at - hits[0].at >= 5 * 0.2 - 0.05
         assert {d["state"] for d in deliveries(client)} == {"delivered"}
 
 

@@ -88,7 +88,7 @@ def test_waiting_deliveries_are_due_at_the_probe_and_all_due_oldest_first_when_i
     redis.zrem(READY, "first")  # taken by a worker
     assert gate(states, T0 + 30, "first", created=T0).state == "probe"
     resumed = note(states, OK, T0 + 31, "first", probing=True)
-    assert resumed == Gate("resumed", resumed=3)
+    assert resumed == Gate("resumed", resumed=("c", "b", "a"))  # oldest first
     assert [m.decode() for m in redis.zrange(READY, 0, -1)] == ["c", "b", "a"]  # due now, by createdAt
     assert dict(redis.zrange(READY, 0, -1, withscores=True))[b"c"] == T0 + 1
     assert gate(states, T0 + 32).state == "up"
