@@ -22,6 +22,7 @@ DELIVERY_NAMES = ("recipientType", "channel")
 _NOTIFICATION_ROOTS = ("body", "metadata", "sender")
 PREFIX = "silenced by "
 MAX_MATCHERS = 50
+MAX_PROGRAM = 5000  # RE2's program size of a silence's regex (`\pL` alone is 1,200)
 MAX_SILENCES = 1000  # active and pending at once: a 422 past it (docs/silences.md)
 # The regex work one delivery's silences may cost (text length x RE2 program size, each regex matcher): the
 # most a hostile silence can cost is some 0.3 s here. A silence that would cost more holds what it may match.
@@ -33,10 +34,14 @@ MAX_TEXT = 1000  # a comment's or a creator's length
 
 
 def compile_matchers(lines: Iterable[str]) -> list[Matcher]:
-    """A line may hold several; MatcherError naming the wrong one, or that there are over MAX_MATCHERS."""
+    """A line may hold several; MatcherError naming the wrong one, or that there are over MAX_MATCHERS, or a
+    regex whose RE2 program is over MAX_PROGRAM."""
     found = [m for line in lines for m in parse_line(line, DELIVERY_NAMES)]
     if len(found) > MAX_MATCHERS:
         raise MatcherError(f"{len(found)} matchers: a silence has at most {MAX_MATCHERS}")
+    for m in found:
+        if m.regex is not None and m.regex.programsize > MAX_PROGRAM:
+            raise MatcherError(f"{m.text}: its regex compiles to {m.regex.programsize} steps, at most {MAX_PROGRAM}")
     return found
 
 

@@ -68,3 +68,13 @@ def test_a_slow_notification_holds_up_no_other(make_runtime: Callable[..., Runti
     assert {d["state"] for d in found[plain["metadata"]["eventId"]]} == {"delivered"}  # no blob: no match
     held = found[slow["metadata"]["eventId"]]
     assert {d["state"] for d in held} == {"held"} and all("too costly to match" in d["lastError"] for d in held)
+
+
+def test_a_regex_past_the_program_bound_is_refused(make_runtime: Callable[..., Runtime]) -> None:
+    with TestClient(create_app(make_runtime())) as client:
+        big = 'body.x=~"a{1000}b{1000}c{1000}d{1000}e{1000}f{1000}"'
+        body = {"matchers": [big], "duration": "1h", "createdBy": "m", "comment": "big"}
+        answer = admin(client, "/api/v1/silences", "POST", json=body)
+        assert answer.status_code == 422 and "at most 5000" in answer.text, answer.text
+        letters = {**body, "matchers": ['body.x=~"\\\\pL+"']}  # a letter in any script: 1,200 steps, taken
+        assert admin(client, "/api/v1/silences", "POST", json=letters).status_code == 201
