@@ -347,22 +347,22 @@ def test_planning_again_after_a_crash_schedules_the_held_wake_up_once(quiet: Run
 
 
 @pytest.mark.slow
-def test_a_mute_interval_that_closes_within_a_minute_sends_then_by_a_worker_process(
+def test_a_mute_interval_that_closes_at_a_whole_minute_sends_then_by_a_worker_process(
     make_runtime: Callable[..., Runtime], smtp: SmtpSink, tmp_path: Path
 ) -> None:
     """Real clocks throughout: a `relay worker` process plans the notification inside a mute interval that
-    ends at the next whole minute (UTC), and RQ's scheduler, forked by that process, sends it then, once."""
+    ends at a whole minute (UTC), and RQ's scheduler, forked by that process, sends it then, once."""
+    import math
     import time
 
-    if time.time() % 60 > 50:  # too close to the minute's end to be planned inside it
-        time.sleep(61 - time.time() % 60)
+    # The interval ends at a whole minute 45 to 105 s away: room for the worker to start on a loaded machine
+    # (it is ready before the notification is posted) and to plan inside it.
     start = datetime.now(UTC).replace(second=0, microsecond=0)
-    end = start.timestamp() + 60
+    midnight = start.replace(hour=0, minute=0).timestamp() + 86400  # a time of day cannot reach past it
+    end = min(math.ceil((time.time() + 45) / 60) * 60, midnight)
     minute = {
         "start_time": start.strftime("%H:%M"),
-        "end_time": "24:00"
-        if start.hour == 23 and start.minute == 59
-        else datetime.fromtimestamp(end, UTC).strftime("%H:%M"),
+        "end_time": "24:00" if end == midnight else datetime.fromtimestamp(end, UTC).strftime("%H:%M"),
     }
     now_muted = {"name": "this-minute", "time_intervals": [{"times": [minute]}]}
     rt = make_runtime(time_intervals=[now_muted], routes=_routes(mute_time_intervals=["this-minute"]))
@@ -375,6 +375,7 @@ def test_a_mute_interval_that_closes_within_a_minute_sends_then_by_a_worker_proc
         payload = sample_notification()
         event_id = payload["metadata"]["eventId"]
         with TestClient(create_app(rt)) as client:
+            wait_for(lambda: client.get("/readyz").status_code == 200, timeout=40)  # the worker beats
             assert post(client, payload).status_code == 202
         email = wait_for(lambda: (r := _email_or_none(rt, event_id)) and r.state == "held" and r, timeout=20)
         assert email.notBefore == end and smtp.mails == []
