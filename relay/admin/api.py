@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, NotRequired, Protocol
+from typing import Annotated, Any, NotRequired
 
 from pydantic import ValidationError, WithJsonSchema
 from redis import Redis
@@ -22,14 +22,13 @@ from relay.admin.selection import (
     EventQuery,
     Filters,
     ReleaseRequest,
-    Releasing,
-    Replaying,
     ReplayRequest,
 )
 from relay.config import Config, ConfigError
 from relay.core.model import State, trace_id
 from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
 from relay.storage.store import Store, iso
+from relay.storage.work_queue import WorkQueue
 from relay.web.errors import error_response, validation_response
 from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
 
@@ -105,10 +104,6 @@ class Reloaded(TypedDict):
     applied: bool  # every live worker plans and sends with the new config (answered then, or at the wait's end)
     workers: int  # workers alive (a heartbeat within dead_worker_after)
     behind: list[str]  # those that do not yet (or kept their old config: their log says why)
-
-
-class WorkQueue(Replaying, Releasing, Protocol):
-    """What the admin API asks of the queue: replays and releases."""
 
 
 class AdminApi:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, Field, StrictStr, field_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -127,14 +127,6 @@ class ReplayRequest(BaseModel):
 
 class ReleaseRequest(ReplayRequest):
     """POST /api/v1/deliveries/release: which held deliveries to send now (no filter: every held one)."""
-
-
-class Replaying(Protocol):
-    def replay(self, records: list[Delivery], attempts: int, dry_run: bool = False) -> int: ...
-
-
-class Releasing(Protocol):
-    def release(self, records: list[Delivery], dry_run: bool = False) -> int: ...
 
 
 class Filters:

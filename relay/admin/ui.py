@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from redis.exceptions import RedisError
@@ -14,7 +14,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from relay.admin.channels import channel_rows
-from relay.admin.selection import Releasing, Replaying
 from relay.admin.ui_chart import HEIGHT, WIDTH, chart
 from relay.admin.ui_query import PageQuery, back_query
 from relay.admin.ui_render import THROTTLED, error_page, page_operation, posted, render, viewed
@@ -34,8 +33,8 @@ from relay.admin.ui_session import (
 from relay.admin.ui_view import DELIVERIES_OF_ONE, PageData, anchor
 from relay.config import Config
 from relay.core.model import State
-from relay.delivery.holding import Scheduling
 from relay.storage.sessions import EndedSessions
+from relay.storage.work_queue import WorkQueue
 from relay.web.auth import admin_allowed, admin_token_offered
 from relay.web.operation import Answer, documented, html_answer
 from relay.web.throttle import API, UI, Guard
@@ -44,17 +43,13 @@ log = logging.getLogger("relay.admin.ui")
 T = TypeVar("T")
 
 
-class PageWork(Replaying, Releasing, Scheduling, Protocol):
-    """What the page asks of the queue: replays, releases, and what an expired silence held made due."""
-
-
 class AdminPage:
     """The page's handlers; the config is read at each request (a reload changes the tokens)."""
 
     def __init__(
         self,
         data: PageData,
-        work: PageWork,
+        work: WorkQueue,
         config: Callable[[], Config],
         clock: Callable[[], float],
         guard: Guard,

@@ -5,12 +5,11 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from redis import Redis
 
 from relay.admin.counters import CounterReader, Counters
-from relay.admin.selection import Filters, Releasing, Replaying
+from relay.admin.selection import Filters
 from relay.admin.ui_query import PageQuery
 from relay.core.model import Delivery, State, trace_id
 from relay.silences.model import Silence, past_retention
@@ -18,7 +17,9 @@ from relay.silences.store import Silences
 from relay.storage.activity import Minute, last_hour
 from relay.storage.events import read_summaries
 from relay.storage.received import received_page
+from relay.storage.records import _text
 from relay.storage.store import FAILED, HELD, Store
+from relay.storage.work_queue import WorkQueue
 
 DELIVERIES_PER_EVENT = 50  # in the list of notifications
 DELIVERIES_OF_ONE = 500  # in the view of one notification (more: relay status, or the admin API's pages)
@@ -166,10 +167,6 @@ def anchor(ident: str, prefix: str = "ev-") -> str:
     return prefix + hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def page_counters(c: Counters) -> dict[str, int]:
     return {
         "received": int(c.total("relay_notifications_received_total")),
@@ -256,7 +253,7 @@ class PageData:
         return page
 
     def replay(
-        self, work: Replaying, attempts: int, delivery_id: str | None, event_id: str | None
+        self, work: WorkQueue, attempts: int, delivery_id: str | None, event_id: str | None
     ) -> tuple[int, str | None]:
         """Requeue the failed delivery, or the event's failed ones: how many, and their notification."""
         ids = [delivery_id] if delivery_id else self.store.event_delivery_ids(event_id or "")
@@ -272,7 +269,7 @@ class PageData:
         return rows
 
     def release(
-        self, work: Releasing, delivery_id: str | None, event_id: str | None, dry_run: bool = False
+        self, work: WorkQueue, delivery_id: str | None, event_id: str | None, dry_run: bool = False
     ) -> tuple[int, str | None]:
         """The admin API's release of the held delivery, or the notification's: how many, and their notification."""
         filters = _release_filters(delivery_id, event_id)
