@@ -36,7 +36,7 @@ from relay.core.model import State
 from relay.storage.sessions import EndedSessions
 from relay.storage.work_queue import WorkQueue
 from relay.web.auth import admin_allowed, admin_token_offered
-from relay.web.operation import Answer, documented, html_answer
+from relay.web.operation import Answer, html_answer
 from relay.web.throttle import API, UI, Guard
 
 log = logging.getLogger("relay.admin.ui")
@@ -140,12 +140,10 @@ class AdminPage:
             set_session(response, request, fresh)
         return response
 
-    @documented(
-        page_operation(
-            "The admin page: counters, the last hour, channels, failed and held deliveries, recent notifications "
-            "(query `event`, `before`, `limit`) or the deliveries of its filters (query `state`, `channel`, `kind`)",
-            viewed("The page", {400: "Invalid query"}),
-        )
+    @page_operation(
+        "The admin page: counters, the last hour, channels, failed and held deliveries, recent notifications "
+        "(query `event`, `before`, `limit`) or the deliveries of its filters (query `state`, `channel`, `kind`)",
+        viewed("The page", {400: "Invalid query"}),
     )
     async def page(self, request: Request) -> Response:
         viewing = await self.viewing_session(request)
@@ -180,11 +178,7 @@ class AdminPage:
             view_max=DELIVERIES_OF_ONE,
         )
 
-    @documented(
-        page_operation(
-            "The login form", {200: html_answer("The form"), 303: Answer("Logged in already, or open: to /ui")}
-        )
-    )
+    @page_operation("The login form", {200: html_answer("The form"), 303: Answer("Logged in already, or open: to /ui")})
     async def login_form(self, request: Request) -> Response:
         try:
             if not self.tokens() or await self.session_of(request) is not None:
@@ -193,17 +187,15 @@ class AdminPage:
             return self.sessions_unknown(exc)
         return render("login.html.j2", self.clock(), error=None)
 
-    @documented(
-        page_operation(
-            "Log in with an admin token (form field `token`)",
-            {
-                303: Answer("Logged in: to /ui"),
-                401: html_answer("Not an admin token"),
-                403: html_answer("Not from this page"),
-                429: THROTTLED,
-            },
-            form=True,
-        )
+    @page_operation(
+        "Log in with an admin token (form field `token`)",
+        {
+            303: Answer("Logged in: to /ui"),
+            401: html_answer("Not an admin token"),
+            403: html_answer("Not from this page"),
+            429: THROTTLED,
+        },
+        form=True,
     )
     async def login(self, request: Request) -> Response:
         if not same_origin(request, self.config()):
@@ -223,16 +215,14 @@ class AdminPage:
         set_session(response, request, new_session(token, self.clock()))
         return response
 
-    @documented(
-        page_operation(
-            "Log out (form field `csrf`)",
-            {
-                303: Answer("Logged out: the session is ended on every replica"),
-                403: html_answer("Not from this page"),
-                503: html_answer("Redis is unavailable: not logged out"),
-            },
-            form=True,
-        )
+    @page_operation(
+        "Log out (form field `csrf`)",
+        {
+            303: Answer("Logged out: the session is ended on every replica"),
+            403: html_answer("Not from this page"),
+            503: html_answer("Redis is unavailable: not logged out"),
+        },
+        form=True,
     )
     async def logout(self, request: Request) -> Response:
         response = RedirectResponse("/ui/login" if self.tokens() else "/ui", 303)
@@ -302,12 +292,10 @@ class AdminPage:
         log.info("admin page: %s %d %s", done, count, noun, extra=extra)
         return RedirectResponse(back_to(f"{done}={count}", form, owner), 303)
 
-    @documented(
-        page_operation(
-            "Replay one failed delivery (form field `id`) or a notification's (`eventId`); `csrf` with a session",
-            posted("Replayed: back to the page", {400: "Not one target"}),
-            form=True,
-        )
+    @page_operation(
+        "Replay one failed delivery (form field `id`) or a notification's (`eventId`); `csrf` with a session",
+        posted("Replayed: back to the page", {400: "Not one target"}),
+        form=True,
     )
     async def replay(self, request: Request) -> Response:
         attempts = self.config().retry.attempts

@@ -42,7 +42,7 @@ from relay.storage.work_queue import Acceptance, NotReplicated, QueueUnavailable
 from relay.tracing import OFF_TRACER, Tracer
 from relay.web.auth import body_signature_problem, signature_offered, webhook_allowed
 from relay.web.errors import error_response, is_json, validation_response
-from relay.web.operation import WEBHOOK_SECURITY, Answer, Operation, documented
+from relay.web.operation import WEBHOOK_SECURITY, Answer, Operation
 from relay.web.throttle import WEBHOOK, Guard
 
 log = logging.getLogger("relay.intake.webhook")
@@ -186,14 +186,12 @@ class Webhook:
         with contextlib.suppress(RedisError):
             self.counters.incr("relay_notifications_rejected_total", status=str(status), reason=reason)
 
-    @documented(
-        Operation(
-            "Receive one notification",
-            {202: Answer("Accepted (durable) or duplicate", Accepted)},
-            errors=(400, 401, 413, 415, 422, 429, 431, 503),
-            request=Notification,
-            security=WEBHOOK_SECURITY,
-        )
+    @Operation(
+        "Receive one notification",
+        {202: Answer("Accepted (durable) or duplicate", Accepted)},
+        errors=(400, 401, 413, 415, 422, 429, 431, 503),
+        request=Notification,
+        security=WEBHOOK_SECURITY,
     )
     async def receive(self, request: Request) -> Response:
         try:
