@@ -30,7 +30,7 @@ from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbe
 from relay.storage.store import Store, iso
 from relay.storage.work_queue import WorkQueue
 from relay.web.errors import error_response, validation_response
-from relay.web.operation import ADMIN_SECURITY, Answer, Operation
+from relay.web.operation import Answer, Operation
 
 log = logging.getLogger("relay.admin.api")
 IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
@@ -140,7 +140,6 @@ class AdminApi:
         {200: Answer("The notification and a page of its deliveries (`next`: more follow)", Event)},
         errors=(401, 404, 422, 429, 503),
         query=EventQuery,
-        security=ADMIN_SECURITY,
     )
     async def event(self, request: Request) -> Response:
         event_id = request.path_params["eventId"]
@@ -164,7 +163,6 @@ class AdminApi:
         {200: Answer("Deliveries, newest first, each with its eventId and kind", list[Delivery])},
         errors=(401, 422, 429, 503),
         query=DeliveryQuery,
-        security=ADMIN_SECURITY,
     )
     async def deliveries(self, request: Request) -> Response:
         try:
@@ -183,7 +181,6 @@ class AdminApi:
         errors=(400, 401, 415, 422, 429, 503),
         request=ReplayRequest,
         request_required=False,
-        security=ADMIN_SECURITY,
     )
     async def replay(self, request: Request) -> Response:
         return await self._requeue(request, State.FAILED)
@@ -194,7 +191,6 @@ class AdminApi:
         errors=(400, 401, 415, 422, 429, 503),
         request=ReleaseRequest,
         request_required=False,
-        security=ADMIN_SECURITY,
     )
     async def release(self, request: Request) -> Response:
         return await self._requeue(request, State.HELD)
@@ -225,7 +221,6 @@ class AdminApi:
         "uses it (at most a heartbeat and a second later: `applied`, `behind`)",
         {200: Answer("Reloaded", Reloaded)},
         errors=(401, 422, 429, 503),
-        security=ADMIN_SECURITY,
     )
     async def reload(self, request: Request) -> Response:
         try:

@@ -15,7 +15,7 @@ from relay.admin.api import IsoTime
 from relay.config import Config
 from relay.outages.store import ChannelStates
 from relay.storage.store import iso
-from relay.web.operation import ADMIN_SECURITY, Answer, Operation
+from relay.web.operation import Answer, Operation
 
 
 class ChannelBody(TypedDict):
@@ -62,7 +62,6 @@ class ChannelsApi:
         "Each channel's health: up or down (an outage), its last error and success, its sends of the last hour",
         {200: Answer("The configured channels, in the config's order", Channels)},
         errors=(401, 429, 503),
-        security=ADMIN_SECURITY,
     )
     async def channels(self, request: Request) -> Response:
         rows = await run_in_threadpool(channel_rows, self.redis, self.config(), self.clock())

@@ -20,7 +20,7 @@ from relay.preferences.store import Preferences
 from relay.storage.store import iso
 from relay.web.errors import error_response
 from relay.web.links import preferences_url
-from relay.web.operation import ADMIN_SECURITY, Answer, Operation
+from relay.web.operation import Answer, Operation
 
 log = logging.getLogger("relay.admin.people")
 MAX_BODY = 64 * 1024
@@ -68,7 +68,6 @@ class PeopleApi:
         "One person's preferences (`person`: a userRef or an e-mail address, URL-encoded)",
         {200: Answer("The preferences (none set: no opt-outs, any time)", PreferenceBody)},
         errors=PERSON_ERRORS,
-        security=ADMIN_SECURITY,
         tags=("people",),
     )
     async def get(self, request: Request) -> Response:
@@ -81,7 +80,6 @@ class PeopleApi:
         {200: Answer("The preferences as stored, with `warnings`", PreferenceChange)},
         errors=(*PERSON_ERRORS, 413, 415, 422),
         request=PreferenceModel,
-        security=ADMIN_SECURITY,
         tags=("people",),
     )
     async def put(self, request: Request) -> Response:
@@ -111,7 +109,6 @@ class PeopleApi:
         "A signed link to one person's preference page, for a support desk",
         {200: Answer("The link", PreferenceLink)},
         errors=(401, 404, 409, 429),
-        security=ADMIN_SECURITY,
         tags=("people",),
     )
     async def link(self, request: Request) -> Response:
