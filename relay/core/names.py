@@ -174,8 +174,8 @@ def display_name(context: Context, value: Any) -> str:
     return readable_ref(value)
 
 
-def readable_channel(name: str) -> str:
-    """A channel's name as a label: `people-email` is `People email`."""
+def readable(name: str) -> str:
+    """A name as a label: `people-email` is `People email`."""
     words = " ".join(name.replace("-", " ").replace("_", " ").split())
     return words[:1].upper() + words[1:] if words else name
 
@@ -185,7 +185,7 @@ def channel_label(config: Config, name: str) -> str:
     if name == "*":
         return "every channel"
     channel = config.channels.get(name)
-    return channel.label if channel is not None and channel.label else readable_channel(name)
+    return channel.label if channel is not None and channel.label else readable(name)
 
 
 def relative_link(body: Any) -> str | None:
