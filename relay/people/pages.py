@@ -257,7 +257,7 @@ class PeoplePages:
         except LinkRefused as exc:
             if self.guard is not None and exc.status == 403:
                 await self.guard.failed(request, surface, "invalid link")
-            return _refused(request, exc.status, exc.message, exc.reason)
+            return _refused(request, exc.status, exc.message)
 
 
 _NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -270,12 +270,12 @@ def _from_page(request: Request, form: dict[str, str], config: Config, token: st
     return same_origin(request, config) and hmac.compare_digest(given, expected)
 
 
-def _refused(request: Request, status: int, message: str, reason: str | None = None) -> Response:
+def _refused(request: Request, status: int, message: str) -> Response:
     if "text/html" in request.headers.get("accept", ""):
         titles = {403: "This link is not valid", 404: "Not available", 410: "This link no longer works"}
         return page("error.html.j2", status, title=titles.get(status, "Not available"), message=message)
-    reason = reason or {403: "invalid link", 404: "preferences are not enabled", 410: "expired link"}.get(status)
-    return error_response(status, [reason or "refused"], message, headers=_NO_STORE)
+    reason = {403: "invalid link", 404: "preferences are not enabled", 410: "expired link"}.get(status, "refused")
+    return error_response(status, [reason], message, headers=_NO_STORE)
 
 
 def _unavailable() -> Response:

@@ -165,16 +165,9 @@ class Store:
             pipe.hgetall(delivery_key(i))
         return [read_delivery(data, i) for i, data in zip(ids, pipe.execute(raise_on_error=False), strict=True)]
 
-    def update(
-        self,
-        record: Delivery,
-        previous_state: State,
-        latency_from: float | None = None,
-        send_seconds: float | None = None,
-        **metric_labels: str,
-    ) -> None:
-        """Store the record (and the latencies given) in one round trip; a lease this worker held is let go."""
-        self.update_many([StateChange(record, previous_state, latency_from, send_seconds, metric_labels)])
+    def update(self, record: Delivery, previous_state: State) -> None:
+        """Store the record in one round trip; a lease this worker held is let go (`update_many`: with latencies)."""
+        self.update_many([StateChange(record, previous_state)])
 
     def update_many(self, outcomes: list[StateChange]) -> None:
         pipe = self.redis.pipeline(transaction=True)
