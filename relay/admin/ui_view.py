@@ -15,7 +15,6 @@ from relay.core.model import Delivery, State, trace_id
 from relay.silences.model import Silence, past_retention
 from relay.silences.store import Silences
 from relay.storage.activity import Minute, last_hour
-from relay.storage.events import read_summaries
 from relay.storage.received import received_page
 from relay.storage.records import _text
 from relay.storage.store import FAILED, HELD, Store
@@ -186,15 +185,13 @@ class PageData:
 
     def events(self, event_ids: list[str], shown: int = DELIVERIES_PER_EVENT) -> list[EventView]:
         """The notifications, each with its first `shown` deliveries and how many it has."""
-        if not event_ids:
-            return []
         views: list[tuple[EventView, list[str]]] = []
         # An expired or unreadable event is left out (logged): one bad key never takes the page down.
-        for found in read_summaries(self.redis, event_ids, shown):
-            event = found.event
-            view = EventView(event.eventId, event.kind, event.receivedAt, found.total)
+        events = self.store.events(event_ids)
+        for event in (events[i] for i in event_ids if i in events):
+            view = EventView(event.eventId, event.kind, event.receivedAt, len(event.deliveries))
             view.trace_id = trace_id(event.trace)
-            views.append((view, found.first))
+            views.append((view, event.deliveries[:shown]))
         records = {r.id: r for r in self.store.deliveries(d for _, ids in views for d in ids) if r is not None}
         for view, ids in views:
             view.deliveries = [DeliveryRow(records[d]) for d in ids if d in records]
