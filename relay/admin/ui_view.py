@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from redis import Redis
 
 from relay.admin.counters import CounterReader, Counters
-from relay.admin.selection import Filters
 from relay.admin.ui_query import PageQuery
 from relay.core.model import Delivery, State, trace_id
 from relay.silences.model import Silence, past_retention
@@ -249,19 +248,24 @@ class PageData:
             self.link_digests(page.listed, {})
         return page
 
+    def target(self, delivery_id: str | None, event_id: str | None) -> tuple[list[Delivery], str | None]:
+        """A button's deliveries (the one, or the notification's) and their notification; never every one."""
+        if not delivery_id and not event_id:
+            raise ValueError("one delivery or one notification")
+        ids = [delivery_id] if delivery_id else self.store.event_delivery_ids(event_id or "")
+        records = [r for r in self.store.deliveries(ids) if r is not None]
+        return records, records[0].eventId if records else event_id
+
     def replay(
         self, work: WorkQueue, attempts: int, delivery_id: str | None, event_id: str | None
     ) -> tuple[int, str | None]:
         """Requeue the failed delivery, or the event's failed ones: how many, and their notification."""
-        ids = [delivery_id] if delivery_id else self.store.event_delivery_ids(event_id or "")
-        records = [r for r in self.store.deliveries(ids) if r is not None]
-        owner = records[0].eventId if records else event_id
+        records, owner = self.target(delivery_id, event_id)
         return work.replay(records, attempts), owner
 
     def held_of(self, delivery_id: str | None, event_id: str | None) -> list[DeliveryRow]:
         """The held deliveries a release of this delivery, or of this notification, is about."""
-        chosen, _ = _release_filters(delivery_id, event_id).chosen(self.store)
-        rows = [DeliveryRow(r) for r in chosen]
+        rows = [DeliveryRow(r) for r in self.target(delivery_id, event_id)[0] if r.state is State.HELD]
         self.link_digests(rows, {})
         return rows
 
@@ -269,12 +273,5 @@ class PageData:
         self, work: WorkQueue, delivery_id: str | None, event_id: str | None, dry_run: bool = False
     ) -> tuple[int, str | None]:
         """The admin API's release of the held delivery, or the notification's: how many, and their notification."""
-        filters = _release_filters(delivery_id, event_id)
-        records = filters.candidates(self.store)
-        return work.release(filters.chosen(self.store)[0], dry_run), records[0].eventId if records else event_id
-
-
-def _release_filters(delivery_id: str | None, event_id: str | None) -> Filters:
-    if not delivery_id and not event_id:  # no filter would be every held delivery: never from a button
-        raise ValueError("release one delivery or one notification")
-    return Filters(State.HELD, ids=[delivery_id]) if delivery_id else Filters(State.HELD, event_id=event_id)
+        records, owner = self.target(delivery_id, event_id)
+        return work.release([r for r in records if r.state is State.HELD], dry_run), owner
