@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from relay.config import Config
@@ -84,7 +84,10 @@ async def json_object(
     solution: str = "Send any of ids, eventId, kind, channel, since.",
 ) -> dict[str, Any] | Response:
     """The request's JSON object (an empty body: `empty`, when given), or the 413, 415 or 422 answer."""
-    raw = await (request.body() if limit is None else bounded_body(request, limit))
+    try:
+        raw = await (request.body() if limit is None else bounded_body(request, limit))
+    except ClientDisconnect:
+        return error_response(400, ["the client closed the connection"], f"The {what} request was not received.")
     if raw is None:
         return error_response(413, [f"the body is over {limit} bytes"], f"The {what} request is too large.")
     content_type = request.headers.get("content-type")
