@@ -7,11 +7,12 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from relay.config import Config
@@ -19,6 +20,7 @@ from relay.core.numbers import non_finite_at
 from relay.web.auth import admin_allowed
 from relay.web.errors import RETRY_AFTER, error_response, is_json
 from relay.web.forms import bounded_body
+from relay.web.operation import ADMIN_SECURITY, operation_of
 from relay.web.throttle import API, Guard
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -35,9 +37,10 @@ def from_another_site(request: Request) -> bool:
 
 
 def admin_only(handler: Handler, config: Callable[[], Config], guard: Guard) -> Handler:
-    """`handler` behind the admin credentials (429 for too many wrong ones), 503 when Redis fails under it."""
+    """`handler` behind the admin credentials (429 for too many wrong ones), 503 when Redis fails under it; its
+    OpenAPI description says it needs them."""
 
-    @functools.wraps(handler)  # keeps the handler's OpenAPI description
+    @functools.wraps(handler)
     async def guarded(request: Request) -> Response:
         server = config().server
         if server.admin_tokens and (throttled := await guard.check(request, API)) is not None:
@@ -69,7 +72,8 @@ def admin_only(handler: Handler, config: Callable[[], Config], guard: Guard) -> 
                 headers={"Retry-After": RETRY_AFTER},
             )
 
-    return guarded
+    described = operation_of(handler)
+    return replace(described, security=ADMIN_SECURITY)(guarded) if described is not None else guarded
 
 
 async def json_object(
@@ -80,7 +84,10 @@ async def json_object(
     solution: str = "Send any of ids, eventId, kind, channel, since.",
 ) -> dict[str, Any] | Response:
     """The request's JSON object (an empty body: `empty`, when given), or the 413, 415 or 422 answer."""
-    raw = await (request.body() if limit is None else bounded_body(request, limit))
+    try:
+        raw = await (request.body() if limit is None else bounded_body(request, limit))
+    except ClientDisconnect:
+        return error_response(400, ["the client closed the connection"], f"The {what} request was not received.")
     if raw is None:
         return error_response(413, [f"the body is over {limit} bytes"], f"The {what} request is too large.")
     content_type = request.headers.get("content-type")

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, NotRequired, Protocol
+from typing import Annotated, Any, NotRequired
 
 from pydantic import ValidationError, WithJsonSchema
 from redis import Redis
@@ -22,16 +22,15 @@ from relay.admin.selection import (
     EventQuery,
     Filters,
     ReleaseRequest,
-    Releasing,
-    Replaying,
     ReplayRequest,
 )
 from relay.config import Config, ConfigError
 from relay.core.model import State, trace_id
 from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
 from relay.storage.store import Store, iso
+from relay.storage.work_queue import WorkQueue
 from relay.web.errors import error_response, validation_response
-from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
+from relay.web.operation import Answer, Operation
 
 log = logging.getLogger("relay.admin.api")
 IsoTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
@@ -107,10 +106,6 @@ class Reloaded(TypedDict):
     behind: list[str]  # those that do not yet (or kept their old config: their log says why)
 
 
-class WorkQueue(Replaying, Releasing, Protocol):
-    """What the admin API asks of the queue: replays and releases."""
-
-
 class AdminApi:
     """The handlers take their dependencies here; the config is read at each request (a reload changes it)."""
 
@@ -140,14 +135,11 @@ class AdminApi:
             found["next"] = str(start + len(ids))
         return found  # type: ignore[return-value]
 
-    @documented(
-        Operation(
-            "What happened to one notification",
-            {200: Answer("The notification and a page of its deliveries (`next`: more follow)", Event)},
-            errors=(401, 404, 422, 429, 503),
-            query=EventQuery,
-            security=ADMIN_SECURITY,
-        )
+    @Operation(
+        "What happened to one notification",
+        {200: Answer("The notification and a page of its deliveries (`next`: more follow)", Event)},
+        errors=(401, 404, 422, 429, 503),
+        query=EventQuery,
     )
     async def event(self, request: Request) -> Response:
         event_id = request.path_params["eventId"]
@@ -166,14 +158,11 @@ class AdminApi:
             )
         return JSONResponse(found)
 
-    @documented(
-        Operation(
-            "Deliveries, newest first",
-            {200: Answer("Deliveries, newest first, each with its eventId and kind", list[Delivery])},
-            errors=(401, 422, 429, 503),
-            query=DeliveryQuery,
-            security=ADMIN_SECURITY,
-        )
+    @Operation(
+        "Deliveries, newest first",
+        {200: Answer("Deliveries, newest first, each with its eventId and kind", list[Delivery])},
+        errors=(401, 422, 429, 503),
+        query=DeliveryQuery,
     )
     async def deliveries(self, request: Request) -> Response:
         try:
@@ -186,28 +175,22 @@ class AdminApi:
         more = {"Link": f'<{request.url.include_query_params(cursor=nxt)}>; rel="next"'} if nxt else None
         return JSONResponse([r.public(with_event=True) for r in found], headers=more)
 
-    @documented(
-        Operation(
-            "Requeue failed deliveries (never a delivered one)",
-            {200: Answer("How many were requeued", Replayed)},
-            errors=(400, 401, 415, 422, 429, 503),
-            request=ReplayRequest,
-            request_required=False,
-            security=ADMIN_SECURITY,
-        )
+    @Operation(
+        "Requeue failed deliveries (never a delivered one)",
+        {200: Answer("How many were requeued", Replayed)},
+        errors=(400, 401, 415, 422, 429, 503),
+        request=ReplayRequest,
+        request_required=False,
     )
     async def replay(self, request: Request) -> Response:
         return await self._requeue(request, State.FAILED)
 
-    @documented(
-        Operation(
-            "Send held deliveries now (quiet hours), whatever their time intervals say",
-            {200: Answer("How many were released", Released)},
-            errors=(400, 401, 415, 422, 429, 503),
-            request=ReleaseRequest,
-            request_required=False,
-            security=ADMIN_SECURITY,
-        )
+    @Operation(
+        "Send held deliveries now (quiet hours), whatever their time intervals say",
+        {200: Answer("How many were released", Released)},
+        errors=(400, 401, 415, 422, 429, 503),
+        request=ReleaseRequest,
+        request_required=False,
     )
     async def release(self, request: Request) -> Response:
         return await self._requeue(request, State.HELD)
@@ -233,14 +216,11 @@ class AdminApi:
         count, passed = await run_in_threadpool(requeue)
         return JSONResponse({done: count, "dryRun": wanted.dryRun, f"not{done.capitalize()}": passed})
 
-    @documented(
-        Operation(
-            "Read the config file again (routes, channels, templates, tokens); answers once every live worker "
-            "uses it (at most a heartbeat and a second later: `applied`, `behind`)",
-            {200: Answer("Reloaded", Reloaded)},
-            errors=(401, 422, 429, 503),
-            security=ADMIN_SECURITY,
-        )
+    @Operation(
+        "Read the config file again (routes, channels, templates, tokens); answers once every live worker "
+        "uses it (at most a heartbeat and a second later: `applied`, `behind`)",
+        {200: Answer("Reloaded", Reloaded)},
+        errors=(401, 422, 429, 503),
     )
     async def reload(self, request: Request) -> Response:
         try:

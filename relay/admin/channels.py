@@ -15,7 +15,7 @@ from relay.admin.api import IsoTime
 from relay.config import Config
 from relay.outages.store import ChannelStates
 from relay.storage.store import iso
-from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
+from relay.web.operation import Answer, Operation
 
 
 class ChannelBody(TypedDict):
@@ -58,13 +58,10 @@ class ChannelsApi:
     def __init__(self, redis: Redis, config: Callable[[], Config], clock: Callable[[], float]) -> None:
         self.redis, self.config, self.clock = redis, config, clock
 
-    @documented(
-        Operation(
-            "Each channel's health: up or down (an outage), its last error and success, its sends of the last hour",
-            {200: Answer("The configured channels, in the config's order", Channels)},
-            errors=(401, 429, 503),
-            security=ADMIN_SECURITY,
-        )
+    @Operation(
+        "Each channel's health: up or down (an outage), its last error and success, its sends of the last hour",
+        {200: Answer("The configured channels, in the config's order", Channels)},
+        errors=(401, 429, 503),
     )
     async def channels(self, request: Request) -> Response:
         rows = await run_in_threadpool(channel_rows, self.redis, self.config(), self.clock())

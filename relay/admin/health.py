@@ -21,7 +21,7 @@ from relay.admin.metrics import (
 )
 from relay.storage.store import Store
 from relay.web.errors import RETRY_AFTER, error_response
-from relay.web.operation import Answer, Operation, documented
+from relay.web.operation import Answer, Operation
 
 
 class Alive(TypedDict):
@@ -39,7 +39,7 @@ class Health:
         self.redis, self.store = redis, store
         self.registry = metrics_registry(lambda: counters.read(scrape=True))
 
-    @documented(Operation("Liveness", {200: Answer("Alive", Alive)}))
+    @Operation("Liveness", {200: Answer("Alive", Alive)})
     async def healthz(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -51,7 +51,7 @@ class Health:
             return False, {"redis": f"unreachable ({type(exc).__name__})", "workers": 0}
         return bool(workers), {"redis": "ok", "workers": len(workers)}
 
-    @documented(Operation("Redis reachable and a worker alive", {200: Answer("Ready", Ready)}, errors=(503,)))
+    @Operation("Redis reachable and a worker alive", {200: Answer("Ready", Ready)}, errors=(503,))
     async def readyz(self, request: Request) -> Response:
         ok, detail = await run_in_threadpool(self.ready)
         if ok:
@@ -66,7 +66,7 @@ class Health:
             headers={"Retry-After": RETRY_AFTER},
         )
 
-    @documented(Operation("Prometheus metrics", {200: Answer("Text format", {"type": "string"}, media="text/plain")}))
+    @Operation("Prometheus metrics", {200: Answer("Text format", {"type": "string"}, media="text/plain")})
     async def metrics(self, request: Request) -> Response:
         openmetrics = wants_openmetrics(request.headers.get("accept", ""))
         text = await run_in_threadpool(exposition, self.registry, openmetrics)

@@ -15,7 +15,7 @@ from starlette.schemas import EndpointInfo, SchemaGenerator
 
 from relay import __version__
 from relay.web.errors import ErrorBody
-from relay.web.operation import ERRORS, JSON, Answer, Operation, documented, operation_of
+from relay.web.operation import ERRORS, JSON, Answer, Operation, operation_of
 
 REF = "#/components/schemas/{model}"
 ERROR = "Error"
@@ -125,7 +125,7 @@ class OpenApi:
     def __init__(self) -> None:
         self.document: dict[str, Any] | None = None
 
-    @documented(Operation("This document", {200: Answer("OpenAPI 3.1", {"type": "object"})}))
+    @Operation("This document", {200: Answer("OpenAPI 3.1", {"type": "object"})})
     async def serve(self, request: Request) -> Response:
         if self.document is None:
             self.document = openapi_document(request.app.routes)

@@ -20,7 +20,7 @@ from relay.preferences.store import Preferences
 from relay.storage.store import iso
 from relay.web.errors import error_response
 from relay.web.links import preferences_url
-from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
+from relay.web.operation import Answer, Operation
 
 log = logging.getLogger("relay.admin.people")
 MAX_BODY = 64 * 1024
@@ -64,29 +64,23 @@ class PeopleApi:
         self.settings = settings
         self.clock = clock
 
-    @documented(
-        Operation(
-            "One person's preferences (`person`: a userRef or an e-mail address, URL-encoded)",
-            {200: Answer("The preferences (none set: no opt-outs, any time)", PreferenceBody)},
-            errors=PERSON_ERRORS,
-            security=ADMIN_SECURITY,
-            tags=("people",),
-        )
+    @Operation(
+        "One person's preferences (`person`: a userRef or an e-mail address, URL-encoded)",
+        {200: Answer("The preferences (none set: no opt-outs, any time)", PreferenceBody)},
+        errors=PERSON_ERRORS,
+        tags=("people",),
     )
     async def get(self, request: Request) -> Response:
         person = _person(request)
         pref = await run_in_threadpool(self.store.get, person)
         return JSONResponse((pref or Preference(person)).public(iso))
 
-    @documented(
-        Operation(
-            "Replace one person's preferences",
-            {200: Answer("The preferences as stored, with `warnings`", PreferenceChange)},
-            errors=(*PERSON_ERRORS, 413, 415, 422),
-            request=PreferenceModel,
-            security=ADMIN_SECURITY,
-            tags=("people",),
-        )
+    @Operation(
+        "Replace one person's preferences",
+        {200: Answer("The preferences as stored, with `warnings`", PreferenceChange)},
+        errors=(*PERSON_ERRORS, 413, 415, 422),
+        request=PreferenceModel,
+        tags=("people",),
     )
     async def put(self, request: Request) -> Response:
         person = _person(request)
@@ -111,14 +105,11 @@ class PeopleApi:
         warned = await run_in_threadpool(stored.past_retention, now, self.settings().retention)
         return JSONResponse({**stored.public(iso), "warnings": [warned] if warned else []})
 
-    @documented(
-        Operation(
-            "A signed link to one person's preference page, for a support desk",
-            {200: Answer("The link", PreferenceLink)},
-            errors=(401, 404, 409, 429),
-            security=ADMIN_SECURITY,
-            tags=("people",),
-        )
+    @Operation(
+        "A signed link to one person's preference page, for a support desk",
+        {200: Answer("The link", PreferenceLink)},
+        errors=(401, 404, 409, 429),
+        tags=("people",),
     )
     async def link(self, request: Request) -> Response:
         url = preferences_url(self.settings().preferences, _person(request), self.clock())

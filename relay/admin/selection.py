@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Any, Protocol
+from typing import Any, Self
 
 from pydantic import BaseModel, Field, StrictStr, field_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -43,8 +43,15 @@ def _cursor(value: str | None) -> str | None:
     return value
 
 
-class DeliveryQuery(BaseModel):
-    """GET /api/v1/deliveries: its query parameters (empty ones count as absent)."""
+class _Query(BaseModel):
+    @classmethod
+    def of(cls, query: Any) -> Self:
+        """From a request's query parameters (empty ones count as absent)."""
+        return cls.model_validate({k: v for k, v in query.items() if v})
+
+
+class DeliveryQuery(_Query):
+    """GET /api/v1/deliveries: its query parameters."""
 
     state: State | SkipJsonSchema[None] = None
     kind: str | SkipJsonSchema[None] = None
@@ -62,14 +69,6 @@ class DeliveryQuery(BaseModel):
     _check_since = field_validator("since")(_since)
     _check_cursor = field_validator("cursor")(_cursor)
 
-    @classmethod
-    def of(cls, query: Any) -> DeliveryQuery:
-        """From a request's query parameters; `event` is the older name of `eventId`."""
-        given = {k: v for k, v in query.items() if v}
-        if "event" in given:
-            given.setdefault("eventId", given.pop("event"))
-        return cls.model_validate(given)
-
 
 EVENT_PAGE = 500  # deliveries of one notification in one answer, unless `limit` says otherwise
 MAX_EVENT_PAGE = 1000
@@ -80,8 +79,8 @@ def _order(r: Delivery) -> tuple[float, str]:
     return (r.createdAt, r.id)
 
 
-class EventQuery(BaseModel):
-    """GET /api/v1/events/{eventId}: which page of the notification's deliveries (empty values count as absent)."""
+class EventQuery(_Query):
+    """GET /api/v1/events/{eventId}: which page of the notification's deliveries."""
 
     limit: int = Field(
         EVENT_PAGE, ge=1, description=f"deliveries in this answer; at most {MAX_EVENT_PAGE}, whatever the limit"
@@ -93,10 +92,6 @@ class EventQuery(BaseModel):
         json_schema_extra={"pattern": CURSOR_PATTERN},
         description="the `next` of the previous answer, as given (absent: from the first delivery)",
     )
-
-    @classmethod
-    def of(cls, query: Any) -> EventQuery:
-        return cls.model_validate({k: v for k, v in query.items() if v})
 
     @property
     def start(self) -> int:
@@ -127,14 +122,6 @@ class ReplayRequest(BaseModel):
 
 class ReleaseRequest(ReplayRequest):
     """POST /api/v1/deliveries/release: which held deliveries to send now (no filter: every held one)."""
-
-
-class Replaying(Protocol):
-    def replay(self, records: list[Delivery], attempts: int, dry_run: bool = False) -> int: ...
-
-
-class Releasing(Protocol):
-    def release(self, records: list[Delivery], dry_run: bool = False) -> int: ...
 
 
 class Filters:

@@ -22,7 +22,7 @@ from relay.silences.model import MAX_MATCHERS, MAX_SILENCES, MAX_TEXT, Silence, 
 from relay.silences.store import Silences, new_id
 from relay.storage.store import Store
 from relay.web.errors import dotted, error_response, validation_response
-from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
+from relay.web.operation import Answer, Operation
 
 STATES = ("active", "pending", "expired")
 MAX_BODY = 64 * 1024
@@ -150,14 +150,11 @@ class SilencesApi:
     def __init__(self, store: Store, redis: Redis, schedule: Scheduling, clock: Callable[[], float]) -> None:
         self.store, self.silences, self.schedule, self.clock = store, Silences(redis), schedule, clock
 
-    @documented(
-        Operation(
-            "Silence what matches, for a while: held (or skipped) while it lasts",
-            {201: Answer("The silence", SilenceBody)},
-            errors=(401, 413, 415, 422, 429, 503),
-            request=SilenceRequest,
-            security=ADMIN_SECURITY,
-        )
+    @Operation(
+        "Silence what matches, for a while: held (or skipped) while it lasts",
+        {201: Answer("The silence", SilenceBody)},
+        errors=(401, 413, 415, 422, 429, 503),
+        request=SilenceRequest,
     )
     async def create(self, request: Request) -> Response:
         body = await json_object(request, "silence", MAX_BODY, solution="Send matchers, endsAt or duration, ...")
@@ -173,14 +170,11 @@ class SilencesApi:
             return error_response(422, [refusal(exc)], f"Invalid silence: {refusal(exc)}", field=exc.field)
         return JSONResponse({**silence.public(now), "warnings": warned}, 201)
 
-    @documented(
-        Operation(
-            "Silences, oldest start first, each with its state",
-            {200: Answer("The silences", SilenceList)},
-            errors=(401, 422, 429, 503),
-            query=SilenceQuery,
-            security=ADMIN_SECURITY,
-        )
+    @Operation(
+        "Silences, oldest start first, each with its state",
+        {200: Answer("The silences", SilenceList)},
+        errors=(401, 422, 429, 503),
+        query=SilenceQuery,
     )
     async def list(self, request: Request) -> Response:
         raw = request.query_params.get("state") or ",".join(STATES)
@@ -197,13 +191,10 @@ class SilencesApi:
         found = await run_in_threadpool(listed, self.silences, states, self.clock())
         return JSONResponse({"silences": found})
 
-    @documented(
-        Operation(
-            "Expire a silence now: what it held goes out",
-            {200: Answer("The silence, expired, and how many held deliveries it let go", SilenceBody)},
-            errors=(401, 404, 429, 503),
-            security=ADMIN_SECURITY,
-        )
+    @Operation(
+        "Expire a silence now: what it held goes out",
+        {200: Answer("The silence, expired, and how many held deliveries it let go", SilenceBody)},
+        errors=(401, 404, 429, 503),
     )
     async def expire(self, request: Request) -> Response:
         ident = request.path_params["id"]

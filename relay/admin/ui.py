@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from redis.exceptions import RedisError
@@ -14,7 +14,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from relay.admin.channels import channel_rows
-from relay.admin.selection import Releasing, Replaying
 from relay.admin.ui_chart import HEIGHT, WIDTH, chart
 from relay.admin.ui_query import PageQuery, back_query
 from relay.admin.ui_render import THROTTLED, error_page, page_operation, posted, render, viewed
@@ -34,18 +33,14 @@ from relay.admin.ui_session import (
 from relay.admin.ui_view import DELIVERIES_OF_ONE, PageData, anchor
 from relay.config import Config
 from relay.core.model import State
-from relay.delivery.holding import Scheduling
 from relay.storage.sessions import EndedSessions
+from relay.storage.work_queue import WorkQueue
 from relay.web.auth import admin_allowed, admin_token_offered
-from relay.web.operation import Answer, documented, html_answer
+from relay.web.operation import Answer, html_answer
 from relay.web.throttle import API, UI, Guard
 
 log = logging.getLogger("relay.admin.ui")
 T = TypeVar("T")
-
-
-class PageWork(Replaying, Releasing, Scheduling, Protocol):
-    """What the page asks of the queue: replays, releases, and what an expired silence held made due."""
 
 
 class AdminPage:
@@ -54,7 +49,7 @@ class AdminPage:
     def __init__(
         self,
         data: PageData,
-        work: PageWork,
+        work: WorkQueue,
         config: Callable[[], Config],
         clock: Callable[[], float],
         guard: Guard,
@@ -145,12 +140,10 @@ class AdminPage:
             set_session(response, request, fresh)
         return response
 
-    @documented(
-        page_operation(
-            "The admin page: counters, the last hour, channels, failed and held deliveries, recent notifications "
-            "(query `event`, `before`, `limit`) or the deliveries of its filters (query `state`, `channel`, `kind`)",
-            viewed("The page", {400: "Invalid query"}),
-        )
+    @page_operation(
+        "The admin page: counters, the last hour, channels, failed and held deliveries, recent notifications "
+        "(query `event`, `before`, `limit`) or the deliveries of its filters (query `state`, `channel`, `kind`)",
+        viewed("The page", {400: "Invalid query"}),
     )
     async def page(self, request: Request) -> Response:
         viewing = await self.viewing_session(request)
@@ -185,11 +178,7 @@ class AdminPage:
             view_max=DELIVERIES_OF_ONE,
         )
 
-    @documented(
-        page_operation(
-            "The login form", {200: html_answer("The form"), 303: Answer("Logged in already, or open: to /ui")}
-        )
-    )
+    @page_operation("The login form", {200: html_answer("The form"), 303: Answer("Logged in already, or open: to /ui")})
     async def login_form(self, request: Request) -> Response:
         try:
             if not self.tokens() or await self.session_of(request) is not None:
@@ -198,17 +187,15 @@ class AdminPage:
             return self.sessions_unknown(exc)
         return render("login.html.j2", self.clock(), error=None)
 
-    @documented(
-        page_operation(
-            "Log in with an admin token (form field `token`)",
-            {
-                303: Answer("Logged in: to /ui"),
-                401: html_answer("Not an admin token"),
-                403: html_answer("Not from this page"),
-                429: THROTTLED,
-            },
-            form=True,
-        )
+    @page_operation(
+        "Log in with an admin token (form field `token`)",
+        {
+            303: Answer("Logged in: to /ui"),
+            401: html_answer("Not an admin token"),
+            403: html_answer("Not from this page"),
+            429: THROTTLED,
+        },
+        form=True,
     )
     async def login(self, request: Request) -> Response:
         if not same_origin(request, self.config()):
@@ -228,16 +215,14 @@ class AdminPage:
         set_session(response, request, new_session(token, self.clock()))
         return response
 
-    @documented(
-        page_operation(
-            "Log out (form field `csrf`)",
-            {
-                303: Answer("Logged out: the session is ended on every replica"),
-                403: html_answer("Not from this page"),
-                503: html_answer("Redis is unavailable: not logged out"),
-            },
-            form=True,
-        )
+    @page_operation(
+        "Log out (form field `csrf`)",
+        {
+            303: Answer("Logged out: the session is ended on every replica"),
+            403: html_answer("Not from this page"),
+            503: html_answer("Redis is unavailable: not logged out"),
+        },
+        form=True,
     )
     async def logout(self, request: Request) -> Response:
         response = RedirectResponse("/ui/login" if self.tokens() else "/ui", 303)
@@ -307,12 +292,10 @@ class AdminPage:
         log.info("admin page: %s %d %s", done, count, noun, extra=extra)
         return RedirectResponse(back_to(f"{done}={count}", form, owner), 303)
 
-    @documented(
-        page_operation(
-            "Replay one failed delivery (form field `id`) or a notification's (`eventId`); `csrf` with a session",
-            posted("Replayed: back to the page", {400: "Not one target"}),
-            form=True,
-        )
+    @page_operation(
+        "Replay one failed delivery (form field `id`) or a notification's (`eventId`); `csrf` with a session",
+        posted("Replayed: back to the page", {400: "Not one target"}),
+        form=True,
     )
     async def replay(self, request: Request) -> Response:
         attempts = self.config().retry.attempts

@@ -12,10 +12,6 @@ BAR_GAP = 2
 OUTCOMES = ("delivered", "failed", "retrying", "other")
 
 
-def outcome_of(state: str) -> str:
-    return state if state in OUTCOMES else "other"
-
-
 @dataclass(frozen=True)
 class Segment:
     outcome: str
@@ -62,7 +58,7 @@ def chart(minutes: list[Minute]) -> Chart:
     for minute in minutes:
         counts = dict.fromkeys(OUTCOMES, 0)
         for state, n in minute.counts.items():
-            counts[outcome_of(state)] += n
+            counts[state if state in OUTCOMES else "other"] += n
         per_minute.append(counts)
     peak = max((sum(c.values()) for c in per_minute), default=0)
     slot = WIDTH / max(1, len(minutes))

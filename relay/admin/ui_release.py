@@ -9,18 +9,15 @@ from starlette.responses import Response
 from relay.admin.ui import AdminPage
 from relay.admin.ui_query import back_query
 from relay.admin.ui_render import page_operation, posted, viewed
-from relay.web.operation import documented
 
 
 class ReleasePage:
     def __init__(self, page: AdminPage) -> None:
         self.page = page
 
-    @documented(
-        page_operation(
-            "What a release would send now: one held delivery (query `id`) or a notification's (`eventId`)",
-            viewed("The confirmation, with the Release button", {400: "Not one target"}),
-        )
+    @page_operation(
+        "What a release would send now: one held delivery (query `id`) or a notification's (`eventId`)",
+        viewed("The confirmation, with the Release button", {400: "Not one target"}),
     )
     async def confirm(self, request: Request) -> Response:
         viewing = await self.page.viewing_session(request)
@@ -47,12 +44,10 @@ class ReleasePage:
             back_query=back_query(request.query_params),
         )
 
-    @documented(
-        page_operation(
-            "Send held deliveries now: one (form field `id`) or a notification's (`eventId`); `csrf` with a session",
-            posted("Released: back to the page", {400: "Not one target"}),
-            form=True,
-        )
+    @page_operation(
+        "Send held deliveries now: one (form field `id`) or a notification's (`eventId`); `csrf` with a session",
+        posted("Released: back to the page", {400: "Not one target"}),
+        form=True,
     )
     async def release(self, request: Request) -> Response:
         return await self.page.act(

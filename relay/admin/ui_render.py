@@ -6,37 +6,30 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.responses import HTMLResponse
 
 from relay.storage.store import iso
 from relay.web import operation
-from relay.web.html import secure_page
+from relay.web.html import secure_page, templates
 from relay.web.operation import ADMIN_SECURITY, Answer, Operation, html_answer
 
-_env = Environment(
-    loader=PackageLoader("relay.admin", "ui_templates"),
-    autoescape=True,
-    undefined=StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+_env = templates("relay.admin", "ui_templates")
+
+
+def _span(seconds: int) -> str:
+    """A span in its largest whole unit: `3 h`, `12 min`, `40 s`."""
+    unit, size = next(((u, n) for u, n in (("d", 86400), ("h", 3600), ("min", 60)) if seconds >= n), ("s", 1))
+    return f"{seconds // size} {unit}"
 
 
 def ago(ts: float, now: float) -> str:
     seconds = max(0, int(now - ts))
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds // size} {unit} ago"
-    return f"{seconds} s ago" if seconds >= 5 else "just now"
+    return f"{_span(seconds)} ago" if seconds >= 5 else "just now"
 
 
 def until(ts: float, now: float) -> str:
     seconds = int(ts - now)
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"in {seconds // size} {unit}"
-    return f"in {seconds} s" if seconds >= 5 else "due now"
+    return f"in {_span(seconds)}" if seconds >= 5 else "due now"
 
 
 def render(

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from relay.web import forms
+from relay.web.auth import any_equal
 from relay.web.forms import same_origin as same_origin  # the page's POSTs are checked as every form's
 
 COOKIE = "relay_ui"
@@ -52,11 +53,7 @@ def session_valid(tokens: list[str], value: str | None, now: float) -> bool:
         return False
     if not tokens:
         return signature == OPEN_SIGNATURE
-    # Compare with every token, without stopping early: timing tells nothing about which one matched.
-    found = False
-    for token in tokens:
-        found |= hmac.compare_digest(signature.encode(), _sign(token, expiry, nonce).encode())
-    return found
+    return any_equal([signature.encode()], [_sign(token, expiry, nonce).encode() for token in tokens])
 
 
 def csrf_token(session: str) -> str:

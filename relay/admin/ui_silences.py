@@ -14,7 +14,6 @@ from relay.admin.silences import SilenceError, SilenceRequest, create, expire, r
 from relay.admin.ui import AdminPage
 from relay.admin.ui_render import page_operation, posted
 from relay.silences.store import Silences
-from relay.web.operation import documented
 
 log = logging.getLogger("relay.admin.ui")
 _DONE = "Done: back to the page's silences"
@@ -24,12 +23,10 @@ class SilencesPage:
     def __init__(self, page: AdminPage) -> None:
         self.page = page
 
-    @documented(
-        page_operation(
-            "Add a silence: `matchers` (one a line), `duration`, `comment`, `createdBy`, `action`; `csrf`",
-            posted(_DONE, {422: "Not a silence: the page says which field"}),
-            form=True,
-        )
+    @page_operation(
+        "Add a silence: `matchers` (one a line), `duration`, `comment`, `createdBy`, `action`; `csrf`",
+        posted(_DONE, {422: "Not a silence: the page says which field"}),
+        form=True,
     )
     async def add(self, request: Request) -> Response:
         form = await self.page.posted_form(request, "silence")
@@ -54,7 +51,7 @@ class SilencesPage:
         log.info("admin page: silence %s added by %s: %s", silence.id, silence.createdBy, silence.comment)
         return RedirectResponse("/ui?added=1#silence-notice", 303)  # the notice where the page lands
 
-    @documented(page_operation("Expire a silence now (form field `id`); `csrf`", posted(_DONE, {}), form=True))
+    @page_operation("Expire a silence now (form field `id`); `csrf`", posted(_DONE, {}), form=True)
     async def expire(self, request: Request) -> Response:
         form = await self.page.posted_form(request, "expiry")
         if isinstance(form, Response):

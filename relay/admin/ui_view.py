@@ -5,20 +5,19 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from redis import Redis
 
 from relay.admin.counters import CounterReader, Counters
-from relay.admin.selection import Filters, Releasing, Replaying
 from relay.admin.ui_query import PageQuery
 from relay.core.model import Delivery, State, trace_id
 from relay.silences.model import Silence, past_retention
 from relay.silences.store import Silences
 from relay.storage.activity import Minute, last_hour
-from relay.storage.events import read_summaries
 from relay.storage.received import received_page
+from relay.storage.records import _text
 from relay.storage.store import FAILED, HELD, Store
+from relay.storage.work_queue import WorkQueue
 
 DELIVERIES_PER_EVENT = 50  # in the list of notifications
 DELIVERIES_OF_ONE = 500  # in the view of one notification (more: relay status, or the admin API's pages)
@@ -166,10 +165,6 @@ def anchor(ident: str, prefix: str = "ev-") -> str:
     return prefix + hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def page_counters(c: Counters) -> dict[str, int]:
     return {
         "received": int(c.total("relay_notifications_received_total")),
@@ -189,15 +184,13 @@ class PageData:
 
     def events(self, event_ids: list[str], shown: int = DELIVERIES_PER_EVENT) -> list[EventView]:
         """The notifications, each with its first `shown` deliveries and how many it has."""
-        if not event_ids:
-            return []
         views: list[tuple[EventView, list[str]]] = []
         # An expired or unreadable event is left out (logged): one bad key never takes the page down.
-        for found in read_summaries(self.redis, event_ids, shown):
-            event = found.event
-            view = EventView(event.eventId, event.kind, event.receivedAt, found.total)
+        events = self.store.events(event_ids)
+        for event in (events[i] for i in event_ids if i in events):
+            view = EventView(event.eventId, event.kind, event.receivedAt, len(event.deliveries))
             view.trace_id = trace_id(event.trace)
-            views.append((view, found.first))
+            views.append((view, event.deliveries[:shown]))
         records = {r.id: r for r in self.store.deliveries(d for _, ids in views for d in ids) if r is not None}
         for view, ids in views:
             view.deliveries = [DeliveryRow(records[d]) for d in ids if d in records]
@@ -255,32 +248,30 @@ class PageData:
             self.link_digests(page.listed, {})
         return page
 
-    def replay(
-        self, work: Replaying, attempts: int, delivery_id: str | None, event_id: str | None
-    ) -> tuple[int, str | None]:
-        """Requeue the failed delivery, or the event's failed ones: how many, and their notification."""
+    def target(self, delivery_id: str | None, event_id: str | None) -> tuple[list[Delivery], str | None]:
+        """A button's deliveries (the one, or the notification's) and their notification; never every one."""
+        if not delivery_id and not event_id:
+            raise ValueError("one delivery or one notification")
         ids = [delivery_id] if delivery_id else self.store.event_delivery_ids(event_id or "")
         records = [r for r in self.store.deliveries(ids) if r is not None]
-        owner = records[0].eventId if records else event_id
+        return records, records[0].eventId if records else event_id
+
+    def replay(
+        self, work: WorkQueue, attempts: int, delivery_id: str | None, event_id: str | None
+    ) -> tuple[int, str | None]:
+        """Requeue the failed delivery, or the event's failed ones: how many, and their notification."""
+        records, owner = self.target(delivery_id, event_id)
         return work.replay(records, attempts), owner
 
     def held_of(self, delivery_id: str | None, event_id: str | None) -> list[DeliveryRow]:
         """The held deliveries a release of this delivery, or of this notification, is about."""
-        chosen, _ = _release_filters(delivery_id, event_id).chosen(self.store)
-        rows = [DeliveryRow(r) for r in chosen]
+        rows = [DeliveryRow(r) for r in self.target(delivery_id, event_id)[0] if r.state is State.HELD]
         self.link_digests(rows, {})
         return rows
 
     def release(
-        self, work: Releasing, delivery_id: str | None, event_id: str | None, dry_run: bool = False
+        self, work: WorkQueue, delivery_id: str | None, event_id: str | None, dry_run: bool = False
     ) -> tuple[int, str | None]:
         """The admin API's release of the held delivery, or the notification's: how many, and their notification."""
-        filters = _release_filters(delivery_id, event_id)
-        records = filters.candidates(self.store)
-        return work.release(filters.chosen(self.store)[0], dry_run), records[0].eventId if records else event_id
-
-
-def _release_filters(delivery_id: str | None, event_id: str | None) -> Filters:
-    if not delivery_id and not event_id:  # no filter would be every held delivery: never from a button
-        raise ValueError("release one delivery or one notification")
-    return Filters(State.HELD, ids=[delivery_id]) if delivery_id else Filters(State.HELD, event_id=event_id)
+        records, owner = self.target(delivery_id, event_id)
+        return work.release([r for r in records if r.state is State.HELD], dry_run), owner

@@ -76,6 +76,12 @@ def read_payload(path: str) -> tuple[str, Any]:
     return text, json.loads(text)
 
 
+def output_options(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--format", choices=["table", "json"], default="table", help="json: every field, whole")
+    c.add_argument("--json", action="store_const", const="json", dest="format", help="the same as --format json")
+    c.add_argument("--wide", action="store_true", help="cells whole, never cut with an ellipsis")
+
+
 CELL_WIDTH = 60  # a longer cell is cut, with an ellipsis (`wide`: never)
 
 

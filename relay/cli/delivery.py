@@ -6,8 +6,7 @@ import argparse
 import json
 import sys
 
-from relay.cli.common import Command, runtime, table
-from relay.cli.inspect import output_options
+from relay.cli.common import Command, output_options, runtime, table
 from relay.runtime.logs import escape
 
 FACTS = "id eventId kind channel route recipientType recipient address state attempts lastError notBefore createdAt"

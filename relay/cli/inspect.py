@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from relay.cli.common import Command, runtime
+from relay.cli.common import Command, output_options, runtime
 from relay.cli.tables import LIST_COLUMNS, STATUS_COLUMNS, deliveries_table
 from relay.config.urls import masked_url
 from relay.core.states import State
@@ -188,9 +188,3 @@ def _filter_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--event", help="one notification's deliveries (its eventId)")
     c.add_argument("--kind", help="kinds matching this pattern (* any characters): notification:access-*")
     c.add_argument("--channel", help="one channel's deliveries (its name in the config)")
-
-
-def output_options(c: argparse.ArgumentParser) -> None:
-    c.add_argument("--format", choices=["table", "json"], default="table", help="json: the records, whole")
-    c.add_argument("--json", action="store_const", const="json", dest="format", help="the same as --format json")
-    c.add_argument("--wide", action="store_true", help="cells whole, never cut with an ellipsis")

@@ -29,16 +29,11 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument("--config", help="config file (default ./config.yaml, else $RELAY_CONFIG)")
         return c
 
-    run.add_commands(command)
-    check.add_commands(command)
-    probe.add_commands(command)
-    send.add_commands(command, sub)
-    inspect.add_commands(command)
-    delivery.add_commands(command)
-    token.add_commands(command)
-    prefs.add_commands(command)
-    silence.add_commands(command)
-    health.add_commands(command)
+    for module in (run, check, probe):
+        module.add_commands(command)
+    send.add_commands(command, sub)  # and `relay sink`, which reads no config
+    for module in (inspect, delivery, token, prefs, silence, health):
+        module.add_commands(command)
     p.set_defaults(command_names=sorted(sub.choices or ()))  # for the hint of a mistyped one (`main`)
     return p
 

@@ -8,28 +8,20 @@ import json
 import sys
 from typing import Any
 
-from relay.cli.common import Command, command_group, config, read_payload
+from relay.cli.common import Command, command_group, config, read_payload, runtime
 
 EXPORT_VERSION = 1
 
 
 def _store(args: argparse.Namespace) -> Any:
     from relay.preferences.store import Preferences
-    from relay.runtime.bootstrap import connect
-    from relay.storage.schema import check_schema
 
-    cfg = config(args)
-    check_schema(conn := connect(cfg))
-    return cfg, Preferences(conn)
-
-
-def _shown(pref: Any) -> dict[str, Any]:
-    from relay.core.model import iso
-
-    return dict(pref.public(iso))
+    rt = runtime(args)
+    return rt.config, Preferences(rt.redis)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from relay.core.model import iso
     from relay.preferences.model import Preference, check_person, is_address
 
     args.person = check_person(args.person)
@@ -37,10 +29,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     pref = store.get(args.person) or Preference(args.person)
     _warn(pref, args.clock(), cfg.retention)
     refs = store.bound_to(pref.person) if is_address(pref.person) else []
+    shown = pref.public(iso)
     if args.format == "json":
-        print(json.dumps({**_shown(pref), "governedBy": refs}, indent=2, ensure_ascii=False))
+        print(json.dumps({**shown, "governedBy": refs}, indent=2, ensure_ascii=False))
         return 0
-    shown = _shown(pref)
     print(f"person {pref.person}  updated {shown['updatedAt'] or 'never'}")
     if pref.optOuts:
         for o in pref.optOuts:

@@ -4,12 +4,12 @@ very send of a delivery (`relay.delivery.channels.send`); its outcome printed as
 from __future__ import annotations
 
 import argparse
-import difflib
 import html
 import sys
 from datetime import UTC, datetime
 
 from relay.cli.common import Command, config, log
+from relay.config.messages import did_you_mean
 from relay.core.outcome import Delivered, Outcome, Permanent, Transient
 
 TITLE = "relay test message"
@@ -50,8 +50,8 @@ def cmd_test(args: argparse.Namespace) -> int:
     channel = cfg.channels.get(args.channel)
     if channel is None:
         defined = ", ".join(sorted(cfg.channels)) or "(none)"
-        close = difflib.get_close_matches(args.channel, sorted(cfg.channels), n=1, cutoff=0.6)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        near = did_you_mean(args.channel, cfg.channels)
+        hint = f" (did you mean {near!r}?)" if near else ""
         print(f"relay test: no channel {args.channel!r} in the config{hint}; defined: {defined}", file=sys.stderr)
         return 2
     if channel.per_recipient and not args.to:

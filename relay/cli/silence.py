@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from relay.cli.common import Command, command_group, runtime, table
+from relay.cli.common import Command, command_group, output_options, runtime, table
 from relay.runtime.logs import escape
 
 COLUMNS = ["id", "state", "action", "matchers", "startsAt", "endsAt", "createdBy", "comment"]
@@ -92,9 +92,7 @@ def add_commands(command: Command) -> None:
     c.set_defaults(func=cmd_add)
     c = leaf("list", "the active and pending silences (--all: the expired ones too)")
     c.add_argument("--all", action="store_true")
-    c.add_argument("--format", choices=["table", "json"], default="table")
-    c.add_argument("--json", action="store_const", const="json", dest="format")
-    c.add_argument("--wide", action="store_true", help="cells whole, never cut with an ellipsis")
+    output_options(c)
     c.set_defaults(func=cmd_list)
     c = leaf("expire", "end a silence now: what it held goes out")
     c.add_argument("id")

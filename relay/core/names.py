@@ -61,17 +61,8 @@ def readable_ref(ref: str) -> str:
 
 def entity_display_name(entity: Mapping[str, Any]) -> str | None:
     """A catalog entity's name for people: `spec.profile.displayName`, else `metadata.title`."""
-    spec = entity.get("spec")
-    profile = spec.get("profile") if isinstance(spec, Mapping) else None
-    metadata = entity.get("metadata")
-    for value in (
-        profile.get("displayName") if isinstance(profile, Mapping) else None,
-        metadata.get("title") if isinstance(metadata, Mapping) else None,
-    ):
-        name = clean_name(value)
-        if name:
-            return name
-    return None
+    found = (clean_name(user_field(dict(entity), f)) for f in ("spec.profile.displayName", "metadata.title"))
+    return next((name for name in found if name), None)
 
 
 # `kind:name` or `kind:namespace/name`: not a URL (`https://x`) nor a URN (`urn:a:b`), which have more colons.
@@ -174,8 +165,8 @@ def display_name(context: Context, value: Any) -> str:
     return readable_ref(value)
 
 
-def readable_channel(name: str) -> str:
-    """A channel's name as a label: `people-email` is `People email`."""
+def readable(name: str) -> str:
+    """A name as a label: `people-email` is `People email`."""
     words = " ".join(name.replace("-", " ").replace("_", " ").split())
     return words[:1].upper() + words[1:] if words else name
 
@@ -185,7 +176,7 @@ def channel_label(config: Config, name: str) -> str:
     if name == "*":
         return "every channel"
     channel = config.channels.get(name)
-    return channel.label if channel is not None and channel.label else readable_channel(name)
+    return channel.label if channel is not None and channel.label else readable(name)
 
 
 def relative_link(body: Any) -> str | None:

@@ -63,19 +63,7 @@ def catalog_ref(recipient: dict[str, Any]) -> str | None:
 REPORTED_AS = {"recipient-type:project-data-access-manager": "recipient-type:system-owner"}
 
 
-def recipient_type_candidates(legacy: str | None, v2: str | None) -> list[str]:
-    """Types to try in order: v2 first when present, then the legacy one."""
-    found = []
-    for value in (v2, legacy):
-        if isinstance(value, str) and value and value not in found:
-            found.append(value)
-    return found
-
-
 def resolve_recipient_type(legacy: str | None, v2: str | None, is_routed: Callable[[str], bool]) -> str | None:
     """v2 when present and routed, else legacy when routed, else (the default route) v2, else legacy."""
-    candidates = recipient_type_candidates(legacy, v2)
-    for candidate in candidates:
-        if is_routed(candidate):
-            return candidate
-    return candidates[0] if candidates else None
+    candidates = list(dict.fromkeys(t for t in (v2, legacy) if isinstance(t, str) and t))
+    return next((t for t in candidates if is_routed(t)), candidates[0] if candidates else None)

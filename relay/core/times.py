@@ -51,13 +51,11 @@ def since(value: str, now: float) -> float:
         return instant(value)
 
 
-def _optional_instant(value: Any) -> float | None:
-    return None if value is None else instant(value)
-
-
 # A request's time: an ISO 8601 string read by `instant` (absent or null: None), shown as one in OpenAPI.
 Instant = Annotated[
-    float | None, BeforeValidator(_optional_instant), WithJsonSchema({"type": "string", "format": "date-time"})
+    float | None,
+    BeforeValidator(lambda v: None if v is None else instant(v)),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
 
 

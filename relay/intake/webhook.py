@@ -42,29 +42,11 @@ from relay.storage.work_queue import Acceptance, NotReplicated, QueueUnavailable
 from relay.tracing import OFF_TRACER, Tracer
 from relay.web.auth import body_signature_problem, signature_offered, webhook_allowed
 from relay.web.errors import error_response, is_json, validation_response
-from relay.web.operation import WEBHOOK_SECURITY, Answer, Operation, documented
+from relay.web.forms import bounded_body
+from relay.web.operation import WEBHOOK_SECURITY, Answer, Operation
 from relay.web.throttle import WEBHOOK, Guard
 
 log = logging.getLogger("relay.intake.webhook")
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-async def read_limited(request: Request, limit: int) -> bytes:
-    """The body, refusing more than `limit` bytes (a body of exactly the limit is fine)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def parse_json(raw: bytes, max_depth: int) -> Any:
@@ -136,12 +118,12 @@ async def authenticated_body(request: Request, server: ServerConfig, guard: Guar
         await guard.failed(request, WEBHOOK, "no valid token or Basic credentials")
         raise unauthorized()
     try:
-        raw = await read_limited(request, server.max_body_bytes)
-    except BodyTooLarge:
-        raise too_large(server.max_body_bytes) from None
+        raw = await bounded_body(request, server.max_body_bytes)
     except ClientDisconnect:
         gone = error_response(400, ["the client closed the connection"], "The body was not received.")
         raise Refused(gone, None) from None
+    if raw is None:
+        raise too_large(server.max_body_bytes)
     if not by_header:
         problem = body_signature_problem(server.auth, headers, raw, guard.clock())  # the app's one clock
         if problem is not None:
@@ -186,14 +168,12 @@ class Webhook:
         with contextlib.suppress(RedisError):
             self.counters.incr("relay_notifications_rejected_total", status=str(status), reason=reason)
 
-    @documented(
-        Operation(
-            "Receive one notification",
-            {202: Answer("Accepted (durable) or duplicate", Accepted)},
-            errors=(400, 401, 413, 415, 422, 429, 431, 503),
-            request=Notification,
-            security=WEBHOOK_SECURITY,
-        )
+    @Operation(
+        "Receive one notification",
+        {202: Answer("Accepted (durable) or duplicate", Accepted)},
+        errors=(400, 401, 413, 415, 422, 429, 431, 503),
+        request=Notification,
+        security=WEBHOOK_SECURITY,
     )
     async def receive(self, request: Request) -> Response:
         try:

@@ -20,10 +20,6 @@ log = logging.getLogger("relay.delivery.jobs")
 SLOT_LEAD = 1.0  # seconds: within the rate gate's sleep (relay.delivery.gates.MAX_SLOT_SLEEP)
 
 
-def _states(rt: Context) -> ChannelStates:
-    return ChannelStates(rt.redis)  # scripts are registered by hash: nothing is sent to Redis here
-
-
 def after_send(
     rt: Context, record: Delivery, previous: State, outcome: Outcome, took: float, followers: list[Delivery]
 ) -> bool:
@@ -32,7 +28,8 @@ def after_send(
     outage = channel.outage if channel is not None else None
     clock = rt.clock()  # the minute its send counts in, and the channel's times
     kind = kind_of(outcome)
-    gate = _states(rt).note(
+    # Its scripts are registered by hash: making it sends nothing to Redis.
+    gate = ChannelStates(rt.redis).note(
         record.channel,
         kind,
         getattr(outcome, "reason", ""),

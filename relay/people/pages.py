@@ -37,7 +37,7 @@ from relay.web.links import (
     make_token,
     read_token,
 )
-from relay.web.operation import Operation, documented, html_answer, page_operation
+from relay.web.operation import Operation, html_answer, page_operation
 from relay.web.throttle import PREFERENCES, UNSUBSCRIBE, Guard
 
 log = logging.getLogger("relay.people")
@@ -68,12 +68,10 @@ class PeoplePages:
         self.settings = settings
         self.clock = clock
 
-    @documented(
-        _operation(
-            "A person's preference page (a signed link from their notifications)",
-            {200: "The page"},
-            (403, 404, 410, 429, 503),
-        )
+    @_operation(
+        "A person's preference page (a signed link from their notifications)",
+        {200: "The page"},
+        (403, 404, 410, 429, 503),
     )
     async def preferences(self, request: Request) -> Response:
         found = await self._link(request, SCOPE_PREFERENCES)
@@ -85,13 +83,11 @@ class PeoplePages:
         except RedisError:
             return _unavailable()
 
-    @documented(
-        _operation(
-            "Save a person's preference page (form fields `csrf`, `row`, `on`, `hours`, `day`, `start`, `end`, `zone`)",
-            {303: "Saved: back to the page", 422: "Not saved: the page says why"},
-            (400, 403, 404, 410, 413, 415, 429, 503),
-            form=True,
-        )
+    @_operation(
+        "Save a person's preference page (form fields `csrf`, `row`, `on`, `hours`, `day`, `start`, `end`, `zone`)",
+        {303: "Saved: back to the page", 422: "Not saved: the page says why"},
+        (400, 403, 404, 410, 413, 415, 429, 503),
+        form=True,
     )
     async def save(self, request: Request) -> Response:
         found = await self._link(request, SCOPE_PREFERENCES)
@@ -149,12 +145,10 @@ class PeoplePages:
             problem=problem,
         )
 
-    @documented(
-        _operation(
-            "What one-click unsubscribe would do, with a button (changes nothing: mail scanners fetch links)",
-            {200: "The confirmation page"},
-            (403, 404, 410, 429, 503),
-        )
+    @_operation(
+        "What one-click unsubscribe would do, with a button (changes nothing: mail scanners fetch links)",
+        {200: "The confirmation page"},
+        (403, 404, 410, 429, 503),
     )
     async def confirm(self, request: Request) -> Response:
         found = await self._link(request, SCOPE_UNSUBSCRIBE)
@@ -168,13 +162,11 @@ class PeoplePages:
         opted = pref is not None and pref.opted_out(link.kind, link.channel) is not None
         return self._unsubscribe_page(link, token, opted, None, await shown_name(self.name_of, link.person))
 
-    @documented(
-        _operation(
-            "One-click unsubscribe (RFC 8058: `List-Unsubscribe=One-Click`), or its undo (`undo`, `csrf`)",
-            {200: "Done (idempotent)"},
-            (400, 403, 404, 409, 410, 413, 415, 429, 503),
-            form=True,
-        )
+    @_operation(
+        "One-click unsubscribe (RFC 8058: `List-Unsubscribe=One-Click`), or its undo (`undo`, `csrf`)",
+        {200: "Done (idempotent)"},
+        (400, 403, 404, 409, 410, 413, 415, 429, 503),
+        form=True,
     )
     async def unsubscribe(self, request: Request) -> Response:
         found = await self._link(request, SCOPE_UNSUBSCRIBE)
@@ -265,7 +257,7 @@ class PeoplePages:
         except LinkRefused as exc:
             if self.guard is not None and exc.status == 403:
                 await self.guard.failed(request, surface, "invalid link")
-            return _refused(request, exc.status, exc.message, exc.reason)
+            return _refused(request, exc.status, exc.message)
 
 
 _NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -278,12 +270,12 @@ def _from_page(request: Request, form: dict[str, str], config: Config, token: st
     return same_origin(request, config) and hmac.compare_digest(given, expected)
 
 
-def _refused(request: Request, status: int, message: str, reason: str | None = None) -> Response:
+def _refused(request: Request, status: int, message: str) -> Response:
     if "text/html" in request.headers.get("accept", ""):
         titles = {403: "This link is not valid", 404: "Not available", 410: "This link no longer works"}
         return page("error.html.j2", status, title=titles.get(status, "Not available"), message=message)
-    reason = reason or {403: "invalid link", 404: "preferences are not enabled", 410: "expired link"}.get(status)
-    return error_response(status, [reason or "refused"], message, headers=_NO_STORE)
+    reason = {403: "invalid link", 404: "preferences are not enabled", 410: "expired link"}.get(status, "refused")
+    return error_response(status, [reason], message, headers=_NO_STORE)
 
 
 def _unavailable() -> Response:

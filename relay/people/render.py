@@ -4,18 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.responses import HTMLResponse
 
-from relay.web.html import secure_page
+from relay.web.html import secure_page, templates
 
-_env = Environment(
-    loader=PackageLoader("relay.people", "templates"),
-    autoescape=True,
-    undefined=StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+_env = templates("relay.people", "templates")
 
 
 def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:

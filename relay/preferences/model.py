@@ -17,6 +17,7 @@ from relay.config import Config
 from relay.config.intervals import TimePeriodConfig
 from relay.config.time_intervals import Interval, hold_until, parse_period
 from relay.core.model import Delivery, Notification, State, kind_name
+from relay.core.names import readable
 from relay.core.recipients import email_of, valid_email
 from relay.core.times import closed_too_long
 
@@ -305,5 +306,4 @@ def effect(
 
 def human_kind(kind: str) -> str:
     """`notification:access-control-request-failed` as a person reads it: `Access control request failed`."""
-    words = kind_name(kind).replace("-", " ").replace("_", " ").strip()
-    return words[:1].upper() + words[1:] if words else kind
+    return readable(kind_name(kind)) or kind

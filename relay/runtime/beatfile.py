@@ -5,7 +5,6 @@ no HTTP, and this file says what its beat in Redis says without asking Redis whi
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 from pathlib import Path
 
@@ -16,20 +15,20 @@ def beat_file() -> Path:
     return Path(tempfile.gettempdir()) / NAME
 
 
-def touch(path: Path | None = None) -> None:
+def touch() -> None:
     """A beat; a temporary directory that cannot be written only leaves the health check without one."""
     with contextlib.suppress(OSError):
-        (path or beat_file()).touch()
+        beat_file().touch()
 
 
-def remove(path: Path | None = None) -> None:
+def remove() -> None:
     with contextlib.suppress(OSError):
-        (path or beat_file()).unlink()
+        beat_file().unlink()
 
 
-def last_beat(path: Path | None = None) -> float | None:
+def last_beat() -> float | None:
     """When the last beat was (the wall clock's time), or None if no worker beats here."""
     try:
-        return os.stat(path or beat_file()).st_mtime
+        return beat_file().stat().st_mtime
     except OSError:
         return None

@@ -76,25 +76,18 @@ def start_sink(
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            shown, suffix = raw.decode(errors="replace"), ".txt"
             try:
                 data = json.loads(raw)
+                suffix = ".json"
                 if isinstance(data, dict):
                     shown = f"{data.get('title', '')}\n{data.get('message', '')}"
-                else:
-                    shown = raw.decode()
-                suffix = ".json"
             except ValueError:
-                shown = raw.decode(errors="replace")
-                suffix = ".txt"
+                pass
             saver.save("webhook", suffix, raw)
-            if fail:
-                _print(f"--- webhook {self.path}: answered 500 (--fail)", shown.strip()[:2000], "")
-                body = b"relay sink --fail: refusing on purpose"
-                self.send_response(500)
-            else:
-                _print(f"--- webhook {self.path}", shown.strip()[:2000], "")
-                body = b""
-                self.send_response(200)
+            status, body = (500, b"relay sink --fail: refusing on purpose") if fail else (200, b"")
+            _print(f"--- webhook {self.path}" + (": answered 500 (--fail)" if fail else ""), shown.strip()[:2000], "")
+            self.send_response(status)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

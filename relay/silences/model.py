@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from relay.config.matchers import Matcher, MatcherError, Op, parse_line, read
@@ -109,9 +109,7 @@ class Silence:
 
     def ended(self, at: float) -> Silence:
         """The silence expired at `at` (a pending one ends before it began: it never silenced anything)."""
-        return Silence(
-            self.id, self.matchers, min(self.startsAt, at), at, self.createdBy, self.comment, self.action, self.compiled
-        )
+        return replace(self, startsAt=min(self.startsAt, at), endsAt=at)
 
 
 def past_retention(silence: Silence, now: float, retention: float) -> str | None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from redis import Redis
 
 from relay.preferences.store import SEEN_DAYS
-from relay.storage.records import PREFIX
+from relay.storage.records import PREFIX, _text
 
 NAMES = PREFIX + "name:"
 TTL = SEEN_DAYS * 86400
@@ -35,6 +35,4 @@ class KnownNames:
 
     def get(self, person: str) -> str | None:
         found = self.redis.get(name_key(person))
-        if found is None:
-            return None
-        return found.decode() if isinstance(found, bytes) else str(found)
+        return None if found is None else _text(found)

@@ -27,17 +27,13 @@ def parse_before(text: str) -> Before:
     return ms, seq
 
 
-def before_text(cursor: Before) -> str:
-    return f"{cursor[0]}-{cursor[1]}"
-
-
 def received_page(redis: Redis, before: Before | None, limit: int) -> tuple[list[str], str | None]:
     """The eventIds of up to `limit` notifications received below `before`, newest first (one listed twice, an
     id accepted again after the dedup window, is shown once a page), and the next page's cursor (None: no
     more). One round trip, `limit` + 1 entries."""
     if before == (0, 0):
         return [], None  # nothing is below the first ID
-    high = "+" if before is None else f"({before_text(before)}"
+    high = "+" if before is None else f"({before[0]}-{before[1]}"
     entries = cast(list[tuple[Any, dict[Any, Any]]], redis.xrevrange(RECEIVED, high, "-", count=limit + 1))
     shown = entries[:limit]
     ids = list(dict.fromkeys(_text(fields.get(b"eventId", b"")) for _, fields in shown))

@@ -38,6 +38,7 @@ from starlette.middleware import Middleware
 
 from relay.core.model import Delivery
 from relay.core.redaction import Redactor, hide_path_keys
+from relay.tracing.tracer import Tracer, Value
 
 log = logging.getLogger("relay.tracing")
 SCOPE = "relay"
@@ -192,7 +193,9 @@ def _links(traceparents: Iterable[str | None]) -> list[Link]:
     return found
 
 
-class Backend:
+class Backend(Tracer):
+    on = True
+
     def __init__(self, provider: TracerProvider, exporter: SpanExporter | None) -> None:
         self.provider = provider
         self.exporter = exporter
@@ -224,7 +227,7 @@ class Backend:
 
     @contextmanager
     def span(
-        self, name: str, parent: str | None, links: Iterable[str | None], attributes: Mapping[str, Any]
+        self, name: str, parent: str | None = None, links: Iterable[str | None] = (), **attributes: Value | None
     ) -> Iterator[_Handle]:
         with self.tracer.start_as_current_span(
             name,
@@ -243,7 +246,7 @@ class Backend:
 
     @contextmanager
     def attempt(self, record: Delivery) -> Iterator[_Handle]:
-        attributes = {
+        attributes: dict[str, Value | None] = {
             "relay.event_id": record.eventId,
             "relay.kind": record.kind,
             "relay.attempt": record.attempts + 1,
@@ -251,7 +254,7 @@ class Backend:
         }
         token = _IN_HAND.set({"relay.channel": record.channel, "relay.delivery_id": record.id})
         try:
-            with self.span("relay.deliver", record.trace or "", [record.firstTry], attributes) as span:
+            with self.span("relay.deliver", record.trace or "", [record.firstTry], **attributes) as span:
                 here = self.carrier()
                 # A delivery planned before tracing was on, or a digest (its items' traces are its links):
                 # this try starts its trace, which its later tries continue.

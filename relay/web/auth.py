@@ -7,7 +7,7 @@ import binascii
 import hashlib
 import hmac
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from relay.config import HmacAuth, ServerConfig, StandardWebhooksAuth, WebhookAuth
 
@@ -20,12 +20,18 @@ def _equal(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode(), expected.encode())
 
 
-def _any_equal(given: str, expected: list[str]) -> bool:
-    # Compare against every token, without stopping early, so timing says nothing about which matched.
+def any_equal(given: Sequence[bytes], expected: Sequence[bytes]) -> bool:
+    """Whether one of `given` is one of `expected`: every pair compared, in constant time and without stopping
+    early, so that timing says nothing about which matched."""
     found = False
-    for token in expected:
-        found |= _equal(given, token)
+    for candidate in given:
+        for wanted in expected:
+            found |= hmac.compare_digest(candidate, wanted)
     return found
+
+
+def _any_equal(given: str, expected: list[str]) -> bool:
+    return any_equal([given.encode()], [token.encode() for token in expected])
 
 
 def _bearer(headers: Mapping[str, str]) -> str | None:
@@ -109,12 +115,7 @@ def signature_problem(signed: HmacAuth, headers: Mapping[str, str], body: bytes,
         return "signature timestamp outside the tolerance"
     given = _given_signatures(headers.get(signed.header.lower(), ""))
     expected = [sign(secret, timestamp, body).encode() for secret in signed.secrets]
-    # Every pair is compared, without stopping early, so timing says nothing about which matched.
-    found = False
-    for candidate in given:
-        for wanted in expected:
-            found |= hmac.compare_digest(candidate, wanted)
-    return None if found else "signature mismatch"
+    return None if any_equal(given, expected) else "signature mismatch"
 
 
 def standard_signature_problem(
@@ -132,8 +133,4 @@ def standard_signature_problem(
     # Only v1 is defined; a sender may send other versions beside it (the spec's upgrade path).
     signatures = (part.partition(",") for part in headers.get("webhook-signature", "").split())
     given = [sig.encode() for version, _, sig in signatures if version == "v1"]
-    found = False  # every pair compared, without stopping early, as for relay's own signatures
-    for candidate in given:
-        for wanted in expected:
-            found |= hmac.compare_digest(candidate, wanted)
-    return None if found else "signature mismatch"
+    return None if any_equal(given, expected) else "signature mismatch"

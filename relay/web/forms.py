@@ -48,20 +48,18 @@ FORM_MEDIA = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 async def bounded_body(request: Request, limit: int) -> bytes | None:
-    """The body, if it is at most `limit` bytes (read no further); None when larger or cut off."""
+    """The body, if it is at most `limit` bytes (read no further; a body of exactly the limit is fine); None when
+    larger. ClientDisconnect, as `Request.body`, when the client went before it was whole."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         return None
     chunks: list[bytes] = []
     size = 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                return None
-            chunks.append(chunk)
-    except ClientDisconnect:
-        return None
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
     return b"".join(chunks)
 
 
@@ -81,7 +79,10 @@ class FormRefused(Exception):
 
 async def read_form(request: Request, max_fields: int, limit: int = MAX_FORM_BYTES) -> list[tuple[str, str]]:
     """A form's fields in order (checkboxes repeat), within `limit` bytes and `max_fields`; else FormRefused."""
-    body = await bounded_body(request, limit)
+    try:
+        body = await bounded_body(request, limit)
+    except ClientDisconnect:
+        raise FormRefused(400, "the client closed the connection") from None
     if body is None:
         raise FormRefused(413, f"the form is over {limit} bytes")
     if not body:

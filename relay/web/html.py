@@ -5,7 +5,14 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 
+from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.responses import HTMLResponse
+
+
+def templates(package: str, folder: str) -> Environment:
+    """A package's page templates: autoescaped, every variable they name required."""
+    loader = PackageLoader(package, folder)
+    return Environment(loader=loader, autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
 def secure_page(render: Callable[[str], str], status: int = 200, headers: dict[str, str] | None = None) -> HTMLResponse:

@@ -30,11 +30,9 @@ CLOCK_SKEW = 300.0  # seconds: a link "made" further ahead than this was not mad
 class LinkRefused(Exception):
     """A link that is not honoured: 403 (not valid here) or 410 (expired). The message is safe to show."""
 
-    def __init__(self, status: int, message: str, reason: str | None = None) -> None:
+    def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
-        self.status = status
-        self.message = message
-        self.reason = reason or {403: "invalid link", 410: "expired link"}.get(status, "refused")
+        self.status, self.message = status, message
 
 
 @dataclass(frozen=True)

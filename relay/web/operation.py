@@ -6,6 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+F = TypeVar("F", bound=Callable[..., Any])
+ATTRIBUTE = "openapi_operation"
 JSON = "application/json"
 HTML = "text/html"
 FORM = "application/x-www-form-urlencoded"
@@ -50,6 +52,12 @@ class Operation:
     tags: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # more of the operation object, as is
 
+    def __call__(self, handler: F) -> F:
+        """`@Operation(...)` describes the handler below it (a method too: a bound method reads its function's
+        attributes)."""
+        setattr(handler, ATTRIBUTE, self)
+        return handler
+
 
 def html_answer(description: str) -> Answer:
     return Answer(description, {"type": "string"}, HTML)
@@ -68,18 +76,9 @@ def page_operation(
     return Operation(summary, answers, errors, fields, request_media=FORM, security=security, tags=(tag,))
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-ATTRIBUTE = "openapi_operation"
-
-
-def documented(operation: Operation) -> Callable[[F], F]:
-    """Attach `operation` to a handler (a method too: a bound method reads its function's attributes)."""
-
-    def mark(handler: F) -> F:
-        setattr(handler, ATTRIBUTE, operation)
-        return handler
-
-    return mark
+def documented(operation: Operation) -> Operation:
+    """`@documented(operation)`, the spelling relay/admin/detail.py and ui_delivery.py still use: `@operation`."""
+    return operation
 
 
 def operation_of(handler: Any) -> Operation | None:

@@ -9,7 +9,6 @@ import pytest
 from relay.core.recipients import (
     MAX_EMAIL_LENGTH,
     email_of,
-    recipient_type_candidates,
     reference_of,
     resolve_recipient_type,
     user_field,
@@ -211,8 +210,11 @@ def test_reference_of(recipient: dict[str, Any], expected: str | None) -> None:
         ("", "", []),
     ],
 )
-def test_recipient_type_candidates_v2_first(legacy: str | None, v2: str | None, expected: list[str]) -> None:
-    assert recipient_type_candidates(legacy, v2) == expected
+def test_recipient_types_are_asked_v2_first(legacy: str | None, v2: str | None, expected: list[str]) -> None:
+    """With none routed, each real candidate is asked once, v2 first."""
+    asked: list[str] = []
+    resolve_recipient_type(legacy, v2, lambda candidate: bool(asked.append(candidate)))
+    assert asked == expected
 
 
 @pytest.mark.parametrize(
@@ -243,4 +245,4 @@ def test_resolve_recipient_type(legacy: str | None, v2: str | None, routed: set[
 
     assert resolve_recipient_type(legacy, v2, is_routed) == expected
     # Only real candidates are ever asked about, v2 first.
-    assert asked == recipient_type_candidates(legacy, v2)[: len(asked)]
+    assert asked == list(dict.fromkeys(t for t in (v2, legacy) if t))[: len(asked)]
