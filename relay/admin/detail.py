@@ -15,7 +15,7 @@ from relay.core.model import Message, Notification
 from relay.core.rendering import PLATFORM
 from relay.storage.store import Store, iso
 from relay.web.errors import error_response
-from relay.web.operation import ADMIN_SECURITY, Answer, Operation, documented
+from relay.web.operation import Answer, Operation
 
 
 class Attempt(TypedDict):
@@ -98,13 +98,10 @@ class DeliveryApi:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    @documented(
-        Operation(
-            "One delivery: its record, the log of its tries and the message it sent",
-            {200: Answer("The delivery, `attemptLog` (its last 20 tries, oldest first) and `message`", DeliveryDetail)},
-            errors=(401, 404, 429, 503),
-            security=ADMIN_SECURITY,
-        )
+    @Operation(
+        "One delivery: its record, the log of its tries and the message it sent",
+        {200: Answer("The delivery, `attemptLog` (its last 20 tries, oldest first) and `message`", DeliveryDetail)},
+        errors=(401, 404, 429, 503),
     )
     async def get(self, request: Request) -> Response:
         delivery_id = request.path_params["deliveryId"]

@@ -8,18 +8,15 @@ from starlette.responses import Response
 from relay.admin.detail import read_detail
 from relay.admin.ui import AdminPage
 from relay.admin.ui_render import page_operation, viewed
-from relay.web.operation import documented
 
 
 class DeliveryPage:
     def __init__(self, page: AdminPage) -> None:
         self.page = page
 
-    @documented(
-        page_operation(
-            "One delivery: its record, the log of its tries, the message it sent",
-            viewed("The delivery", {404: "No such delivery"}),
-        )
+    @page_operation(
+        "One delivery: its record, the log of its tries, the message it sent",
+        viewed("The delivery", {404: "No such delivery"}),
     )
     async def show(self, request: Request) -> Response:
         viewing = await self.page.viewing_session(request)

@@ -76,11 +76,6 @@ def page_operation(
     return Operation(summary, answers, errors, fields, request_media=FORM, security=security, tags=(tag,))
 
 
-def documented(operation: Operation) -> Operation:
-    """`@documented(operation)`, the spelling relay/admin/detail.py and ui_delivery.py still use: `@operation`."""
-    return operation
-
-
 def operation_of(handler: Any) -> Operation | None:
     found = getattr(handler, ATTRIBUTE, None)
     return found if isinstance(found, Operation) else None
