@@ -21,23 +21,11 @@ from jinja2 import (
 from jinja2.runtime import Context
 
 from relay.config import Config
-from relay.core.limits import RENDER_SECONDS, RenderError, joined, limited
+from relay.core.limits import RENDER_SECONDS, joined, limited
 from relay.core.markdown import unescape_markdown
 from relay.core.model import Delivery, Notification, kind_name, recipient_type_name
 from relay.core.names import Lookup, names_of, resource_url
-from relay.core.sandbox import BUILTIN_DIR, make_environment
-
-# Read from here by the check, the preview and the tests.
-__all__ = [
-    "AUTO",
-    "BUILTIN_DIR",
-    "FORMATS",
-    "PLATFORM",
-    "RenderError",
-    "Rendered",
-    "Renderer",
-    "make_environment",
-]
+from relay.core.sandbox import make_environment
 
 FORMATS = ("md", "html", "txt")
 PLATFORM = "platform"
