@@ -26,10 +26,6 @@ from relay.config.messages import validation_problems
 from relay.config.routes import DefaultRoute as DefaultRoute
 from relay.config.routes import DigestConfig as DigestConfig
 from relay.config.routes import RouteConfig as RouteConfig
-from relay.config.server import MAX_JSON_DEPTH as MAX_JSON_DEPTH
-from relay.config.server import MIN_HMAC_SECRET as MIN_HMAC_SECRET
-from relay.config.server import AuthFailures as AuthFailures
-from relay.config.server import BasicAuth as BasicAuth
 from relay.config.server import HmacAuth as HmacAuth
 from relay.config.server import LimitsConfig as LimitsConfig
 from relay.config.server import Seconds as Seconds
@@ -230,18 +226,7 @@ class Config(ConfigModel):
     def _routes_name_known_channels(self, info: ValidationInfo) -> Config:
         if info.context and info.context.get(_REFERENCES_CHECKED):
             return self
-        routes = [
-            {
-                "channels": r.channels,
-                "fallback": r.fallback,
-                "active_time_intervals": r.active_time_intervals,
-                "mute_time_intervals": r.mute_time_intervals,
-            }
-            for r in self.routes
-        ]
-        default = {"channels": self.default.channels, "fallback": self.default.fallback}
-        intervals = [{"name": t.name} for t in self.time_intervals]
-        data = {"channels": self.channels, "routes": routes, "default": default, "time_intervals": intervals}
+        data = self.model_dump(include={"channels", "routes", "default", "time_intervals"})
         problems = reference_problems(data)
         if problems:
             raise ValueError("; ".join(problems))
