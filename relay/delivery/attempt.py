@@ -30,8 +30,6 @@ from relay.threads.model import Conversation
 
 log = logging.getLogger("relay.delivery.jobs")
 
-__all__ = ["run"]
-
 
 def run(rt: Context, record: Delivery | str, notification: Notification | None, slot_at: float | None) -> str:
     """Try a leased delivery once (a record fresh from planning, or its id); its state."""

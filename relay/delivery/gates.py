@@ -250,6 +250,3 @@ def _carry_out(due: Due, verdict: Verdict) -> str:
     if verdict.counted is not None:
         rt.store.incr(verdict.counted[0], 1, **verdict.counted[1])
     return state
-
-
-__all__ = ["GATES", "Due", "Gate", "Verdict", "through"]
