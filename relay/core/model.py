@@ -247,18 +247,15 @@ class Delivery:
             "template": self.templateUsed or self.template,  # the template used, once it has been rendered
             "attemptTimes": [iso(t) for t in self.attemptTimes],
         }
-        if self.fallbackFor:
-            out["fallbackFor"] = self.fallbackFor
-        if self.fellBackFrom:
-            out["fellBackFrom"] = self.fellBackFrom
-        if self.members:
-            out["members"] = self.members
-        if self.notBefore is not None:
-            out["notBefore"] = iso(self.notBefore)
-        if self.items:
-            out["items"] = self.items
-        if self.digest:
-            out["digest"] = self.digest
+        given = {
+            "fallbackFor": self.fallbackFor,
+            "fellBackFrom": self.fellBackFrom,
+            "members": self.members,
+            "notBefore": iso(self.notBefore) if self.notBefore is not None else None,
+            "items": self.items,
+            "digest": self.digest,
+        }
+        out.update({k: v for k, v in given.items() if v})  # each only when it has one
         if self.thread:
             out["thread"] = {"root": None, "reply": False, **self.thread}
         if self.trace:
