@@ -211,9 +211,9 @@ def rate(due: Due) -> Verdict | None:
 GATES: tuple[Gate, ...] = (in_digest, opted_out, silenced_now, quiet_hours, channel_down, in_order, rate)
 
 
-def through(due: Due, gates: tuple[Gate, ...] = GATES) -> str | None:
+def through(due: Due) -> str | None:
     """The state the first verdict leaves; None: it passed every gate, to be sent now."""
-    for gate in gates:
+    for gate in GATES:
         verdict = gate(due)
         if verdict is not None:
             return _carry_out(due, verdict)
