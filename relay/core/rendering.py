@@ -165,11 +165,6 @@ def build_context(
     return context
 
 
-def platform_text(notification: Notification, delivery: Delivery) -> tuple[str, str]:
-    message = notification.messages[delivery.messageIndex]
-    return (message.title or "").strip(), (message.message or "").strip()
-
-
 class Renderer:
     """Looks templates up and renders them; one per process, templates compiled once."""
 
@@ -228,7 +223,7 @@ class Renderer:
         message = notification.messages[delivery.messageIndex]
         types = [t for t in (message.recipientType_v2, delivery.recipientType, message.recipientType) if t]
         names = candidates(delivery.template, notification.kind, types, fmt)
-        title, text = platform_text(notification, delivery)
+        title, text = (message.title or "").strip(), (message.message or "").strip()  # the platform's own
         error: str | None = None
         tpl: Template | None = None
         try:
