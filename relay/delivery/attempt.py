@@ -39,8 +39,7 @@ def run(rt: Context, record: Delivery | str, notification: Notification | None, 
     # keeps it: the caller counts the loss (`relay.delivery.jobs`).
     state = _steps(rt, Due(rt, current, slot_at, notification))
     _let_go(rt, current)
-    if current.thread:
-        threads.moved_on(rt, current)  # after its state is stored: the next of its conversation may go
+    threads.moved_on(rt, current)  # after its state is stored: the next of its conversation may go
     return state
 
 

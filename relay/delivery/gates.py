@@ -188,7 +188,7 @@ def channel_down(due: Due) -> Verdict | None:
 
 def in_order(due: Due) -> Verdict | None:
     """A threaded message's turn in its conversation (none asked of an unthreaded one: no round trip)."""
-    turn = threads.in_order(due.rt, due.record, due.now) if due.record.thread else None
+    turn = threads.in_order(due.rt, due.record, due.now)
     if isinstance(turn, Waits):
         return turn
     due.conversation = turn
