@@ -38,7 +38,9 @@ def run(rt: Context, record: Delivery | str, notification: Notification | None, 
     # An attempt that stored an outcome let go of the lease with it; any other end does here. One that raised
     # keeps it: the caller counts the loss (`relay.delivery.jobs`).
     state = _steps(rt, Due(rt, current, slot_at, notification))
-    _let_go(rt, current)
+    if current.held_lease:
+        rt.store.leases.release([delivery_unit(current.id)], rt.store.owner)
+        current.held_lease = False
     threads.moved_on(rt, current)  # after its state is stored: the next of its conversation may go
     return state
 
@@ -63,12 +65,6 @@ def _read(rt: Context, record: Delivery | str) -> Delivery | None:
         return None
     current.held_lease = True
     return current
-
-
-def _let_go(rt: Context, record: Delivery) -> None:
-    if record.held_lease:
-        rt.store.leases.release([delivery_unit(record.id)], rt.store.owner)
-        record.held_lease = False
 
 
 def _attempt(rt: Context, due: Due) -> str:
