@@ -82,19 +82,13 @@ def member_refs(entity: dict[str, Any]) -> list[str]:
 
 
 class Catalog:
-    def __init__(
-        self,
-        config: PlatformConfig,
-        redis: Redis,
-        session: requests.Session | None = None,
-        counts: Counts | None = None,
-    ) -> None:
+    def __init__(self, config: PlatformConfig, redis: Redis, counts: Counts | None = None) -> None:
         assert config.url, "the catalog needs platform.url"
         self.config = config
         self.base = config.url.rstrip("/")
         self.redis = redis
         self.counts = counts if counts is not None else Counts()  # where this process counts (relay.storage.tally)
-        self.http = session or requests.Session()
+        self.http = requests.Session()
         self._jwt: str | None = None
         self._jwt_expires = 0.0
         self._lock = threading.Lock()
