@@ -126,11 +126,10 @@ def preview(
     blocks = []
     for n, item in enumerate(plan, 1):
         head = f"[{n}] message {item['message']} ({item['recipientType']}) -> {item['channel']} {item['target']}"
-        route = f"    route: {item['route']}"
+        lines = [head, f"    to: {_who(item)}", f"    route: {item['route']}"]
         if item["state"] == State.SKIPPED:
-            blocks.append(f"{head}\n    to: {_who(item)}\n{route}\n    skipped: {item['reason']}")
+            blocks.append("\n".join([*lines, f"    skipped: {item['reason']}"]))
             continue
-        lines = [head, f"    to: {_who(item)}", route]
         if item["state"] == State.HELD:
             by = item.get("heldBy", "the route's time intervals")
             lines.append(f"    held until {item['notBefore']} ({by})")
