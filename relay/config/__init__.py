@@ -214,12 +214,10 @@ class Config(ConfigModel):
 
     @model_validator(mode="after")
     def _intervals_compile(self) -> Config:
-        seen: set[str] = set()
         for i, interval in enumerate(self.time_intervals):
-            if interval.name in seen:
+            if interval.name in self._intervals:
                 raise ValueError(f"time_intervals[{i}].name: another interval is also named {interval.name!r}")
-            seen.add(interval.name)
-        self._intervals = {t.name: t.compiled() for t in self.time_intervals}
+            self._intervals[interval.name] = interval.compiled()
         return self
 
     @model_validator(mode="after")
