@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, TemplateNotFound, TemplateSyntaxError
@@ -14,22 +13,12 @@ from relay.config.time_intervals import HORIZON
 from relay.core.clock import Clock, system_clock
 from relay.core.quiet import held_until
 from relay.core.recipients import REPORTED_AS
-from relay.core.rendering import AUTO, BUILTIN_DIR, FORMATS, PLATFORM, make_environment
-from relay.core.routing import route_names
+from relay.core.rendering import AUTO, FORMATS, PLATFORM
+from relay.core.routing import route_label, route_names
+from relay.core.sandbox import BUILTIN_DIR, make_environment
 from relay.delivery.channels import channel_format, check_url, describe_url, native_url
 from relay.digests.model import human_duration
 from relay.threads.model import HOOK, threads_on
-
-
-def _template_files(root: Path) -> list[str]:
-    if not root.is_dir():
-        return []
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*.j2"))
-
-
-def _shared(name: str) -> bool:
-    """relay's own layouts and digest templates (`_layouts/`, `_digest/`): used with templates.builtin off too."""
-    return name.startswith("_")
 
 
 def check_templates(config: Config) -> tuple[list[str], list[str]]:
@@ -38,9 +27,10 @@ def check_templates(config: Config) -> tuple[list[str], list[str]]:
     env = make_environment(config.templates_path)
     shipped = config.templates.builtin
     for root in (config.templates_path, BUILTIN_DIR):
-        names = _template_files(root)
+        names = sorted(str(p.relative_to(root)) for p in root.rglob("*.j2"))  # none in a missing directory
         if root == BUILTIN_DIR and not shipped:
-            names = [n for n in names if _shared(n)]
+            # relay's own layouts and digest templates (`_layouts/`, `_digest/`): used with templates.builtin off too
+            names = [n for n in names if n.startswith("_")]
         for name in names:
             try:
                 source = (root / name).read_text(encoding="utf-8")
@@ -67,8 +57,7 @@ def check_templates(config: Config) -> tuple[list[str], list[str]]:
     for where, template in routes:
         if template in (AUTO, PLATFORM):
             continue
-        found = [fmt for fmt in FORMATS if _exists(env, f"{template}.{fmt}.j2")]
-        if not found:
+        if not any(_exists(env, f"{template}.{fmt}.j2") for fmt in FORMATS):
             problems.append(f"{where}.template: no template {template!r} ({template}.<md|html|txt>.j2)")
     return problems, notes
 
@@ -127,7 +116,7 @@ def check_fallbacks(config: Config) -> list[str]:
             kinds = [k for k in route.kinds if route_names(route, k, legacy)]
             if shared and any(not any(route_names(r, k, v2) for r in config.routes) for k in kinds):
                 warnings.append(
-                    f"{route.name or f'routes[{i}]'} sends {legacy} to {', '.join(shared)}: no route names {v2},"
+                    f"{route_label(config, i)} sends {legacy} to {', '.join(shared)}: no route names {v2},"
                     f" which the platform also reports as {legacy}, so its message goes there too (two posts a"
                     f" notification); route {v2}"
                 )
@@ -142,7 +131,7 @@ def check_intervals(
     at = now or datetime.fromtimestamp(clock(), UTC)  # the runtime's clock: "now" is relay's
     warnings, notes = [], []
     for i, route in enumerate(config.routes):
-        where = route.name or f"routes[{i}]"
+        where = route_label(config, i)
         if route.digest is not None:
             notes.append(
                 f"{where}: gathers its deliveries to each channel (each address, on a per-recipient channel) for"
@@ -182,7 +171,7 @@ def _threads(config: Config, warnings: list[str]) -> list[str]:
     """Problems of threaded routes (a key that does not compile); a Slack channel that cannot thread warns."""
     problems, env = [], make_environment(None)
     for i, route in enumerate(config.routes):
-        where = route.name or f"routes[{i}]"
+        where = route_label(config, i)
         try:
             env.parse(route.thread or "")
         except TemplateSyntaxError as exc:

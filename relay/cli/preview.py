@@ -126,11 +126,10 @@ def preview(
     blocks = []
     for n, item in enumerate(plan, 1):
         head = f"[{n}] message {item['message']} ({item['recipientType']}) -> {item['channel']} {item['target']}"
-        route = f"    route: {item['route']}"
+        lines = [head, f"    to: {_who(item)}", f"    route: {item['route']}"]
         if item["state"] == State.SKIPPED:
-            blocks.append(f"{head}\n    to: {_who(item)}\n{route}\n    skipped: {item['reason']}")
+            blocks.append("\n".join([*lines, f"    skipped: {item['reason']}"]))
             continue
-        lines = [head, f"    to: {_who(item)}", route]
         if item["state"] == State.HELD:
             by = item.get("heldBy", "the route's time intervals")
             lines.append(f"    held until {item['notBefore']} ({by})")
@@ -138,8 +137,9 @@ def preview(
             lines.append(f"    {item['quietHours']}")
         if "digest" in item:
             window, most = item["digest"]["window"], item["digest"]["maxItems"]
+            gathered_by = "address" if item["address"] or "lookup" in item else "channel"
             lines.append(
-                f"    joins a digest: gathered with the route's other deliveries to this {_gathered_by(item)} for"
+                f"    joins a digest: gathered with the route's other deliveries to this {gathered_by} for"
                 f" {window} from the first (at most {most} a message), then sent as one"
             )
         if "thread" in item:
@@ -216,10 +216,6 @@ def _preference(
     """What the preferences of the delivery's people would do to it (relay.preferences.model)."""
     prefs = [found[p] for p in people_of_delivery(config, notification, planned) if p in found]
     return effect(config, prefs, planned, at.timestamp(), lambda t: held_until(config, planned.route, t))
-
-
-def _gathered_by(item: dict[str, Any]) -> str:
-    return "address" if item["address"] or "lookup" in item else "channel"
 
 
 def _reference(notification: Notification, delivery: Delivery) -> str | None:

@@ -26,10 +26,6 @@ from relay.config.messages import validation_problems
 from relay.config.routes import DefaultRoute as DefaultRoute
 from relay.config.routes import DigestConfig as DigestConfig
 from relay.config.routes import RouteConfig as RouteConfig
-from relay.config.server import MAX_JSON_DEPTH as MAX_JSON_DEPTH
-from relay.config.server import MIN_HMAC_SECRET as MIN_HMAC_SECRET
-from relay.config.server import AuthFailures as AuthFailures
-from relay.config.server import BasicAuth as BasicAuth
 from relay.config.server import HmacAuth as HmacAuth
 from relay.config.server import LimitsConfig as LimitsConfig
 from relay.config.server import Seconds as Seconds
@@ -218,30 +214,17 @@ class Config(ConfigModel):
 
     @model_validator(mode="after")
     def _intervals_compile(self) -> Config:
-        seen: set[str] = set()
         for i, interval in enumerate(self.time_intervals):
-            if interval.name in seen:
+            if interval.name in self._intervals:
                 raise ValueError(f"time_intervals[{i}].name: another interval is also named {interval.name!r}")
-            seen.add(interval.name)
-        self._intervals = {t.name: t.compiled() for t in self.time_intervals}
+            self._intervals[interval.name] = interval.compiled()
         return self
 
     @model_validator(mode="after")
     def _routes_name_known_channels(self, info: ValidationInfo) -> Config:
         if info.context and info.context.get(_REFERENCES_CHECKED):
             return self
-        routes = [
-            {
-                "channels": r.channels,
-                "fallback": r.fallback,
-                "active_time_intervals": r.active_time_intervals,
-                "mute_time_intervals": r.mute_time_intervals,
-            }
-            for r in self.routes
-        ]
-        default = {"channels": self.default.channels, "fallback": self.default.fallback}
-        intervals = [{"name": t.name} for t in self.time_intervals]
-        data = {"channels": self.channels, "routes": routes, "default": default, "time_intervals": intervals}
+        data = self.model_dump(include={"channels", "routes", "default", "time_intervals"})
         problems = reference_problems(data)
         if problems:
             raise ValueError("; ".join(problems))

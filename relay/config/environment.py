@@ -9,13 +9,13 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any
 
 from pydantic import BaseModel, create_model
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
-from relay.config.messages import is_union, key_path
+from relay.config.messages import is_union, key_path, member_type, unwrap
 
 ENV_PREFIX = "RELAY_"
 FILE_SUFFIX = "_FILE"
@@ -99,21 +99,10 @@ def _parts(model: type[BaseModel], name: str) -> list[str] | None:
 def _is_key(model: type[BaseModel], parts: list[str]) -> bool:
     """Whether the path names a key of the model (through sections and the entries of a mapping)."""
     annotation: Any = model
-    for part in parts:
-        if _is_model(annotation):
-            info = next(
-                (f for n, f in annotation.model_fields.items() if part in {n, f.alias}),
-                None,
-            )
-            if info is None:
-                return False
-            annotation = info.annotation
-        elif get_origin(annotation) is dict:
-            annotation = get_args(annotation)[-1]
-        else:
+    for part in parts:  # through `X | None` and Annotated alike
+        annotation = member_type(unwrap(annotation), part)
+        if annotation is None:
             return False
-        if is_union(annotation):  # `DigestConfig | None`: the model in it
-            annotation = next((a for a in get_args(annotation) if _is_model(a)), annotation)
     return True
 
 

@@ -48,7 +48,7 @@ def is_union(tp: Any) -> bool:
     return get_origin(tp) in (Union, types.UnionType)
 
 
-def _unwrap(tp: Any) -> Any:
+def unwrap(tp: Any) -> Any:
     """The type itself, without Annotated or Optional around it."""
     while True:
         if get_origin(tp) is Annotated:
@@ -70,22 +70,24 @@ def _walk(model: type[BaseModel], loc: Sequence[str | int]) -> tuple[list[str | 
     clean: list[str | int] = []
     in_union = False
     for part in loc:
-        tp = _unwrap(tp)
+        tp = unwrap(tp)
         parent = tp
         if is_union(tp) and isinstance(part, str):
             tp, in_union = None, True  # a union member's name, not a key
             continue
         clean.append(part)
-        if isinstance(part, int):
-            tp = get_args(tp)[0] if get_origin(tp) is list and get_args(tp) else None
-        elif isinstance(tp, type) and issubclass(tp, BaseModel):
-            info = next((f for n, f in tp.model_fields.items() if part in (n, f.alias)), None)
-            tp = info.annotation if info is not None else None
-        elif get_origin(tp) is dict and get_args(tp):
-            tp = get_args(tp)[1]
-        else:
-            tp = None
+        tp = member_type(tp, part)
     return clean, parent, in_union
+
+
+def member_type(tp: Any, part: str | int) -> Any:
+    """The type of item `part` of a list, of key `part` of a model or a mapping; None when it has none."""
+    if isinstance(part, int):
+        return get_args(tp)[0] if get_origin(tp) is list and get_args(tp) else None
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        info = next((f for n, f in tp.model_fields.items() if part in (n, f.alias)), None)
+        return info.annotation if info is not None else None
+    return get_args(tp)[1] if get_origin(tp) is dict and get_args(tp) else None
 
 
 def _keys(model: Any) -> list[str]:

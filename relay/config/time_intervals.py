@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
@@ -118,54 +118,49 @@ def _named(word: str, names: Sequence[str], offset: int, what: str, value: objec
     raise ValueError(f"{value!r} is not a {what} ({names[0]} to {names[-1]}, or a range like {names[1]}:{names[4]})")
 
 
-def parse_weekdays(value: object) -> Range:
-    lo, hi = (_named(w, WEEKDAYS, 0, "weekday", value) for w in _bounds(value, "weekday"))
+def _number(word: str, allowed: Container[int], value: object, wrong: str) -> int:
+    """`word` as a whole number in `allowed`; else ValueError saying that `value` is not `wrong`."""
+    number = _integer(word)
+    if number is None or number not in allowed:
+        raise ValueError(f"{value!r} is not {wrong}")
+    return number
+
+
+def _ordered(value: object, bounds: Iterable[int], what: str, why: str = "") -> Range:
+    lo, hi = bounds
     if lo > hi:
-        raise ValueError(f"{value!r}: the first day comes after the last (weeks run sunday to saturday)")
+        raise ValueError(f"{value!r}: the first {what} comes after the last{why}")
     return lo, hi
 
 
+def parse_weekdays(value: object) -> Range:
+    days = (_named(w, WEEKDAYS, 0, "weekday", value) for w in _bounds(value, "weekday"))
+    return _ordered(value, days, "day", " (weeks run sunday to saturday)")
+
+
 def parse_months(value: object) -> Range:
-    bounds = []
-    for word in _bounds(value, "month"):
-        number = _integer(word)
-        if number is None:
-            number = _named(word, MONTHS, 1, "month", value)
-        elif not 1 <= number <= 12:
-            raise ValueError(f"{value!r} is not a month (1 to 12, or january to december)")
-        bounds.append(number)
-    if bounds[0] > bounds[1]:
-        raise ValueError(f"{value!r}: the first month comes after the last")
-    return bounds[0], bounds[1]
+    wrong = "a month (1 to 12, or january to december)"
+    months = (
+        _named(w, MONTHS, 1, "month", value) if _integer(w) is None else _number(w, range(1, 13), value, wrong)
+        for w in _bounds(value, "month")
+    )
+    return _ordered(value, months, "month")
 
 
 def parse_days_of_month(value: object) -> Range:
-    bounds = []
-    for word in _bounds(value, "day of month"):
-        number = _integer(word)
-        if number is None or number == 0 or not -31 <= number <= 31:
-            raise ValueError(f"{value!r} is not a day of month (1 to 31, or -31 to -1 counting from the end)")
-        bounds.append(number)
+    wrong = "a day of month (1 to 31, or -31 to -1 counting from the end)"
+    lo, hi = (_number(w, [*range(-31, 0), *range(1, 32)], value, wrong) for w in _bounds(value, "day of month"))
     # As Alertmanager checks it: a negative start needs a negative end, and a negative day is read as in the
     # shortest month (28 days), so that no range is inverted in some months and not others.
-    if bounds[0] < 0 < bounds[1]:
+    if lo < 0 < hi:
         raise ValueError(f"{value!r}: a range that starts from the month's end must end counted from it too")
-    true = [b if b > 0 else 28 + b for b in bounds]
-    if true[0] > true[1]:
-        raise ValueError(f"{value!r}: the first day comes after the last (in a 28-day month)")
-    return bounds[0], bounds[1]
+    _ordered(value, (b if b > 0 else 28 + b for b in (lo, hi)), "day", " (in a 28-day month)")
+    return lo, hi
 
 
 def parse_years(value: object) -> Range:
-    bounds = []
-    for word in _bounds(value, "year"):
-        number = _integer(word)
-        if number is None or not 1970 <= number <= 9999:  # what every reader can show
-            raise ValueError(f"{value!r} is not a year from 1970 to 9999 (like 2026, or 2026:2028)")
-        bounds.append(number)
-    if bounds[0] > bounds[1]:
-        raise ValueError(f"{value!r}: the first year comes after the last")
-    return bounds[0], bounds[1]
+    wrong = "a year from 1970 to 9999 (like 2026, or 2026:2028)"  # what every reader can show
+    return _ordered(value, (_number(w, range(1970, 10000), value, wrong) for w in _bounds(value, "year")), "year")
 
 
 @lru_cache(maxsize=1)

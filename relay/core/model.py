@@ -8,33 +8,21 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import accumulate
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from relay.config.server import MAX_EVENT_ID_LENGTH
+from relay.config.server import MAX_EVENT_ID_LENGTH, LimitsConfig
 from relay.core.states import State as State  # re-exported: the model's delivery states
 
 # The pydantic error type of a payload over a configured limit (metrics count these apart).
 LIMIT_ERROR = "limit_exceeded"
 
 
-class PayloadLimits(Protocol):
-    """What `server.limits` bounds; given to validation as `context={"limits": ...}` (absent: no bounds)."""
-
-    @property
-    def max_messages(self) -> int: ...
-    @property
-    def max_recipients(self) -> int: ...
-    @property
-    def max_kind_length(self) -> int: ...
-    @property
-    def max_event_id_length(self) -> int: ...
-
-
-def _limits(info: ValidationInfo) -> PayloadLimits | None:
-    # Workers re-read notifications that were accepted under other limits: only the edge passes them.
+def _limits(info: ValidationInfo) -> LimitsConfig | None:
+    """`server.limits`, given to validation as `context={"limits": ...}` (absent: no bounds). Workers re-read
+    notifications that were accepted under other limits: only the edge passes them."""
     context = info.context
     return context.get("limits") if isinstance(context, dict) else None
 
@@ -259,18 +247,15 @@ class Delivery:
             "template": self.templateUsed or self.template,  # the template used, once it has been rendered
             "attemptTimes": [iso(t) for t in self.attemptTimes],
         }
-        if self.fallbackFor:
-            out["fallbackFor"] = self.fallbackFor
-        if self.fellBackFrom:
-            out["fellBackFrom"] = self.fellBackFrom
-        if self.members:
-            out["members"] = self.members
-        if self.notBefore is not None:
-            out["notBefore"] = iso(self.notBefore)
-        if self.items:
-            out["items"] = self.items
-        if self.digest:
-            out["digest"] = self.digest
+        given = {
+            "fallbackFor": self.fallbackFor,
+            "fellBackFrom": self.fellBackFrom,
+            "members": self.members,
+            "notBefore": iso(self.notBefore) if self.notBefore is not None else None,
+            "items": self.items,
+            "digest": self.digest,
+        }
+        out.update({k: v for k, v in given.items() if v})  # each only when it has one
         if self.thread:
             out["thread"] = {"root": None, "reply": False, **self.thread}
         if self.trace:

@@ -21,23 +21,11 @@ from jinja2 import (
 from jinja2.runtime import Context
 
 from relay.config import Config
-from relay.core.limits import RENDER_SECONDS, RenderError, joined, limited
+from relay.core.limits import RENDER_SECONDS, joined, limited
 from relay.core.markdown import unescape_markdown
 from relay.core.model import Delivery, Notification, kind_name, recipient_type_name
 from relay.core.names import Lookup, names_of, resource_url
-from relay.core.sandbox import BUILTIN_DIR, make_environment
-
-# Read from here by the check, the preview and the tests.
-__all__ = [
-    "AUTO",
-    "BUILTIN_DIR",
-    "FORMATS",
-    "PLATFORM",
-    "RenderError",
-    "Rendered",
-    "Renderer",
-    "make_environment",
-]
+from relay.core.sandbox import make_environment
 
 FORMATS = ("md", "html", "txt")
 PLATFORM = "platform"
@@ -177,11 +165,6 @@ def build_context(
     return context
 
 
-def platform_text(notification: Notification, delivery: Delivery) -> tuple[str, str]:
-    message = notification.messages[delivery.messageIndex]
-    return (message.title or "").strip(), (message.message or "").strip()
-
-
 class Renderer:
     """Looks templates up and renders them; one per process, templates compiled once."""
 
@@ -240,7 +223,7 @@ class Renderer:
         message = notification.messages[delivery.messageIndex]
         types = [t for t in (message.recipientType_v2, delivery.recipientType, message.recipientType) if t]
         names = candidates(delivery.template, notification.kind, types, fmt)
-        title, text = platform_text(notification, delivery)
+        title, text = (message.title or "").strip(), (message.message or "").strip()  # the platform's own
         error: str | None = None
         tpl: Template | None = None
         try:

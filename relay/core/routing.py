@@ -65,9 +65,8 @@ def route_names(route: RouteConfig, kind: str, recipient_type: str | None) -> bo
 class MessageRouting:
     recipient_type: str | None
     routes: list[RouteConfig | DefaultRoute]
-    is_default: bool
     # Per route taken: its index in `routes` (None: the default route).
-    indexes: tuple[int | None, ...] = ()
+    indexes: tuple[int | None, ...]
 
 
 def route_message(
@@ -88,8 +87,8 @@ def route_message(
             if not route.continue_:
                 break
     if not chosen:
-        return MessageRouting(rtype, [config.default], True, (None,))
-    return MessageRouting(rtype, chosen, False, tuple(indexes))
+        return MessageRouting(rtype, [config.default], (None,))
+    return MessageRouting(rtype, chosen, tuple(indexes))
 
 
 def _skip_reason(raw_email: str | None) -> str:

@@ -66,10 +66,6 @@ class Seen:
     posted: str | None = None  # Slack's `<channel id>:<ts>` of the message chat.postMessage posted
     broadcast: bool = False  # a Slack reply is shown in the channel too (`reply_broadcast`)
 
-    @property
-    def failed_status(self) -> int | None:
-        return next((s for s in reversed(self.statuses) if s >= 300), None)
-
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
     """Seconds to wait from a Retry-After value: delta-seconds or an HTTP date."""
@@ -185,9 +181,6 @@ def _install_smtp_observer() -> None:
 class _Warnings(logging.Handler):
     """Apprise's warnings and errors of this thread's send (those it marks as not for capture stay out)."""
 
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-
     def emit(self, record: logging.LogRecord) -> None:
         seen: Seen | None = getattr(_local, "seen", None)
         if seen is not None and getattr(record, "apprise_capture", True):
@@ -217,7 +210,7 @@ def outcome(ok: bool, seen: Seen, reason: str, scrub: Callable[[str], str] = str
     told = scrub("; ".join(dict.fromkeys(seen.failures)))
     reason = "; ".join(r for r in (told, reason) if r)[:1000] or "send failed"
     said = scrub(seen.said) if seen.said else None
-    status = seen.failed_status
+    status = next((s for s in reversed(seen.statuses) if s >= 300), None)  # the last that failed
     if seen.api_errors:
         code, text = seen.api_errors[-1]
         reason = f"{text}; {reason}"[:1000]
@@ -301,7 +294,7 @@ def send_email(
     return Delivered()
 
 
-logging.getLogger("apprise").addHandler(_Warnings())
+logging.getLogger("apprise").addHandler(_Warnings(logging.WARNING))
 _install_observer()  # once, as the module is first imported (under Python's import lock)
 _install_smtp_observer()
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 
 from relay.core.lookup import Expand, Skip, after_look_up, unusable_ref
 from relay.core.model import Delivery, Notification
@@ -26,11 +25,8 @@ from relay.outages import sending as outages
 from relay.preferences.sending import links, with_unsubscribe_headers
 from relay.storage.leases import delivery_unit
 from relay.threads import sending as threads
-from relay.threads.model import Conversation
 
 log = logging.getLogger("relay.delivery.jobs")
-
-__all__ = ["run"]
 
 
 def run(rt: Context, record: Delivery | str, notification: Notification | None, slot_at: float | None) -> str:
@@ -42,9 +38,10 @@ def run(rt: Context, record: Delivery | str, notification: Notification | None, 
     # An attempt that stored an outcome let go of the lease with it; any other end does here. One that raised
     # keeps it: the caller counts the loss (`relay.delivery.jobs`).
     state = _steps(rt, Due(rt, current, slot_at, notification))
-    _let_go(rt, current)
-    if current.thread:
-        threads.moved_on(rt, current)  # after its state is stored: the next of its conversation may go
+    if current.held_lease:
+        rt.store.leases.release([delivery_unit(current.id)], rt.store.owner)
+        current.held_lease = False
+    threads.moved_on(rt, current)  # after its state is stored: the next of its conversation may go
     return state
 
 
@@ -55,7 +52,7 @@ def _steps(rt: Context, due: Due) -> str:
     if stopped is not None:
         return stopped
     with rt.tracer.attempt(due.record):  # a span in its notification's trace (relay.tracing)
-        return _attempt(rt, due.record, lambda: due.notification, due.conversation)
+        return _attempt(rt, due)
 
 
 def _read(rt: Context, record: Delivery | str) -> Delivery | None:
@@ -70,20 +67,13 @@ def _read(rt: Context, record: Delivery | str) -> Delivery | None:
     return current
 
 
-def _let_go(rt: Context, record: Delivery) -> None:
-    if record.held_lease:
-        rt.store.leases.release([delivery_unit(record.id)], rt.store.owner)
-        record.held_lease = False
-
-
-def _attempt(
-    rt: Context, record: Delivery, read: Callable[[], Notification | None], talk: Conversation | None = None
-) -> str:
+def _attempt(rt: Context, due: Due) -> str:
+    record = due.record
     ctx = log_context(record)
     previous = record.state
     if record.items:
         return digests.send_digest(rt, record, rt.config.channels.get(record.channel), ctx)
-    notification = read()  # read once, when the gates did not (a digest renders its items' instead)
+    notification = due.notification  # read once, when the gates did not (a digest renders its items' instead)
     channel = rt.config.channels.get(record.channel)
     if notification is None or channel is None:
         reason = "event expired" if notification is None else f"channel {record.channel!r} is no longer configured"
@@ -110,12 +100,12 @@ def _attempt(
     record.attempts += 1
     record.attemptTimes.append(rt.clock())
     started = time.monotonic()
-    sent_to, mail, broadcast = threads.aim(rt, record, url, talk)
+    sent_to, mail, broadcast = threads.aim(rt, record, url, due.conversation)
     outcome = send(
         sent_to, title, rendered.body, rendered.format, rendered.text, rt.tracer, mail=mail, broadcast=broadcast
     )
     took = time.monotonic() - started
-    threads.sent(rt, record, talk, outcome, url)  # noted before its state is stored
+    threads.sent(rt, record, due.conversation, outcome, url)  # noted before its state is stored
     if outages.after_send(rt, record, previous, outcome, took, []):
         return record.state
     return decide(rt, record, previous, outcome, ctx, took)

@@ -82,19 +82,13 @@ def member_refs(entity: dict[str, Any]) -> list[str]:
 
 
 class Catalog:
-    def __init__(
-        self,
-        config: PlatformConfig,
-        redis: Redis,
-        session: requests.Session | None = None,
-        counts: Counts | None = None,
-    ) -> None:
+    def __init__(self, config: PlatformConfig, redis: Redis, counts: Counts | None = None) -> None:
         assert config.url, "the catalog needs platform.url"
         self.config = config
         self.base = config.url.rstrip("/")
         self.redis = redis
         self.counts = counts if counts is not None else Counts()  # where this process counts (relay.storage.tally)
-        self.http = session or requests.Session()
+        self.http = requests.Session()
         self._jwt: str | None = None
         self._jwt_expires = 0.0
         self._lock = threading.Lock()
@@ -115,7 +109,7 @@ class Catalog:
         try:
             jwt = answer.json()["jwt"]
         except (ValueError, KeyError, TypeError):
-            raise CatalogUnavailable("token exchange answer has no jwt") from None
+            jwt = None
         if not isinstance(jwt, str) or not jwt:
             raise CatalogUnavailable("token exchange answer has no jwt")
         self._jwt = jwt
@@ -171,18 +165,11 @@ class Catalog:
         if ref is None:
             return []
         key = f"{PREFIX}catalog:{ref}"
-        try:
-            cached = self.redis.get(key)
-        except RedisError:
-            cached = None
+        cached = self._cached(key)
         if cached is not None:
-            self._count("cache_hit")
-            found = json.loads(cached)
-            return [e for e in found if isinstance(e, str)]
+            return [e for e in json.loads(cached) if isinstance(e, str)]
         found = self._resolve(ref)
-        ttl = self.config.cache_ttl if found else min(NEGATIVE_TTL, self.config.cache_ttl)
-        with contextlib.suppress(RedisError):
-            self.redis.set(key, json.dumps(found), ex=max(1, int(ttl)))
+        self._keep(key, json.dumps(found), bool(found))
         return found
 
     def _resolve(self, ref: EntityRef) -> list[str]:
@@ -191,7 +178,8 @@ class Catalog:
             self._count("not_found")
             return []
         self._count("fetched")
-        self._keep_name(ref, entity_display_name(entity))  # the same answer: no second fetch for the name
+        name = entity_display_name(entity)
+        self._keep(_name_key(ref), name or "", bool(name))  # the same answer: no second fetch for the name
         if ref.kind == "group":
             found: list[str] = []
             for member in member_refs(entity):
@@ -211,14 +199,9 @@ class Catalog:
         ref = EntityRef.parse(ref_text)
         if ref is None:
             return None
-        try:
-            cached = self.redis.get(_name_key(ref))
-        except RedisError:
-            cached = None
+        cached = self._cached(_name_key(ref))
         if cached is not None:
-            self._count("cache_hit")
-            text = cached.decode() if isinstance(cached, bytes) else str(cached)
-            return text or None  # "": the catalog has no name for it
+            return cached or None  # "": the catalog has no name for it
         if time.monotonic() < self._names_paused_until:
             raise CatalogUnavailable("the platform failed a moment ago")
         try:
@@ -228,13 +211,25 @@ class Catalog:
             raise
         self._count("fetched" if entity is not None else "not_found")
         name = entity_display_name(entity) if entity is not None else None
-        self._keep_name(ref, name)
+        self._keep(_name_key(ref), name or "", bool(name))
         return name
 
-    def _keep_name(self, ref: EntityRef, name: str | None) -> None:
-        ttl = self.config.cache_ttl if name else min(NEGATIVE_TTL, self.config.cache_ttl)
+    def _cached(self, key: str) -> str | None:
+        """A cached answer (counted as a hit); None when there is none or Redis did not answer."""
+        try:
+            cached = self.redis.get(key)
+        except RedisError:
+            return None
+        if cached is None:
+            return None
+        self._count("cache_hit")
+        return cached.decode() if isinstance(cached, bytes) else str(cached)
+
+    def _keep(self, key: str, value: str, found: bool) -> None:
+        """An answer cached for `cache_ttl`; one that found nothing for NEGATIVE_TTL at most."""
+        ttl = self.config.cache_ttl if found else min(NEGATIVE_TTL, self.config.cache_ttl)
         with contextlib.suppress(RedisError):
-            self.redis.set(_name_key(ref), name or "", ex=max(1, int(ttl)))
+            self.redis.set(key, value, ex=max(1, int(ttl)))
 
     def _count(self, result: str) -> None:
         field = metric_field("relay_catalog_lookups_total", result=result)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -78,18 +79,14 @@ def address_url(url: str, address: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query, safe="@")))
 
 
-def secret_parts(url: str) -> list[str]:
-    """Pieces of a channel URL that may be credentials, in every form they may be shown in."""
-    return list(_secret_parts(url))
-
-
 @lru_cache(maxsize=1024)
-def _secret_parts(url: str) -> tuple[str, ...]:
-    # Asked on every send, of a handful of URLs (one per channel, or per recipient of an e-mail channel).
+def secret_parts(url: str) -> tuple[str, ...]:
+    """Pieces of a channel URL that may be credentials, in every form they may be shown in. Asked on every send,
+    of a handful of URLs (one per channel, or per recipient of an e-mail channel): found once each."""
     return tuple(url_secrets(url))
 
 
-def redact(text: str, secrets: list[str]) -> str:
+def redact(text: str, secrets: Iterable[str]) -> str:
     for secret in sorted(set(secrets), key=len, reverse=True):
         if secret and len(secret) >= 4:
             text = text.replace(secret, "****")

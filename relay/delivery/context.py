@@ -15,7 +15,6 @@ from redis import Redis
 from rq.job import Job
 
 from relay.config import Config
-from relay.core.redaction import Redactor
 from relay.core.rendering import Renderer
 from relay.delivery.catalog import Catalog
 from relay.delivery.sender import Sender
@@ -38,12 +37,7 @@ class Context(Protocol):
     store: Store
     work: WorkQueue
     sender: Sender
-    # This process's tracer (off unless tracing is on) and what it scrubs secrets with: built with the process.
-    tracer: Tracer
-    redactor: Redactor
-
-    @property
-    def loaded(self) -> Loaded: ...
+    tracer: Tracer  # this process's (off unless tracing is on), built with the process
 
     @property
     def config(self) -> Config: ...

@@ -188,7 +188,7 @@ def channel_down(due: Due) -> Verdict | None:
 
 def in_order(due: Due) -> Verdict | None:
     """A threaded message's turn in its conversation (none asked of an unthreaded one: no round trip)."""
-    turn = threads.in_order(due.rt, due.record, due.now) if due.record.thread else None
+    turn = threads.in_order(due.rt, due.record, due.now)
     if isinstance(turn, Waits):
         return turn
     due.conversation = turn
@@ -211,9 +211,9 @@ def rate(due: Due) -> Verdict | None:
 GATES: tuple[Gate, ...] = (in_digest, opted_out, silenced_now, quiet_hours, channel_down, in_order, rate)
 
 
-def through(due: Due, gates: tuple[Gate, ...] = GATES) -> str | None:
+def through(due: Due) -> str | None:
     """The state the first verdict leaves; None: it passed every gate, to be sent now."""
-    for gate in gates:
+    for gate in GATES:
         verdict = gate(due)
         if verdict is not None:
             return _carry_out(due, verdict)
@@ -250,6 +250,3 @@ def _carry_out(due: Due, verdict: Verdict) -> str:
     if verdict.counted is not None:
         rt.store.incr(verdict.counted[0], 1, **verdict.counted[1])
     return state
-
-
-__all__ = ["GATES", "Due", "Gate", "Verdict", "through"]

@@ -63,9 +63,9 @@ def message_id(delivery_id: str, sender: str) -> str:
 def mail_headers(ident: str, sender: str, conversation: Conversation) -> dict[str, str]:
     """Message-ID, and on a reply In-Reply-To (the first) and References (the first, then the latest)."""
     headers = {"Message-ID": message_id(ident, sender)}
-    earlier = [m for m in conversation.mails if m != ident][-MAX_REFERENCES:]
-    if conversation.root is not None and conversation.root != ident and earlier:
-        refs = [earlier[0], *earlier[1:][-(MAX_REFERENCES - 1) :]]
+    earlier = [m for m in conversation.mails if m != ident]
+    if conversation.root not in (None, ident) and earlier:
+        refs = [earlier[0], *earlier[1:][1 - MAX_REFERENCES :]]
         headers["In-Reply-To"] = message_id(earlier[0], sender)
         headers["References"] = " ".join(message_id(m, sender) for m in refs)
     return headers

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from relay.core.rendering import RenderError, make_environment
+from relay.core.limits import RenderError
+from relay.core.sandbox import make_environment
 
 ENV = make_environment(None)
 

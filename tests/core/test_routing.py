@@ -180,7 +180,7 @@ def test_route_message_resolves_recipient_type(
     cfg = config(*routes, default=["hook"])
     routing = route_message(cfg, KIND, msg_model(legacy, v2))
     assert routing.recipient_type == expected_type
-    assert routing.is_default is is_default
+    assert (routing.indexes == (None,)) is is_default  # the default route
     assert [c for r in routing.routes for c in r.channels] == expected_channels
 
 
@@ -242,7 +242,7 @@ def test_catch_all_route_routes_v2() -> None:
 def test_first_match_wins_unless_continue(routes: tuple[dict[str, Any], ...], expected: list[str]) -> None:
     cfg = config(*routes, default=["email2"])
     routing = route_message(cfg, KIND, msg_model())
-    assert routing.is_default is False
+    assert None not in routing.indexes  # not the default route
     assert [c for r in routing.routes for c in r.channels] == expected
     deliveries = plan(cfg, message())
     assert [d.channel for d in deliveries] == [c for c in expected if not CHANNELS[c].get("per_recipient")]

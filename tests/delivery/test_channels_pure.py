@@ -221,7 +221,7 @@ def test_secret_parts_ignores_short_pieces_and_sorts_longest_first() -> None:
     parts = secret_parts("slack://abc/longer-token-1/xy/mid-tok")
     assert all(len(p) >= 4 for p in parts)
     assert "abc" not in parts and "xy" not in parts
-    assert parts == sorted(parts, key=len, reverse=True)
+    assert list(parts) == sorted(parts, key=len, reverse=True)
 
 
 @pytest.mark.parametrize(

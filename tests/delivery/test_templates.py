@@ -14,7 +14,8 @@ import pytest
 from relay.cli.checks import check_templates
 from relay.config import Config
 from relay.core.model import Delivery, Notification
-from relay.core.rendering import BUILTIN_DIR, Rendered, Renderer
+from relay.core.rendering import Rendered, Renderer
+from relay.core.sandbox import BUILTIN_DIR
 from tests.conftest import sample_notification
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
