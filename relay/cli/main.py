@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from redis.exceptions import RedisError
@@ -51,7 +52,12 @@ def main(argv: list[str] | None = None, clock: Clock = system_clock) -> int:
     args = command_line.parse_args(argv)
     args.clock = clock
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # a reader gone away shows here, not as a traceback at exit
+        return code
+    except BrokenPipeError:  # `relay ... | head`: stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except ConfigError as exc:
         if len(exc.problems) > 1:
             print("relay: invalid config:", *(f"  {p}" for p in exc.problems), sep="\n", file=sys.stderr)

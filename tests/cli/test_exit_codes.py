@@ -89,3 +89,18 @@ def test_check_of_a_file_with_problems_says_no_ok_of_it(tmp_path: Path, capsys: 
     out, err = capsys.readouterr()
     assert out.splitlines()[0] == f"read  config file {invalid}" and "ok" not in out
     assert "unknown channel 'missing'" in err and "1 problem(s) found" in err
+
+
+def test_a_reader_gone_away_ends_it_quietly() -> None:
+    """`relay ... | head`: the pipe closed before relay wrote is no error of relay's (it said
+    "relay: [Errno 32] Broken pipe" and exited 2)."""
+    import subprocess
+    import sys
+
+    example = Path(__file__).resolve().parents[2] / "config.example.yaml"
+    relay = Path(sys.executable).parent / "relay"
+    proc = subprocess.Popen([relay, "check", "--config", example], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(30) == 0 and err == b""
