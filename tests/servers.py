@@ -144,6 +144,7 @@ class SmtpSink:
         with self.lock:
             self.mails.clear()
             self.answers.clear()
+            self.delay = 0.0  # a test's slow server is not the next test's
 
 
 @dataclass

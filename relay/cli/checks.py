@@ -18,7 +18,7 @@ from relay.core.routing import route_label, route_names
 from relay.core.sandbox import BUILTIN_DIR, make_environment
 from relay.delivery.channels import channel_format, check_url, describe_url, native_url
 from relay.digests.model import human_duration
-from relay.threads.model import HOOK, threads_on
+from relay.threads.model import EMAIL_SCHEMES, threads_on, unthreaded_why
 
 
 def check_templates(config: Config) -> tuple[list[str], list[str]]:
@@ -176,8 +176,11 @@ def _threads(config: Config, warnings: list[str]) -> list[str]:
             env.parse(route.thread or "")
         except TemplateSyntaxError as exc:
             problems.append(f"{where}.thread: {exc}")
-        hooks = [c for c in route.channels if route.thread and config.channels[c].url.lower().startswith("slack:")]
-        warnings += [f"{where}: channel {c}: {HOOK}" for c in hooks if threads_on(config.channels[c].url) is None]
+        for c in [c for c in route.channels if route.thread] if route.digest is None else []:
+            channel = config.channels[c]
+            scheme = channel.url.split(":", 1)[0].lower()
+            if scheme in ("slack", *EMAIL_SCHEMES) and threads_on(channel.url, channel.format) is None:
+                warnings.append(f"{where}: channel {c}: {unthreaded_why(channel.url)}")
         if route.thread and route.digest is not None:
             warnings.append(f"{where}: a digest is one message of its own: `thread` threads nothing on this route")
     return problems

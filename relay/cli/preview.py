@@ -166,11 +166,12 @@ def _thread(
     conversations: Callable[[str], Conversation | None] | None,
 ) -> str | None:
     """Whether it starts a conversation or replies in one (and to which delivery), or why it goes unthreaded."""
-    route, url = route_named(config, planned.route), config.channels[planned.channel].url
+    route, channel = route_named(config, planned.route), config.channels[planned.channel]
     if route is None or not route.thread:
         return None
-    if route.digest is not None or threads_on(url) is None:
-        return "unthreaded: " + ("a digest is one message of its own" if route.digest else unthreaded_why(url))
+    if route.digest is not None or threads_on(channel.url, channel.format) is None:
+        why = unthreaded_why(channel.url)
+        return "unthreaded: " + ("a digest is one message of its own" if route.digest else why)
     try:
         key = render_key(renderer.env, route.thread, notification, planned, renderer.extra)[:MAX_KEY]
     except Exception as exc:

@@ -231,6 +231,9 @@ def _carry_out(due: Due, verdict: Verdict) -> str:
     if isinstance(verdict, Waits):  # due again then (its turn's script made it so), or woken sooner
         rt.work.wake_at(verdict.until)
         log.info("waits its turn in its conversation behind %s", verdict.for_, extra=ctx)
+        if record.state is State.HELD:  # its hold is over: queued, it holds the later ones of its conversation back
+            record.state, record.notBefore, record.lastError = State.QUEUED, None, None
+            rt.store.update_many([StateChange(record, previous)])
         return "waiting"
     # A digest's items wait with it (and are kept as long: never removed while waiting).
     items = [i for i in rt.store.deliveries(record.items) if i is not None and i.state is State.HELD]

@@ -160,6 +160,7 @@ def fresh(record: Delivery, ts: float, **changes: Any) -> Delivery:
         notBefore=None,
         templateUsed=None,
         firstTry=None,
+        thread={"key": record.thread["key"]} if record.thread else None,  # its own place in its conversation
     )
     return replace(reset, **changes)
 

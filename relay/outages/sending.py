@@ -40,10 +40,11 @@ def after_send(
         after=outage.after if outage is not None else 0,
         probe=outage.probe if outage is not None else None,
         probing=record.probing,
+        rated=bool(channel is not None and channel.rate),
     )
     if gate.state == "resumed":
         log.info("channel up again: %d waiting deliveries go out", len(gate.resumed), extra=log_context(record))
-        if channel is not None and channel.rate:
+        if channel is not None and channel.rate:  # due at their slots only (none due before: none overtakes)
             in_order(rt, record.channel, channel.rate, gate.resumed)
         rt.work.request_wake()  # they are due now
     if kind != TRANSIENT or gate.state != "down":

@@ -66,11 +66,12 @@ return {'down', h[1] or '', h[2] or '', num(due)}
 
 # After a send: count it (a minute's stats) and apply its outcome. A success: no failures in a row, and a
 # down channel is up, its waiting deliveries due again at their createdAt (so oldest first, before newer
-# work): 'resumed', their ids oldest first. A transient failure: one more in a row; at `after` the channel is down; a
-# failed probe waits the next step; a delivery that fails while the channel is down is held: 'down' (as
-# `_GATE`). A permanent failure counts for nothing (a down channel's next probe is its oldest waiting).
+# work; with a rate, ARGV[12] 1, the caller makes them due at their slots): 'resumed', their ids oldest first.
+# A transient failure: one more in a row; at `after` the channel is down; a failed probe waits the next step; a
+# delivery that fails while the channel is down is held: 'down' (as `_GATE`). A permanent failure counts for
+# nothing (a down channel's next probe is its oldest waiting).
 # KEYS: channel, waiting, ready, minute, channels. ARGV: clock, outcome, error, after, enabled, probe,
-# delivery id, createdAt, MAX_PROBE, duration bucket field, channel name, the probe schedule...
+# delivery id, createdAt, MAX_PROBE, duration bucket field, channel name, rated, the probe schedule...
 _NOTE = (
     _HOLD
     + """
@@ -87,7 +88,10 @@ if kind == 'ok' then
   redis.call('HSET', KEYS[1], 'state', 'up')
   redis.call('HDEL', KEYS[1], 'since', 'probeAt', 'probes')
   local waiting, ids = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES'), {}
-  for i = 1, #waiting, 2 do redis.call('ZADD', KEYS[3], waiting[i + 1], waiting[i]); ids[#ids + 1] = waiting[i] end
+  for i = 1, #waiting, 2 do
+    if ARGV[12] ~= '1' then redis.call('ZADD', KEYS[3], waiting[i + 1], waiting[i]) end
+    ids[#ids + 1] = waiting[i]
+  end
   redis.call('DEL', KEYS[2])
   return {'resumed', ids}
 end
@@ -106,10 +110,10 @@ if ARGV[5] ~= '1' then return {'up'} end
 if state ~= 'down' then
   if fails < tonumber(ARGV[4]) then return {'up'} end
   redis.call('HSET', KEYS[1], 'state', 'down', 'since', ARGV[1], 'probes', 0)
-  redis.call('HSET', KEYS[1], 'probeAt', num(clock + step(11)))
+  redis.call('HSET', KEYS[1], 'probeAt', num(clock + step(12)))
 elseif ARGV[6] == '1' then
   redis.call('HINCRBY', KEYS[1], 'probes', 1)
-  redis.call('HSET', KEYS[1], 'probeAt', num(clock + step(11)))
+  redis.call('HSET', KEYS[1], 'probeAt', num(clock + step(12)))
 end
 local probe_at = tonumber(redis.call('HGET', KEYS[1], 'probeAt'))
 local due = hold(id, ARGV[8], probe_at, max)
@@ -190,12 +194,14 @@ class ChannelStates:
         after: int = 0,
         probe: float | None = None,
         probing: bool = False,
+        rated: bool = False,
     ) -> Gate:
-        """`probe` None: the channel's outage rule is off (its failures are counted, it is never down)."""
+        """`probe` None: the channel's outage rule is off (its failures are counted, it is never down); `rated`:
+        the channel has a rate, and what waited is made due by the caller, at its slots."""
         keys = [*_keys(name), _minute_key(name, int(clock // 60)), CHANNELS]
         args: list[Any] = [repr(clock), kind, error if kind != OK else "", after, int(probe is not None), int(probing)]
         args += [delivery_id, repr(created_at), MAX_PROBE, _bucket(took) if took is not None else ""]
-        args += [name, *probe_schedule(probe if probe is not None else MAX_PROBE)]
+        args += [name, int(rated), *probe_schedule(probe if probe is not None else MAX_PROBE)]
         return _gate(self._note(keys=keys, args=args))
 
     def health(self, names: Sequence[str], clock: float) -> list[ChannelHealth]:

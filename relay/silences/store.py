@@ -26,7 +26,7 @@ KEPT_EXPIRED = 5 * 86400.0
 log = logging.getLogger("relay.silences.store")
 
 
-@functools.lru_cache(maxsize=MAX_SILENCES)
+@functools.lru_cache(maxsize=4 * MAX_SILENCES)  # the active and pending, and the expired ones kept
 def parsed(ident: str, raw: bytes | str) -> Silence | None:
     """Parsed once per process (each due delivery reads them all; RE2 compiles are not free); None, logged once,
     for one that cannot be read."""

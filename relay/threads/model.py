@@ -14,24 +14,31 @@ from jinja2 import Environment, Template
 from relay.core.model import Delivery, Notification
 from relay.core.rendering import build_context, render_template
 
-MAX_KEY = 200  # characters of a key a record keeps (the conversation's identity hashes all of it)
+MAX_KEY = 200  # characters of a key kept: two keys alike in their first 200 are one conversation
 MAX_REFERENCES = 20
 EMAIL_SCHEMES = ("mailto", "mailtos")
 _BOT = re.compile(r"^slack://([^/?]*@)?xox[bp]-", re.I)  # a bot or user token: Slack's Web API, which threads
 HOOK = "an incoming-webhook Slack URL cannot reply in a thread: sent unthreaded (a bot token, slack://xoxb-..., can)"
+TARGETS = "a Slack URL naming several channels (or `to=`) cannot be one conversation: sent unthreaded"
+MARKDOWN = "an e-mail channel with `format: md` is sent by Apprise, without relay's Message-ID: sent unthreaded"
 
 
-def threads_on(url: str) -> str | None:
-    """`slack` or `email` for a channel that threads, else None."""
+def threads_on(url: str, fmt: str | None = None) -> str | None:
+    """`slack` or `email` for a channel that threads, else None (`fmt`: the channel's `format`)."""
     scheme = url.split("://", 1)[0].lower()
     if scheme in EMAIL_SCHEMES:
-        return "email"
-    return "slack" if _BOT.match(url) else None
+        return "email" if fmt != "md" else None
+    path, _, query = url.split("://", 1)[-1].partition("?")
+    one = len([t for t in path.split("/")[1:] if t]) == 1 and "to=" not in query.lower()
+    return "slack" if _BOT.match(url) and one else None
 
 
 def unthreaded_why(url: str) -> str:
+    """Why a channel that `threads_on` turns down sends unthreaded."""
     scheme = url.split("://", 1)[0].lower()
-    return HOOK if scheme == "slack" else f"a {scheme or '?'} channel has no threads: sent unthreaded"
+    if scheme == "slack":
+        return TARGETS if _BOT.match(url) else HOOK
+    return MARKDOWN if scheme in EMAIL_SCHEMES else f"a {scheme or '?'} channel has no threads: sent unthreaded"
 
 
 def conversation_id(key: str, channel: str, person: str | None) -> str:

@@ -36,7 +36,7 @@ def threaded_route(rt: Context, record: Delivery) -> RouteConfig | None:
     channel = rt.config.channels.get(record.channel)
     if route is None or not route.thread or route.digest is not None or channel is None:
         return None
-    return route if threads_on(channel.url) is not None else None
+    return route if threads_on(channel.url, channel.format) is not None else None
 
 
 def key_of(rt: Context, notification: Notification, record: Delivery, source: str) -> str:
@@ -74,7 +74,7 @@ def in_order(rt: Context, record: Delivery, now: float) -> Conversation | Waits 
     if route is None:
         return None
     return Threads(rt.redis).turn(
-        _cid(record), record.id, record.createdAt, now + RECHECK, now + SOON, route.thread_for
+        _cid(record), record.id, record.createdAt, now, now + RECHECK, now + SOON, route.thread_for
     )
 
 
@@ -100,6 +100,8 @@ def sent(rt: Context, record: Delivery, talk: Conversation | None, outcome: Outc
     if route is None:
         return
     email = threads_on(url) == "email"
+    if not email and outcome.posted is None:
+        return  # Slack's answer named no message: nothing to reply to, so it starts no conversation either
     Threads(rt.redis).sent(_cid(record), record.id, outcome.posted, email, route.thread_for)
     record.thread = talk.shown(record.thread["key"], record.id)
 

@@ -13,14 +13,15 @@ from relay.storage.leases import LEASES, READY, UNPLANNED
 from relay.storage.records import PREFIX, _text, delivery_key, event_key
 from relay.threads.model import MAX_REFERENCES, Conversation
 
-UNPLANNED_LOOKED_AT = 100  # notifications waiting to be planned that a turn reads (more: it waits for them)
+UNPLANNED_LOOKED_AT = 100  # the notifications waiting to be planned that a turn reads, soonest due first
 
 # May ARGV[1] go now? Not while a notification received before its own waits to be planned or is being planned
 # (its messages may belong here), nor while an earlier one of the line is queued or retrying (being sent, or
-# waiting for a retry); a held one does not count, and one that ended leaves the line. Waiting: flagged in the
-# hash and due again at ARGV[3] (behind a message: woken when it ends) or ARGV[4] (behind a planning).
+# waiting for a retry), or held but being sent or due now (a hold that ended for both: the earlier goes first);
+# one held for later does not count, and one that ended leaves the line. Waiting: flagged in the hash and due
+# again at ARGV[3] (behind a message: woken when it ends) or ARGV[4] (behind a planning).
 # KEYS: line, hash, unplanned, leases, ready. ARGV: id, its time if not in line, recheck, soon, ttl, the prefixes
-# of events' and deliveries' keys. Returns {0, what it waits for, due} or {1, root, slack, mails}.
+# of events' and deliveries' keys, now. Returns {0, what it waits for, due} or {1, root, slack, mails}.
 _TURN = """
 local line, conv, id = KEYS[1], KEYS[2], ARGV[1]
 local score = redis.call('ZSCORE', line, id)
@@ -42,15 +43,16 @@ local unplanned = redis.call('ZRANGE', KEYS[3], 0, @LOOK@ - 1, 'WITHSCORES')
 for i = 1, #unplanned, 2 do
   if tonumber(unplanned[i + 1]) < score or before(unplanned[i]) then return wait('e:' .. unplanned[i], ARGV[4]) end
 end
-if redis.call('ZCARD', KEYS[3]) > @LOOK@ then return wait('e:', ARGV[4]) end
 for _, unit in ipairs(redis.call('HKEYS', KEYS[4])) do
   if string.sub(unit, 1, 2) == 'e:' and before(string.sub(unit, 3)) then return wait(unit, ARGV[4]) end
 end
 local rank = redis.call('ZRANK', line, id)
 if rank > 0 then
   for _, other in ipairs(redis.call('ZRANGE', line, 0, rank - 1)) do
-    local state = redis.call('HGET', ARGV[7] .. other, 's')
-    if state == 'queued' or state == 'retrying' then return wait('d:' .. other, ARGV[3]) end
+    local state, due = redis.call('HGET', ARGV[7] .. other, 's'), redis.call('ZSCORE', KEYS[5], other)
+    local going = state == 'held' and (redis.call('HEXISTS', KEYS[4], 'd:' .. other) == 1 or
+      (due and tonumber(due) <= tonumber(ARGV[8])))
+    if state == 'queued' or state == 'retrying' or going then return wait('d:' .. other, ARGV[3]) end
     if state ~= 'held' then redis.call('ZREM', line, other) end
   end
 end
@@ -123,9 +125,12 @@ class Threads:
             pipe.expire(_line(cid), int(ttl))
         pipe.execute()
 
-    def turn(self, cid: str, ident: str, at: float, recheck: float, soon: float, ttl: float) -> Conversation | Waits:
+    def turn(
+        self, cid: str, ident: str, at: float, now: float, recheck: float, soon: float, ttl: float
+    ) -> Conversation | Waits:
         keys = [_line(cid), conversation_key(cid), UNPLANNED, LEASES, READY]
         args: list[str | int] = [ident, repr(at), repr(recheck), repr(soon), int(ttl), event_key(""), delivery_key("")]
+        args.append(repr(now))
         answer = self.redis.register_script(_TURN)(keys=keys, args=args)
         if int(answer[0]) == 0:
             return Waits(_text(answer[1]), float(_text(answer[2])))

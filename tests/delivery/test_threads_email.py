@@ -121,3 +121,21 @@ def test_preview_says_whether_it_starts_or_replies_and_why_a_channel_is_unthread
     (first,) = [r for r in send_all(rt, [payload]) if r["channel"] == "requester-email"]
     text = preview(rt.config, requesters("A", ALICE), conversations=Threads(rt.redis).get)
     assert f"    thread: replies in the conversation of key 'A' (its first message: delivery {first['id']})" in text
+
+
+def test_a_markdown_mail_channel_goes_unthreaded_and_check_warns(
+    make_runtime: Callable[..., Runtime], smtp: SmtpSink
+) -> None:
+    """`format: md` mail is sent by Apprise's own path, without relay's Message-ID: it cannot thread."""
+    from relay.cli.checks import check_all
+
+    rt = make_runtime(
+        channels={"requester-email": {"url": smtp.url(), "per_recipient": True, "format": "md"}},
+        routes=[{"recipient_types": [REQUESTER], "channels": ["requester-email"], "thread": "{{ body.thing }}"}],
+        default={"channels": []},
+    )
+    _, warnings, _ = check_all(rt.config)
+    assert any("requester-email: an e-mail channel with `format: md`" in w for w in warnings), warnings
+    shown = send_all(rt, [requesters("A", ALICE), requesters("A", ALICE)])
+    assert [d["state"] for d in shown] == ["delivered"] * 2 and all("In-Reply-To" not in m.message for m in smtp.mails)
+    assert all("thread" not in d for d in shown)  # planned unthreaded

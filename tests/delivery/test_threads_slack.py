@@ -170,3 +170,41 @@ def test_an_incoming_webhook_channel_goes_unthreaded_and_check_warns(
     hooks = [c for c in slack.mock.calls if c.request.url == HOOK_POST]
     assert len(hooks) == 2 and all("thread_ts" not in json.loads(c.request.body) for c in hooks)
     assert [s["state"] for s in shown] == ["delivered"] * 2 and all("thread" not in s for s in shown)
+
+
+def test_messages_whose_hold_ends_together_go_in_order_and_reply(
+    threaded: Callable[..., Runtime], slack: CountingSlack
+) -> None:
+    """Held together (a silence, quiet hours, a channel down), they come due together: the first starts the
+    conversation and the others reply to it, in the order received (each waits while an earlier one goes)."""
+    rt = threaded()
+    payloads = [notification("A") for _ in range(3)]
+    with TestClient(create_app(rt)) as client:
+        body = {"matchers": ['channel="owners-slack"'], "duration": "1h", "createdBy": "ops", "comment": "deploy"}
+        silence = admin(client, "/api/v1/silences", "POST", json=body).json()
+        for payload in payloads:
+            assert post(client, payload).status_code == 202
+            rt.clock.advance(0.001)  # type: ignore[attr-defined]
+        run_worker(rt)  # held, not past the silence's end (no scheduled wake-up run)
+        assert [records(client, p)[0]["state"] for p in payloads] == ["held"] * 3 and posts(slack) == []
+        assert admin(client, f"/api/v1/silences/{silence['id']}", "DELETE").json()["released"] == 3
+        send_all(rt, client, [])
+        shown = [records(client, p)[0] for p in payloads]
+    first, *replies = posts(slack)
+    assert "thread_ts" not in first and [r["thread_ts"] for r in replies] == ["1700000000.000001"] * 2
+    assert [s["state"] for s in shown] == ["delivered"] * 3
+    assert [s["thread"] for s in shown] == [{"key": "A", "root": shown[0]["id"], "reply": r} for r in (0, 1, 1)]
+
+
+@pytest.mark.parametrize("url", [f"slack://{BOT_TOKEN}/#data-owners/#audit", f"slack://{BOT_TOKEN}/?to=%23data-owners"])
+def test_a_url_naming_several_channels_goes_unthreaded_and_check_warns(
+    threaded: Callable[..., Runtime], slack: CountingSlack, url: str
+) -> None:
+    """A reply goes to one thread of one channel: with several targets (or `to=`) no message would be lost or
+    posted twice by threading, but none can be one conversation."""
+    rt = threaded(owners_url=url)
+    _, warnings, _ = check_all(rt.config)
+    assert any("channel owners-slack: a Slack URL naming several channels" in w for w in warnings), warnings
+    with TestClient(create_app(rt)) as client:
+        send_all(rt, client, [notification("A"), notification("A")])
+    assert posts(slack) and all("thread_ts" not in b for b in posts(slack))
