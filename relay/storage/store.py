@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -178,6 +179,7 @@ class Store:
         pipe = self.redis.pipeline(transaction=True)
         args: list[Any] = [self.owner, len(outcomes)]
         counted: list[tuple[str, float]] = []
+        reached: Counter[str] = Counter()  # each state reached, counted in its minute (relay.storage.activity)
         at = self.clock()
         for outcome in outcomes:
             record, previous_state = outcome.record, outcome.previous_state
@@ -199,6 +201,7 @@ class Store:
             elif held != "-":
                 pipe.zadd(HELD, {record.id: held})
             if record.state != previous_state:
+                reached[record.state.value] += 1
                 kind = self.kinds.label(record.kind)
                 labels = {"state": record.state, "channel": record.channel, "kind": kind, **outcome.labels}
                 counted.append((metric_field("relay_deliveries_total", **labels), 1))
@@ -208,8 +211,8 @@ class Store:
                 self._observe(counted, SEND_LATENCY, outcome.send_seconds, channel=record.channel)
             args += [record.id, repr(record.createdAt), record.state.value, list_rest(record.channel, record.kind)]
             args.append(int(record.held_lease))
-        if outcomes:  # with each state reached counted in its minute (relay.storage.activity)
-            count_activity(pipe, outcomes)
+        if outcomes:
+            count_activity(pipe, reached, at)
             for name, amount in counted:
                 args += [name, repr(amount)]
             # Its text, not its sha: no NOSCRIPT inside EXEC.
