@@ -121,9 +121,8 @@ def expand(values: Iterable[str]) -> set[str]:
 
 def config_secrets(config: Config) -> set[str]:
     """Everything secret in a configuration, in every form: what logs and answers are scrubbed of."""
-    raw = [*config.secrets(), *config.server.secrets()]
     basic = config.server.auth.basic
-    found = expand(raw)
+    found = expand(config.secrets())  # the server's secrets among them
     if basic is not None:
         found.add(base64.b64encode(f"{basic.username}:{basic.password}".encode()).decode())
     # A channel's name is shown everywhere (logs, records, metrics labels): no piece of it is masked.

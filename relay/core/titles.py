@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from relay.core.redaction import EMAIL_SCHEMES
+
 ELLIPSIS = "…"
 EMAIL_ELLIPSIS = "..."  # keeps an ASCII subject ASCII (an encoded one looks like spam to some filters)
 EMAIL_CHARS = 250
@@ -15,35 +17,20 @@ SUBJECT_OCTETS = 900  # of the 998 a line may have, less "Subject: " and an enco
 SLACK_CHARS = 150
 TEAMS_CHARS = 250
 
-_EMAIL = frozenset({"mailto", "mailtos"})
-_SLACK = frozenset({"slack"})
-_TEAMS = frozenset({"workflows", "workflow", "msteams"})
 _SLACK_ESCAPED = {"&": 5, "<": 4, ">": 4}
-
-
-def title_limit(scheme: str) -> int | None:
-    """The most characters a title may have on a channel of this URL scheme; None: Apprise's own limit."""
-    if scheme in _EMAIL:
-        return EMAIL_CHARS
-    if scheme in _SLACK:
-        return SLACK_CHARS
-    if scheme in _TEAMS:
-        return TEAMS_CHARS
-    return None
 
 
 def fit_title(title: str, scheme: str) -> str:
     """`title` as a channel of this scheme takes it: unchanged when it fits, else cut (at a space near the end)."""
-    limit = title_limit(scheme)
-    if limit is None:
-        return title
-    if scheme in _EMAIL:
+    if scheme in EMAIL_SCHEMES:
         if title.isascii():
-            return _cut(title, limit, _one, limit, EMAIL_ELLIPSIS)
-        return _cut(title, limit, _encoded, SUBJECT_OCTETS - 12, EMAIL_ELLIPSIS)
-    if scheme in _SLACK:
-        return _cut(title, limit, _slack, limit, ELLIPSIS)
-    return _cut(title, limit, _one, limit, ELLIPSIS)
+            return _cut(title, EMAIL_CHARS, _one, EMAIL_CHARS, EMAIL_ELLIPSIS)
+        return _cut(title, EMAIL_CHARS, _encoded, SUBJECT_OCTETS - 12, EMAIL_ELLIPSIS)
+    if scheme == "slack":
+        return _cut(title, SLACK_CHARS, _slack, SLACK_CHARS, ELLIPSIS)
+    if scheme in ("workflows", "workflow", "msteams"):
+        return _cut(title, TEAMS_CHARS, _one, TEAMS_CHARS, ELLIPSIS)
+    return title  # Apprise's own limit
 
 
 def _one(ch: str) -> int:

@@ -14,12 +14,12 @@ from typing import Any
 from redis import Redis
 
 from relay.outages.model import MAX_PROBE, OK, p95, probe_schedule
+from relay.storage.activity import HOUR_MINUTES
 from relay.storage.leases import READY
 from relay.storage.records import LATENCY_BUCKETS, PREFIX, _text
 
 CHANNELS = PREFIX + "channels"
 MINUTE_TTL = 3900  # seconds: a minute's sends are read for an hour
-HOUR_MINUTES = 60
 
 # Hold a delivery for its down channel: due at the next probe when it is the oldest waiting, else MAX_PROBE later
 # (should the probe's worker die, a waiting one probes then). KEYS: channel, waiting, ready.

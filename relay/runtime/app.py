@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import Route
 
 from relay.admin.access import Handler, admin_only
 from relay.admin.api import AdminApi
@@ -62,7 +62,7 @@ async def server_error(request: Request, exc: Exception) -> Response:
     )
 
 
-def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Starlette:
+def create_app(rt: Runtime) -> Starlette:
     def settings() -> Config:
         return rt.config
 
@@ -124,7 +124,6 @@ def create_app(rt: Runtime, extra_routes: list[BaseRoute] | None = None) -> Star
         Route("/ui/silences", muting.add, methods=["POST"]),
         Route("/ui/silences/expire", muting.expire, methods=["POST"]),
         Route("/ui/deliveries/{deliveryId}", DeliveryPage(page).show, methods=["GET"]),
-        *(extra_routes or []),
     ]
     return Starlette(
         routes=routes,

@@ -120,15 +120,6 @@ def past_retention(silence: Silence, now: float, retention: float) -> str | None
     return f"it holds what matches until {iso(silence.endsAt)}, longer than retention: {kept_past(retention)}"
 
 
-def held_reason(silence: Silence) -> str:
-    """A held delivery's `lastError`: who silenced it and why (`relay.silences.model.holder` reads it back)."""
-    return f"{PREFIX}{silence.id} ({silence.createdBy}): {silence.comment}"
-
-
-def skip_reason(silence: Silence) -> str:
-    return f"{PREFIX}{silence.id}: {silence.comment}"  # SPEC's words
-
-
 def holder(last_error: str | None) -> str | None:
     """The silence a held delivery waits for, read from its `lastError`; None: no silence holds it."""
     if not last_error or not last_error.startswith(PREFIX):
@@ -166,9 +157,12 @@ class Silenced:
 
     @property
     def reason(self) -> str:
-        if self.costly:
-            return f"{PREFIX}{self.silence.id} ({self.silence.createdBy}): too costly to match, held until it ends"
-        return skip_reason(self.silence) if self.skip else held_reason(self.silence)
+        """The delivery's `lastError`: which silence, who made it and why (`holder` reads the silence back)."""
+        s = self.silence
+        if self.skip:
+            return f"{PREFIX}{s.id}: {s.comment}"  # SPEC's words
+        why = "too costly to match, held until it ends" if self.costly else s.comment
+        return f"{PREFIX}{s.id} ({s.createdBy}): {why}"
 
 
 def _cost(silence: Silence, view: Mapping[str, Any]) -> int:

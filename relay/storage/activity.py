@@ -5,14 +5,11 @@ records agree; one hash a minute, gone two hours after its last count."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from redis import Redis
 from redis.client import Pipeline
 
-from relay.core.model import Delivery, State
 from relay.storage.records import PREFIX, _text
 
 ACTIVITY = PREFIX + "activity:"
@@ -20,24 +17,12 @@ ACTIVITY_TTL = 7200  # seconds: the chart reads one hour back
 HOUR_MINUTES = 60
 
 
-class Change(Protocol):
-    """A delivery's new state as the store writes it (`relay.storage.store.StateChange`)."""
-
-    record: Delivery
-    previous_state: State
-
-
-def activity_key(at: float) -> str:
-    return f"{ACTIVITY}{int(at // 60)}"
-
-
-def count_activity(pipe: Pipeline, changes: Sequence[Change]) -> None:
-    """Count each state reached in the minute of the last record stored, in the store's transaction `pipe`."""
-    counts = Counter(c.record.state for c in changes if c.record.state != c.previous_state)
-    if counts:
-        key = activity_key(changes[-1].record.updatedAt)
-        for state, n in sorted(counts.items()):
-            pipe.hincrby(key, str(state), n)
+def count_activity(pipe: Pipeline, reached: Counter[str], at: float) -> None:
+    """Count the states reached (each delivery's new one) in `at`'s minute, in the store's transaction `pipe`."""
+    if reached:
+        key = f"{ACTIVITY}{int(at // 60)}"
+        for state, n in sorted(reached.items()):
+            pipe.hincrby(key, state, n)
         pipe.expire(key, ACTIVITY_TTL)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,14 +50,9 @@ log = logging.getLogger("relay.storage")
 PLAN_CHUNK = 500
 
 
-def _held_op(record: Delivery, previous_state: State | None, at: float) -> str:
-    if record.state is State.HELD:
-        return repr(record.notBefore if record.notBefore is not None else at)
-    return "rem" if previous_state is State.HELD else "-"
-
-
 def _due(record: Delivery, at: float) -> str:
-    """When an open record not sent at once is due among the deliveries to send (`-`: it is not open)."""
+    """When an open record not sent at once is due among the deliveries to send (`-`: it is not open); a held
+    one's is its score in the held index too."""
     if record.state is State.HELD:
         return repr(record.notBefore if record.notBefore is not None else at)
     return repr(at) if record.state in (State.QUEUED, State.RETRYING) else "-"
@@ -137,7 +133,7 @@ class Store:
             metric = metric_field("relay_deliveries_total", **labels)
             failed = int(record.state is State.FAILED)
             args += [record.id, repr(record.createdAt), failed, int(record.id in to_take)]
-            args += [metric, _held_op(record, None, at), _due(record, at)]
+            args += [metric, _due(record, at) if record.state is State.HELD else "-", _due(record, at)]
             args += [list_key(record.state, record.channel, record.kind), len(fields)]
             for pair in fields.items():
                 args.extend(pair)
@@ -178,6 +174,7 @@ class Store:
         pipe = self.redis.pipeline(transaction=True)
         args: list[Any] = [self.owner, len(outcomes)]
         counted: list[tuple[str, float]] = []
+        reached: Counter[str] = Counter()  # each state reached, counted in its minute (relay.storage.activity)
         at = self.clock()
         for outcome in outcomes:
             record, previous_state = outcome.record, outcome.previous_state
@@ -194,11 +191,12 @@ class Store:
                 pipe.zadd(FAILED, {record.id: at})
             elif previous_state is State.FAILED:
                 pipe.zrem(FAILED, record.id)
-            if (held := _held_op(record, previous_state, at)) == "rem":
+            if record.state is State.HELD:
+                pipe.zadd(HELD, {record.id: _due(record, at)})
+            elif previous_state is State.HELD:
                 pipe.zrem(HELD, record.id)
-            elif held != "-":
-                pipe.zadd(HELD, {record.id: held})
             if record.state != previous_state:
+                reached[record.state.value] += 1
                 kind = self.kinds.label(record.kind)
                 labels = {"state": record.state, "channel": record.channel, "kind": kind, **outcome.labels}
                 counted.append((metric_field("relay_deliveries_total", **labels), 1))
@@ -208,8 +206,8 @@ class Store:
                 self._observe(counted, SEND_LATENCY, outcome.send_seconds, channel=record.channel)
             args += [record.id, repr(record.createdAt), record.state.value, list_rest(record.channel, record.kind)]
             args.append(int(record.held_lease))
-        if outcomes:  # with each state reached counted in its minute (relay.storage.activity)
-            count_activity(pipe, outcomes)
+        if outcomes:
+            count_activity(pipe, reached, at)
             for name, amount in counted:
                 args += [name, repr(amount)]
             # Its text, not its sha: no NOSCRIPT inside EXEC.
