@@ -56,15 +56,15 @@ def test_held_until_the_silence_ends_expired_early_released_skipped_never(
     base, config = str(served["base"]), str(served["config"])
     body = {"matchers": ['channel="owners"'], "createdBy": "ops", "comment": "deploy"}
     # Long enough for a loaded machine to plan within it (planned after its end, nothing would be held).
-    status, silence = _call(base, "POST", "/api/v1/silences", {**body, "duration": "5s"})
+    status, silence = _call(base, "POST", "/api/v1/silences", {**body, "duration": "20s"})
     assert status == 201 and silence["state"] == "active"
-    ends = time.time() + 5
+    ends = time.time() + 20
     event_id = _send(config, tmp_path)
     wait_for(lambda: _owners_state(base, event_id)[0] == "held", timeout=15)
     assert _owners_state(base, event_id)[1] == f"silenced by {silence['id']} (ops): deploy"
     assert sink.at("/serve-owners") == []
     # Nothing else to do: its wake-up at the silence's end sends it, once.
-    wait_for(lambda: len(sink.at("/serve-owners")) == 2, timeout=25)
+    wait_for(lambda: len(sink.at("/serve-owners")) == 2, timeout=40)
     assert time.time() >= ends - 0.5
     # Recorded once the sink has answered: the sink sees the post a moment before the record says so.
     wait_for(lambda: _owners_state(base, event_id)[0] == "delivered", timeout=10)
