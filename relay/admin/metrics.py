@@ -9,7 +9,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -17,8 +16,6 @@ from prometheus_client.metrics_core import (
     Metric,
     UnknownMetricFamily,
 )
-from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.samples import Exemplar
 from redis.exceptions import RedisError
@@ -75,8 +72,6 @@ HELP = {
 }
 # Unlabelled counters shown at 0 before their first increment, so that an alert on their increase sees the first.
 ZERO_FROM_THE_START = ("relay_auth_throttled_total",)
-CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the type prometheus-client answers generate_latest's text with
-OPENMETRICS_CONTENT_TYPE = CONTENT_TYPE_LATEST
 _FAMILIES: dict[str, Callable[[str, str], Metric]] = {
     "counter": CounterMetricFamily,
     "histogram": HistogramMetricFamily,
@@ -187,13 +182,3 @@ def metrics_registry(read: Callable[[], Counters], fleet: bool = True) -> Collec
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RelayCollector(read, fleet))
     return registry
-
-
-def exposition(registry: CollectorRegistry, openmetrics: bool = False) -> bytes:
-    """Blocking (it reads Redis); OpenMetrics, with the exemplars, when the scraper asked for it."""
-    return openmetrics_latest(registry) if openmetrics else generate_latest(registry)  # type: ignore[no-untyped-call]
-
-
-def wants_openmetrics(accept: str) -> bool:
-    """A scraper that takes OpenMetrics says so in its Accept header, as Prometheus does."""
-    return "application/openmetrics-text" in accept
