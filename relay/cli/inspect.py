@@ -1,4 +1,7 @@
-"""`relay status`, `relay deliveries`, `relay replay`, `relay release`: what happened, read from relay's Redis."""
+"""`relay status`, `relay deliveries`, `relay delivery`, `relay replay`, `relay release`: what happened, read from
+relay's Redis. The tables show the route each delivery came from, a digest column for digests and their items,
+`notBefore` only while held, `nextAttemptAt` while retrying, long cells cut with an ellipsis (whole with --wide;
+--format json prints the records as the admin API does)."""
 
 from __future__ import annotations
 
@@ -8,8 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from relay.cli.common import Command, output_options, runtime
-from relay.cli.tables import LIST_COLUMNS, STATUS_COLUMNS, deliveries_table
+from relay.cli.common import Command, output_options, runtime, table
 from relay.config.urls import masked_url
 from relay.core.states import State
 from relay.runtime.logs import escape
@@ -18,6 +20,39 @@ from relay.runtime.logs import escape
 STATES = tuple(s.value for s in State)
 
 BATCH = 100
+STATUS_COLUMNS = [
+    "id", "recipientType", "recipient", "address", "channel", "route", "state", "attempts", "updatedAt", "lastError",
+]  # fmt: skip
+LIST_COLUMNS = [
+    "id", "eventId", "kind", "recipientType", "recipient", "channel", "route", "state", "attempts", "updatedAt",
+    "lastError",
+]  # fmt: skip
+FACTS = "id eventId kind channel route recipientType recipient address state attempts lastError notBefore createdAt"
+TRIES = ["at", "outcome", "status", "said", "error", "seconds", "probe"]
+
+
+def digest_mark(delivery: dict[str, Any]) -> str | None:
+    """A digest says how many it carries; an item names its digest."""
+    if delivery.get("items"):
+        return f"digest of {len(delivery['items'])}"
+    if delivery.get("digest"):
+        return f"in {delivery['digest']}"
+    return None
+
+
+def _row(delivery: dict[str, Any]) -> dict[str, Any]:
+    # A delivered (or failed...) record keeps the notBefore it was held until: the table shows it only while held.
+    held = delivery.get("state") == State.HELD
+    return {**delivery, "digest": digest_mark(delivery), "notBefore": delivery.get("notBefore") if held else None}
+
+
+def deliveries_table(deliveries: list[dict[str, Any]], columns: list[str], wide: bool = False) -> str:
+    rows = [_row(d) for d in deliveries]
+    shown = list(columns)
+    if any(r["digest"] for r in rows):
+        shown.insert(shown.index("state") + 1, "digest")
+    shown += [name for name in ("notBefore", "nextAttemptAt") if any(r.get(name) for r in rows)]
+    return table(rows, shown, wide)
 
 
 def _redis_line(rt: Any) -> str:
@@ -76,6 +111,29 @@ def _filters(args: argparse.Namespace, state: State | None, now: float) -> Any:
     from relay.admin.selection import Filters, since_value
 
     return Filters(state, args.kind, args.channel, since_value(args.since, now), args.event)
+
+
+def cmd_delivery(args: argparse.Namespace) -> int:
+    """One delivery whole, as `GET /api/v1/deliveries/{id}` and its page show it."""
+    from relay.admin.detail import read_detail
+
+    found = read_detail(runtime(args).store, args.delivery_id)
+    if found is None:
+        print(f"relay: no delivery with id {args.delivery_id!r} (unknown, or its record has expired)", file=sys.stderr)
+        return 1
+    shown = found[1]
+    if args.format == "json":
+        print(json.dumps(shown, indent=2, ensure_ascii=False))
+        return 0
+    for key in (k for k in [*FACTS.split(), "updatedAt", "digest", "traceId"] if shown.get(k) not in (None, "")):
+        print(escape(f"{key + ':':<15}{shown[key]}"))
+    print(f"\ntries (the last {len(shown['attemptLog'])} of {shown['attempts']}):")
+    print(table(shown["attemptLog"], TRIES, args.wide))
+    message = shown.get("message") or {"title": "none yet (never tried)", "text": ""}
+    print("\n" + escape(f"message sent: {message['title']}"))
+    for line in message["text"].splitlines():
+        print(escape(f"  {line}"))
+    return 0
 
 
 def cmd_deliveries(args: argparse.Namespace) -> int:
@@ -182,6 +240,10 @@ def add_commands(command: Command) -> None:
     c.add_argument("event_id")
     output_options(c)
     c.set_defaults(func=cmd_status)
+    c = command("delivery", "one delivery whole: its record, every try and the message it sent (as its page shows)")
+    c.add_argument("delivery_id", help="the delivery's id (`relay status` and `relay deliveries` list them)")
+    output_options(c)
+    c.set_defaults(func=cmd_delivery)
 
 
 def _filter_options(c: argparse.ArgumentParser) -> None:
