@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from relay.cli.common import Command, output_options, runtime, table
@@ -63,48 +63,35 @@ def _redis_line(rt: Any) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from relay.admin.api import event_page
+    from relay.admin.selection import MAX_EVENT_PAGE
+
     rt = runtime(args)
-    event = rt.store.event(args.event_id)
+    event = event_page(rt.store, args.event_id, 0, MAX_EVENT_PAGE)
     if event is None:
         print(f"no notification with eventId {args.event_id!r}; {_redis_line(rt)}", file=sys.stderr)
         return 1
-    from relay.core.model import iso, trace_id
-
-    records = _every_delivery(rt.store, args.event_id)
+    page: Any = event
+    while "next" in page:  # every delivery, a page at a time (as the admin API gives them)
+        page = event_page(rt.store, args.event_id, int(page.pop("next")), MAX_EVENT_PAGE) or {}
+        event["deliveries"] += page.get("deliveries", [])
+    records = with_next_try(rt.store, event["deliveries"])
     if args.format == "json":
-        event_json = {"eventId": event.eventId, "kind": event.kind, "receivedAt": iso(event.receivedAt)}
-        if trace_id(event.trace):
-            event_json["traceId"] = trace_id(event.trace)
-        print(json.dumps({**event_json, "deliveries": records}, indent=2))
+        print(json.dumps({**event, "deliveries": records}, indent=2))
         print(_redis_line(rt), file=sys.stderr)  # stdout stays one JSON document
         return 0
-    print(escape(f"event {event.eventId}  kind {event.kind}  received {iso(event.receivedAt)}"))
+    print(escape(f"event {event['eventId']}  kind {event['kind']}  received {event['receivedAt']}"))
     print(deliveries_table(records, STATUS_COLUMNS, args.wide))
     print(_redis_line(rt))
     return 0
 
 
-def _every_delivery(store: Any, event_id: str) -> list[dict[str, Any]]:
-    """Every delivery of the notification, read a page at a time (as the admin API gives them)."""
-    from relay.admin.selection import MAX_EVENT_PAGE
-
-    records: list[dict[str, Any]] = []
-    start, total = 0, 1
-    while start < total:
-        ids, total = store.event_delivery_page(event_id, start, MAX_EVENT_PAGE)
-        if not ids:
-            break
-        records += [r.public() for r in store.deliveries(ids) if r is not None]
-        start += len(ids)
-    return with_next_try(store, records)
-
-
-def with_next_try(store: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_next_try(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """A retrying delivery's next try (`nextAttemptAt`), read from the work queue: its record does not keep it."""
     from relay.core.model import iso
 
     due = store.leases.due_times([r["id"] for r in rows if r["state"] == State.RETRYING])
-    return [{**r, "nextAttemptAt": iso(due[r["id"]])} if r["id"] in due else r for r in rows]
+    return [{**r, "nextAttemptAt": iso(due[r["id"]])} if r["id"] in due else dict(r) for r in rows]
 
 
 def _filters(args: argparse.Namespace, state: State | None, now: float) -> Any:
