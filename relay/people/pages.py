@@ -39,7 +39,7 @@ from relay.web.links import (
     make_token,
     read_token,
 )
-from relay.web.operation import Operation, html_answer, page_operation
+from relay.web.operation import FORM, FORM_FIELDS, Operation, html_answer
 from relay.web.throttle import PREFERENCES, UNSUBSCRIBE, Guard
 
 log = logging.getLogger("relay.people")
@@ -74,7 +74,8 @@ def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
 
 def _operation(summary: str, answers: dict[int, str], errors: tuple[int, ...], form: bool = False) -> Operation:
     html = {status: html_answer(text) for status, text in answers.items()}
-    return page_operation(summary, html, [{}], "people", errors=errors, form=form)
+    fields = FORM_FIELDS if form else None
+    return Operation(summary, html, errors, fields, request_media=FORM, security=[{}], tags=("people",))
 
 
 def csrf_for(secret: str, token: str) -> str:
