@@ -56,15 +56,16 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
-def _trusted(address: str, networks: tuple[Network, ...]) -> bool:
-    ip = _ip(address)
-    return ip is not None and any(ip in net for net in networks)
+def from_trusted_proxy(request: Request, trusted: tuple[Network, ...]) -> bool:
+    """Whether the request's TCP peer is one of `server.trusted_proxies`."""
+    peer = _ip(request.client.host if request.client else "")
+    return peer is not None and any(peer in net for net in trusted)
 
 
 def client_address(request: Request, trusted: tuple[Network, ...]) -> str:
     """The address of the client behind `request` (see the module's docstring)."""
     address = request.client.host if request.client else ""
-    if not trusted or not _trusted(address, trusted):
+    if not from_trusted_proxy(request, trusted):
         return address
     hops = [hop for value in request.headers.getlist("x-forwarded-for") for hop in value.split(",")]
     for hop in reversed(hops):
