@@ -226,11 +226,11 @@ class PeoplePages:
                     return error_response(
                         403, ["the form did not come from this page"], "Reload the page and try again."
                     )
-                await run_in_threadpool(
+                # Where they stand now: another opt-out (a pattern of theirs, say) may still hold this kind.
+                pref = await run_in_threadpool(
                     self.store.update, link.person, lambda p: p.without_opt_out(link.kind, link.channel), at
                 )
-                pref = await run_in_threadpool(self.store.get, link.person)
-                still = pref is not None and pref.opted_out(link.kind, link.channel) is not None
+                still = pref.opted_out(link.kind, link.channel) is not None
                 name = await shown_name(self.name_of, link.person)
                 return self._unsubscribe_page(link, token, still, "in" if not still else None, name)
         except RedisError:
