@@ -106,6 +106,23 @@ class Reloaded(TypedDict):
     behind: list[str]  # those that do not yet (or kept their old config: their log says why)
 
 
+def event_page(store: Store, event_id: str, start: int = 0, count: int = EVENT_PAGE) -> Event | None:
+    """The notification with `count` of its deliveries from the `start`-th, and `next` when more follow."""
+    event = store.event(event_id)
+    if event is None:
+        return None
+    ids, total = store.event_delivery_page(event_id, start, count)
+    deliveries: list[Any] = [r.public() for r in store.deliveries(ids) if r is not None]
+    found: dict[str, Any] = {"eventId": event.eventId, "kind": event.kind, "receivedAt": iso(event.receivedAt)}
+    traced = trace_id(event.trace)
+    if traced:
+        found["traceId"] = traced
+    found["deliveries"] = deliveries
+    if start + len(ids) < total:
+        found["next"] = str(start + len(ids))
+    return found  # type: ignore[return-value]
+
+
 class AdminApi:
     """The handlers take their dependencies here; the config is read at each request (a reload changes it)."""
 
@@ -119,22 +136,6 @@ class AdminApi:
     ) -> None:
         self.store, self.work, self.redis, self.config, self.reload_config = store, work, redis, config, reload
 
-    def find_event(self, event_id: str, start: int = 0, count: int = EVENT_PAGE) -> Event | None:
-        """The notification with `count` of its deliveries from the `start`-th, and `next` when more follow."""
-        event = self.store.event(event_id)
-        if event is None:
-            return None
-        ids, total = self.store.event_delivery_page(event_id, start, count)
-        deliveries: list[Any] = [r.public() for r in self.store.deliveries(ids) if r is not None]
-        found: dict[str, Any] = {"eventId": event.eventId, "kind": event.kind, "receivedAt": iso(event.receivedAt)}
-        traced = trace_id(event.trace)
-        if traced:
-            found["traceId"] = traced
-        found["deliveries"] = deliveries
-        if start + len(ids) < total:
-            found["next"] = str(start + len(ids))
-        return found  # type: ignore[return-value]
-
     @Operation(
         "What happened to one notification",
         {200: Answer("The notification and a page of its deliveries (`next`: more follow)", Event)},
@@ -147,7 +148,7 @@ class AdminApi:
             query = EventQuery.of(request.query_params)
         except ValidationError as exc:
             return validation_response(exc, "query")
-        found = await run_in_threadpool(self.find_event, event_id, query.start, query.count)
+        found = await run_in_threadpool(event_page, self.store, event_id, query.start, query.count)
         if found is None:
             return error_response(
                 404,

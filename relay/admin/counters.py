@@ -24,17 +24,13 @@ def parse_field(field: str) -> tuple[str, dict[str, str]]:
 
 @dataclass(frozen=True)
 class Counters:
-    """One reading: every counter as stored (`name|label=value,...` -> value) and the gauges of the moment."""
+    """One reading: every counter as stored (`name|label=value,...` -> value) and the gauges of the fleet's state,
+    by their metric's name (none in a worker's own reading)."""
 
     series: dict[str, float]
-    queue_depth: int
-    failed_kept: int
-    workers_alive: int
-    held_now: int = 0  # deliveries held by quiet hours right now
-    unplanned: int = 0  # notifications accepted and not yet planned into deliveries
+    gauges: dict[str, int] = dataclasses.field(default_factory=dict)
     # With tracing on: per latency bucket (its stored field), the trace of the last delivery counted in it.
     exemplars: dict[str, Exemplar] = dataclasses.field(default_factory=dict)
-    silences_active: int = 0
     channels_up: dict[str, float] = dataclasses.field(default_factory=dict)  # channel -> 1 up, 0 down (outages)
 
     def labelled(self) -> Iterator[tuple[str, dict[str, str], float]]:
@@ -58,7 +54,7 @@ class CounterReader:
 
     def own(self) -> Counters:
         """A worker's /metrics: this process's counts with the exemplars, no gauge of the fleet's. RedisError."""
-        return Counters(self.store.counts.read(self.redis), 0, 0, 0, exemplars=parse(self.redis.hgetall(EXEMPLARS)))
+        return Counters(self.store.counts.read(self.redis), exemplars=parse(self.redis.hgetall(EXEMPLARS)))
 
     def read(self, scrape: bool = False) -> Counters:
         """The fleet's counts (the page), or with `scrape` this process's own, with the fleet's silences and
@@ -77,16 +73,17 @@ class CounterReader:
         if scrape:
             pipe.hgetall(SILENCES)
         due_events, due_deliveries, failed, held, waiting, leased, stored, *silences = pipe.execute()
-        workers = len(self.store.live_workers())
         planning = sum(1 for unit in leased if unit.startswith(EVENT.encode()))
-        # The queue's depth is the work due and not taken yet (`relay.storage.leases`), notifications to plan
-        # and deliveries to send alike: what an autoscaler should see grow under a backlog.
-        depth = int(due_events) + int(due_deliveries)
-        counters = Counters(series, depth, int(failed), workers, int(held), int(waiting) + planning, parse(stored))
+        gauges = {
+            # The queue's depth is the work due and not taken yet (`relay.storage.leases`), notifications to plan
+            # and deliveries to send alike: what an autoscaler should see grow under a backlog.
+            "relay_queue_depth": int(due_events) + int(due_deliveries),
+            "relay_deliveries_failed_kept": int(failed),
+            "relay_deliveries_held": int(held),
+            "relay_notifications_unplanned": int(waiting) + planning,
+            "relay_workers_alive": len(self.store.live_workers()),
+        }
         if not scrape:
-            return counters
-        return dataclasses.replace(
-            counters,
-            silences_active=sum(1 for s in readable(silences[0]) if s.active(at_clock)),
-            channels_up=ChannelStates(self.redis).up(),  # the fleet's state in Redis
-        )
+            return Counters(series, gauges, parse(stored))
+        gauges["relay_silences_active"] = sum(1 for s in readable(silences[0]) if s.active(at_clock))
+        return Counters(series, gauges, parse(stored), ChannelStates(self.redis).up())  # the fleet's state in Redis

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from prometheus_client.exposition import choose_encoder
 from redis import Redis
 from redis.exceptions import RedisError
 from starlette.concurrency import run_in_threadpool
@@ -12,13 +13,7 @@ from starlette.responses import JSONResponse, Response
 from typing_extensions import TypedDict  # pydantic reads only these TypedDicts on Python 3.11
 
 from relay.admin.counters import CounterReader
-from relay.admin.metrics import (
-    CONTENT_TYPE,
-    OPENMETRICS_CONTENT_TYPE,
-    exposition,
-    metrics_registry,
-    wants_openmetrics,
-)
+from relay.admin.metrics import metrics_registry
 from relay.storage.store import Store
 from relay.web.errors import RETRY_AFTER, error_response
 from relay.web.operation import Answer, Operation
@@ -68,6 +63,8 @@ class Health:
 
     @Operation("Prometheus metrics", {200: Answer("Text format", {"type": "string"}, media="text/plain")})
     async def metrics(self, request: Request) -> Response:
-        openmetrics = wants_openmetrics(request.headers.get("accept", ""))
-        text = await run_in_threadpool(exposition, self.registry, openmetrics)
-        return Response(text, headers={"Content-Type": OPENMETRICS_CONTENT_TYPE if openmetrics else CONTENT_TYPE})
+        # Negotiated as the worker's /metrics (prometheus-client's own app) is: OpenMetrics, with the exemplars, when
+        # the scraper's Accept asks for it.
+        encode, content_type = choose_encoder(request.headers.get("accept", ""))
+        text = await run_in_threadpool(encode, self.registry)  # blocking: it reads Redis
+        return Response(text, headers={"Content-Type": content_type})

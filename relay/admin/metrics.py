@@ -9,7 +9,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -17,8 +16,6 @@ from prometheus_client.metrics_core import (
     Metric,
     UnknownMetricFamily,
 )
-from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.samples import Exemplar
 from redis.exceptions import RedisError
@@ -75,8 +72,6 @@ HELP = {
 }
 # Unlabelled counters shown at 0 before their first increment, so that an alert on their increase sees the first.
 ZERO_FROM_THE_START = ("relay_auth_throttled_total",)
-CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the type prometheus-client answers generate_latest's text with
-OPENMETRICS_CONTENT_TYPE = CONTENT_TYPE_LATEST
 _FAMILIES: dict[str, Callable[[str, str], Metric]] = {
     "counter": CounterMetricFamily,
     "histogram": HistogramMetricFamily,
@@ -92,24 +87,19 @@ class Sample(NamedTuple):
     exemplar: Exemplar | None = None
 
 
-def _family_of(name: str) -> tuple[str, str]:
-    """The family a stored series belongs to, and the sample name it is shown under."""
-    for suffix in ("_slot", "_count", "_sum"):
-        base = name.removesuffix(suffix)
-        if base != name and HELP.get(base, ("",))[0] == "histogram":
-            return base, base + ("_bucket" if suffix == "_slot" else suffix)
-    return name, name
-
-
 def _samples(counters: Counters) -> dict[str, list[Sample]]:
-    """Samples by family; the per-bucket counts (`<name>_slot`) become the cumulative `<name>_bucket` series, +Inf
-    included, each with its bucket's exemplar when there is one."""
+    """Samples by family; a histogram's per-bucket counts (`<name>_slot`) become its cumulative `<name>_bucket`
+    series, +Inf included, in the order of their bounds, each with its bucket's exemplar when there is one."""
     samples: dict[str, list[Sample]] = defaultdict(list)
     slots: dict[tuple[str, Labels], dict[str, float]] = defaultdict(dict)
     found: dict[tuple[str, Labels, str], Exemplar] = {}
     for (name, labels, value), field in zip(counters.labelled(), counters.series, strict=True):
-        family, sample = _family_of(name)
-        if sample.endswith("_bucket") and labels.get("le") in _BOUNDS:
+        family, _, part = name.rpartition("_")  # a histogram's series: <name>_slot, <name>_count, <name>_sum
+        if HELP.get(family, ("",))[0] != "histogram":
+            samples[name].append(Sample(name, tuple(sorted(labels.items())), value))
+        elif part != "slot" or labels.get("le") not in _BOUNDS:
+            samples[family].append(Sample(name, tuple(sorted(labels.items())), value))
+        else:
             le = labels.pop("le")
             rest = tuple(sorted(labels.items()))
             counts = slots[(family, rest)]
@@ -117,8 +107,6 @@ def _samples(counters: Counters) -> dict[str, list[Sample]]:
             stored = counters.exemplars.get(field)
             if stored is not None:
                 found[(family, rest, le)] = Exemplar({"trace_id": stored.trace_id}, stored.value, stored.timestamp)
-        else:
-            samples[family].append(Sample(sample, tuple(sorted(labels.items())), value))
     for (family, rest), counts in slots.items():
         total = 0.0
         for le in _BOUNDS:
@@ -129,13 +117,9 @@ def _samples(counters: Counters) -> dict[str, list[Sample]]:
     return samples
 
 
-def _order(sample: Sample) -> tuple[str, Labels, float]:
-    """By name and labels, a histogram's buckets in the order of their bounds (+Inf last)."""
-    name, labels = sample.name, sample.labels
-    le = dict(labels).get("le")
-    if le is None:
-        return name, labels, 0.0
-    return name, tuple(p for p in labels if p[0] != "le"), float("inf") if le == "+Inf" else float(le)
+def _order(sample: Sample) -> tuple[str, Labels]:
+    """By name and labels but a bucket's bound: a stable sort keeps a histogram's buckets in their order."""
+    return sample.name, tuple(p for p in sample.labels if p[0] != "le")
 
 
 class RelayCollector(Collector):
@@ -154,17 +138,7 @@ class RelayCollector(Collector):
         samples = _samples(counters)
         for name in ZERO_FROM_THE_START:
             samples.setdefault(name, [Sample(name, (), 0.0)])
-        gauges: dict[str, float] = {}
-        if self.fleet:
-            gauges = {
-                "relay_up": 1.0,
-                "relay_queue_depth": counters.queue_depth,
-                "relay_deliveries_failed_kept": counters.failed_kept,
-                "relay_deliveries_held": counters.held_now,
-                "relay_notifications_unplanned": counters.unplanned,
-                "relay_workers_alive": counters.workers_alive,
-                "relay_silences_active": counters.silences_active,
-            }
+        gauges = {"relay_up": 1.0, **counters.gauges} if self.fleet else {}
         for name in sorted(set(HELP) | set(samples)):
             kind, text = HELP.get(name, ("untyped", name))
             if kind == "gauge":
@@ -187,13 +161,3 @@ def metrics_registry(read: Callable[[], Counters], fleet: bool = True) -> Collec
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RelayCollector(read, fleet))
     return registry
-
-
-def exposition(registry: CollectorRegistry, openmetrics: bool = False) -> bytes:
-    """Blocking (it reads Redis); OpenMetrics, with the exemplars, when the scraper asked for it."""
-    return openmetrics_latest(registry) if openmetrics else generate_latest(registry)  # type: ignore[no-untyped-call]
-
-
-def wants_openmetrics(accept: str) -> bool:
-    """A scraper that takes OpenMetrics says so in its Accept header, as Prometheus does."""
-    return "application/openmetrics-text" in accept

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Self
 
@@ -124,20 +125,16 @@ class ReleaseRequest(ReplayRequest):
     """POST /api/v1/deliveries/release: which held deliveries to send now (no filter: every held one)."""
 
 
+@dataclass(frozen=True)
 class Filters:
     """Which deliveries a listing or a replay is about."""
 
-    def __init__(
-        self,
-        state: State | None = None,
-        kind: str | None = None,
-        channel: str | None = None,
-        since: float | None = None,
-        event_id: str | None = None,
-        ids: list[str] | None = None,
-    ) -> None:
-        self.state, self.kind, self.channel, self.since = state, kind, channel, since
-        self.event_id, self.ids = event_id, ids
+    state: State | None = None
+    kind: str | None = None
+    channel: str | None = None
+    since: float | None = None
+    event_id: str | None = None
+    ids: list[str] | None = None
 
     @classmethod
     def from_query(cls, q: DeliveryQuery, now: float) -> Filters:

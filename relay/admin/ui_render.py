@@ -9,9 +9,8 @@ from urllib.parse import quote, urlencode
 from starlette.responses import HTMLResponse
 
 from relay.storage.store import iso
-from relay.web import operation
 from relay.web.html import secure_page, templates
-from relay.web.operation import ADMIN_SECURITY, Answer, Operation, html_answer
+from relay.web.operation import ADMIN_SECURITY, FORM, FORM_FIELDS, Answer, Operation, html_answer
 
 _env = templates("relay.admin", "ui_templates")
 
@@ -60,7 +59,9 @@ _SECURITY: list[dict[str, list[str]]] = [*ADMIN_SECURITY, {"adminSession": []}, 
 
 
 def page_operation(summary: str, answers: dict[int, Answer], form: bool = False) -> Operation:
-    return operation.page_operation(summary, answers, _SECURITY, "admin page", form=form)
+    """A page's operation (HTML answers) or, with `form`, a form's."""
+    fields = FORM_FIELDS if form else None
+    return Operation(summary, answers, request=fields, request_media=FORM, security=_SECURITY, tags=("admin page",))
 
 
 # Admin tokens sent in a header to a page count with the admin API's refusals (relay/web/throttle.py).

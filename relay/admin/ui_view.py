@@ -170,9 +170,9 @@ def page_counters(c: Counters) -> dict[str, int]:
         "received": int(c.total("relay_notifications_received_total")),
         "duplicates": int(c.total("relay_notifications_duplicate_total")),
         "delivered": int(c.total("relay_deliveries_total", state=State.DELIVERED)),
-        "failed_kept": c.failed_kept,
-        "queue_depth": c.queue_depth,
-        "workers_alive": c.workers_alive,
+        "failed_kept": c.gauges["relay_deliveries_failed_kept"],
+        "queue_depth": c.gauges["relay_queue_depth"],
+        "workers_alive": c.gauges["relay_workers_alive"],
     }
 
 

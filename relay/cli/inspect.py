@@ -1,15 +1,17 @@
-"""`relay status`, `relay deliveries`, `relay replay`, `relay release`: what happened, read from relay's Redis."""
+"""`relay status`, `relay deliveries`, `relay delivery`, `relay replay`, `relay release`: what happened, read from
+relay's Redis. The tables show the route each delivery came from, a digest column for digests and their items,
+`notBefore` only while held, `nextAttemptAt` while retrying, long cells cut with an ellipsis (whole with --wide;
+--format json prints the records as the admin API does)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from relay.cli.common import Command, output_options, runtime
-from relay.cli.tables import LIST_COLUMNS, STATUS_COLUMNS, deliveries_table
+from relay.cli.common import Command, output_options, runtime, table
 from relay.config.urls import masked_url
 from relay.core.states import State
 from relay.runtime.logs import escape
@@ -18,6 +20,39 @@ from relay.runtime.logs import escape
 STATES = tuple(s.value for s in State)
 
 BATCH = 100
+STATUS_COLUMNS = [
+    "id", "recipientType", "recipient", "address", "channel", "route", "state", "attempts", "updatedAt", "lastError",
+]  # fmt: skip
+LIST_COLUMNS = [
+    "id", "eventId", "kind", "recipientType", "recipient", "channel", "route", "state", "attempts", "updatedAt",
+    "lastError",
+]  # fmt: skip
+FACTS = "id eventId kind channel route recipientType recipient address state attempts lastError notBefore createdAt"
+TRIES = ["at", "outcome", "status", "said", "error", "seconds", "probe"]
+
+
+def digest_mark(delivery: dict[str, Any]) -> str | None:
+    """A digest says how many it carries; an item names its digest."""
+    if delivery.get("items"):
+        return f"digest of {len(delivery['items'])}"
+    if delivery.get("digest"):
+        return f"in {delivery['digest']}"
+    return None
+
+
+def _row(delivery: dict[str, Any]) -> dict[str, Any]:
+    # A delivered (or failed...) record keeps the notBefore it was held until: the table shows it only while held.
+    held = delivery.get("state") == State.HELD
+    return {**delivery, "digest": digest_mark(delivery), "notBefore": delivery.get("notBefore") if held else None}
+
+
+def deliveries_table(deliveries: list[dict[str, Any]], columns: list[str], wide: bool = False) -> str:
+    rows = [_row(d) for d in deliveries]
+    shown = list(columns)
+    if any(r["digest"] for r in rows):
+        shown.insert(shown.index("state") + 1, "digest")
+    shown += [name for name in ("notBefore", "nextAttemptAt") if any(r.get(name) for r in rows)]
+    return table(rows, shown, wide)
 
 
 def _redis_line(rt: Any) -> str:
@@ -28,54 +63,64 @@ def _redis_line(rt: Any) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from relay.admin.api import event_page
+    from relay.admin.selection import MAX_EVENT_PAGE
+
     rt = runtime(args)
-    event = rt.store.event(args.event_id)
+    event = event_page(rt.store, args.event_id, 0, MAX_EVENT_PAGE)
     if event is None:
         print(f"no notification with eventId {args.event_id!r}; {_redis_line(rt)}", file=sys.stderr)
         return 1
-    from relay.core.model import iso, trace_id
-
-    records = _every_delivery(rt.store, args.event_id)
+    page: Any = event
+    while "next" in page:  # every delivery, a page at a time (as the admin API gives them)
+        page = event_page(rt.store, args.event_id, int(page.pop("next")), MAX_EVENT_PAGE) or {}
+        event["deliveries"] += page.get("deliveries", [])
+    records = with_next_try(rt.store, event["deliveries"])
     if args.format == "json":
-        event_json = {"eventId": event.eventId, "kind": event.kind, "receivedAt": iso(event.receivedAt)}
-        if trace_id(event.trace):
-            event_json["traceId"] = trace_id(event.trace)
-        print(json.dumps({**event_json, "deliveries": records}, indent=2))
+        print(json.dumps({**event, "deliveries": records}, indent=2))
         print(_redis_line(rt), file=sys.stderr)  # stdout stays one JSON document
         return 0
-    print(escape(f"event {event.eventId}  kind {event.kind}  received {iso(event.receivedAt)}"))
+    print(escape(f"event {event['eventId']}  kind {event['kind']}  received {event['receivedAt']}"))
     print(deliveries_table(records, STATUS_COLUMNS, args.wide))
     print(_redis_line(rt))
     return 0
 
 
-def _every_delivery(store: Any, event_id: str) -> list[dict[str, Any]]:
-    """Every delivery of the notification, read a page at a time (as the admin API gives them)."""
-    from relay.admin.selection import MAX_EVENT_PAGE
-
-    records: list[dict[str, Any]] = []
-    start, total = 0, 1
-    while start < total:
-        ids, total = store.event_delivery_page(event_id, start, MAX_EVENT_PAGE)
-        if not ids:
-            break
-        records += [r.public() for r in store.deliveries(ids) if r is not None]
-        start += len(ids)
-    return with_next_try(store, records)
-
-
-def with_next_try(store: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_next_try(store: Any, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """A retrying delivery's next try (`nextAttemptAt`), read from the work queue: its record does not keep it."""
     from relay.core.model import iso
 
     due = store.leases.due_times([r["id"] for r in rows if r["state"] == State.RETRYING])
-    return [{**r, "nextAttemptAt": iso(due[r["id"]])} if r["id"] in due else r for r in rows]
+    return [{**r, "nextAttemptAt": iso(due[r["id"]])} if r["id"] in due else dict(r) for r in rows]
 
 
 def _filters(args: argparse.Namespace, state: State | None, now: float) -> Any:
     from relay.admin.selection import Filters, since_value
 
     return Filters(state, args.kind, args.channel, since_value(args.since, now), args.event)
+
+
+def cmd_delivery(args: argparse.Namespace) -> int:
+    """One delivery whole, as `GET /api/v1/deliveries/{id}` and its page show it."""
+    from relay.admin.detail import read_detail
+
+    found = read_detail(runtime(args).store, args.delivery_id)
+    if found is None:
+        print(f"relay: no delivery with id {args.delivery_id!r} (unknown, or its record has expired)", file=sys.stderr)
+        return 1
+    shown = found[1]
+    if args.format == "json":
+        print(json.dumps(shown, indent=2, ensure_ascii=False))
+        return 0
+    for key in (k for k in [*FACTS.split(), "updatedAt", "digest", "traceId"] if shown.get(k) not in (None, "")):
+        print(escape(f"{key + ':':<15}{shown[key]}"))
+    print(f"\ntries (the last {len(shown['attemptLog'])} of {shown['attempts']}):")
+    print(table(shown["attemptLog"], TRIES, args.wide))
+    message = shown.get("message") or {"title": "none yet (never tried)", "text": ""}
+    print("\n" + escape(f"message sent: {message['title']}"))
+    for line in message["text"].splitlines():
+        print(escape(f"  {line}"))
+    return 0
 
 
 def cmd_deliveries(args: argparse.Namespace) -> int:
@@ -182,6 +227,10 @@ def add_commands(command: Command) -> None:
     c.add_argument("event_id")
     output_options(c)
     c.set_defaults(func=cmd_status)
+    c = command("delivery", "one delivery whole: its record, every try and the message it sent (as its page shows)")
+    c.add_argument("delivery_id", help="the delivery's id (`relay status` and `relay deliveries` list them)")
+    output_options(c)
+    c.set_defaults(func=cmd_delivery)
 
 
 def _filter_options(c: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ import sys
 from redis.exceptions import RedisError
 
 from relay import __version__
-from relay.cli import check, delivery, health, inspect, prefs, probe, run, send, silence, token
+from relay.cli import check, health, inspect, prefs, probe, run, send, silence, token
 from relay.config import ConfigError
 from relay.config.messages import did_you_mean
 from relay.core.clock import Clock, system_clock
@@ -33,7 +33,7 @@ def parser() -> argparse.ArgumentParser:
     for module in (run, check, probe):
         module.add_commands(command)
     send.add_commands(command, sub)  # and `relay sink`, which reads no config
-    for module in (inspect, delivery, token, prefs, silence, health):
+    for module in (inspect, token, prefs, silence, health):
         module.add_commands(command)
     p.set_defaults(command_names=sorted(sub.choices or ()))  # for the hint of a mistyped one (`main`)
     return p

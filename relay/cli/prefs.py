@@ -54,7 +54,8 @@ def _warn(pref: Any, now: float, retention: float) -> None:
         print(f"relay prefs: {pref.person}: {warning}", file=sys.stderr)
 
 
-def _change(args: argparse.Namespace, off: bool) -> int:
+def cmd_switch(args: argparse.Namespace) -> int:
+    """`set --off KIND` (args.off True) and `on KIND`: one kind switched off, or on again."""
     from relay.preferences.model import PreferenceError, check_person, validate
 
     args.person = check_person(args.person)
@@ -67,24 +68,15 @@ def _change(args: argparse.Namespace, off: bool) -> int:
         return 2
 
     def change(pref: Any) -> bool:
-        return bool(pref.with_opt_out(args.kind, channel) if off else pref.without_opt_out(args.kind, channel))
+        return bool(pref.with_opt_out(args.kind, channel) if args.off else pref.without_opt_out(args.kind, channel))
 
     pref = store.update(args.person, change, args.clock())
     where = "every channel" if channel == "*" else channel
-    print(f"{args.person}: {args.kind} on {where} is {'off' if off else 'on'}")
-    still = pref.opted_out(args.kind, channel) if not off and channel != "*" else None
+    print(f"{args.person}: {args.kind} on {where} is {'off' if args.off else 'on'}")
+    still = pref.opted_out(args.kind, channel) if not args.off and channel != "*" else None
     if still is not None:
         print(f"  note: still off through the opt-out {still.describe()}", file=sys.stderr)
     return 0
-
-
-def cmd_set(args: argparse.Namespace) -> int:
-    args.kind = args.off
-    return _change(args, off=True)
-
-
-def cmd_on(args: argparse.Namespace) -> int:
-    return _change(args, off=False)
 
 
 def cmd_link(args: argparse.Namespace) -> int:
@@ -152,14 +144,14 @@ def add_commands(command: Command) -> None:
     c.set_defaults(func=cmd_show)
     c = leaf("set", "switch a kind off for one person (a glob: notification:output-port-*)")
     c.add_argument("person")
-    c.add_argument("--off", required=True, metavar="KIND")
+    c.add_argument("--off", dest="kind", required=True, metavar="KIND")
     c.add_argument("--channel", default="*", help="on this channel only (default: every channel)")
-    c.set_defaults(func=cmd_set)
+    c.set_defaults(func=cmd_switch, off=True)
     c = leaf("on", "switch a kind on again for one person")
     c.add_argument("person")
     c.add_argument("kind")
     c.add_argument("--channel", default="*", help="on this channel only (default: every opt-out of the kind)")
-    c.set_defaults(func=cmd_on)
+    c.set_defaults(func=cmd_switch, off=False)
     c = leaf("link", "print a signed link to one person's preference page")
     c.add_argument("person")
     c.set_defaults(func=cmd_link)

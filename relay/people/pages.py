@@ -11,22 +11,24 @@ import hmac
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
+import anyio
+import anyio.to_thread
 from redis import Redis
 from redis.exceptions import RedisError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from relay.config import Config
-from relay.core.names import channel_label
-from relay.people.naming import NameOf, shown_name
-from relay.people.render import page
+from relay.core.names import channel_label, clean_name, readable_ref
 from relay.people.view import DAYS, apply_switches, hours_form, hours_from_form, other_opt_outs, rows, zone_choices
 from relay.preferences.model import Preference, PreferenceError, human_kind
 from relay.preferences.store import SEEN_DAYS, Preferences
 from relay.web.errors import RETRY_AFTER, error_response
 from relay.web.forms import FormRefused, read_form, same_origin
+from relay.web.html import secure_page, templates
 from relay.web.links import (
     PREFERENCES_PATH,
     SCOPE_PREFERENCES,
@@ -37,16 +39,43 @@ from relay.web.links import (
     make_token,
     read_token,
 )
-from relay.web.operation import Operation, html_answer, page_operation
+from relay.web.operation import FORM, FORM_FIELDS, Operation, html_answer
 from relay.web.throttle import PREFERENCES, UNSUBSCRIBE, Guard
 
 log = logging.getLogger("relay.people")
 MAX_FIELDS = 600
+NAME_WAIT = 1.0  # seconds a page waits for a person's name
+_env = templates("relay.people", "templates")
+
+NameOf = Callable[[str], str | None]
+
+
+async def shown_name(name_of: NameOf | None, person: str) -> str:
+    """Who a page is for: their name as the runtime finds it, waited for at most NAME_WAIT, else their readable
+    reference. A page never waits long on the platform, nor fails for it."""
+    found: str | None = None
+    if name_of is not None:
+        with anyio.move_on_after(NAME_WAIT):
+            try:  # a look-up still running when the page stops waiting ends on its own (its answer is cached)
+                found = await anyio.to_thread.run_sync(name_of, person, abandon_on_cancel=True)
+            except Exception as exc:  # a name is never worth an error page
+                log.warning("a person's name was not found, their reference shown: %s", type(exc).__name__)
+    return clean_name(found) or readable_ref(person)
+
+
+def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    # The page's address is its key: kept out of caches and other sites (relay.web.html), and out of indexes.
+    return secure_page(
+        lambda nonce: _env.get_template(name).render(style_nonce=nonce, **context),
+        status,
+        {"X-Robots-Tag": "noindex"},
+    )
 
 
 def _operation(summary: str, answers: dict[int, str], errors: tuple[int, ...], form: bool = False) -> Operation:
     html = {status: html_answer(text) for status, text in answers.items()}
-    return page_operation(summary, html, [{}], "people", errors=errors, form=form)
+    fields = FORM_FIELDS if form else None
+    return Operation(summary, html, errors, fields, request_media=FORM, security=[{}], tags=("people",))
 
 
 def csrf_for(secret: str, token: str) -> str:
@@ -60,7 +89,7 @@ class PeoplePages:
         settings: Callable[[], Config],
         clock: Callable[[], float],
         guard: Guard | None = None,
-        name_of: NameOf | None = None,  # a person's name (relay.people.naming); None: their readable reference
+        name_of: NameOf | None = None,  # a person's name (`shown_name`); None: their readable reference
     ) -> None:
         self.guard = guard
         self.name_of = name_of
@@ -197,11 +226,11 @@ class PeoplePages:
                     return error_response(
                         403, ["the form did not come from this page"], "Reload the page and try again."
                     )
-                await run_in_threadpool(
+                # Where they stand now: another opt-out (a pattern of theirs, say) may still hold this kind.
+                pref = await run_in_threadpool(
                     self.store.update, link.person, lambda p: p.without_opt_out(link.kind, link.channel), at
                 )
-                pref = await run_in_threadpool(self.store.get, link.person)
-                still = pref is not None and pref.opted_out(link.kind, link.channel) is not None
+                still = pref.opted_out(link.kind, link.channel) is not None
                 name = await shown_name(self.name_of, link.person)
                 return self._unsubscribe_page(link, token, still, "in" if not still else None, name)
         except RedisError:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from relay.config import Config
 from relay.config.intervals import TimePeriodConfig
-from relay.config.time_intervals import WEEKDAYS, iana_zones
+from relay.config.time_intervals import WEEKDAYS, iana_zones, parse_weekdays
 from relay.core.names import channel_label
 from relay.preferences.model import Preference, critical, human_kind, literal_opt_out
 
@@ -103,21 +103,12 @@ def hours_form(active: list[dict[str, Any]] | None) -> HoursForm:
         form.start, form.end = times[0]["start_time"], times[0]["end_time"]
         if len(times) == 2 and times[0]["end_time"] == "24:00" and times[1]["start_time"] == "00:00":
             form.end = times[1]["end_time"]  # an overnight range, as the form wrote it
-    days = _expand(first.get("weekdays") or [])
-    form.days = days if days else list(DAYS)
+    # Stored active hours were validated: each range of weekdays reads (as the config reads it).
+    ranges = [parse_weekdays(w) for w in first.get("weekdays") or []]
+    form.days = [d for d in DAYS if any(lo <= WEEKDAYS.index(d) <= hi for lo, hi in ranges)] or list(DAYS)
     simple_times = len(times) <= 1 or form.end != times[0]["end_time"]
     form.more = len(active) > 1 or not simple_times or any(first.get(k) for k in ("days_of_month", "months", "years"))
     return form
-
-
-def _expand(weekdays: list[str]) -> list[str]:
-    found: list[str] = []
-    for item in weekdays:
-        lo, _, hi = str(item).lower().partition(":")
-        if lo in WEEKDAYS and (hi or lo) in WEEKDAYS:
-            first, last = WEEKDAYS.index(lo), WEEKDAYS.index(hi or lo)
-            found += [WEEKDAYS[i] for i in range(first, last + 1)]
-    return [d for d in DAYS if d in found]
 
 
 def hours_from_form(form: Sequence[tuple[str, str]]) -> list[dict[str, Any]] | None:

@@ -30,23 +30,6 @@ class ErrorBody(BaseModel):
     moreInfo: MoreInfo
 
 
-def error_body(
-    errors: list[str],
-    user_message: str,
-    field: str | None = None,
-    problems: list[str] | None = None,
-    solutions: list[str] | None = None,
-) -> dict[str, Any]:
-    # Error texts may quote Apprise, Redis or a payload: the app scrubs them as they leave (ScrubbedErrors).
-    body = ErrorBody(
-        errors=errors,
-        userMessage=user_message,
-        inputErrorField=field,
-        moreInfo=MoreInfo(problems=errors if problems is None else problems, solutions=solutions or []),
-    )
-    return body.model_dump(exclude_none=True)
-
-
 def error_response(
     status: int,
     errors: list[str],
@@ -56,7 +39,14 @@ def error_response(
     headers: dict[str, str] | None = None,
     problems: list[str] | None = None,
 ) -> JSONResponse:
-    return JSONResponse(error_body(errors, user_message, field, problems, solutions), status, headers=headers)
+    # Error texts may quote Apprise, Redis or a payload: the app scrubs them as they leave (ScrubbedErrors).
+    body = ErrorBody(
+        errors=errors,
+        userMessage=user_message,
+        inputErrorField=field,
+        moreInfo=MoreInfo(problems=errors if problems is None else problems, solutions=solutions or []),
+    )
+    return JSONResponse(body.model_dump(exclude_none=True), status, headers=headers)
 
 
 # Seconds a client is asked to wait, with a 503, before it tries again (Redis unavailable).

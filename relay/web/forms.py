@@ -3,7 +3,6 @@ of its body as Starlette parses every form (`Request.form`)."""
 
 from __future__ import annotations
 
-import ipaddress
 from urllib.parse import urlsplit
 
 from starlette.datastructures import UploadFile
@@ -14,8 +13,8 @@ from starlette.responses import Response
 from starlette.types import Message
 
 from relay.config import Config
-from relay.config.server import Network
 from relay.web.errors import error_response
+from relay.web.throttle import from_trusted_proxy
 
 MAX_FORM_BYTES = 16 * 1024
 
@@ -31,17 +30,9 @@ def same_origin(request: Request, config: Config) -> bool:
     if config.preferences.public_url:
         hosts.add(urlsplit(str(config.preferences.public_url)).netloc)
     forwarded = request.headers.get("x-forwarded-host", "").rsplit(",", 1)[-1].strip()
-    if forwarded and _from_trusted_proxy(request, config.server.trusted_networks()):
+    if forwarded and from_trusted_proxy(request, config.server.trusted_networks()):
         hosts.add(forwarded)
     return urlsplit(source).netloc in hosts - {""}
-
-
-def _from_trusted_proxy(request: Request, trusted: tuple[Network, ...]) -> bool:
-    try:
-        peer = ipaddress.ip_address(request.client.host if request.client else "")
-    except ValueError:
-        return False
-    return any(peer in network for network in trusted)
 
 
 FORM_MEDIA = ("application/x-www-form-urlencoded", "multipart/form-data")

@@ -28,7 +28,8 @@ ERRORS = {
 }
 WEBHOOK_SECURITY: list[dict[str, list[str]]] = [{"webhookToken": []}, {"webhookBasic": []}, {}]
 ADMIN_SECURITY: list[dict[str, list[str]]] = [{"adminToken": []}]
-_FIELDS = {"type": "object", "additionalProperties": {"type": "string"}}  # a form's fields
+# A form's fields, as a page's form posts them (`request_media=FORM`).
+FORM_FIELDS = {"type": "object", "additionalProperties": {"type": "string"}}
 
 
 @dataclass(frozen=True)
@@ -61,19 +62,6 @@ class Operation:
 
 def html_answer(description: str) -> Answer:
     return Answer(description, {"type": "string"}, HTML)
-
-
-def page_operation(
-    summary: str,
-    answers: dict[int, Answer],
-    security: list[dict[str, list[str]]],
-    tag: str,
-    errors: tuple[int, ...] = (),
-    form: bool = False,
-) -> Operation:
-    """A page's operation (HTML answers) or, with `form`, a form's (its fields posted URL-encoded)."""
-    fields = _FIELDS if form else None
-    return Operation(summary, answers, errors, fields, request_media=FORM, security=security, tags=(tag,))
 
 
 def operation_of(handler: Any) -> Operation | None:

@@ -56,15 +56,16 @@ def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
-def _trusted(address: str, networks: tuple[Network, ...]) -> bool:
-    ip = _ip(address)
-    return ip is not None and any(ip in net for net in networks)
+def from_trusted_proxy(request: Request, trusted: tuple[Network, ...]) -> bool:
+    """Whether the request's TCP peer is one of `server.trusted_proxies`."""
+    peer = _ip(request.client.host if request.client else "")
+    return peer is not None and any(peer in net for net in trusted)
 
 
 def client_address(request: Request, trusted: tuple[Network, ...]) -> str:
     """The address of the client behind `request` (see the module's docstring)."""
     address = request.client.host if request.client else ""
-    if not trusted or not _trusted(address, trusted):
+    if not from_trusted_proxy(request, trusted):
         return address
     hops = [hop for value in request.headers.getlist("x-forwarded-for") for hop in value.split(",")]
     for hop in reversed(hops):
@@ -87,16 +88,6 @@ def counted_as(address: str) -> str:
             return str(ip.ipv4_mapped)
         return str(ipaddress.ip_network(f"{ip}/64", strict=False))
     return str(ip)
-
-
-def throttled_response(seconds: int) -> Response:
-    return error_response(
-        429,
-        [f"too many refused credentials from this address; try again in {seconds} s"],
-        "Too many failed attempts: wait before trying again.",
-        solutions=[f"Wait {seconds} seconds (Retry-After), then try again with the right credentials."],
-        headers={"Retry-After": str(seconds)},
-    )
 
 
 class Guard:
@@ -130,8 +121,10 @@ class Guard:
     def _client(self, request: Request, server: ServerConfig) -> str:
         return counted_as(client_address(request, server.trusted_networks()))
 
-    async def wait(self, request: Request, surface: str) -> int | None:
-        """Seconds this request's client must wait on `surface` (None: go ahead)."""
+    async def check(
+        self, request: Request, surface: str, page: Callable[[int], Response] | None = None
+    ) -> Response | None:
+        """The 429 answer for a client over the limit on `surface`, else None; a browser gets `page(seconds)`."""
         server = self.server()
         limits = server.auth_failures
         client = self._client(request, server)
@@ -147,24 +140,21 @@ class Guard:
         except RedisError as exc:
             self._redis_down("%s: refused credentials not looked up, nothing throttled: Redis %s", surface, exc)
             return None
-        seconds = float(frees[0][1]) + limits.window - now
-        if seconds <= 0:
+        if (left := float(frees[0][1]) + limits.window - now) <= 0:
             return None
-        return max(1, math.ceil(seconds))
-
-    async def check(
-        self, request: Request, surface: str, page: Callable[[int], Response] | None = None
-    ) -> Response | None:
-        """The 429 answer for a client over the limit on `surface`, else None; a browser gets `page(seconds)`."""
-        seconds = await self.wait(request, surface)
-        if seconds is None:
-            return None
-        if page is None or "text/html" not in request.headers.get("accept", ""):
-            return throttled_response(seconds)
-        response = page(seconds)
-        response.status_code = 429
-        response.headers["Retry-After"] = str(seconds)
-        return response
+        seconds = max(1, math.ceil(left))
+        if page is not None and "text/html" in request.headers.get("accept", ""):
+            response = page(seconds)
+            response.status_code = 429
+            response.headers["Retry-After"] = str(seconds)
+            return response
+        return error_response(
+            429,
+            [f"too many refused credentials from this address; try again in {seconds} s"],
+            "Too many failed attempts: wait before trying again.",
+            solutions=[f"Wait {seconds} seconds (Retry-After), then try again with the right credentials."],
+            headers={"Retry-After": str(seconds)},
+        )
 
     async def failed(self, request: Request, surface: str, reason: str = "invalid credentials") -> None:
         """Count a refused credential of this request's client on `surface`; `reason` goes in the log."""

@@ -16,7 +16,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from relay.cli import main
-from relay.people.naming import NAME_WAIT
+from relay.people.pages import NAME_WAIT
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from tests.conftest import admin, post, run_worker, sample_notification

@@ -17,6 +17,7 @@ from redis.asyncio import Redis as AsyncRedis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.testclient import TestClient
 
 from relay.config import ServerConfig
@@ -318,11 +319,11 @@ def test_redis_unavailable_throttles_nobody(caplog: pytest.LogCaptureFixture) ->
 
     guard = Guard(down, lambda: config, system_clock)
 
-    async def run() -> int | None:
+    async def run() -> Response | None:
         request = _request(CLIENT, [])
         await guard.failed(request, "api")
         await guard.failed(request, "api")
-        return await guard.wait(request, "api")
+        return await guard.check(request, "api")
 
     with caplog.at_level(logging.WARNING):
         assert asyncio.run(run()) is None
