@@ -2,17 +2,19 @@
 SMTP sink (smtp_sink.py, aiosmtpd), one route, three arms taking turns within each round:
 
 - `none`: the route has no `thread`;
-- `many`: `thread: "{{ metadata.eventId }}"`, a conversation per notification (every message starts one: the
-  `in_order` gate's turn, the line joined and moved on, a Message-ID; nobody waits);
+- `many`: `thread: "{{ metadata.eventId }}"`, a conversation per notification (every message starts one: its
+  key rendered, the line joined, the `in_order` gate's turn, the line moved on; nobody waits);
 - `few`: `thread: "{{ body.thing }}"` over 4 values, so the messages of a key wait their turn (replies).
 
-For each arm, a fresh `relay serve` (its own embedded Redis) and, after a warm-up: P2-like latency, POST to the
-mail's arrival at the SMTP sink, p50/p99 of 200 notifications at 20/s (open loop, as run.py's P2); P4-like
-throughput, N one-message notifications posted at once (16 connections), deliveries per second from the first
-POST to the last mail. The bench's webhook sinks are not used: `thread` does nothing on a webhook channel.
+For each arm, a fresh `relay serve` (its own embedded Redis) and, after a warm-up: P2-like latency, POST to
+the mail's arrival at the SMTP sink, p50/p99 of 200 notifications at 20/s (`--rate`; open loop, as run.py's
+P2); P4-like throughput, N one-message notifications posted at once (16 connections), deliveries per second
+from the first POST to the last mail. The bench's webhook sinks are not used: `thread` does nothing on a
+webhook channel.
 
     .venv/bin/python bench/threads.py                  # 1 round, 1,000 notifications for throughput
     .venv/bin/python bench/threads.py --rounds 3 -n 2000
+    .venv/bin/python bench/threads.py --arms none,few --rate 5
 
 Prints each figure as it is measured, then a table of medians with ratios to `none`, and the load average before
 and after. Every process started here is stopped here.
@@ -82,21 +84,21 @@ def throughput(port: int, sink: MailSink, n: int) -> tuple[float, int, int]:
     return n / (end - start), sink.replies(), sum(c for s, c in statuses.items() if not 200 <= s < 300)
 
 
-def measure(procs: run.Procs, tmp: Path, sink: MailSink, thread: str | None, n: int) -> dict[str, float]:
+def measure(procs: run.Procs, tmp: Path, sink: MailSink, thread: str | None, n: int, rate: float) -> dict[str, float]:
     port = run.free_port()
     path = config(tmp, port, sink, thread)
     proc = procs.start([str(run.BIN / "relay"), "serve", "--config", str(path)], cwd=tmp)
     try:
         run.wait_until(lambda: run.http("GET", f"http://127.0.0.1:{port}/readyz")[0] == 200, 60, "relay serve")
         run._latency(port, sink, bodies(50), 50)  # warm-up
-        p50, p99, bad = run._latency(port, sink, bodies(200), 20)
+        p50, p99, bad = run._latency(port, sink, bodies(200), rate)
         light_replies = sink.replies()
-        rate, replies, bad2 = throughput(port, sink, n)
+        per_s, replies, bad2 = throughput(port, sink, n)
     finally:
         procs.stop(proc, 60)
     if bad or bad2:
         raise RuntimeError(f"relay answered non-2xx: {bad + bad2}")
-    return {"p50_ms": p50, "p99_ms": p99, "light_replies": light_replies, "per_s": rate, "replies": replies}
+    return {"p50_ms": p50, "p99_ms": p99, "light_replies": light_replies, "per_s": per_s, "replies": replies}
 
 
 def table(found: dict[str, dict[str, float]], n: int) -> str:
@@ -120,6 +122,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("-n", type=int, default=1000, help="notifications for the throughput (default 1,000)")
+    parser.add_argument("--rate", type=float, default=20, help="the light load's rate (default 20/s, as P2)")
     parser.add_argument("--arms", default=",".join(ARMS), help="which arms, comma-separated (default: all)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -133,7 +136,7 @@ def main() -> int:
         for r in range(args.rounds):
             print(f"round {r + 1}", flush=True)
             for arm, thread in arms.items():
-                found = measure(procs, tmp / f"{arm}-{r}", sink, thread, args.n)
+                found = measure(procs, tmp / f"{arm}-{r}", sink, thread, args.n, args.rate)
                 print(f"   {arm}: {json.dumps({k: round(v, 1) for k, v in found.items()})}", flush=True)
                 for key, value in found.items():
                     runs[arm].setdefault(key, []).append(value)
