@@ -12,8 +12,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from relay.core.clock import system_clock
+from relay.outages.sending import SLOT_LEAD, in_order
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
+from relay.storage.leases import SLOTS
 from tests.clock import ManualClock
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, wait_for
@@ -212,7 +214,7 @@ def test_what_waited_goes_out_oldest_first_within_the_channels_rate(
         channels={DOWN: {"url": sink.url("/down"), "rate": "5/s", "outage": {"after": 1, "probe": "30s"}}},
         routes=[{"channels": [DOWN]}],
         default={"channels": []},
-        worker_threads=4,  # the slots are booked in creation order when the channel is up: threads race for none
+        worker_threads=1,  # one sender: on a loaded machine, two sends late for their slots could race
         clock=clock,
     )
     sink.script["/down"] = [503]
@@ -262,3 +264,17 @@ def test_every_try_is_in_the_attempt_log_the_tripping_one_and_a_probe_marked_so(
     assert log[0]["outcome"] == "transient" and "probe" not in log[0]  # the try that tripped the channel
     probes = [e for d in details for e in d["attemptLog"] if e.get("probe")]
     assert probes and probes[0]["outcome"] == "transient", [d["attemptLog"] for d in details]  # marked as one
+
+
+def test_what_waited_is_booked_its_slots_in_creation_order(make_runtime: Callable[..., Runtime]) -> None:
+    """Issue 48: with a rate, the channel back up books each waiting delivery's slot oldest first (two workers'
+    threads booked them in the order they ran: 0, 2, 1, 4, 3, 5 at the sink), each due a second before it."""
+    channels = {DOWN: {"url": "json://127.0.0.1:9/", "rate": "5/s"}}
+    rt = make_runtime(channels=channels, routes=[{"channels": [DOWN]}], default={"channels": []})
+    waited = ("oldest", "second", "third", "newest")  # as the resuming script gives them, oldest first
+    now = rt.clock()
+    in_order(rt, DOWN, 5.0, waited)
+    due = rt.store.leases.due_times(list(waited))
+    slots = {k.decode(): float(v) for k, v in rt.redis.hgetall(SLOTS).items()}
+    assert [slots[i] - now for i in waited] == pytest.approx([0.0, 0.2, 0.4, 0.6], abs=0.05)
+    assert all(due[i] == pytest.approx(slots[i] - SLOT_LEAD) for i in waited)
