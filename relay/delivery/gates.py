@@ -150,7 +150,7 @@ def silenced_now(due: Due) -> Verdict | None:
     counted = (SILENCED, {"action": str(hit.silence.action)}) if fresh else None  # not a held one woken early
     if hit.skip:
         return Skipped(hit.reason, counted)
-    silences.holds(hit.silence.id, hit.until, record.id)
+    silences.holds(hit.silence.id, hit.until, record.id, due.now)
     return Held(hit.until, hit.reason, counted)
 
 

@@ -121,11 +121,12 @@ class Silences:
             pipe.execute()
         return len(old)
 
-    def holds(self, ident: str, until: float, delivery_id: str) -> None:
-        """`ident` holds the delivery (indexed before its state is stored: the index holds at least those)."""
+    def holds(self, ident: str, until: float, delivery_id: str, now: float) -> None:
+        """`ident` holds the delivery (indexed before its state is stored: the index holds at least those); kept
+        until the silence has long ended, counted from relay's clock (`now`), not Redis's."""
         pipe = self.redis.pipeline(transaction=True)
         pipe.sadd(held_key(ident), delivery_id)
-        pipe.expireat(held_key(ident), int(until + KEPT_EXPIRED))
+        pipe.expire(held_key(ident), max(1, int(until - now + KEPT_EXPIRED)))
         pipe.execute()
 
     def lets_go(self, ident: str, delivery_id: str) -> None:
