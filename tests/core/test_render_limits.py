@@ -65,7 +65,7 @@ def test_a_template_breaking_a_limit_falls_back_in_time_and_memory(
     assert TEXT in out.body
     assert len(out.body) < 10_000
     assert out.error is not None and reason in out.error, out.error
-    assert elapsed < deadline + 0.5
+    assert elapsed < deadline + 2.0  # stopped, not run its 25 s: room for a loaded machine (tracemalloc on)
     assert peak < MAX_PEAK
 
 
