@@ -45,7 +45,7 @@ def after_send(
     if gate.state == "resumed":
         log.info("channel up again: %d waiting deliveries go out", len(gate.resumed), extra=log_context(record))
         if channel is not None and channel.rate:  # due at their slots only (none due before: none overtakes)
-            in_order(rt, record.channel, channel.rate, gate.resumed)
+            book_slots(rt, record.channel, channel.rate, gate.resumed)
         rt.work.request_wake()  # they are due now
     if kind != TRANSIENT or gate.state != "down":
         return False
@@ -55,7 +55,7 @@ def after_send(
     return True
 
 
-def in_order(rt: Context, channel: str, rate: float, ids: tuple[str, ...]) -> None:
+def book_slots(rt: Context, channel: str, rate: float, ids: tuple[str, ...]) -> None:
     """What waited, oldest first, each with the channel's next rate slot booked now: sent in that order. Each is
     due a second before its slot (wake-ups come in whole seconds) and its try waits for the slot itself."""
     now = rt.clock()

@@ -12,7 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from relay.core.clock import system_clock
-from relay.outages.sending import SLOT_LEAD, in_order
+from relay.outages.sending import SLOT_LEAD, book_slots
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.storage.leases import SLOTS
@@ -273,7 +273,7 @@ def test_what_waited_is_booked_its_slots_in_creation_order(make_runtime: Callabl
     rt = make_runtime(channels=channels, routes=[{"channels": [DOWN]}], default={"channels": []})
     waited = ("oldest", "second", "third", "newest")  # as the resuming script gives them, oldest first
     now = rt.clock()
-    in_order(rt, DOWN, 5.0, waited)
+    book_slots(rt, DOWN, 5.0, waited)
     due = rt.store.leases.due_times(list(waited))
     slots = {k.decode(): float(v) for k, v in rt.redis.hgetall(SLOTS).items()}
     assert [slots[i] - now for i in waited] == pytest.approx([0.0, 0.2, 0.4, 0.6], abs=0.05)
