@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
+import time
 from typing import Any
 
 import pytest
@@ -12,6 +12,7 @@ from starlette.testclient import TestClient
 
 from relay.core.clock import system_clock
 from relay.delivery import attempt
+from relay.delivery.gates import SLOT_SLACK
 from relay.runtime.app import create_app
 from relay.runtime.bootstrap import Runtime
 from relay.storage.work_queue import QUEUE_NAME
@@ -40,10 +41,10 @@ def test_rate_limited_channel_spreads_sends_and_does_not_block_others(make_runti
     with TestClient(create_app(rt)) as client:
         for _ in range(6):
             assert post(client, one_message()).status_code == 202
+        started = time.monotonic()  # the sink's stamps are monotonic too
         run_worker(rt)
-        # The unlimited channel got everything at once; the limited one one send, the rest booked slots.
+        # The unlimited channel got everything at once; the limited one booked slots (below: none sent early).
         assert len(sink.at("/free")) == 6
-        assert len(sink.at("/limited")) == 1
 
         def drained() -> bool:
             run_scheduled(rt, due_only=True)
@@ -53,11 +54,10 @@ def test_rate_limited_channel_spreads_sends_and_does_not_block_others(make_runti
         wait_for(drained, timeout=15, interval=0.1)
         listing = admin(client, "/api/v1/deliveries?channel=slow-api").json()
     stamps = sorted(h.at for h in sink.at("/limited"))
-    gaps = [b - a for a, b in itertools.pairwise(stamps)]
-    # 4/s is one slot every 0.25 s: six sends span at least five slots from the first booking. A send
-    # leaves after its slot, never before, but may leave late (the first ones, in sender threads that
-    # are just starting, by up to a few tenths): hence the margin of two slots on the span.
-    assert stamps[-1] - stamps[0] >= 5 * 0.25 - 2 * 0.25, gaps
+    # 4/s is one slot every 0.25 s, booked from the first send on: the k-th send leaves at its slot or later
+    # (later on a loaded machine, never sooner), so at least k slots after the burst started.
+    early = [(k, round(at - started, 3)) for k, at in enumerate(stamps) if at - started < k * 0.25 - SLOT_SLACK]
+    assert not early, early
     assert all(d["state"] == "delivered" and d["attempts"] == 1 for d in listing)
 
 
