@@ -88,8 +88,8 @@ def _outage_off(value: Any) -> Any:
 
 
 class OutageConfig(ConfigModel):
-    """When a channel is down (relay.outages.model): after `after` transient failures in a row its deliveries
-    wait as held, and one is tried every `probe` (doubling up to 10 min) until one is delivered."""
+    """When a channel is down (relay.outages.model): after `after` transient failures in a row (and as many as its
+    recent successes) its deliveries wait as held, and one is tried every `probe` (doubling up to 10 min)."""
 
     after: int = Field(default=5, ge=1, le=1000)
     probe: Seconds = Field(default=30.0, ge=1, le=600)

@@ -1,9 +1,9 @@
 """Each channel's health in Redis, shared by every worker (the rules: `relay.outages.model`); every change is one
 script, so that workers never see the state diverge. Keys: `relay:channel:<name>` (hash: state, fails, since,
-lastError, lastSuccessAt, probeAt, probes), `relay:channel:<name>:waiting` (zset delivery id -> createdAt, oldest
-first), `relay:channel:<name>:m:<minute>` (hash: sends delivered `d`, failed `f`, durations per bucket `b<i>`; gone
-after an hour and a bit), `relay:channels` (the channels that ever sent, for the gauge). Times are relay's one clock
-(`relay.core.clock`), handed to each script as `clock`."""
+lastError, lastSuccessAt, probeAt, probes, okW, failW, wAt), `relay:channel:<name>:waiting` (zset delivery id ->
+createdAt, oldest first), `relay:channel:<name>:m:<minute>` (hash: sends delivered `d`, failed `f`, durations per
+bucket `b<i>`; gone after an hour and a bit), `relay:channels` (the channels that ever sent, for the gauge). Times
+are relay's one clock (`relay.core.clock`), handed to each script as `clock`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from redis import Redis
 
-from relay.outages.model import MAX_PROBE, OK, p95, probe_schedule
+from relay.outages.model import MAX_PROBE, OK, SHARE_HALF_LIFE, p95, probe_schedule
 from relay.storage.activity import HOUR_MINUTES
 from relay.storage.leases import READY
 from relay.storage.records import LATENCY_BUCKETS, PREFIX, _text
@@ -67,9 +67,10 @@ return {'down', h[1] or '', h[2] or '', num(due)}
 # After a send: count it (a minute's stats) and apply its outcome. A success: no failures in a row, and a
 # down channel is up, its waiting deliveries due again at their createdAt (so oldest first, before newer
 # work; with a rate, ARGV[12] 1, the caller makes them due at their slots): 'resumed', their ids oldest first.
-# A transient failure: one more in a row; at `after` the channel is down; a failed probe waits the next step; a
-# delivery that fails while the channel is down is held: 'down' (as `_GATE`). A permanent failure counts for
-# nothing (a down channel's next probe is its oldest waiting).
+# A transient failure: one more in a row; at `after`, and with failures at least as many as successes among the
+# recent sends (`okW`, `failW`: counts that halve every SHARE_HALF_LIFE, as of `wAt`), the channel is down; a
+# failed probe waits the next step; a delivery that fails while the channel is down is held: 'down' (as `_GATE`).
+# A permanent failure counts for nothing (a down channel's next probe is its oldest waiting).
 # KEYS: channel, waiting, ready, minute, channels. ARGV: clock, outcome, error, after, enabled, probe,
 # delivery id, createdAt, MAX_PROBE, duration bucket field, channel name, rated, the probe schedule...
 _NOTE = (
@@ -81,6 +82,11 @@ if ARGV[10] ~= '' then redis.call('HINCRBY', KEYS[4], ARGV[10], 1) end
 redis.call('EXPIRE', KEYS[4], @TTL@)
 redis.call('SADD', KEYS[5], ARGV[11])
 local state = redis.call('HGET', KEYS[1], 'state')
+local w = redis.call('HMGET', KEYS[1], 'okW', 'failW', 'wAt')
+local decay = math.min(1, 2 ^ (((tonumber(w[3]) or clock) - clock) / @HALF@))  -- a clock behind: no growth
+local ok_w, fail_w = (tonumber(w[1]) or 0) * decay, (tonumber(w[2]) or 0) * decay
+if kind == 'ok' then ok_w = ok_w + 1 elseif kind == 'transient' then fail_w = fail_w + 1 end
+redis.call('HSET', KEYS[1], 'okW', num(ok_w), 'failW', num(fail_w), 'wAt', ARGV[1])
 if kind == 'ok' then
   redis.call('HSET', KEYS[1], 'fails', 0, 'lastSuccessAt', ARGV[1])
   redis.call('ZREM', KEYS[2], id)
@@ -108,7 +114,7 @@ end
 local fails = redis.call('HINCRBY', KEYS[1], 'fails', 1)
 if ARGV[5] ~= '1' then return {'up'} end
 if state ~= 'down' then
-  if fails < tonumber(ARGV[4]) then return {'up'} end
+  if fails < tonumber(ARGV[4]) or fail_w < ok_w then return {'up'} end
   redis.call('HSET', KEYS[1], 'state', 'down', 'since', ARGV[1], 'probes', 0)
   redis.call('HSET', KEYS[1], 'probeAt', num(clock + step(12)))
 elseif ARGV[6] == '1' then
@@ -118,7 +124,7 @@ end
 local probe_at = tonumber(redis.call('HGET', KEYS[1], 'probeAt'))
 local due = hold(id, ARGV[8], probe_at, max)
 return {'down', redis.call('HGET', KEYS[1], 'since'), ARGV[3], num(due)}
-""".replace("@TTL@", str(MINUTE_TTL))
+""".replace("@TTL@", str(MINUTE_TTL)).replace("@HALF@", repr(SHARE_HALF_LIFE))
 )
 
 

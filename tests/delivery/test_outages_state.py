@@ -4,10 +4,12 @@ clock is a number handed in."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from redis import Redis
 
-from relay.outages.model import MAX_PROBE, OK, PERMANENT, TRANSIENT
+from relay.outages.model import MAX_PROBE, OK, PERMANENT, SHARE_HALF_LIFE, TRANSIENT
 from relay.outages.store import ChannelStates, Gate
 from relay.storage.leases import READY
 
@@ -133,3 +135,37 @@ def test_a_probe_that_ends_without_an_outcome_leaves_the_next_probe_to_the_oldes
     gate(states, T0 + 1, "old", created=T0 + 1)
     assert gate(states, T0 + 30, "p", created=T0).state == "probe"
     assert redis.zscore(READY, "old") == T0 + 60  # skipped, or its worker gone: `old` probes at the next time
+
+
+def sends(states: ChannelStates, start: float, per_second: float, outcomes: list[str]) -> list[Gate]:
+    """`outcomes` noted one after another at `per_second` from `start` (relay's clock, handed in)."""
+    return [note(states, kind, start + i / per_second, f"d{i}") for i, kind in enumerate(outcomes)]
+
+
+def test_a_flaky_channel_is_never_down_however_long_its_rows_of_failures_by_chance(states: ChannelStates) -> None:
+    # 20 sends a second for five minutes, one in ten failing at random, and every 25 s a row of 5 to 8 failures:
+    # what a channel failing 10% at random meets by chance (about once an hour at this rate, for a row of five).
+    chance = random.Random(48)
+    outcomes = [TRANSIENT if chance.random() < 0.1 else OK for _ in range(6000)]
+    for at in range(250, 6000, 500):
+        outcomes[at : at + 5 + at % 4] = [TRANSIENT] * (5 + at % 4)
+    gates = sends(states, T0, 20, outcomes)
+    assert {g.state for g in gates} == {"up"}
+    [health] = states.health([CH], T0 + 300)
+    assert not health.down and health.failed_last_hour >= 600
+
+
+def test_a_busy_channel_that_dies_is_down_within_seconds_and_a_quiet_one_at_the_fifth_failure(
+    states: ChannelStates,
+) -> None:
+    # A minute of successes at 20/s, then nothing but failures: down once the failures weigh as much as the
+    # successes of the last seconds (SHARE_HALF_LIFE), not at the fifth one.
+    gates = sends(states, T0, 20, [OK] * 1200 + [TRANSIENT] * 400)
+    first_down = next(i for i, g in enumerate(gates) if g.state == "down")
+    assert 0.8 * SHARE_HALF_LIFE <= (first_down - 1200) / 20 <= 1.2 * SHARE_HALF_LIFE
+
+    # Successes a minute old weigh almost nothing: the fifth failure in a row makes it down, as on a fresh channel.
+    other = ChannelStates(states.redis)
+    quiet = [other.note("quiet", OK, "", "q", T0, T0 + i, after=5, probe=30.0) for i in range(10)]
+    fails = [other.note("quiet", TRANSIENT, "e", f"f{i}", T0, T0 + 70 + i, after=5, probe=30.0) for i in range(5)]
+    assert {g.state for g in quiet} == {"up"} and [g.state for g in fails] == ["up"] * 4 + ["down"]
