@@ -1,7 +1,9 @@
-"""A fast local HTTP sink for the bench: answers every POST with 200, after 100 ms on /slow.
+"""A fast local HTTP sink for the bench: answers every POST with 200, after 100 ms on /slow; on /flaky, 503 to
+one send in ten at random and to a row of FLAKY_ROW every FLAKY_EVERY sends (the rows a 10% channel meets by chance).
 
 It records when each notification's token arrived (the token is in the message text), so the bench
-can measure POST-to-arrival latency. GET /count, GET /arrivals (JSON {token: unix time}), POST /reset.
+can measure POST-to-arrival latency (on /flaky: to its first try, answered 200 or not; `count` counts 200s).
+GET /count, GET /arrivals (JSON {token: unix time}), POST /reset.
 Run: python bench/sink.py PORT
 """
 
@@ -9,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import re
 import sys
 import time
 
 TOKEN = re.compile(rb"tok-([0-9a-f]+-[0-9]+-[0-9]+)")
 SLOW_SECONDS = 0.1
+FLAKY_SHARE, FLAKY_EVERY, FLAKY_ROW = 0.1, 400, 6
+CHANCE = random.Random(48)
 
 
 class State:
@@ -23,6 +28,7 @@ class State:
         self.arrivals: dict[str, float] = {}
         self.inflight = 0
         self.max_inflight = 0
+        self.flaky_tries = 0
 
 
 STATE = State()
@@ -61,10 +67,16 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
                 if path.startswith(b"/slow"):
                     await asyncio.sleep(SLOW_SECONDS)
                 STATE.inflight -= 1
-                STATE.count += 1
                 found = TOKEN.search(body)
                 if found:
                     STATE.arrivals.setdefault(found.group(1).decode(), arrived)
+                if path.startswith(b"/flaky"):
+                    STATE.flaky_tries += 1
+                    if STATE.flaky_tries % FLAKY_EVERY >= FLAKY_EVERY - FLAKY_ROW or CHANCE.random() < FLAKY_SHARE:
+                        writer.write(_answer(b"{}", "503 Service Unavailable"))
+                        await writer.drain()
+                        continue
+                STATE.count += 1
                 writer.write(_answer(b"{}"))
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError, ValueError):
