@@ -26,8 +26,8 @@ from relay.core.names import channel_label, clean_name, readable_ref
 from relay.people.view import DAYS, apply_switches, hours_form, hours_from_form, other_opt_outs, rows, zone_choices
 from relay.preferences.model import Preference, PreferenceError, human_kind
 from relay.preferences.store import SEEN_DAYS, Preferences
-from relay.web.errors import RETRY_AFTER, error_response
-from relay.web.forms import FormRefused, read_form, same_origin
+from relay.web.errors import RETRY_AFTER, Answered, error_response
+from relay.web.forms import read_form, same_origin
 from relay.web.html import secure_page, templates
 from relay.web.links import (
     PREFERENCES_PATH,
@@ -103,10 +103,7 @@ class PeoplePages:
         (403, 404, 410, 429, 503),
     )
     async def preferences(self, request: Request) -> Response:
-        found = await self._link(request, SCOPE_PREFERENCES)
-        if isinstance(found, Response):
-            return found
-        link, token = found
+        link, token = await self._link(request, SCOPE_PREFERENCES)
         try:
             return await self._preferences_page(token, link.person, saved=request.query_params.get("saved") == "1")
         except RedisError:
@@ -119,14 +116,8 @@ class PeoplePages:
         form=True,
     )
     async def save(self, request: Request) -> Response:
-        found = await self._link(request, SCOPE_PREFERENCES)
-        if isinstance(found, Response):
-            return found
-        link, token = found
-        try:
-            form = await read_form(request, MAX_FIELDS)
-        except FormRefused as exc:
-            return exc.answer()
+        link, token = await self._link(request, SCOPE_PREFERENCES)
+        form = await read_form(request, MAX_FIELDS)
         if not _from_page(request, dict(form), self.settings(), token):
             return error_response(403, ["the form did not come from this page"], "Reload the page and save again.")
         try:
@@ -180,10 +171,7 @@ class PeoplePages:
         (403, 404, 410, 429, 503),
     )
     async def confirm(self, request: Request) -> Response:
-        found = await self._link(request, SCOPE_UNSUBSCRIBE)
-        if isinstance(found, Response):
-            return found
-        link, token = found
+        link, token = await self._link(request, SCOPE_UNSUBSCRIBE)
         try:
             pref = await run_in_threadpool(self.store.get, link.person)
         except RedisError:
@@ -198,15 +186,8 @@ class PeoplePages:
         form=True,
     )
     async def unsubscribe(self, request: Request) -> Response:
-        found = await self._link(request, SCOPE_UNSUBSCRIBE)
-        if isinstance(found, Response):
-            return found
-        link, token = found
-        try:
-            form = await read_form(request, 20)
-        except FormRefused as exc:
-            return exc.answer()
-        values = dict(form)
+        link, token = await self._link(request, SCOPE_UNSUBSCRIBE)
+        values = dict(await read_form(request, 20))
         at = self.clock()
         try:
             if values.get("List-Unsubscribe") == "One-Click":
@@ -270,23 +251,24 @@ class PeoplePages:
             preferences=PREFERENCES_PATH + prefs_token,
         )
 
-    async def _link(self, request: Request, scope: str) -> tuple[Link, str] | Response:
-        """The signed link, or the error answer; an expired one is not counted to a 429: people click old mail."""
+    async def _link(self, request: Request, scope: str) -> tuple[Link, str]:
+        """The signed link; else Answered, the refusal. An expired one is not counted to a 429: people click old
+        mail."""
         prefs = self.settings().preferences
         token = str(request.path_params.get("token", ""))
         if not prefs.secret:
-            return _refused(request, 404, "Preferences are not enabled on this relay.")
+            raise Answered(_refused(request, 404, "Preferences are not enabled on this relay."))
         surface = PREFERENCES if scope == SCOPE_PREFERENCES else UNSUBSCRIBE
         if self.guard is not None:
             throttled = await self.guard.check(request, surface)
             if throttled is not None:
-                return throttled
+                raise Answered(throttled)
         try:
             return read_token(prefs.secret, token, scope, self.clock(), prefs.link_ttl), token
         except LinkRefused as exc:
             if self.guard is not None and exc.status == 403:
                 await self.guard.failed(request, surface, "invalid link")
-            return _refused(request, exc.status, exc.message)
+            raise Answered(_refused(request, exc.status, exc.message)) from None
 
 
 _NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
