@@ -11,7 +11,7 @@ import hmac
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -48,6 +48,7 @@ NAME_WAIT = 1.0  # seconds a page waits for a person's name
 _env = templates("relay.people", "templates")
 
 NameOf = Callable[[str], str | None]
+T = TypeVar("T")
 
 
 async def shown_name(name_of: NameOf | None, person: str) -> str:
@@ -104,10 +105,7 @@ class PeoplePages:
     )
     async def preferences(self, request: Request) -> Response:
         link, token = await self._link(request, SCOPE_PREFERENCES)
-        try:
-            return await self._preferences_page(token, link.person, saved=request.query_params.get("saved") == "1")
-        except RedisError:
-            return _unavailable()
+        return await self._preferences_page(token, link.person, saved=request.query_params.get("saved") == "1")
 
     @_operation(
         "Save a person's preference page (form fields `csrf`, `row`, `on`, `hours`, `day`, `start`, `end`, `zone`)",
@@ -133,9 +131,7 @@ class PeoplePages:
             return True
 
         try:
-            await run_in_threadpool(self.store.update, link.person, change, self.clock())
-        except RedisError:
-            return _unavailable()
+            await _off_loop(lambda: self.store.update(link.person, change, self.clock()))
         except PreferenceError as exc:  # nothing stored: one that could not be read back
             return await self._preferences_page(token, link.person, problem=f"Not saved: {exc.message}.", status=422)
         log.info("preferences saved from the preference page")
@@ -144,7 +140,7 @@ class PeoplePages:
     async def _preferences_page(
         self, token: str, person: str, saved: bool = False, problem: str | None = None, status: int = 200
     ) -> Response:
-        pref, sent = await run_in_threadpool(lambda: (self.store.get(person), self.store.sent(person, self.clock())))
+        pref, sent = await _off_loop(lambda: (self.store.get(person), self.store.sent(person, self.clock())))
         name = await shown_name(self.name_of, person)
         config = self.settings()
         shown, hours = rows(config, pref, sent), hours_form(pref.activeHours if pref else None)
@@ -172,10 +168,7 @@ class PeoplePages:
     )
     async def confirm(self, request: Request) -> Response:
         link, token = await self._link(request, SCOPE_UNSUBSCRIBE)
-        try:
-            pref = await run_in_threadpool(self.store.get, link.person)
-        except RedisError:
-            return _unavailable()
+        pref = await _off_loop(lambda: self.store.get(link.person))
         opted = pref is not None and pref.opted_out(link.kind, link.channel) is not None
         return self._unsubscribe_page(link, token, opted, None, await shown_name(self.name_of, link.person))
 
@@ -189,33 +182,28 @@ class PeoplePages:
         link, token = await self._link(request, SCOPE_UNSUBSCRIBE)
         values = dict(await read_form(request, 20))
         at = self.clock()
-        try:
-            if values.get("List-Unsubscribe") == "One-Click":
-                problem = await run_in_threadpool(self._opt_out, link, at)
-                if problem is not None:
-                    return error_response(
-                        409,
-                        [f"the opt-out cannot be stored: {problem}"],
-                        "You are not unsubscribed: relay cannot keep this choice with the others you made.",
-                        solutions=["Use the link to your preference page, or ask your support desk."],
-                        headers=_NO_STORE,
-                    )
-                log.info("one-click unsubscribe")
-                return self._unsubscribe_page(link, token, True, "out", await shown_name(self.name_of, link.person))
-            if values.get("undo"):
-                if not _from_page(request, values, self.settings(), token):
-                    return error_response(
-                        403, ["the form did not come from this page"], "Reload the page and try again."
-                    )
-                # Where they stand now: another opt-out (a pattern of theirs, say) may still hold this kind.
-                pref = await run_in_threadpool(
-                    self.store.update, link.person, lambda p: p.without_opt_out(link.kind, link.channel), at
+        if values.get("List-Unsubscribe") == "One-Click":
+            problem = await _off_loop(lambda: self._opt_out(link, at))
+            if problem is not None:
+                return error_response(
+                    409,
+                    [f"the opt-out cannot be stored: {problem}"],
+                    "You are not unsubscribed: relay cannot keep this choice with the others you made.",
+                    solutions=["Use the link to your preference page, or ask your support desk."],
+                    headers=_NO_STORE,
                 )
-                still = pref.opted_out(link.kind, link.channel) is not None
-                name = await shown_name(self.name_of, link.person)
-                return self._unsubscribe_page(link, token, still, "in" if not still else None, name)
-        except RedisError:
-            return _unavailable()
+            log.info("one-click unsubscribe")
+            return self._unsubscribe_page(link, token, True, "out", await shown_name(self.name_of, link.person))
+        if values.get("undo"):
+            if not _from_page(request, values, self.settings(), token):
+                return error_response(403, ["the form did not come from this page"], "Reload the page and try again.")
+            # Where they stand now: another opt-out (a pattern of theirs, say) may still hold this kind.
+            pref = await _off_loop(
+                lambda: self.store.update(link.person, lambda p: p.without_opt_out(link.kind, link.channel), at)
+            )
+            still = pref.opted_out(link.kind, link.channel) is not None
+            name = await shown_name(self.name_of, link.person)
+            return self._unsubscribe_page(link, token, still, "in" if not still else None, name)
         return error_response(
             400,
             ["the body is neither List-Unsubscribe=One-Click nor an undo"],
@@ -289,11 +277,17 @@ def _refused(request: Request, status: int, message: str) -> Response:
     return error_response(status, [reason], message, headers=_NO_STORE)
 
 
-def _unavailable() -> Response:
-    return error_response(
-        503,
-        ["Redis is unavailable"],
-        "Your preferences cannot be read right now.",
-        solutions=["Try again in a minute."],
-        headers={"Retry-After": RETRY_AFTER, **_NO_STORE},
-    )
+async def _off_loop(call: Callable[[], T]) -> T:
+    """`call()` off the event loop; when Redis fails under it, Answered: the 503."""
+    try:
+        return await run_in_threadpool(call)
+    except RedisError:
+        raise Answered(
+            error_response(
+                503,
+                ["Redis is unavailable"],
+                "Your preferences cannot be read right now.",
+                solutions=["Try again in a minute."],
+                headers={"Retry-After": RETRY_AFTER, **_NO_STORE},
+            )
+        ) from None
