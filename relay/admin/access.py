@@ -18,7 +18,7 @@ from starlette.responses import Response
 from relay.config import Config
 from relay.core.numbers import non_finite_at
 from relay.web.auth import admin_allowed
-from relay.web.errors import RETRY_AFTER, error_response, is_json
+from relay.web.errors import RETRY_AFTER, Answered, error_response, is_json
 from relay.web.forms import bounded_body
 from relay.web.operation import ADMIN_SECURITY, operation_of
 from relay.web.throttle import API, Guard
@@ -82,38 +82,46 @@ async def json_object(
     limit: int | None = None,
     empty: dict[str, Any] | None = None,
     solution: str = "Send any of ids, eventId, kind, channel, since.",
-) -> dict[str, Any] | Response:
-    """The request's JSON object (an empty body: `empty`, when given), or the 413, 415 or 422 answer."""
+) -> dict[str, Any]:
+    """The request's JSON object (an empty body: `empty`, when given); else Answered: 400, 413, 415 or 422."""
     try:
         raw = await (request.body() if limit is None else bounded_body(request, limit))
     except ClientDisconnect:
-        return error_response(400, ["the client closed the connection"], f"The {what} request was not received.")
+        raise Answered(
+            error_response(400, ["the client closed the connection"], f"The {what} request was not received.")
+        ) from None
     if raw is None:
-        return error_response(413, [f"the body is over {limit} bytes"], f"The {what} request is too large.")
+        raise Answered(error_response(413, [f"the body is over {limit} bytes"], f"The {what} request is too large."))
     content_type = request.headers.get("content-type")
     if raw.strip() and not is_json(content_type or ""):
         # A form or a typeless fetch of another site can post text/plain, form data or no type at all, never
         # JSON without a preflight: insisting on JSON keeps an open (token-less) admin API safe from them.
-        return error_response(
-            415,
-            [f"content type {content_type!r} is not JSON" if content_type else "the body has no content type"],
-            f"The {what} request must be JSON.",
-            solutions=["Send the body with Content-Type: application/json."],
+        raise Answered(
+            error_response(
+                415,
+                [f"content type {content_type!r} is not JSON" if content_type else "the body has no content type"],
+                f"The {what} request must be JSON.",
+                solutions=["Send the body with Content-Type: application/json."],
+            )
         )
     try:
         body = empty if empty is not None and not raw.strip() else json.loads(raw)
         if not isinstance(body, dict):
             raise ValueError("the body must be a JSON object")
     except ValueError as exc:
-        return error_response(422, [str(exc)], f"Invalid {what} request: {exc}", solutions=[solution])
+        raise Answered(
+            error_response(422, [str(exc)], f"Invalid {what} request: {exc}", solutions=[solution])
+        ) from None
     # json.loads takes NaN and Infinity, and reads 1e400 as infinity: none of them is a number to store.
     path = non_finite_at(body)
     if path is not None:
-        return error_response(
-            422,
-            [f"{path}: not a finite number (NaN, Infinity, or past the range of a double, like 1e400)"],
-            f"Invalid {what} request: {path} is not a finite number.",
-            field=path,
-            solutions=[solution],
+        raise Answered(
+            error_response(
+                422,
+                [f"{path}: not a finite number (NaN, Infinity, or past the range of a double, like 1e400)"],
+                f"Invalid {what} request: {path} is not a finite number.",
+                field=path,
+                solutions=[solution],
+            )
         )
     return body

@@ -200,8 +200,6 @@ class AdminApi:
         """A replay (of failed deliveries) or a release (of held ones): how many went, and those named that did not."""
         what, done = ("replay", "replayed") if state is State.FAILED else ("release", "released")
         body = await json_object(request, what, empty={})
-        if isinstance(body, Response):
-            return body
         try:
             wanted = (ReplayRequest if state is State.FAILED else ReleaseRequest).model_validate(body)
         except ValidationError as exc:

@@ -84,16 +84,6 @@ def read_detail(store: Store, delivery_id: str) -> tuple[Record, dict[str, Any]]
     return record, detail(record, given)
 
 
-def unknown(delivery_id: str) -> Response:
-    return error_response(
-        404,
-        [f"no delivery with id {delivery_id!r}"],
-        "That delivery is unknown or has expired.",
-        field="deliveryId",
-        solutions=["Check the id (GET /api/v1/deliveries lists them); records are kept for the configured retention."],
-    )
-
-
 class DeliveryApi:
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -107,5 +97,13 @@ class DeliveryApi:
         delivery_id = request.path_params["deliveryId"]
         found = await run_in_threadpool(read_detail, self.store, delivery_id)
         if found is None:
-            return unknown(delivery_id)
+            return error_response(
+                404,
+                [f"no delivery with id {delivery_id!r}"],
+                "That delivery is unknown or has expired.",
+                field="deliveryId",
+                solutions=[
+                    "Check the id (GET /api/v1/deliveries lists them); records are kept for the configured retention."
+                ],
+            )
         return JSONResponse(found[1])

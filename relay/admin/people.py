@@ -85,8 +85,6 @@ class PeopleApi:
     async def put(self, request: Request) -> Response:
         person = _person(request)
         data = await json_object(request, "preferences", MAX_BODY, solution="Send the preferences as a JSON object.")
-        if isinstance(data, Response):
-            return data
         data.pop("person", None)  # as GET answers it: the path names the person
         data.pop("updatedAt", None)
         try:

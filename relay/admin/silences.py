@@ -158,8 +158,6 @@ class SilencesApi:
     )
     async def create(self, request: Request) -> Response:
         body = await json_object(request, "silence", MAX_BODY, solution="Send matchers, endsAt or duration, ...")
-        if isinstance(body, Response):
-            return body
         try:
             wanted = SilenceRequest.model_validate(body)
             now = self.clock()

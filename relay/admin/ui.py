@@ -1,31 +1,33 @@
 """The admin page at /ui: notifications and their deliveries, failures with replay, held deliveries with
-release, counters. Channel URLs and secrets are never shown, only channels' names."""
+release, silences, counters, one delivery in full. Channel URLs and secrets are never shown, only channels'
+names."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote
 
-from redis.exceptions import RedisError
-from starlette.concurrency import run_in_threadpool
+from pydantic import ValidationError
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
 
 from relay.admin.channels import channel_rows
+from relay.admin.detail import read_detail
+from relay.admin.silences import SilenceError, SilenceRequest, create, expire, refusal
 from relay.admin.ui_chart import HEIGHT, WIDTH, chart
 from relay.admin.ui_query import PageQuery, back_query
-from relay.admin.ui_render import THROTTLED, error_page, page_operation, posted, render, viewed
+from relay.admin.ui_render import THROTTLED, page_operation, posted, render, viewed
 from relay.admin.ui_session import (
     COOKIE,
+    PageAccess,
     clear_session,
     csrf_ok,
     csrf_token,
     matching_token,
     new_session,
     read_form,
-    same_origin,
     session_parts,
     session_valid,
     set_session,
@@ -33,18 +35,19 @@ from relay.admin.ui_session import (
 from relay.admin.ui_view import DELIVERIES_OF_ONE, PageData, anchor
 from relay.config import Config
 from relay.core.model import State
-from relay.storage.sessions import EndedSessions
+from relay.silences.store import Silences
 from relay.storage.work_queue import WorkQueue
-from relay.web.auth import admin_allowed, admin_token_offered
+from relay.web.errors import Answered
+from relay.web.forms import same_origin
 from relay.web.operation import Answer, html_answer
-from relay.web.throttle import API, UI, Guard
+from relay.web.throttle import UI, Guard
 
 log = logging.getLogger("relay.admin.ui")
-T = TypeVar("T")
+_SILENCED = "Done: back to the page's silences"
 
 
-class AdminPage:
-    """The page's handlers; the config is read at each request (a reload changes the tokens)."""
+class AdminPage(PageAccess):
+    """The page's handlers: who may see or press what is `PageAccess`'s, a refusal raised as its answer."""
 
     def __init__(
         self,
@@ -54,79 +57,11 @@ class AdminPage:
         clock: Callable[[], float],
         guard: Guard,
     ) -> None:
-        self.data, self.work, self.config, self.clock, self.guard = data, work, config, clock, guard
-        self.sessions = EndedSessions(data.redis)
-
-    def tokens(self) -> list[str]:
-        return self.config().server.admin_tokens
-
-    async def header_auth(self, request: Request) -> bool | Response:
-        """The admin API's header credentials (scripts): a wrong one counts on the API's surface, and its 429."""
-        if not self.tokens() or not admin_token_offered(request.headers):
-            return False
-        if (throttled := await self.guard.check(request, API, page=self.throttled_page)) is not None:
-            return throttled
-        if admin_allowed(self.config().server, request.headers):
-            return True
-        await self.guard.failed(request, API, "no valid admin token (admin page)")
-        return False
-
-    def throttled_page(self, seconds: int) -> HTMLResponse:
-        return self.error(
-            429,
-            "Too many failed attempts",
-            f"Too many wrong admin tokens came from your address. Wait {seconds} seconds, then try again.",
-        )
-
-    async def session_of(self, request: Request) -> str | None:
-        """The request's cookie, signed, unexpired and not logged out of (RedisError: that is unknown)."""
-        value = request.cookies.get(COOKIE)
-        if not session_valid(self.tokens(), value, self.clock()):
-            return None
-        parts = session_parts(value)
-        # An open session (no admin token) is anyone's to make: there is nothing to log out of.
-        if parts is not None and self.tokens() and await run_in_threadpool(self.sessions.ended, parts[1]):
-            return None
-        return value
-
-    def sessions_unknown(self, exc: RedisError) -> HTMLResponse:
-        log.warning("admin page: sessions unreadable, Redis unavailable (%s)", type(exc).__name__)
-        return self.redis_down("relay cannot check your session right now. Try again shortly.")
-
-    def error(self, status: int, title: str, message: str, headers: dict[str, str] | None = None) -> HTMLResponse:
-        return error_page(self.clock(), status, title, message, headers)
-
-    async def viewing_session(self, request: Request) -> tuple[str | None, str | None] | Response:
-        """(the session or None with the API's header, a fresh one to set), else the answer (login, 429, 503)."""
-        try:
-            session = await self.session_of(request)
-        except RedisError as exc:
-            return self.sessions_unknown(exc)
-        if session is not None:
-            return session, None
-        by_header = await self.header_auth(request)
-        if isinstance(by_header, Response):
-            return by_header
-        if by_header:
-            return None, None
-        if self.tokens():
-            return RedirectResponse("/ui/login", 303)
-        fresh = new_session(None, self.clock())
-        return fresh, fresh
-
-    def redis_down(self, message: str) -> HTMLResponse:
-        return self.error(503, "Redis is unavailable", message, headers={"Retry-After": "5"})
-
-    async def read(self, load: Callable[[], T]) -> T | Response:
-        """`load()` off the event loop, or the 503 page when Redis fails under it."""
-        try:
-            return await run_in_threadpool(load)
-        except RedisError as exc:
-            log.warning("admin page: Redis unavailable (%s)", type(exc).__name__)
-            return self.redis_down("relay cannot read its records right now. Try again shortly.")
+        super().__init__(data.redis, config, clock, guard)
+        self.data, self.work = data, work
 
     def show(self, request: Request, viewing: tuple[str | None, str | None], name: str, **context: Any) -> Response:
-        """The page `name`, for the session `viewing_session` found (and set, when fresh)."""
+        """The page `name`, for the session `viewing` found (and set, when fresh)."""
         session, fresh = viewing
         response = render(
             name,
@@ -146,21 +81,16 @@ class AdminPage:
         viewed("The page", {400: "Invalid query"}),
     )
     async def page(self, request: Request) -> Response:
-        viewing = await self.viewing_session(request)
-        if isinstance(viewing, Response):
-            return viewing
+        viewing = await self.viewing(request)
         try:
             query = PageQuery.of_query(request.query_params)
         except ValueError:
             return self.error(
                 400, "Invalid query", "limit must be a number of notifications; before a timestamp; state a state."
             )
-        found = await self.read(
+        data, channels = await self.read(
             lambda: (self.data.page(query), channel_rows(self.data.redis, self.config(), self.clock()))
         )
-        if isinstance(found, Response):
-            return found
-        data, channels = found
         return self.show(
             request,
             viewing,
@@ -178,13 +108,30 @@ class AdminPage:
             view_max=DELIVERIES_OF_ONE,
         )
 
+    @page_operation(
+        "One delivery: its record, the log of its tries, the message it sent",
+        viewed("The delivery", {404: "No such delivery"}),
+    )
+    async def delivery(self, request: Request) -> Response:
+        viewing = await self.viewing(request)
+        found = await self.read(lambda: read_detail(self.data.store, request.path_params["deliveryId"]))
+        if found is None:
+            return self.error(404, "No such delivery", "That delivery is unknown, or its record has expired.")
+        record, shown = found
+        return self.show(
+            request,
+            viewing,
+            "delivery.html.j2",
+            d=shown,
+            tries=record.attemptLog,  # as stored: `at` in epoch seconds, for the page's own time formats
+            created=record.createdAt,
+            updated=record.updatedAt,
+        )
+
     @page_operation("The login form", {200: html_answer("The form"), 303: Answer("Logged in already, or open: to /ui")})
     async def login_form(self, request: Request) -> Response:
-        try:
-            if not self.tokens() or await self.session_of(request) is not None:
-                return RedirectResponse("/ui", 303)
-        except RedisError as exc:
-            return self.sessions_unknown(exc)
+        if not self.tokens() or await self.session_of(request) is not None:
+            return RedirectResponse("/ui", 303)
         return render("login.html.j2", self.clock(), error=None)
 
     @page_operation(
@@ -205,8 +152,6 @@ class AdminPage:
         if (throttled := await self.guard.check(request, UI, page=self.throttled_page)) is not None:
             return throttled
         form = await read_form(request)
-        if isinstance(form, Response):
-            return form
         token = matching_token(self.tokens(), form.get("token", ""))
         if token is None:
             await self.guard.failed(request, UI, "not an admin token")
@@ -228,47 +173,24 @@ class AdminPage:
         response = RedirectResponse("/ui/login" if self.tokens() else "/ui", 303)
         session = request.cookies.get(COOKIE)
         form = await read_form(request)
-        if isinstance(form, Response):
-            return form
         if not (session and same_origin(request, self.config()) and csrf_ok(session, form)):
             return self.error(403, "Forbidden", "Log out from the admin page itself.")
         parts = session_parts(session)
         if parts is not None and self.tokens() and session_valid(self.tokens(), session, self.clock()):
-            try:  # Ended in Redis, not only forgotten by this browser: a copy of the cookie opens nothing either.
-                await run_in_threadpool(self.sessions.end, parts[1], parts[0], self.clock())
-            except RedisError as exc:
-                log.warning("admin page: logout failed, Redis unavailable (%s)", type(exc).__name__)
-                return self.redis_down("You are still logged in: relay cannot end the session right now. Retry.")
+            # Ended in Redis, not only forgotten by this browser: a copy of the cookie opens nothing either.
+            expiry, nonce, _ = parts
+            unended = "You are still logged in: relay cannot end the session right now. Retry."
+            await self.read(lambda: self.sessions.end(nonce, expiry, self.clock()), unended)
         clear_session(response, request)
         return response
 
-    async def posted_form(self, request: Request, what: str) -> dict[str, str] | Response:
-        """A button's form, from a session with its CSRF token and this origin, or with the API's header."""
-        by_header = await self.header_auth(request)
-        if isinstance(by_header, Response):
-            return by_header
-        try:
-            session = None if by_header else await self.session_of(request)
-        except RedisError as exc:
-            return self.sessions_unknown(exc)
-        if not by_header and session is None:
-            if self.tokens():
-                return self.error(401, "Not logged in", f"Your session has ended: log in again, then {what}.")
-            return self.error(403, "Forbidden", f"{what.capitalize()} from the admin page itself (reload it first).")
-        form = await read_form(request)
-        if isinstance(form, Response):
-            return form
-        if not by_header and (not same_origin(request, self.config()) or session is None or not csrf_ok(session, form)):
-            return self.error(
-                403, "Forbidden", f"The {what} was not sent from this relay's own page. Reload it and retry."
-            )
-        return form
-
-    def one_target(self, values: Mapping[str, str], verb: str) -> tuple[str | None, str | None] | Response:
-        """The delivery (`id`) or the notification (`eventId`) a button is about, or the 400 page."""
+    def one_target(self, values: Mapping[str, str], verb: str) -> tuple[str | None, str | None]:
+        """The delivery (`id`) or the notification (`eventId`) a button is about; else Answered, the 400 page."""
         delivery_id, event_id = values.get("id", "").strip() or None, values.get("eventId", "").strip() or None
         if (delivery_id is None) == (event_id is None):
-            return self.error(400, "Invalid request", f"{verb} one delivery (id) or one notification (eventId).")
+            raise Answered(
+                self.error(400, "Invalid request", f"{verb} one delivery (id) or one notification (eventId).")
+            )
         return delivery_id, event_id
 
     async def act(
@@ -276,17 +198,8 @@ class AdminPage:
     ) -> Response:
         """A replay or release button: `run` on its target, then back to the page with its notice."""
         form = await self.posted_form(request, verb)
-        if isinstance(form, Response):
-            return form
-        target = self.one_target(form, verb.capitalize())
-        if isinstance(target, Response):
-            return target
-        delivery_id, event_id = target
-        try:
-            count, owner = await run_in_threadpool(run, delivery_id, event_id)
-        except RedisError as exc:
-            log.warning("admin page: %s failed, Redis unavailable (%s)", verb, type(exc).__name__)
-            return self.error(503, "Redis is unavailable", f"Nothing was {done}. Try again shortly.")
+        delivery_id, event_id = self.one_target(form, verb.capitalize())
+        count, owner = await self.read(lambda: run(delivery_id, event_id), f"Nothing was {done}. Try again shortly.")
         noun = "held deliveries" if verb == "release" else "deliveries"
         extra = {"eventId": owner, **({"deliveryId": delivery_id} if delivery_id else {})}
         log.info("admin page: %s %d %s", done, count, noun, extra=extra)
@@ -300,6 +213,75 @@ class AdminPage:
     async def replay(self, request: Request) -> Response:
         attempts = self.config().retry.attempts
         return await self.act(request, "replay", "replayed", lambda d, e: self.data.replay(self.work, attempts, d, e))
+
+    @page_operation(
+        "What a release would send now: one held delivery (query `id`) or a notification's (`eventId`)",
+        viewed("The confirmation, with the Release button", {400: "Not one target"}),
+    )
+    async def confirm_release(self, request: Request) -> Response:
+        """With no JavaScript, a page of its own, counted by a dry run of the release."""
+        viewing = await self.viewing(request)
+        target = self.one_target(request.query_params, "Release")
+        data = self.data
+        rows, count = await self.read(
+            lambda: (data.held_of(*target), data.release(self.work, *target, dry_run=True)[0])
+        )
+        return self.show(
+            request,
+            viewing,
+            "release.html.j2",
+            rows=rows,
+            count=count,
+            delivery_id=target[0],
+            event_id=target[1],
+            view=(request.query_params.get("view") or "").strip() or None,
+            back_query=back_query(request.query_params),
+        )
+
+    @page_operation(
+        "Send held deliveries now: one (form field `id`) or a notification's (`eventId`); `csrf` with a session",
+        posted("Released: back to the page", {400: "Not one target"}),
+        form=True,
+    )
+    async def release(self, request: Request) -> Response:
+        return await self.act(request, "release", "released", lambda d, e: self.data.release(self.work, d, e))
+
+    @page_operation(
+        "Add a silence: `matchers` (one a line), `duration`, `comment`, `createdBy`, `action`; `csrf`",
+        posted(_SILENCED, {422: "Not a silence: the page says which field"}),
+        form=True,
+    )
+    async def add_silence(self, request: Request) -> Response:
+        form = await self.posted_form(request, "silence")
+        body = {
+            "matchers": [line.strip() for line in form.get("matchers", "").splitlines() if line.strip()],
+            "duration": form.get("duration", "").strip() or None,
+            "createdBy": form.get("createdBy", "").strip() or "admin page",
+            "comment": form.get("comment", "").strip(),
+            "action": "skip" if form.get("action") == "skip" else "hold",
+        }
+        now, silences, retention = self.clock(), Silences(self.data.redis), self.data.store.retention
+        try:
+            wanted = SilenceRequest.model_validate(body)
+            silence, _ = await self.read(
+                lambda: create(silences, wanted, now, retention), "No silence was added. Try again shortly."
+            )
+        except (ValidationError, SilenceError) as exc:
+            return self.error(422, "Not a silence", refusal(exc))
+        log.info("admin page: silence %s added by %s: %s", silence.id, silence.createdBy, silence.comment)
+        return RedirectResponse("/ui?added=1#silence-notice", 303)  # the notice where the page lands
+
+    @page_operation("Expire a silence now (form field `id`); `csrf`", posted(_SILENCED, {}), form=True)
+    async def expire_silence(self, request: Request) -> Response:
+        form = await self.posted_form(request, "expiry")
+        ident, now, silences = form.get("id", "").strip(), self.clock(), Silences(self.data.redis)
+        done = await self.read(
+            lambda: expire(silences, self.work, ident, now), "The silence was not expired. Try again shortly."
+        )
+        if done is None:
+            return self.error(404, "No such silence", "That silence is unknown: reload the page.")
+        log.info("admin page: silence %s expired, %d held deliveries released", ident, done[1])
+        return RedirectResponse(f"/ui?expired={done[1]}#silence-notice", 303)
 
 
 def back_to(notice: str, form: Mapping[str, str], owner: str | None) -> str:

@@ -49,12 +49,6 @@ def render(
     )
 
 
-def error_page(
-    now: float, status: int, title: str, message: str, headers: dict[str, str] | None = None
-) -> HTMLResponse:
-    return render("error.html.j2", now, status, headers, title=title, message=message)
-
-
 _SECURITY: list[dict[str, list[str]]] = [*ADMIN_SECURITY, {"adminSession": []}, {}]  # no admin token configured: open
 
 

@@ -11,7 +11,7 @@ import hmac
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -26,8 +26,8 @@ from relay.core.names import channel_label, clean_name, readable_ref
 from relay.people.view import DAYS, apply_switches, hours_form, hours_from_form, other_opt_outs, rows, zone_choices
 from relay.preferences.model import Preference, PreferenceError, human_kind
 from relay.preferences.store import SEEN_DAYS, Preferences
-from relay.web.errors import RETRY_AFTER, error_response
-from relay.web.forms import FormRefused, read_form, same_origin
+from relay.web.errors import RETRY_AFTER, Answered, error_response
+from relay.web.forms import read_form, same_origin
 from relay.web.html import secure_page, templates
 from relay.web.links import (
     PREFERENCES_PATH,
@@ -48,6 +48,7 @@ NAME_WAIT = 1.0  # seconds a page waits for a person's name
 _env = templates("relay.people", "templates")
 
 NameOf = Callable[[str], str | None]
+T = TypeVar("T")
 
 
 async def shown_name(name_of: NameOf | None, person: str) -> str:
@@ -103,14 +104,8 @@ class PeoplePages:
         (403, 404, 410, 429, 503),
     )
     async def preferences(self, request: Request) -> Response:
-        found = await self._link(request, SCOPE_PREFERENCES)
-        if isinstance(found, Response):
-            return found
-        link, token = found
-        try:
-            return await self._preferences_page(token, link.person, saved=request.query_params.get("saved") == "1")
-        except RedisError:
-            return _unavailable()
+        link, token = await self._link(request, SCOPE_PREFERENCES)
+        return await self._preferences_page(token, link.person, saved=request.query_params.get("saved") == "1")
 
     @_operation(
         "Save a person's preference page (form fields `csrf`, `row`, `on`, `hours`, `day`, `start`, `end`, `zone`)",
@@ -119,14 +114,8 @@ class PeoplePages:
         form=True,
     )
     async def save(self, request: Request) -> Response:
-        found = await self._link(request, SCOPE_PREFERENCES)
-        if isinstance(found, Response):
-            return found
-        link, token = found
-        try:
-            form = await read_form(request, MAX_FIELDS)
-        except FormRefused as exc:
-            return exc.answer()
+        link, token = await self._link(request, SCOPE_PREFERENCES)
+        form = await read_form(request, MAX_FIELDS)
         if not _from_page(request, dict(form), self.settings(), token):
             return error_response(403, ["the form did not come from this page"], "Reload the page and save again.")
         try:
@@ -142,9 +131,7 @@ class PeoplePages:
             return True
 
         try:
-            await run_in_threadpool(self.store.update, link.person, change, self.clock())
-        except RedisError:
-            return _unavailable()
+            await _off_loop(lambda: self.store.update(link.person, change, self.clock()))
         except PreferenceError as exc:  # nothing stored: one that could not be read back
             return await self._preferences_page(token, link.person, problem=f"Not saved: {exc.message}.", status=422)
         log.info("preferences saved from the preference page")
@@ -153,7 +140,7 @@ class PeoplePages:
     async def _preferences_page(
         self, token: str, person: str, saved: bool = False, problem: str | None = None, status: int = 200
     ) -> Response:
-        pref, sent = await run_in_threadpool(lambda: (self.store.get(person), self.store.sent(person, self.clock())))
+        pref, sent = await _off_loop(lambda: (self.store.get(person), self.store.sent(person, self.clock())))
         name = await shown_name(self.name_of, person)
         config = self.settings()
         shown, hours = rows(config, pref, sent), hours_form(pref.activeHours if pref else None)
@@ -180,14 +167,8 @@ class PeoplePages:
         (403, 404, 410, 429, 503),
     )
     async def confirm(self, request: Request) -> Response:
-        found = await self._link(request, SCOPE_UNSUBSCRIBE)
-        if isinstance(found, Response):
-            return found
-        link, token = found
-        try:
-            pref = await run_in_threadpool(self.store.get, link.person)
-        except RedisError:
-            return _unavailable()
+        link, token = await self._link(request, SCOPE_UNSUBSCRIBE)
+        pref = await _off_loop(lambda: self.store.get(link.person))
         opted = pref is not None and pref.opted_out(link.kind, link.channel) is not None
         return self._unsubscribe_page(link, token, opted, None, await shown_name(self.name_of, link.person))
 
@@ -198,43 +179,31 @@ class PeoplePages:
         form=True,
     )
     async def unsubscribe(self, request: Request) -> Response:
-        found = await self._link(request, SCOPE_UNSUBSCRIBE)
-        if isinstance(found, Response):
-            return found
-        link, token = found
-        try:
-            form = await read_form(request, 20)
-        except FormRefused as exc:
-            return exc.answer()
-        values = dict(form)
+        link, token = await self._link(request, SCOPE_UNSUBSCRIBE)
+        values = dict(await read_form(request, 20))
         at = self.clock()
-        try:
-            if values.get("List-Unsubscribe") == "One-Click":
-                problem = await run_in_threadpool(self._opt_out, link, at)
-                if problem is not None:
-                    return error_response(
-                        409,
-                        [f"the opt-out cannot be stored: {problem}"],
-                        "You are not unsubscribed: relay cannot keep this choice with the others you made.",
-                        solutions=["Use the link to your preference page, or ask your support desk."],
-                        headers=_NO_STORE,
-                    )
-                log.info("one-click unsubscribe")
-                return self._unsubscribe_page(link, token, True, "out", await shown_name(self.name_of, link.person))
-            if values.get("undo"):
-                if not _from_page(request, values, self.settings(), token):
-                    return error_response(
-                        403, ["the form did not come from this page"], "Reload the page and try again."
-                    )
-                # Where they stand now: another opt-out (a pattern of theirs, say) may still hold this kind.
-                pref = await run_in_threadpool(
-                    self.store.update, link.person, lambda p: p.without_opt_out(link.kind, link.channel), at
+        if values.get("List-Unsubscribe") == "One-Click":
+            problem = await _off_loop(lambda: self._opt_out(link, at))
+            if problem is not None:
+                return error_response(
+                    409,
+                    [f"the opt-out cannot be stored: {problem}"],
+                    "You are not unsubscribed: relay cannot keep this choice with the others you made.",
+                    solutions=["Use the link to your preference page, or ask your support desk."],
+                    headers=_NO_STORE,
                 )
-                still = pref.opted_out(link.kind, link.channel) is not None
-                name = await shown_name(self.name_of, link.person)
-                return self._unsubscribe_page(link, token, still, "in" if not still else None, name)
-        except RedisError:
-            return _unavailable()
+            log.info("one-click unsubscribe")
+            return self._unsubscribe_page(link, token, True, "out", await shown_name(self.name_of, link.person))
+        if values.get("undo"):
+            if not _from_page(request, values, self.settings(), token):
+                return error_response(403, ["the form did not come from this page"], "Reload the page and try again.")
+            # Where they stand now: another opt-out (a pattern of theirs, say) may still hold this kind.
+            pref = await _off_loop(
+                lambda: self.store.update(link.person, lambda p: p.without_opt_out(link.kind, link.channel), at)
+            )
+            still = pref.opted_out(link.kind, link.channel) is not None
+            name = await shown_name(self.name_of, link.person)
+            return self._unsubscribe_page(link, token, still, "in" if not still else None, name)
         return error_response(
             400,
             ["the body is neither List-Unsubscribe=One-Click nor an undo"],
@@ -270,23 +239,24 @@ class PeoplePages:
             preferences=PREFERENCES_PATH + prefs_token,
         )
 
-    async def _link(self, request: Request, scope: str) -> tuple[Link, str] | Response:
-        """The signed link, or the error answer; an expired one is not counted to a 429: people click old mail."""
+    async def _link(self, request: Request, scope: str) -> tuple[Link, str]:
+        """The signed link; else Answered, the refusal. An expired one is not counted to a 429: people click old
+        mail."""
         prefs = self.settings().preferences
         token = str(request.path_params.get("token", ""))
         if not prefs.secret:
-            return _refused(request, 404, "Preferences are not enabled on this relay.")
+            raise Answered(_refused(request, 404, "Preferences are not enabled on this relay."))
         surface = PREFERENCES if scope == SCOPE_PREFERENCES else UNSUBSCRIBE
         if self.guard is not None:
             throttled = await self.guard.check(request, surface)
             if throttled is not None:
-                return throttled
+                raise Answered(throttled)
         try:
             return read_token(prefs.secret, token, scope, self.clock(), prefs.link_ttl), token
         except LinkRefused as exc:
             if self.guard is not None and exc.status == 403:
                 await self.guard.failed(request, surface, "invalid link")
-            return _refused(request, exc.status, exc.message)
+            raise Answered(_refused(request, exc.status, exc.message)) from None
 
 
 _NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -307,11 +277,17 @@ def _refused(request: Request, status: int, message: str) -> Response:
     return error_response(status, [reason], message, headers=_NO_STORE)
 
 
-def _unavailable() -> Response:
-    return error_response(
-        503,
-        ["Redis is unavailable"],
-        "Your preferences cannot be read right now.",
-        solutions=["Try again in a minute."],
-        headers={"Retry-After": RETRY_AFTER, **_NO_STORE},
-    )
+async def _off_loop(call: Callable[[], T]) -> T:
+    """`call()` off the event loop; when Redis fails under it, Answered: the 503."""
+    try:
+        return await run_in_threadpool(call)
+    except RedisError:
+        raise Answered(
+            error_response(
+                503,
+                ["Redis is unavailable"],
+                "Your preferences cannot be read right now.",
+                solutions=["Try again in a minute."],
+                headers={"Retry-After": RETRY_AFTER, **_NO_STORE},
+            )
+        ) from None

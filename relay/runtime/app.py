@@ -24,9 +24,6 @@ from relay.admin.openapi import OpenApi
 from relay.admin.people import PeopleApi
 from relay.admin.silences import SilencesApi
 from relay.admin.ui import AdminPage
-from relay.admin.ui_delivery import DeliveryPage
-from relay.admin.ui_release import ReleasePage
-from relay.admin.ui_silences import SilencesPage
 from relay.admin.ui_view import PageData
 from relay.config import Config
 from relay.core.redaction import hide_path_keys
@@ -34,7 +31,7 @@ from relay.delivery.names import person_name
 from relay.intake.webhook import Webhook
 from relay.people.pages import PeoplePages
 from relay.runtime.bootstrap import Runtime, open_async_redis, redis_url, reload_and_replan, socket_timeout
-from relay.web.errors import ScrubbedErrors, error_response
+from relay.web.errors import Answered, ScrubbedErrors, error_response
 from relay.web.throttle import Guard
 
 log = logging.getLogger("relay.runtime.app")
@@ -49,6 +46,11 @@ async def http_error(request: Request, exc: Exception) -> Response:
         messages.get(exc.status_code, str(exc.detail)),
         headers=getattr(exc, "headers", None),
     )
+
+
+async def answered(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Answered)
+    return exc.response
 
 
 async def server_error(request: Request, exc: Exception) -> Response:
@@ -80,8 +82,6 @@ def create_app(rt: Runtime) -> Starlette:
     health = Health(rt.redis, rt.store, counters)
     api = AdminApi(rt.store, rt.work, rt.redis, settings, functools.partial(reload_and_replan, rt))
     page = AdminPage(PageData(rt.redis, rt.store, counters), rt.work, settings, rt.clock, guard)
-    release = ReleasePage(page)
-    muting = SilencesPage(page)
     silences = SilencesApi(rt.store, rt.redis, rt.work, rt.clock)
     people = PeopleApi(rt.redis, settings, rt.clock)
     pages = PeoplePages(rt.redis, settings, rt.clock, guard, lambda p: person_name(rt.redis, rt.catalog, p))
@@ -119,15 +119,15 @@ def create_app(rt: Runtime) -> Starlette:
         Route("/ui/login", page.login, methods=["POST"]),
         Route("/ui/logout", page.logout, methods=["POST"]),
         Route("/ui/replay", page.replay, methods=["POST"]),
-        Route("/ui/release", release.confirm, methods=["GET"]),
-        Route("/ui/release", release.release, methods=["POST"]),
-        Route("/ui/silences", muting.add, methods=["POST"]),
-        Route("/ui/silences/expire", muting.expire, methods=["POST"]),
-        Route("/ui/deliveries/{deliveryId}", DeliveryPage(page).show, methods=["GET"]),
+        Route("/ui/release", page.confirm_release, methods=["GET"]),
+        Route("/ui/release", page.release, methods=["POST"]),
+        Route("/ui/silences", page.add_silence, methods=["POST"]),
+        Route("/ui/silences/expire", page.expire_silence, methods=["POST"]),
+        Route("/ui/deliveries/{deliveryId}", page.delivery, methods=["GET"]),
     ]
     return Starlette(
         routes=routes,
-        exception_handlers={HTTPException: http_error, Exception: server_error},
+        exception_handlers={HTTPException: http_error, Answered: answered, Exception: server_error},
         # Error answers scrubbed of every configured secret, in all its forms; then the tracer's middleware
         # (none unless tracing is on: relay.tracing).
         middleware=[Middleware(ScrubbedErrors, redactor=rt.redactor), *rt.tracer.middleware()],

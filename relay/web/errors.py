@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.json_schema import SkipJsonSchema
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from relay.core.redaction import Redactor
@@ -47,6 +47,15 @@ def error_response(
         moreInfo=MoreInfo(problems=errors if problems is None else problems, solutions=solutions or []),
     )
     return JSONResponse(body.model_dump(exclude_none=True), status, headers=headers)
+
+
+class Answered(Exception):
+    """An answer a handler's helper gives for the whole request (a refusal, an error page), raised to end the
+    handler there: the app answers with it as it is (relay.runtime.app)."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
 
 
 # Seconds a client is asked to wait, with a 503, before it tries again (Redis unavailable).

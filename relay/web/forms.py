@@ -9,11 +9,10 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
 from starlette.types import Message
 
 from relay.config import Config
-from relay.web.errors import error_response
+from relay.web.errors import Answered, error_response
 from relay.web.throttle import from_trusted_proxy
 
 MAX_FORM_BYTES = 16 * 1024
@@ -54,17 +53,12 @@ async def bounded_body(request: Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-class FormRefused(Exception):
-    """A body that is not a form relay reads: its status (415, 413, 400) and why."""
+class FormRefused(Answered):
+    """A body that is not a form relay reads (415, 413, 400, and why), answered in the error convention."""
 
     def __init__(self, status: int, problem: str) -> None:
-        super().__init__(problem)
-        self.status, self.problem = status, problem
-
-    def answer(self) -> Response:
-        """The error convention's answer for it."""
-        return error_response(
-            self.status, [self.problem], "The form could not be read.", solutions=["Send the page's form."]
+        super().__init__(
+            error_response(status, [problem], "The form could not be read.", solutions=["Send the page's form."])
         )
 
 

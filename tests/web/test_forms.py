@@ -91,4 +91,4 @@ def test_the_people_pages_read_multipart_by_its_boundary_and_refuse_files(rt: Ru
     a_file = b'--b0undary\r\nContent-Disposition: form-data; name="f"; filename="x.txt"\r\n\r\ndata\r\n--b0undary--\r\n'
     with pytest.raises(FormRefused) as refused:
         asyncio.run(read_form(request(a_file), max_fields=20))
-    assert refused.value.status == 400
+    assert refused.value.response.status_code == 400
