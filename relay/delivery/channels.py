@@ -12,11 +12,10 @@ import apprise
 from relay.core.markdown import escape_markdown
 from relay.core.outcome import Delivered, Outcome, Permanent
 from relay.core.recipients import valid_email
-from relay.core.redaction import url_secrets
+from relay.core.redaction import EMAIL_SCHEMES, url_secrets
 from relay.delivery import apprise_compat
 from relay.tracing import OFF_TRACER, Tracer
 
-EMAIL_SCHEMES = frozenset({"mailto", "mailtos"})
 CHAT_SCHEMES = frozenset(
     {
         "slack",

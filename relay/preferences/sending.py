@@ -14,8 +14,9 @@ from redis import Redis
 
 from relay.config import Config
 from relay.core.model import Delivery, Notification
+from relay.core.redaction import EMAIL_SCHEMES
 from relay.delivery.catalog import Catalog, CatalogUnavailable
-from relay.delivery.channels import EMAIL_SCHEMES, scheme_of
+from relay.delivery.channels import scheme_of
 from relay.delivery.context import Context
 from relay.preferences.model import claim_of, critical, people_of_delivery, recipient_of_delivery
 from relay.preferences.store import Preferences
