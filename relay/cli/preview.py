@@ -113,18 +113,8 @@ def preview_plan(
     return out
 
 
-def preview(
-    config: Config,
-    data: dict[str, Any],
-    fmt: str = "text",
-    now: datetime | None = None,
-    preferences: Mapping[str, Preference] | None = None,
-    silences: Sequence[Silence] = (),
-    lookup: Lookup | None = None,
-    clock: Clock = system_clock,
-    conversations: Callable[[str], Conversation | None] | None = None,
-) -> str:
-    plan = preview_plan(config, data, now, preferences, silences, lookup, clock, conversations)
+def preview(plan: list[dict[str, Any]], fmt: str = "text") -> str:
+    """A `preview_plan` as `relay preview` prints it: JSON, or text a block a delivery."""
     if fmt == "json":
         return json.dumps({"deliveries": plan}, indent=2, ensure_ascii=False)
     if not plan:
