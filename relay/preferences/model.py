@@ -19,6 +19,7 @@ from relay.config.time_intervals import Interval, hold_until, parse_period
 from relay.core.model import Delivery, Notification, kind_name
 from relay.core.names import readable
 from relay.core.recipients import email_of, valid_email
+from relay.core.rendering import recipient_of
 from relay.core.times import closed_too_long
 
 ANY_CHANNEL = "*"
@@ -215,17 +216,17 @@ def claim_of(recipient: Mapping[str, Any] | None) -> Claim:
     return Claim(key, address, unusable_ref=key is None)
 
 
-def recipient_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> dict[str, Any] | None:
-    """The recipient a delivery is addressed to: only a per_recipient channel's delivery to one recipient."""
+def personal(config: Config, delivery: Delivery) -> bool:
+    """Whether a delivery may be addressed to one person: a per-recipient channel's, to one recipient."""
     channel = config.channels.get(delivery.channel)
-    if channel is None or not channel.per_recipient or delivery.recipientIndex is None:
+    return channel is not None and channel.per_recipient and delivery.recipientIndex is not None
+
+
+def recipient_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> dict[str, Any] | None:
+    """The recipient a delivery is addressed to: only a `personal` one's."""
+    if not personal(config, delivery) or delivery.messageIndex >= len(notification.messages):
         return None
-    if delivery.messageIndex >= len(notification.messages):
-        return None
-    recipients = notification.messages[delivery.messageIndex].recipients
-    if delivery.recipientIndex >= len(recipients):
-        return None
-    return dict(recipients[delivery.recipientIndex])
+    return recipient_of(notification, delivery)
 
 
 def people_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> list[str]:

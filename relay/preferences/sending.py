@@ -36,14 +36,6 @@ def note_people(rt: Context, notification: Notification, created: list[Delivery]
         Preferences(rt.redis).note_sent(sent, rt.clock())
 
 
-def personal(rt: Context, records: list[Delivery]) -> bool:
-    """Whether any of `records` may be addressed to one person (a per-recipient channel's, to one recipient)."""
-    channels = rt.config.channels
-    return any(
-        r.recipientIndex is not None and (c := channels.get(r.channel)) is not None and c.per_recipient for r in records
-    )
-
-
 class LinkContext(Protocol):
     """What the links of a delivery are made from: a `Context`, or `relay preview`'s own."""
 
