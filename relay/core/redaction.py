@@ -158,9 +158,6 @@ class Redactor:
     def scrub(self, text: str) -> str:
         return self._pattern.sub(MASK, text) if self._pattern is not None else text
 
-    def __contains__(self, secret: str) -> bool:
-        return secret in self._secrets
-
 
 # A signed preference or unsubscribe link's token is its person's key (relay.web.links), and the admin API's
 # people paths name a person (an e-mail address, maybe): neither is written down.
