@@ -45,6 +45,7 @@ def preview_plan(
     notification = Notification.model_validate(data)
     at = now or datetime.fromtimestamp(clock(), UTC)
     known = preferences or {}
+    arriving = _LinkContext(config, at.timestamp)
     extra = template_globals(config)
     renderer = Renderer(config.templates_path, extra, config.templates.builtin)
     out = []
@@ -74,7 +75,7 @@ def preview_plan(
         else:
             # The person's links, as sending makes them: a template's branch on them, the e-mail's footer and
             # its List-Unsubscribe header show as they will go (their tokens shown as ****: `link_tokens`).
-            person = links(_LinkContext(config, at.timestamp()), notification, planned)
+            person = links(arriving, notification, planned)
             rendered = renderer.render(notification, planned, fmt, person, lookup)
             tokens = link_tokens(person)
             item.update(
@@ -186,13 +187,9 @@ class _LinkContext:
     """For a preview: no catalog (no address from it yet), and the time the notification would arrive."""
 
     config: Config
-    at: float
+    clock: Callable[[], float]
     catalog: Catalog | None = None
     redis: None = None  # a preview binds no address (relay.preferences.sending.link_person)
-
-    @property
-    def clock(self) -> Callable[[], float]:
-        return lambda: self.at
 
 
 def _headers(sent: str) -> dict[str, str]:
