@@ -36,7 +36,6 @@ from relay.outages.model import held_by_outage
 from relay.outages.store import ChannelStates
 from relay.outages.store import Gate as ChannelGate
 from relay.preferences.model import Preference, active_until, opted_out_why, people_of_delivery, personal
-from relay.preferences.sending import SKIPS
 from relay.preferences.store import Preferences
 from relay.silences.model import delivery_view, holder, silenced
 from relay.silences.store import Silences
@@ -50,6 +49,7 @@ SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
 MAX_SLOT_SLEEP = 1.5
 PERSON_HOURS = "held by the person's active hours"
 SILENCED = "relay_silenced_total"
+SKIPS = "relay_preference_skips_total"
 
 
 @dataclass

@@ -23,7 +23,6 @@ from relay.preferences.store import Preferences
 from relay.web.links import preferences_url, unsubscribe_url
 
 log = logging.getLogger("relay.preferences.sending")
-SKIPS = "relay_preference_skips_total"
 ONE_CLICK = "List-Unsubscribe=One-Click"
 
 
