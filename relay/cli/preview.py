@@ -23,7 +23,7 @@ from relay.core.times import instant
 from relay.delivery.catalog import Catalog
 from relay.delivery.channels import channel_format, redact
 from relay.digests.model import digest_of, human_duration
-from relay.preferences.model import Preference, active_until, claim_of, opted_out_why, people_of_delivery
+from relay.preferences.model import Preference, active_until, claim_of, claim_of_delivery, opted_out_why
 from relay.preferences.sending import link_tokens, links, with_unsubscribe_headers
 from relay.silences.model import Silence, delivery_view, silenced
 from relay.storage.store import iso
@@ -63,7 +63,7 @@ def preview_plan(
         }
         if planned.lookup:
             item["lookup"] = f"the address of {planned.recipient} is looked up in the platform catalog when sent"
-        people = [known[p] for p in people_of_delivery(config, notification, planned) if p in known]
+        people = [known[p] for p in claim_of_delivery(config, notification, planned).people() if p in known]
         opted = opted_out_why(config, people, planned.kind, planned.channel)
         if opted is not None and planned.state is not State.SKIPPED:
             planned.state, planned.lastError = State.SKIPPED, f"{opted} (the person's preferences)"

@@ -35,7 +35,7 @@ from relay.outages import sending as outages
 from relay.outages.model import held_by_outage
 from relay.outages.store import ChannelStates
 from relay.outages.store import Gate as ChannelGate
-from relay.preferences.model import Preference, active_until, opted_out_why, people_of_delivery, personal
+from relay.preferences.model import Preference, active_until, claim_of_delivery, opted_out_why, personal
 from relay.preferences.store import Preferences
 from relay.silences.model import delivery_view, holder, silenced
 from relay.silences.store import Silences
@@ -75,8 +75,8 @@ class Due:
     def preferences(self) -> list[Preference]:
         """Its people's preferences: none for a delivery to no one person (no read)."""
         notification = self.notification if personal(self.rt.config, self.record) else None
-        people = people_of_delivery(self.rt.config, notification, self.record) if notification else []
-        return list(Preferences(self.rt.redis).get_many(people).values()) if people else []
+        people = claim_of_delivery(self.rt.config, notification, self.record).people() if notification else []
+        return list(Preferences(self.rt.redis).get_many(people).values())
 
 
 @dataclass(frozen=True)

@@ -222,16 +222,12 @@ def personal(config: Config, delivery: Delivery) -> bool:
     return channel is not None and channel.per_recipient and delivery.recipientIndex is not None
 
 
-def recipient_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> dict[str, Any] | None:
-    """The recipient a delivery is addressed to: only a `personal` one's."""
+def claim_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> Claim:
+    """The claim of the recipient a delivery is addressed to (nobody's but a `personal` one's): its `people()` are
+    every person whose preferences it obeys, its recipient's `userRef` and address."""
     if not personal(config, delivery) or delivery.messageIndex >= len(notification.messages):
-        return None
-    return recipient_of(notification, delivery)
-
-
-def people_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> list[str]:
-    """Every person whose preferences a delivery obeys: its recipient's `userRef` and address."""
-    return claim_of(recipient_of_delivery(config, notification, delivery)).people()
+        return Claim()
+    return claim_of(recipient_of(notification, delivery))
 
 
 def literal_opt_out(kind: str, channel: str) -> bool:
