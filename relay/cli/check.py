@@ -62,19 +62,17 @@ def _report(args: argparse.Namespace, notes: list[str], warnings: list[str], pro
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
-    from relay.cli.preview import preview
+    from relay.cli.preview import preview, preview_plan
 
     cfg = config(args)
     _, data = read_payload(args.payload)
     with _relay_state(cfg, data) as (preferences, silences, lookup, conversations):
         try:
-            text = preview(
-                cfg, data, args.format, _at(args.at), preferences, silences, lookup, conversations=conversations
-            )
+            plan = preview_plan(cfg, data, _at(args.at), preferences, silences, lookup, conversations=conversations)
         except ValidationError as exc:
             print(f"the payload is not a valid notification:\n{exc}", file=sys.stderr)
             return 2
-    print(text)
+    print(preview(plan, args.format))
     return 0
 
 

@@ -13,12 +13,13 @@ from relay.config.time_intervals import HORIZON
 from relay.core.clock import Clock, system_clock
 from relay.core.quiet import held_until
 from relay.core.recipients import REPORTED_AS
+from relay.core.redaction import EMAIL_SCHEMES
 from relay.core.rendering import AUTO, FORMATS, PLATFORM
 from relay.core.routing import route_label, route_names
 from relay.core.sandbox import BUILTIN_DIR, make_environment
 from relay.delivery.channels import channel_format, check_url, describe_url, native_url
 from relay.digests.model import human_duration
-from relay.threads.model import EMAIL_SCHEMES, threads_on, unthreaded_why
+from relay.threads.model import threads_on, unthreaded_why
 
 
 def check_templates(config: Config) -> tuple[list[str], list[str]]:

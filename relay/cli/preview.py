@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -22,7 +23,7 @@ from relay.core.times import instant
 from relay.delivery.catalog import Catalog
 from relay.delivery.channels import channel_format, redact
 from relay.digests.model import digest_of, human_duration
-from relay.preferences.model import Hold, Preference, Skip, claim_of, effect, people_of_delivery
+from relay.preferences.model import Preference, active_until, claim_of, claim_of_delivery, opted_out_why
 from relay.preferences.sending import link_tokens, links, with_unsubscribe_headers
 from relay.silences.model import Silence, delivery_view, silenced
 from relay.storage.store import iso
@@ -43,6 +44,8 @@ def preview_plan(
     say what would be skipped or held, and the names, as sending asks them; `conversations`, which are open."""
     notification = Notification.model_validate(data)
     at = now or datetime.fromtimestamp(clock(), UTC)
+    known = preferences or {}
+    arriving = _LinkContext(config, at.timestamp)
     extra = template_globals(config)
     renderer = Renderer(config.templates_path, extra, config.templates.builtin)
     out = []
@@ -60,9 +63,10 @@ def preview_plan(
         }
         if planned.lookup:
             item["lookup"] = f"the address of {planned.recipient} is looked up in the platform catalog when sent"
-        chosen = _preference(config, notification, planned, at, preferences or {})
-        if isinstance(chosen, Skip):
-            planned.state, planned.lastError = State.SKIPPED, f"{chosen.reason} (the person's preferences)"
+        people = [known[p] for p in claim_of_delivery(config, notification, planned).people() if p in known]
+        opted = opted_out_why(config, people, planned.kind, planned.channel)
+        if opted is not None and planned.state is not State.SKIPPED:
+            planned.state, planned.lastError = State.SKIPPED, f"{opted} (the person's preferences)"
         hush = silenced(silences, delivery_view(matcher_view(notification), planned), at.timestamp())
         if hush is not None and hush.skip and planned.state is not State.SKIPPED:
             planned.state, planned.lastError = State.SKIPPED, hush.reason
@@ -71,7 +75,7 @@ def preview_plan(
         else:
             # The person's links, as sending makes them: a template's branch on them, the e-mail's footer and
             # its List-Unsubscribe header show as they will go (their tokens shown as ****: `link_tokens`).
-            person = links(_LinkContext(config, at.timestamp()), notification, planned)
+            person = links(arriving, notification, planned)
             rendered = renderer.render(notification, planned, fmt, person, lookup)
             tokens = link_tokens(person)
             item.update(
@@ -89,8 +93,11 @@ def preview_plan(
             if rendered.error:
                 item["templateError"] = rendered.error
             until = held_until(config, planned.route, at)
-            if isinstance(chosen, Hold):
-                item.update(state=State.HELD, notBefore=iso(chosen.until), heldBy="the person's active hours")
+            mine = active_until(
+                config, people, planned.kind, at.timestamp(), partial(held_until, config, planned.route)
+            )
+            if mine is not None:
+                item.update(state=State.HELD, notBefore=iso(mine), heldBy="the person's active hours")
             elif until is not None:
                 item.update(state=State.HELD, notBefore=iso(until.timestamp()))
             elif _has_intervals(config, planned.route):
@@ -107,18 +114,8 @@ def preview_plan(
     return out
 
 
-def preview(
-    config: Config,
-    data: dict[str, Any],
-    fmt: str = "text",
-    now: datetime | None = None,
-    preferences: Mapping[str, Preference] | None = None,
-    silences: Sequence[Silence] = (),
-    lookup: Lookup | None = None,
-    clock: Clock = system_clock,
-    conversations: Callable[[str], Conversation | None] | None = None,
-) -> str:
-    plan = preview_plan(config, data, now, preferences, silences, lookup, clock, conversations)
+def preview(plan: list[dict[str, Any]], fmt: str = "text") -> str:
+    """A `preview_plan` as `relay preview` prints it: JSON, or text a block a delivery."""
     if fmt == "json":
         return json.dumps({"deliveries": plan}, indent=2, ensure_ascii=False)
     if not plan:
@@ -190,13 +187,9 @@ class _LinkContext:
     """For a preview: no catalog (no address from it yet), and the time the notification would arrive."""
 
     config: Config
-    at: float
+    clock: Callable[[], float]
     catalog: Catalog | None = None
     redis: None = None  # a preview binds no address (relay.preferences.sending.link_person)
-
-    @property
-    def clock(self) -> Callable[[], float]:
-        return lambda: self.at
 
 
 def _headers(sent: str) -> dict[str, str]:
@@ -209,14 +202,6 @@ def people_of(data: dict[str, Any]) -> list[str]:
     """The people a payload addresses one by one (whose preferences a preview reads)."""
     notification = Notification.model_validate(data)
     return sorted({p for m in notification.messages for r in m.recipients for p in claim_of(r).people()})
-
-
-def _preference(
-    config: Config, notification: Notification, planned: Delivery, at: datetime, found: Mapping[str, Preference]
-) -> Skip | Hold | None:
-    """What the preferences of the delivery's people would do to it (relay.preferences.model)."""
-    prefs = [found[p] for p in people_of_delivery(config, notification, planned) if p in found]
-    return effect(config, prefs, planned, at.timestamp(), lambda t: held_until(config, planned.route, t))
 
 
 def _reference(notification: Notification, delivery: Delivery) -> str | None:

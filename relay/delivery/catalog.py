@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 from relay.config import PlatformConfig
 from relay.core.lookup import DOT_SEGMENTS, split_ref, unusable_ref
 from relay.core.names import entity_display_name
-from relay.core.recipients import valid_email
+from relay.core.recipients import user_field, valid_email
 from relay.storage.records import PREFIX, metric_field
 from relay.storage.tally import Counts
 
@@ -57,11 +57,8 @@ class EntityRef:
 
 
 def entity_email(entity: dict[str, Any]) -> str | None:
-    spec = entity.get("spec") if isinstance(entity.get("spec"), dict) else {}
-    assert isinstance(spec, dict)
-    profile = spec.get("profile") if isinstance(spec.get("profile"), dict) else {}
-    assert isinstance(profile, dict)
-    for value in (profile.get("email"), spec.get("email")):
+    """A catalog entity's e-mail: its profile's, else its spec's, read as a payload's user fields are."""
+    for value in (user_field(entity, "spec.profile.email"), user_field(entity, "spec.email")):
         if isinstance(value, str) and valid_email(value.strip()):
             return value.strip()
     return None

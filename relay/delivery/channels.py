@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -12,11 +11,10 @@ import apprise
 from relay.core.markdown import escape_markdown
 from relay.core.outcome import Delivered, Outcome, Permanent
 from relay.core.recipients import valid_email
-from relay.core.redaction import url_secrets
+from relay.core.redaction import EMAIL_SCHEMES, url_secrets
 from relay.delivery import apprise_compat
 from relay.tracing import OFF_TRACER, Tracer
 
-EMAIL_SCHEMES = frozenset({"mailto", "mailtos"})
 CHAT_SCHEMES = frozenset(
     {
         "slack",
@@ -79,13 +77,6 @@ def address_url(url: str, address: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query, safe="@")))
 
 
-@lru_cache(maxsize=1024)
-def secret_parts(url: str) -> tuple[str, ...]:
-    """Pieces of a channel URL that may be credentials, in every form they may be shown in. Asked on every send,
-    of a handful of URLs (one per channel, or per recipient of an e-mail channel): found once each."""
-    return tuple(url_secrets(url))
-
-
 def redact(text: str, secrets: Iterable[str]) -> str:
     for secret in sorted(set(secrets), key=len, reverse=True):
         if secret and len(secret) >= 4:
@@ -102,7 +93,7 @@ def describe_url(url: str) -> str:
     if obj is None:
         return f"{scheme_of(url) or '?'}://****"
     shown = str(obj.url(privacy=True))  # type: ignore[no-untyped-call]
-    return redact(shown, secret_parts(url))
+    return redact(shown, url_secrets(url))
 
 
 def check_url(url: str) -> str | None:
@@ -110,7 +101,7 @@ def check_url(url: str) -> str | None:
     try:
         obj = apprise.Apprise.instantiate(url, suppress_exceptions=False)
     except Exception as exc:
-        return redact(str(exc), secret_parts(url)) or type(exc).__name__
+        return redact(str(exc), url_secrets(url)) or type(exc).__name__
     if obj is None:
         return f"unsupported or malformed URL (scheme {scheme_of(url)!r})"
     return None
@@ -156,7 +147,7 @@ def _send(
     url: str, title: str, body: str, fmt: str, text: str | None, mail: Any = None, broadcast: bool = False
 ) -> tuple[Outcome, int | None]:
     """`send`, and the service's last answer code when there was one."""
-    secrets = secret_parts(url)
+    secrets = url_secrets(url)
     try:
         obj = apprise_compat.service(url)
     except Exception as exc:

@@ -22,9 +22,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cached_property, partial
 
 from relay.core.model import Delivery, Notification, State, iso
 from relay.core.quiet import held_until
@@ -35,9 +35,7 @@ from relay.outages import sending as outages
 from relay.outages.model import held_by_outage
 from relay.outages.store import ChannelStates
 from relay.outages.store import Gate as ChannelGate
-from relay.preferences.model import Hold as PersonHold
-from relay.preferences.model import Preference, critical, effect, people_of_delivery
-from relay.preferences.sending import SKIPS, personal
+from relay.preferences.model import Preference, active_until, claim_of_delivery, opted_out_why, personal
 from relay.preferences.store import Preferences
 from relay.silences.model import delivery_view, holder, silenced
 from relay.silences.store import Silences
@@ -51,6 +49,7 @@ SLOT_SLACK = 0.05  # seconds: a slot this close is taken at once
 MAX_SLOT_SLEEP = 1.5
 PERSON_HOURS = "held by the person's active hours"
 SILENCED = "relay_silenced_total"
+SKIPS = "relay_preference_skips_total"
 
 
 @dataclass
@@ -75,9 +74,9 @@ class Due:
     @cached_property
     def preferences(self) -> list[Preference]:
         """Its people's preferences: none for a delivery to no one person (no read)."""
-        notification = self.notification if personal(self.rt, [self.record]) else None
-        people = people_of_delivery(self.rt.config, notification, self.record) if notification else []
-        return list(Preferences(self.rt.redis).get_many(people).values()) if people else []
+        notification = self.notification if personal(self.rt.config, self.record) else None
+        people = claim_of_delivery(self.rt.config, notification, self.record).people() if notification else []
+        return list(Preferences(self.rt.redis).get_many(people).values())
 
 
 @dataclass(frozen=True)
@@ -118,14 +117,10 @@ def in_digest(due: Due) -> Verdict | None:
 
 def opted_out(due: Due) -> Verdict | None:
     record = due.record
-    if record.released or record.items or critical(due.rt.config, record.kind):
+    if record.released or record.items:
         return None
-    for preference in due.preferences:
-        opted = preference.opted_out(record.kind, record.channel)
-        if opted is not None:
-            counted = (SKIPS, {"kind": record.kind, "channel": record.channel})
-            return Skipped(f"opted out of {opted.describe()}", counted)
-    return None
+    why = opted_out_why(due.rt.config, due.preferences, record.kind, record.channel)
+    return Skipped(why, (SKIPS, {"kind": record.kind, "channel": record.channel})) if why is not None else None
 
 
 def silenced_now(due: Due) -> Verdict | None:
@@ -159,13 +154,10 @@ def quiet_hours(due: Due) -> Verdict | None:
     record, config = due.record, due.rt.config
     if record.released:
         return None
+    mine = active_until(config, due.preferences, record.kind, due.now, partial(held_until, config, record.route))
+    if mine is not None:
+        return Held(mine, PERSON_HOURS)
     route = held_until(config, record.route, datetime.fromtimestamp(due.now, UTC))
-    hours = [p for p in due.preferences if p.activeHours is not None]
-    if hours:
-        fresh = replace(record, state=State.QUEUED, notBefore=None)
-        mine = effect(config, hours, fresh, due.now, lambda at: held_until(config, record.route, at))
-        if isinstance(mine, PersonHold):
-            return Held(mine.until, PERSON_HOURS)
     return Held(route.timestamp(), None) if route is not None else None
 
 

@@ -16,9 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from relay.config import Config
 from relay.config.intervals import TimePeriodConfig
 from relay.config.time_intervals import Interval, hold_until, parse_period
-from relay.core.model import Delivery, Notification, State, kind_name
+from relay.core.model import Delivery, Notification, kind_name
 from relay.core.names import readable
 from relay.core.recipients import email_of, valid_email
+from relay.core.rendering import recipient_of
 from relay.core.times import closed_too_long
 
 ANY_CHANNEL = "*"
@@ -215,22 +216,18 @@ def claim_of(recipient: Mapping[str, Any] | None) -> Claim:
     return Claim(key, address, unusable_ref=key is None)
 
 
-def recipient_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> dict[str, Any] | None:
-    """The recipient a delivery is addressed to: only a per_recipient channel's delivery to one recipient."""
+def personal(config: Config, delivery: Delivery) -> bool:
+    """Whether a delivery may be addressed to one person: a per-recipient channel's, to one recipient."""
     channel = config.channels.get(delivery.channel)
-    if channel is None or not channel.per_recipient or delivery.recipientIndex is None:
-        return None
-    if delivery.messageIndex >= len(notification.messages):
-        return None
-    recipients = notification.messages[delivery.messageIndex].recipients
-    if delivery.recipientIndex >= len(recipients):
-        return None
-    return dict(recipients[delivery.recipientIndex])
+    return channel is not None and channel.per_recipient and delivery.recipientIndex is not None
 
 
-def people_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> list[str]:
-    """Every person whose preferences a delivery obeys: its recipient's `userRef` and address."""
-    return claim_of(recipient_of_delivery(config, notification, delivery)).people()
+def claim_of_delivery(config: Config, notification: Notification, delivery: Delivery) -> Claim:
+    """The claim of the recipient a delivery is addressed to (nobody's but a `personal` one's): its `people()` are
+    every person whose preferences it obeys, its recipient's `userRef` and address."""
+    if not personal(config, delivery) or delivery.messageIndex >= len(notification.messages):
+        return Claim()
+    return claim_of(recipient_of(notification, delivery))
 
 
 def literal_opt_out(kind: str, channel: str) -> bool:
@@ -249,45 +246,29 @@ def critical(config: Config, kind: str) -> bool:
     return any(fnmatchcase(kind, p) or fnmatchcase(kind_name(kind), p) for p in config.preferences.critical_kinds)
 
 
-@dataclass(frozen=True)
-class Skip:
-    reason: str
-    kind: str
-    channel: str
+def opted_out_why(config: Config, preferences: Sequence[Preference], kind: str, channel: str) -> str | None:
+    """Why a delivery's people skip it: any one's opt-out of its kind on its channel (the `opted_out` gate and
+    `relay preview` ask this); None when none matches, or the kind is critical."""
+    if critical(config, kind):
+        return None
+    opted = next((o for p in preferences if (o := p.opted_out(kind, channel)) is not None), None)
+    return f"opted out of {opted.describe()}" if opted is not None else None
 
 
-@dataclass(frozen=True)
-class Hold:
-    until: float  # epoch seconds
-
-
-Effect = Skip | Hold | None
-
-
-def effect(
+def active_until(
     config: Config,
-    preferences: Preference | Sequence[Preference] | None,
-    delivery: Delivery,
+    preferences: Sequence[Preference],
+    kind: str,
     now: float,
     route_until: Callable[[datetime], datetime | None],
-) -> Effect:
-    """What the preferences of the people a delivery is addressed to do to it: skip it (any one's opt-out), hold it
-    until an instant (the first at which every one's active hours and the route let it go, found together), or nothing.
+) -> float | None:
+    """Until when the active hours of a delivery's people hold it, as of `now`: the first instant at which every
+    one's hours and the route let it go, found together; None when nothing holds it, or the kind is critical.
     `route_until`: when the delivery's route lets it go, asked at an instant (relay.core.quiet.held_until)."""
-    found = [preferences] if isinstance(preferences, Preference) else list(preferences or [])
-    if not found or delivery.state not in (State.QUEUED, State.HELD):
+    hours = [h for p in preferences if (h := p.hours()) is not None]
+    if not hours or critical(config, kind):
         return None
-    if critical(config, delivery.kind):
-        return None
-    for preference in found:
-        opted = preference.opted_out(delivery.kind, delivery.channel)
-        if opted is not None:
-            return Skip(f"opted out of {opted.describe()}", delivery.kind, delivery.channel)
-    hours = [h for p in found if (h := p.hours()) is not None]
-    if not hours:
-        return None
-    start = datetime.fromtimestamp(delivery.notBefore or now, tz=UTC)
-    at = start
+    start = at = datetime.fromtimestamp(now, tz=UTC)
     for _ in range(MAX_ROUNDS):
         moved = False
         for interval in hours:
@@ -299,9 +280,7 @@ def effect(
             at, moved = theirs, True
         if not moved:
             break
-    if at <= datetime.fromtimestamp(now, tz=UTC):
-        return None
-    return Hold(at.timestamp()) if at != start or delivery.state is not State.HELD else None
+    return at.timestamp() if at > start else None
 
 
 def human_kind(kind: str) -> str:

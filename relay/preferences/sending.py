@@ -14,15 +14,15 @@ from redis import Redis
 
 from relay.config import Config
 from relay.core.model import Delivery, Notification
+from relay.core.redaction import EMAIL_SCHEMES
 from relay.delivery.catalog import Catalog, CatalogUnavailable
-from relay.delivery.channels import EMAIL_SCHEMES, scheme_of
+from relay.delivery.channels import scheme_of
 from relay.delivery.context import Context
-from relay.preferences.model import claim_of, critical, people_of_delivery, recipient_of_delivery
+from relay.preferences.model import claim_of_delivery, critical
 from relay.preferences.store import Preferences
 from relay.web.links import preferences_url, unsubscribe_url
 
 log = logging.getLogger("relay.preferences.sending")
-SKIPS = "relay_preference_skips_total"
 ONE_CLICK = "List-Unsubscribe=One-Click"
 
 
@@ -30,17 +30,9 @@ def note_people(rt: Context, notification: Notification, created: list[Delivery]
     """Note what each person was sent (their page): a notification planned twice is noted once."""
     sent: list[tuple[str, str, str]] = []
     for record in created:  # each person's page lists it: the one a link to this address opens is among them
-        sent += [(p, record.kind, record.channel) for p in people_of_delivery(rt.config, notification, record)]
+        sent += [(p, record.kind, record.channel) for p in claim_of_delivery(rt.config, notification, record).people()]
     if sent:
         Preferences(rt.redis).note_sent(sent, rt.clock())
-
-
-def personal(rt: Context, records: list[Delivery]) -> bool:
-    """Whether any of `records` may be addressed to one person (a per-recipient channel's, to one recipient)."""
-    channels = rt.config.channels
-    return any(
-        r.recipientIndex is not None and (c := channels.get(r.channel)) is not None and c.per_recipient for r in records
-    )
 
 
 class LinkContext(Protocol):
@@ -87,7 +79,7 @@ def link_person(rt: LinkContext, notification: Notification, record: Delivery) -
     when this address is its own (the platform catalog's, when one is configured; else the first address relay sent that
     `userRef`'s links to), else the address itself when the payload gave it (so planning obeys what is chosen there),
     else nobody (no links: a `userRef` relay cannot key a person by, whose address came from the catalog)."""
-    claim = claim_of(recipient_of_delivery(rt.config, notification, record))
+    claim = claim_of_delivery(rt.config, notification, record)
     address = (record.address or "").lower()
     if claim.ref is not None and address and _is_their_address(rt, claim.ref, address):
         return claim.ref

@@ -1,6 +1,6 @@
 """People's preferences in Redis (docs/preferences.md, "Admin API and command line"): one JSON value per person,
-never expiring, read by every worker at each planning (a change counts from the next notification); an index of the
-people who have any (for export); and what each person was sent lately (for their page)."""
+never expiring, read by the gates as each delivery to one person comes due (a change counts from the next one due); an
+index of the people who have any (for export); and what each person was sent lately (for their page)."""
 
 from __future__ import annotations
 

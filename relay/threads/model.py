@@ -12,11 +12,11 @@ from typing import Any
 from jinja2 import Environment, Template
 
 from relay.core.model import Delivery, Notification
+from relay.core.redaction import EMAIL_SCHEMES
 from relay.core.rendering import build_context, render_template
 
 MAX_KEY = 200  # characters of a key kept: two keys alike in their first 200 are one conversation
 MAX_REFERENCES = 20
-EMAIL_SCHEMES = ("mailto", "mailtos")
 _BOT = re.compile(r"^slack://([^/?]*@)?xox[bp]-", re.I)  # a bot or user token: Slack's Web API, which threads
 HOOK = "an incoming-webhook Slack URL cannot reply in a thread: sent unthreaded (a bot token, slack://xoxb-..., can)"
 TARGETS = "a Slack URL naming several channels (or `to=`) cannot be one conversation: sent unthreaded"

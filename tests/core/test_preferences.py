@@ -11,16 +11,14 @@ import pytest
 from relay.config import Config
 from relay.config.intervals import TimePeriodConfig
 from relay.config.time_intervals import hold_until
-from relay.core.model import Delivery, State
 from relay.preferences.model import (
-    Hold,
     OptOut,
     Preference,
     PreferenceError,
-    Skip,
+    active_until,
     claim_of,
-    effect,
     from_stored,
+    opted_out_why,
     validate,
 )
 
@@ -43,21 +41,7 @@ def _config(**extra: Any) -> Config:
     )
 
 
-def _delivery(kind: str = "notification:access-control-request-failed", **fields: Any) -> Delivery:
-    base: dict[str, Any] = {
-        "id": "d1",
-        "eventId": "e1",
-        "kind": kind,
-        "messageIndex": 0,
-        "channel": "mail",
-        "template": "auto",
-        "maxAttempts": 3,
-        "createdAt": 0.0,
-        "updatedAt": 0.0,
-        "recipientIndex": 0,
-        "route": "routes[0]",
-    }
-    return Delivery(**{**base, **fields})
+KIND = "notification:access-control-request-failed"
 
 
 def _never(_: datetime) -> datetime | None:
@@ -87,12 +71,11 @@ def test_a_delivery_obeys_every_one_of_its_people() -> None:
     by_ref = Preference("user:default/a", [], OFFICE)
     evenings = [{"times": [{"start_time": "17:00", "end_time": "23:00"}], "location": "Europe/Rome"}]
     by_address = Preference("a@example.com", [OptOut("notification:y")], evenings)
-    assert isinstance(
-        effect(_config(), [by_ref, by_address], _delivery("notification:y"), FRIDAY_EVENING, _never), Skip
-    )
+    assert opted_out_why(_config(), [by_ref, by_address], "notification:y", "mail") is not None
     monday_17_rome = datetime(2026, 11, 30, 16, 0, tzinfo=UTC).timestamp()
-    assert effect(_config(), [by_ref, by_address], _delivery(), FRIDAY_EVENING, _never) == Hold(monday_17_rome)
-    assert effect(_config(), [], _delivery(), FRIDAY_EVENING, _never) is None
+    assert active_until(_config(), [by_ref, by_address], KIND, FRIDAY_EVENING, _never) == monday_17_rome
+    assert opted_out_why(_config(), [], "notification:y", "mail") is None
+    assert active_until(_config(), [], KIND, FRIDAY_EVENING, _never) is None
 
 
 def test_an_opt_out_matches_by_kind_glob_with_or_without_prefix_and_by_channel() -> None:
@@ -104,17 +87,17 @@ def test_an_opt_out_matches_by_kind_glob_with_or_without_prefix_and_by_channel()
 
 def test_an_opted_out_delivery_is_skipped_with_a_reason_naming_the_preference() -> None:
     pref = Preference("user:default/a", [OptOut("notification:x", "requester-email")])
-    found = effect(_config(), pref, _delivery("notification:x", channel="requester-email"), FRIDAY_EVENING, _never)
-    assert found == Skip("opted out of notification:x on requester-email", "notification:x", "requester-email")
-    assert effect(_config(), pref, _delivery("notification:y"), FRIDAY_EVENING, _never) is None
+    found = opted_out_why(_config(), [pref], "notification:x", "requester-email")
+    assert found == "opted out of notification:x on requester-email"
+    assert opted_out_why(_config(), [pref], "notification:y", "requester-email") is None
+    assert opted_out_why(_config(), [pref], "notification:x", "mail") is None
 
 
 def test_outside_active_hours_a_delivery_is_held_until_they_open() -> None:
     pref = Preference("p", [], OFFICE)
-    found = effect(_config(), pref, _delivery(), FRIDAY_EVENING, _never)
-    assert found == Hold(MONDAY_8_ROME)
+    assert active_until(_config(), [pref], KIND, FRIDAY_EVENING, _never) == MONDAY_8_ROME
     inside = datetime(2026, 11, 27, 9, 0, tzinfo=UTC).timestamp()
-    assert effect(_config(), pref, _delivery(), inside, _never) is None
+    assert active_until(_config(), [pref], KIND, inside, _never) is None
 
 
 def test_with_a_route_of_its_own_intervals_the_delivery_goes_when_both_let_it() -> None:
@@ -124,9 +107,8 @@ def test_with_a_route_of_its_own_intervals_the_delivery_goes_when_both_let_it() 
     def route(at: datetime) -> datetime | None:
         return route_opens if at < route_opens else None
 
-    assert effect(_config(), Preference("p", [], OFFICE), _delivery(), FRIDAY_EVENING, route) == Hold(
-        route_opens.timestamp()
-    )
+    office = [Preference("p", [], OFFICE)]
+    assert active_until(_config(), office, KIND, FRIDAY_EVENING, route) == route_opens.timestamp()
     # The route lets it go at 19:00 UTC Monday, after the person's hours (18:00 Rome): Tuesday 08:00 Rome.
     late = datetime(2026, 11, 30, 19, 0, tzinfo=UTC)
 
@@ -134,19 +116,16 @@ def test_with_a_route_of_its_own_intervals_the_delivery_goes_when_both_let_it() 
         return late if at < late else None
 
     tuesday_8 = datetime(2026, 12, 1, 7, 0, tzinfo=UTC).timestamp()
-    assert effect(_config(), Preference("p", [], OFFICE), _delivery(), FRIDAY_EVENING, evening_route) == Hold(tuesday_8)
-
-
-def test_a_delivery_the_route_holds_already_is_held_later_only_when_the_person_says_so() -> None:
-    held = _delivery(state=State.HELD, notBefore=MONDAY_8_ROME + 3600)  # 09:00 Rome: inside their hours
-    assert effect(_config(), Preference("p", [], OFFICE), held, FRIDAY_EVENING, _never) is None
+    assert active_until(_config(), office, KIND, FRIDAY_EVENING, evening_route) == tuesday_8
 
 
 def test_critical_kinds_ignore_opt_outs_and_active_hours() -> None:
     config = _config(preferences={"critical_kinds": ["notification:security-*"]})
-    pref = Preference("p", [OptOut("*")], OFFICE)
-    assert effect(config, pref, _delivery("notification:security-breach"), FRIDAY_EVENING, _never) is None
-    assert isinstance(effect(config, pref, _delivery("notification:other"), FRIDAY_EVENING, _never), Skip)
+    pref = [Preference("p", [OptOut("*")], OFFICE)]
+    assert opted_out_why(config, pref, "notification:security-breach", "mail") is None
+    assert active_until(config, pref, "notification:security-breach", FRIDAY_EVENING, _never) is None
+    assert opted_out_why(config, pref, "notification:other", "mail") == "opted out of * on every channel"
+    assert active_until(config, pref, "notification:other", FRIDAY_EVENING, _never) == MONDAY_8_ROME
 
 
 def test_validation_names_the_field_and_a_known_channel_is_required() -> None:

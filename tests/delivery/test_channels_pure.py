@@ -6,6 +6,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
+from relay.core.redaction import url_secrets
 from relay.delivery.apprise_compat import transient_status
 from relay.delivery.channels import (
     AddressError,
@@ -14,7 +15,6 @@ from relay.delivery.channels import (
     describe_url,
     redact,
     scheme_of,
-    secret_parts,
 )
 
 MAILTOS = "mailtos://relay:pw-secret-1@smtp.example.com?from=relay@example.com&mode=starttls"
@@ -154,7 +154,7 @@ def test_address_url_refuses_hostile_addresses(url: str, address: str) -> None:
         address_url(url, address)
 
 
-# --- secret_parts and redact --------------------------------------------------------------------
+# --- url_secrets and redact --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -190,7 +190,7 @@ def test_address_url_refuses_hostile_addresses(url: str, address: str) -> None:
     ],
 )
 def test_redact_hides_channel_credentials(url: str, secrets: list[str], visible: list[str]) -> None:
-    parts = secret_parts(url)
+    parts = url_secrets(url)
     for secret in secrets:
         assert secret in parts
     text = f"POST to {url} failed for {' and '.join(secrets)}"
@@ -213,12 +213,12 @@ def test_redact_hides_channel_credentials(url: str, secrets: list[str], visible:
         ("json://localhost:8080/in", "localhost"),
     ],
 )
-def test_secret_parts_leaves_addresses_and_hosts_visible(url: str, not_secret: str) -> None:
-    assert not_secret not in secret_parts(url)
+def test_url_secrets_leaves_addresses_and_hosts_visible(url: str, not_secret: str) -> None:
+    assert not_secret not in url_secrets(url)
 
 
-def test_secret_parts_ignores_short_pieces_and_sorts_longest_first() -> None:
-    parts = secret_parts("slack://abc/longer-token-1/xy/mid-tok")
+def test_url_secrets_ignores_short_pieces_and_sorts_longest_first() -> None:
+    parts = url_secrets("slack://abc/longer-token-1/xy/mid-tok")
     assert all(len(p) >= 4 for p in parts)
     assert "abc" not in parts and "xy" not in parts
     assert list(parts) == sorted(parts, key=len, reverse=True)
@@ -273,7 +273,7 @@ def test_describe_url_hides_encoded_header_values(url: str, leak: str) -> None:
 
 def test_redact_hides_percent_encoded_password() -> None:
     url = "mailtos://relay:p%40ssw0rd@smtp.example.com"
-    assert "ssw0rd" not in redact(f"cannot connect: {url}", secret_parts(url))
+    assert "ssw0rd" not in redact(f"cannot connect: {url}", url_secrets(url))
 
 
 # --- transient_status -----------------------------------------------------------------------------------

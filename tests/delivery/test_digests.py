@@ -363,7 +363,7 @@ def test_preview_says_a_delivery_joins_a_digest(make_runtime: Callable[..., Runt
     data = _notification("preview")
     [item] = [i for i in preview_plan(rt.config, data, clock=rt.clock) if i["channel"] == "owners-hook"]
     assert item["digest"] == {"window": "15m", "maxItems": 20}
-    text = preview(rt.config, data, clock=rt.clock)
+    text = preview(preview_plan(rt.config, data, clock=rt.clock))
     assert "joins a digest" in text and "for 15m from the first (at most 20 a message)" in text
     notes = check_intervals(rt.config, clock=rt.clock)[1]
     assert "gathered: gathers its deliveries to each channel (each address, on a per-recipient channel) for 15m," in (

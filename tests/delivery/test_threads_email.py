@@ -119,7 +119,7 @@ def test_preview_says_whether_it_starts_or_replies_and_why_a_channel_is_unthread
     assert shown["requester-email"]["thread"] == "starts a conversation (key 'A')"
     assert shown["audit-hook"]["thread"] == "unthreaded: a json channel has no threads: sent unthreaded"
     (first,) = [r for r in send_all(rt, [payload]) if r["channel"] == "requester-email"]
-    text = preview(rt.config, requesters("A", ALICE), conversations=Threads(rt.redis).get)
+    text = preview(preview_plan(rt.config, requesters("A", ALICE), conversations=Threads(rt.redis).get))
     assert f"    thread: replies in the conversation of key 'A' (its first message: delivery {first['id']})" in text
 
 
