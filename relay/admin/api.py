@@ -26,6 +26,7 @@ from relay.admin.selection import (
 )
 from relay.config import Config, ConfigError
 from relay.core.model import State, trace_id
+from relay.storage import requeue
 from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
 from relay.storage.store import Store, iso
 from relay.storage.work_queue import WorkQueue
@@ -208,13 +209,13 @@ class AdminApi:
             return validation_response(exc, f"{what} request")
         attempts = self.config().retry.attempts
 
-        def requeue() -> tuple[int, list[dict[str, str]]]:
+        def send_again() -> tuple[int, list[dict[str, str]]]:
             chosen, passed = Filters.from_body(wanted, self.store.clock(), state).chosen(self.store)
             if state is State.FAILED:
-                return self.work.replay(chosen, attempts, wanted.dryRun), passed
-            return self.work.release(chosen, wanted.dryRun), passed
+                return requeue.replay(self.work, chosen, attempts, wanted.dryRun), passed
+            return requeue.release(self.work, chosen, wanted.dryRun), passed
 
-        count, passed = await run_in_threadpool(requeue)
+        count, passed = await run_in_threadpool(send_again)
         return JSONResponse({done: count, "dryRun": wanted.dryRun, f"not{done.capitalize()}": passed})
 
     @Operation(

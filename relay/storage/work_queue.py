@@ -23,8 +23,6 @@ from rq import Queue
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
-from relay.core.model import Delivery
-from relay.storage import requeue
 from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL
 from relay.storage.records import RECEIVED, event_key, metric_field, millis
 from relay.storage.scripts import ACCEPT
@@ -233,12 +231,6 @@ class WorkQueue:
 
     def deliver_at(self, delivery_id: str, at: float) -> None:
         self.schedule({delivery_id: at})
-
-    def release(self, records: list[Delivery], dry_run: bool = False) -> int:
-        return requeue.release(self, records, dry_run)
-
-    def replay(self, records: list[Delivery], attempts: int, dry_run: bool = False) -> int:
-        return requeue.replay(self, records, attempts, dry_run)
 
 
 def _acceptance(answer: Any) -> Acceptance:
