@@ -29,7 +29,8 @@ LATENCY_BUCKETS = (
 
 
 def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    """What Redis answered, as text; bytes that are not UTF-8 (a hand edit) read with U+FFFD, never an error."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def key_part(value: str) -> str:
