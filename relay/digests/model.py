@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from relay.config import Config, DigestConfig
+from relay.config.matchers import node_at
 from relay.core.quiet import route_named
 from relay.core.rendering import Rendered, Renderer, render_template, text_counterpart
 
@@ -54,15 +55,8 @@ def gather_key(
 
 
 def group_of(notification: dict[str, Any], dotted: str) -> str:
-    """As text; absent or null reads as one group of its own (the empty string)."""
-    node: Any = notification
-    for part in dotted.split("."):
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return ""
+    """As text (an object or a list as its JSON); absent or null reads as one group of its own (the empty string)."""
+    node = node_at(notification, dotted.split("."))
     if node is None:
         return ""
     return node if isinstance(node, str) else json.dumps(node, sort_keys=True, separators=(",", ":"))
