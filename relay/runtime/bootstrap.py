@@ -127,7 +127,7 @@ def build(
         loaded=load(config, conn, store),
         redis=conn,
         store=store,
-        work=WorkQueue.create(conn, store, config.dedup_ttl, config.redis.min_replicas, config.redis.replica_timeout),
+        work=WorkQueue(store, config.dedup_ttl, config.redis.min_replicas, config.redis.replica_timeout),
         sender=Sender(config.worker_threads),
         redactor=redactor if redactor is not None else Redactor.of(config),
         config_file=config_file,
