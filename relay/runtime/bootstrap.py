@@ -156,22 +156,18 @@ def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
     new = load_config(rt.config_file)
     old = rt.config
     notes = []
+    kept: dict[str, Any] = {}  # each section that holds a setting fixed at start, with it as the process runs
     for name in FIXED_AT_START:
         section, _, key = name.partition(".")
         before, after = getattr(old, section), getattr(new, section)
         if key:
+            kept[section] = kept.get(section, after).model_copy(update={key: getattr(before, key)})
             before, after = getattr(before, key), getattr(after, key)
+        else:
+            kept[section] = before
         if before != after:
             notes.append(f"{name} changed: it applies after a restart")
-    new = new.model_copy(
-        update={
-            "redis": old.redis,
-            "data_dir": old.data_dir,
-            "server": new.server.model_copy(
-                update={"host": old.server.host, "port": old.server.port, "path": old.server.path}
-            ),
-        }
-    )
+    new = new.model_copy(update=kept)
     # The API's address stays: a token its start would have refused there is refused here too.
     exposed = new.server.exposure_problem() if listening else None
     if exposed is not None:
