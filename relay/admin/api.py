@@ -112,14 +112,14 @@ def event_page(store: Store, event_id: str, start: int = 0, count: int = EVENT_P
     event = store.event(event_id)
     if event is None:
         return None
-    ids, total = store.event_delivery_page(event_id, start, count)
+    ids = event.deliveries[start : start + count]  # ids are only added, at the end: a position stays valid
     deliveries: list[Any] = [r.public() for r in store.deliveries(ids) if r is not None]
     found: dict[str, Any] = {"eventId": event.eventId, "kind": event.kind, "receivedAt": iso(event.receivedAt)}
     traced = trace_id(event.trace)
     if traced:
         found["traceId"] = traced
     found["deliveries"] = deliveries
-    if start + len(ids) < total:
+    if start + len(ids) < len(event.deliveries):
         found["next"] = str(start + len(ids))
     return found  # type: ignore[return-value]
 

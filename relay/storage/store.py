@@ -102,12 +102,6 @@ class Store:
         event = self.event(event_id)
         return event.deliveries if event is not None else []
 
-    def event_delivery_page(self, event_id: str, start: int, count: int) -> tuple[list[str], int]:
-        """`count` of the event's delivery ids from the `start`-th (ids are only added, at the end, so a position
-        stays valid) and how many it has. Each page reads every id (26 bytes each), in one round trip."""
-        ids = self.event_delivery_ids(event_id)
-        return ids[start : start + count], len(ids)
-
     def create_deliveries(
         self, event_id: str, records: list[Delivery], take: set[str] | None = None, done: bool = False
     ) -> list[Delivery]:
