@@ -26,6 +26,7 @@ from relay.admin.selection import (
 )
 from relay.config import Config, ConfigError
 from relay.core.model import State, trace_id
+from relay.storage import requeue
 from relay.storage.generations import CONFIG_APPLIED, CONFIG_GENERATION, heartbeat_seconds
 from relay.storage.store import Store, iso
 from relay.storage.work_queue import WorkQueue
@@ -111,14 +112,14 @@ def event_page(store: Store, event_id: str, start: int = 0, count: int = EVENT_P
     event = store.event(event_id)
     if event is None:
         return None
-    ids, total = store.event_delivery_page(event_id, start, count)
+    ids = event.deliveries[start : start + count]  # ids are only added, at the end: a position stays valid
     deliveries: list[Any] = [r.public() for r in store.deliveries(ids) if r is not None]
     found: dict[str, Any] = {"eventId": event.eventId, "kind": event.kind, "receivedAt": iso(event.receivedAt)}
     traced = trace_id(event.trace)
     if traced:
         found["traceId"] = traced
     found["deliveries"] = deliveries
-    if start + len(ids) < total:
+    if start + len(ids) < len(event.deliveries):
         found["next"] = str(start + len(ids))
     return found  # type: ignore[return-value]
 
@@ -206,13 +207,13 @@ class AdminApi:
             return validation_response(exc, f"{what} request")
         attempts = self.config().retry.attempts
 
-        def requeue() -> tuple[int, list[dict[str, str]]]:
+        def send_again() -> tuple[int, list[dict[str, str]]]:
             chosen, passed = Filters.from_body(wanted, self.store.clock(), state).chosen(self.store)
             if state is State.FAILED:
-                return self.work.replay(chosen, attempts, wanted.dryRun), passed
-            return self.work.release(chosen, wanted.dryRun), passed
+                return requeue.replay(self.work, chosen, attempts, wanted.dryRun), passed
+            return requeue.release(self.work, chosen, wanted.dryRun), passed
 
-        count, passed = await run_in_threadpool(requeue)
+        count, passed = await run_in_threadpool(send_again)
         return JSONResponse({done: count, "dryRun": wanted.dryRun, f"not{done.capitalize()}": passed})
 
     @Operation(

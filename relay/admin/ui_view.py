@@ -13,6 +13,7 @@ from relay.admin.ui_query import PageQuery
 from relay.core.model import Delivery, State, trace_id
 from relay.silences.model import Silence, past_retention
 from relay.silences.store import Silences
+from relay.storage import requeue
 from relay.storage.activity import Minute, last_hour
 from relay.storage.received import received_page
 from relay.storage.records import _text
@@ -261,7 +262,7 @@ class PageData:
     ) -> tuple[int, str | None]:
         """Requeue the failed delivery, or the event's failed ones: how many, and their notification."""
         records, owner = self.target(delivery_id, event_id)
-        return work.replay(records, attempts), owner
+        return requeue.replay(work, records, attempts), owner
 
     def held_of(self, delivery_id: str | None, event_id: str | None) -> list[DeliveryRow]:
         """The held deliveries a release of this delivery, or of this notification, is about."""
@@ -274,4 +275,4 @@ class PageData:
     ) -> tuple[int, str | None]:
         """The admin API's release of the held delivery, or the notification's: how many, and their notification."""
         records, owner = self.target(delivery_id, event_id)
-        return work.release([r for r in records if r.state is State.HELD], dry_run), owner
+        return requeue.release(work, [r for r in records if r.state is State.HELD], dry_run), owner

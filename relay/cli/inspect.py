@@ -142,10 +142,12 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from relay.storage.requeue import replay
+
     return _act_on(
         args,
         State.FAILED,
-        lambda rt, batch: rt.work.replay(batch, rt.config.retry.attempts),
+        lambda rt, batch: replay(rt.work, batch, rt.config.retry.attempts),
         lambda r: f"would replay {r.id}  event {r.eventId}  channel {r.channel}  last error: {r.lastError}",
         "{} would be replayed (dry run)",
         "replayed {}",
@@ -153,10 +155,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
+    from relay.storage.requeue import release
+
     return _act_on(
         args,
         State.HELD,
-        lambda rt, batch: rt.work.release(batch),
+        lambda rt, batch: release(rt.work, batch),
         lambda r: f"would release {r.id}  event {r.eventId}  channel {r.channel}  held until {r.public()['notBefore']}",
         "{} would be sent now (dry run)",
         "released {}: they go out now",

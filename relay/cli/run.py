@@ -9,7 +9,6 @@ from relay.cli.common import Command, config, config_file, log, no_config_file_w
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from relay.runtime.datalock import DataDirBusy
     from relay.runtime.embedded import EmbeddedRedisError
     from relay.runtime.restarts import GIVE_UP_EXIT_CODE
     from relay.runtime.supervisor import serve
@@ -26,9 +25,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"relay: warning: {no_config_file_warning()}", file=sys.stderr)
     try:
         return serve(cfg, file, args.workers if args.workers is not None else cfg.workers)
-    except DataDirBusy as exc:  # data_dir is another relay's: the config's to change (exit codes: relay.cli.main)
-        print(f"relay: {exc}", file=sys.stderr)
-        return 4
     except EmbeddedRedisError as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return GIVE_UP_EXIT_CODE

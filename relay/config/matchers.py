@@ -90,8 +90,8 @@ class Matcher:
         return hit if self.op is Op.RE else not hit
 
 
-def read(data: Mapping[str, Any], path: Iterable[str]) -> str | _Structured:
-    """Absent or null "", numbers and booleans their JSON text, objects and lists STRUCTURED."""
+def node_at(data: Mapping[str, Any], path: Iterable[str]) -> Any:
+    """The value at the dotted path's segments (a list indexed by a number); None where there is none."""
     node: Any = data
     for segment in path:
         if isinstance(node, Mapping):
@@ -99,9 +99,15 @@ def read(data: Mapping[str, Any], path: Iterable[str]) -> str | _Structured:
         elif isinstance(node, list) and segment.isdigit() and int(segment) < len(node):
             node = node[int(segment)]
         else:
-            return ""
-        if node is None:
-            return ""
+            return None
+    return node
+
+
+def read(data: Mapping[str, Any], path: Iterable[str]) -> str | _Structured:
+    """Absent or null "", numbers and booleans their JSON text, objects and lists STRUCTURED."""
+    node = node_at(data, path)
+    if node is None:
+        return ""
     if isinstance(node, str):
         return node
     if isinstance(node, Mapping | list):

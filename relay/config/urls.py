@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import AfterValidator
 
@@ -49,7 +50,11 @@ def redis_url_problem(url: str) -> str | None:
         hint = f"did you mean `{masked_url(fixed)}`?" if fixed else f"write it like {_REDIS_EXAMPLE}"
         return f"not a Redis URL ({said}; it must start with {_SCHEMES_TEXT}); {hint}"
     if scheme == SENTINEL:
-        return _sentinel_problem(urlsplit(url))
+        try:
+            sentinel_target(url)
+        except ValueError as exc:
+            return str(exc)
+        return None
     try:
         parts = urlsplit(url)
         _ = parts.port  # raises for a port that is not a number in 0..65535
@@ -72,18 +77,32 @@ def redis_url_problem(url: str) -> str | None:
     return None
 
 
-def _sentinel_problem(parts: SplitResult) -> str | None:
+@dataclass(frozen=True)
+class SentinelTarget:
+    hosts: list[tuple[str, int]]
+    service: str
+    db: int
+    password: str | None
+
+
+def sentinel_target(url: str) -> SentinelTarget:
+    """`redis+sentinel://[:password@]host:port[,host:port...]/service[/db]`, parsed; ValueError saying what is
+    wrong (a Sentinel's port defaults to 26379)."""
     example = "redis+sentinel://host:26379,host2:26379/mymaster/0"
+    parts = urlsplit(url)
+    hosts = []
     for item in parts.netloc.rsplit("@", 1)[-1].split(","):
         host, colon, port = item.rpartition(":")
         if not item or (colon and (not host or not port.isdigit() or int(port) > 65535)):
-            return f"each Sentinel is host:port (the port a number); write it like {example}"
+            raise ValueError(f"each Sentinel is host:port (the port a number); write it like {example}")
+        hosts.append((host, int(port)) if colon else (item, 26379))
     path = [p for p in parts.path.split("/") if p]
     if not path:
-        return f"a redis+sentinel:// URL names the service after the hosts; write it like {example}"
+        raise ValueError(f"a redis+sentinel:// URL names the service after the hosts; write it like {example}")
     if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
-        return f"after the service only a database number may follow; write it like {example}"
-    return None
+        raise ValueError(f"after the service only a database number may follow; write it like {example}")
+    password = unquote(parts.password) if parts.password else None
+    return SentinelTarget(hosts, path[0], int(path[1]) if len(path) == 2 else 0, password)
 
 
 def http_url_problem(url: str) -> str | None:

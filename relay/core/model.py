@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import accumulate
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -18,17 +19,19 @@ from relay.core.states import State as State  # re-exported: the model's deliver
 
 # The pydantic error type of a payload over a configured limit (metrics count these apart).
 LIMIT_ERROR = "limit_exceeded"
+Value = TypeVar("Value")
 
 
-def _limits(info: ValidationInfo) -> LimitsConfig | None:
-    """`server.limits`, given to validation as `context={"limits": ...}` (absent: no bounds). Workers re-read
-    notifications that were accepted under other limits: only the edge passes them."""
-    context = info.context
-    return context.get("limits") if isinstance(context, dict) else None
-
-
-def _over(what: str, limit: int, actual: int) -> PydanticCustomError:
-    return PydanticCustomError(LIMIT_ERROR, "{what}: {actual} is over the limit of {limit}", locals())
+def _bounded(value: Value, info: ValidationInfo, what: str, limit_of: Callable[[LimitsConfig], int]) -> Value:
+    """`value`, unless it is longer than `server.limits` allow, given to validation as `context={"limits": ...}`
+    (absent: no bounds). Workers re-read notifications that were accepted under other limits: only the edge passes
+    them."""
+    limits = info.context.get("limits") if isinstance(info.context, dict) else None
+    limit = limit_of(limits) if limits is not None else None
+    if limit is not None and isinstance(value, list | str) and len(value) > limit:
+        context = {"what": what, "limit": limit, "actual": len(value)}
+        raise PydanticCustomError(LIMIT_ERROR, "{what}: {actual} is over the limit of {limit}", context)
+    return value
 
 
 class _Open(BaseModel):
@@ -45,10 +48,7 @@ class Metadata(_Open):
     def _not_blank(cls, value: str, info: ValidationInfo) -> str:
         if not value.strip():
             raise ValueError("eventId must not be blank")
-        limits = _limits(info)
-        if limits is not None and len(value) > limits.max_event_id_length:
-            raise _over("eventId length", limits.max_event_id_length, len(value))
-        return value
+        return _bounded(value, info, "eventId length", lambda limits: limits.max_event_id_length)
 
 
 class Message(_Open):
@@ -65,10 +65,7 @@ class Message(_Open):
         if value is None:
             return []  # a message with no recipient listed (null) still reaches audience channels
         # Before validating the items: a list over the limit is refused without reading it.
-        limits = _limits(info)
-        if limits is not None and isinstance(value, list) and len(value) > limits.max_recipients:
-            raise _over("number of recipients", limits.max_recipients, len(value))
-        return value
+        return _bounded(value, info, "number of recipients", lambda limits: limits.max_recipients)
 
 
 class Notification(_Open):
@@ -81,18 +78,12 @@ class Notification(_Open):
     @field_validator("kind")
     @classmethod
     def _short_kind(cls, value: str, info: ValidationInfo) -> str:
-        limits = _limits(info)
-        if limits is not None and len(value) > limits.max_kind_length:
-            raise _over("kind length", limits.max_kind_length, len(value))
-        return value
+        return _bounded(value, info, "kind length", lambda limits: limits.max_kind_length)
 
     @field_validator("messages", mode="before")
     @classmethod
     def _few_messages(cls, value: Any, info: ValidationInfo) -> Any:
-        limits = _limits(info)
-        if limits is not None and isinstance(value, list) and len(value) > limits.max_messages:
-            raise _over("number of messages", limits.max_messages, len(value))
-        return value
+        return _bounded(value, info, "number of messages", lambda limits: limits.max_messages)
 
     @property
     def event_id(self) -> str:

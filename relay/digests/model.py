@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from relay.config import Config, DigestConfig
+from relay.config.matchers import node_at
 from relay.core.quiet import route_named
 from relay.core.rendering import Rendered, Renderer, render_template, text_counterpart
 
@@ -54,15 +55,8 @@ def gather_key(
 
 
 def group_of(notification: dict[str, Any], dotted: str) -> str:
-    """As text; absent or null reads as one group of its own (the empty string)."""
-    node: Any = notification
-    for part in dotted.split("."):
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return ""
+    """As text (an object or a list as its JSON); absent or null reads as one group of its own (the empty string)."""
+    node = node_at(notification, dotted.split("."))
     if node is None:
         return ""
     return node if isinstance(node, str) else json.dumps(node, sort_keys=True, separators=(",", ":"))
@@ -91,11 +85,6 @@ def human_duration(seconds: float) -> str:
     return out or "0s"
 
 
-def digest_names(channel: str, fmt: str) -> list[str]:
-    """The operator's digest templates to try, most specific first (then relay's own)."""
-    return [f"{DIGEST_TEMPLATE}/{channel}.{fmt}.j2", f"{DIGEST_TEMPLATE}/default.{fmt}.j2"]
-
-
 def render_digest(
     renderer: Renderer,
     items: list[DigestItem],
@@ -116,14 +105,14 @@ def render_digest(
     }
     default_title = f"{len(items)} notifications"
     error: str | None = None
-    names = [n for n in digest_names(channel, fmt) if renderer.operator_has(n)]
-    for name in names:
+    own = f"{DIGEST_TEMPLATE}/default.{fmt}.j2"
+    # The operator's most specific digest template (the channel's, else their default), then relay's own.
+    name = next((n for n in (f"{DIGEST_TEMPLATE}/{channel}.{fmt}.j2", own) if renderer.operator_has(n)), None)
+    if name is not None:
         try:
             return _render(renderer, name, context, fmt, default_title, operator=True)
         except Exception as exc:  # any template failure: relay's own digest, never a lost message
             error = f"{name}: {type(exc).__name__}: {exc}"
-            break
-    own = f"{DIGEST_TEMPLATE}/default.{fmt}.j2"
     try:
         rendered = _render(renderer, own, context, fmt, default_title, operator=False)
     except Exception as exc:  # relay's own failed (it should not): the items as plain text

@@ -36,7 +36,7 @@ log = logging.getLogger("relay.delivery.jobs")
 
 def gather(rt: Context, record: Delivery, previous: State, digest: DigestConfig, ctx: dict[str, str]) -> str:
     """Join the delivery to its route's open digest for this channel (and address), or open one."""
-    key = gather_key(record.route or "", record.channel, record.address, record.released, _group(rt, record, digest))
+    key = _gather_key(rt, record, digest)
     window = window_for(digest, was_held=record.notBefore is not None, released=record.released)
     at = rt.clock()  # the clock quiet hours are asked by, so a held delivery's catch-up window follows it
     new = _new_digest(rt, record, key, at, at + window)
@@ -59,14 +59,14 @@ def gather(rt: Context, record: Delivery, previous: State, digest: DigestConfig,
     return record.state
 
 
-def _group(rt: Context, record: Delivery, digest: DigestConfig | None) -> str | None:
-    """None when the digest gathers by route, channel and address alone."""
-    if digest is None or not digest.key:
-        return None
-    event = rt.store.event(record.eventId)
-    if event is None:
-        return ""
-    return group_of(json.loads(event.payload), digest.key)
+def _gather_key(rt: Context, record: Delivery, digest: DigestConfig | None) -> str:
+    """The key of the digest a delivery (an item, or the digest itself) gathers in: with the digest's `key`, the
+    value its notification has there too (`group_of`)."""
+    group = None
+    if digest is not None and digest.key:
+        event = rt.store.event(record.eventId)
+        group = group_of(json.loads(event.payload), digest.key) if event is not None else ""
+    return gather_key(record.route or "", record.channel, record.address, record.released, group)
 
 
 def _new_digest(rt: Context, item: Delivery, key: str, at: float, until: float) -> Delivery:
@@ -90,9 +90,7 @@ def _new_digest(rt: Context, item: Delivery, key: str, at: float, until: float) 
 def send_digest(rt: Context, record: Delivery, channel: ChannelConfig | None, ctx: dict[str, str]) -> str:
     """Close the digest, render what it carries as one message and send it; its items follow its state."""
     previous = record.state
-    group = _group(rt, record, digest_of(rt.config, record.route))
-    key = gather_key(record.route or "", record.channel, record.address, record.released, group)
-    record.items = rt.store.digests.close(key, record.id)
+    record.items = rt.store.digests.close(_gather_key(rt, record, digest_of(rt.config, record.route)), record.id)
     items = [r for r in rt.store.deliveries(record.items) if r is not None]
     if channel is None:
         why = f"channel {record.channel!r} is no longer configured"

@@ -9,7 +9,6 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import unquote, urlsplit
 
 from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
@@ -17,6 +16,7 @@ from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.sentinel import Sentinel
 
 from relay.config import Config, ConfigError, load_config
+from relay.config.urls import SENTINEL, sentinel_target
 from relay.core.clock import Clock, system_clock
 from relay.core.redaction import Redactor
 from relay.core.rendering import Renderer, template_globals
@@ -37,31 +37,6 @@ def redis_url(config: Config) -> str:
     return config.redis.url or embedded.url_for(config.data_path)
 
 
-SENTINEL_SCHEME = "redis+sentinel://"
-
-
-@dataclass(frozen=True)
-class SentinelTarget:
-    hosts: list[tuple[str, int]]
-    service: str
-    db: int
-    password: str | None
-
-
-def sentinel_target(url: str) -> SentinelTarget:
-    """`redis+sentinel://[:password@]host:port[,host:port...]/service[/db]`, parsed."""
-    parts = urlsplit(url)
-    password = unquote(parts.password) if parts.password else None
-    hosts = []
-    for item in parts.netloc.rsplit("@", 1)[-1].split(","):
-        host, _, port = item.rpartition(":")
-        hosts.append((host or item, int(port) if port.isdigit() else 26379))
-    path = [p for p in parts.path.split("/") if p]
-    if not path:
-        raise ValueError("a redis+sentinel:// URL names the service: redis+sentinel://host:26379/mymaster/0")
-    return SentinelTarget(hosts, path[0], int(path[1]) if len(path) > 1 else 0, password)
-
-
 def open_redis(url: str, **options: Any) -> Redis:
     """A connection for `url`: redis://, rediss://, unix://, or Sentinel (the current primary)."""
     return cast(Redis, _open(url, options, Redis, Sentinel))
@@ -72,7 +47,7 @@ def open_async_redis(url: str, **options: Any) -> AsyncRedis:
 
 
 def _open(url: str, options: dict[str, Any], client_class: Any, sentinel_class: Any) -> Any:
-    if not url.startswith(SENTINEL_SCHEME):
+    if not url.startswith(SENTINEL + "://"):
         return client_class.from_url(url, **options)
     t = sentinel_target(url)
     timeout = options.get("socket_connect_timeout", 5)
@@ -152,7 +127,7 @@ def build(
         loaded=load(config, conn, store),
         redis=conn,
         store=store,
-        work=WorkQueue.create(conn, store, config.dedup_ttl, config.redis.min_replicas, config.redis.replica_timeout),
+        work=WorkQueue(store, config.dedup_ttl, config.redis.min_replicas, config.redis.replica_timeout),
         sender=Sender(config.worker_threads),
         redactor=redactor if redactor is not None else Redactor.of(config),
         config_file=config_file,
@@ -181,22 +156,18 @@ def reload_runtime(rt: Runtime, listening: bool = False) -> list[str]:
     new = load_config(rt.config_file)
     old = rt.config
     notes = []
+    kept: dict[str, Any] = {}  # each section that holds a setting fixed at start, with it as the process runs
     for name in FIXED_AT_START:
         section, _, key = name.partition(".")
         before, after = getattr(old, section), getattr(new, section)
         if key:
+            kept[section] = kept.get(section, after).model_copy(update={key: getattr(before, key)})
             before, after = getattr(before, key), getattr(after, key)
+        else:
+            kept[section] = before
         if before != after:
             notes.append(f"{name} changed: it applies after a restart")
-    new = new.model_copy(
-        update={
-            "redis": old.redis,
-            "data_dir": old.data_dir,
-            "server": new.server.model_copy(
-                update={"host": old.server.host, "port": old.server.port, "path": old.server.path}
-            ),
-        }
-    )
+    new = new.model_copy(update=kept)
     # The API's address stays: a token its start would have refused there is refused here too.
     exposed = new.server.exposure_problem() if listening else None
     if exposed is not None:

@@ -8,11 +8,13 @@ import os
 from pathlib import Path
 from typing import IO
 
+from relay.config.source import ConfigError
+
 LOCK_NAME = "relay.lock"
 
 
-class DataDirBusy(RuntimeError):
-    """Another live process holds the data_dir's lock."""
+class DataDirBusy(ConfigError):
+    """Another live process holds the data_dir's lock: the config's data_dir is to change (exit code 4)."""
 
 
 def lock_data_dir(data_dir: Path) -> IO[str]:

@@ -17,7 +17,7 @@ from redis import Redis
 
 from relay.core.times import LAST
 from relay.silences.model import MAX_SILENCES, Candidates, Silence
-from relay.storage.records import PREFIX
+from relay.storage.records import PREFIX, _text
 
 SILENCES = PREFIX + "silences"
 VERSION = SILENCES + ":version"  # a new random token with every write of the hash
@@ -45,10 +45,6 @@ def readable(stored: Mapping[bytes | str, bytes | str]) -> list[Silence]:
     """The silences of the hash as HGETALL answers it, those that can be read."""
     found = (parsed(_text(ident), raw) for ident, raw in stored.items())
     return [s for s in found if s is not None]
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else value
 
 
 def new_id() -> str:

@@ -29,7 +29,8 @@ LATENCY_BUCKETS = (
 
 
 def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    """What Redis answered, as text; bytes that are not UTF-8 (a hand edit) read with U+FFFD, never an error."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def key_part(value: str) -> str:
@@ -233,16 +234,25 @@ class EventRecord:
     deliveries: list[str] = field(default_factory=list)
 
 
-def event_from_hash(data: Any, event_id: str) -> EventRecord | None:
-    """None for no hash; ValueError or KeyError for a hash that is no event relay wrote."""
+def read_event(data: Any, event_id: str) -> EventRecord | None:
+    """The event in an answer to its HGETALL; None for none, and for one that cannot be read (a key of another type,
+    a hash relay did not write): logged and left out, it takes no page, listing or other event down."""
+    key = event_key(event_id)
+    if isinstance(data, Exception):
+        log.error("event unreadable at %s (%s): left out", key, data, extra={"eventId": event_id})
+        return None
     if not data:
         return None
-    d = {_text(k): _text(v) for k, v in data.items()}
-    payload = d["payload"]
-    parts = (d.get(f"deliveries.{n}", "") for n in range(1, int(d.get("parts", 0)) + 1))
-    # Once each: a delivery expired and planned again (an event accepted again after the window) is added again.
-    ids = list(dict.fromkeys(" ".join((d.get("deliveries", ""), *parts)).split()))
-    return EventRecord(event_id, _kind_of(payload), float(d["receivedAt"]), payload, d.get("trace", ""), ids)
+    try:
+        d = {_text(k): _text(v) for k, v in data.items()}
+        payload = d["payload"]
+        parts = (d.get(f"deliveries.{n}", "") for n in range(1, int(d.get("parts", 0)) + 1))
+        # Once each: a delivery expired and planned again (an event accepted again after the window) is added again.
+        ids = list(dict.fromkeys(" ".join((d.get("deliveries", ""), *parts)).split()))
+        return EventRecord(event_id, _kind_of(payload), float(d["receivedAt"]), payload, d.get("trace", ""), ids)
+    except (KeyError, ValueError, TypeError) as exc:
+        log.error("event unreadable at %s (%s): left out", key, type(exc).__name__, extra={"eventId": event_id})
+        return None
 
 
 def _kind_of(payload: str) -> str:

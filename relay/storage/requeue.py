@@ -5,20 +5,11 @@ delivered delivery is never made due again. A digest's item goes out with its di
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Protocol
 
 from relay.core.model import Delivery, State
 from relay.storage.leases import delivery_unit
 from relay.storage.store import StateChange, Store
-
-
-class WorkQueue(Protocol):
-    """What a replay and a release need of the work queue (`relay.storage.work_queue.WorkQueue`, which calls them)."""
-
-    @property
-    def store(self) -> Store: ...
-
-    def enqueue_deliveries(self, ids: list[str]) -> None: ...
+from relay.storage.work_queue import WorkQueue
 
 
 def release(work: WorkQueue, records: list[Delivery], dry_run: bool = False) -> int:

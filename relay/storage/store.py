@@ -19,7 +19,6 @@ from relay.core.clock import Clock
 from relay.core.model import Delivery, State, iso
 from relay.digests.store import Digests
 from relay.storage.activity import count_activity
-from relay.storage.events import read_events
 from relay.storage.leases import LEASES, LOSSES, READY, Leases, beat_alive, delivery_unit, event_unit
 from relay.storage.lists import LISTS, Lists, list_key, list_rest
 from relay.storage.records import (
@@ -39,6 +38,7 @@ from relay.storage.records import (
     event_key,
     metric_field,
     read_delivery,
+    read_event,
     unset_fields,
 )
 from relay.storage.scripts import CREATE, KEEP_LONGER, RESERVE_SLOT, UPDATE
@@ -87,18 +87,20 @@ class Store:
         return self.events([event_id]).get(event_id)
 
     def events(self, event_ids: Iterable[str]) -> dict[str, EventRecord]:
-        return read_events(self.redis, event_ids)
+        """The events of these ids that are still stored and readable, in one round trip."""
+        ids = list(dict.fromkeys(event_ids))
+        if not ids:
+            return {}
+        pipe = self.redis.pipeline(transaction=False)
+        for i in ids:
+            pipe.hgetall(event_key(i))
+        found = (read_event(data, i) for i, data in zip(ids, pipe.execute(raise_on_error=False), strict=True))
+        return {record.eventId: record for record in found if record is not None}
 
     def event_delivery_ids(self, event_id: str) -> list[str]:
         """The ids of the event's deliveries in the order they were stored (none of an event that cannot be read)."""
         event = self.event(event_id)
         return event.deliveries if event is not None else []
-
-    def event_delivery_page(self, event_id: str, start: int, count: int) -> tuple[list[str], int]:
-        """`count` of the event's delivery ids from the `start`-th (ids are only added, at the end, so a position
-        stays valid) and how many it has. Each page reads every id (26 bytes each), in one round trip."""
-        ids = self.event_delivery_ids(event_id)
-        return ids[start : start + count], len(ids)
 
     def create_deliveries(
         self, event_id: str, records: list[Delivery], take: set[str] | None = None, done: bool = False

@@ -15,7 +15,6 @@ from functools import lru_cache
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from redis import Redis
 from redis.asyncio import Redis as AsyncRedis
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError, ResponseError
@@ -23,8 +22,6 @@ from rq import Queue
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
-from relay.core.model import Delivery
-from relay.storage import requeue
 from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL
 from relay.storage.records import RECEIVED, event_key, metric_field, millis
 from relay.storage.scripts import ACCEPT
@@ -74,11 +71,8 @@ class Acceptance:
 
 @dataclass
 class WorkQueue:
-    redis: Redis
     store: Store
-    queue: Queue
     dedup_ttl: float
-    job_timeout: int
     # `redis.min_replicas` and `redis.replica_timeout` (seconds): see `replicated`.
     min_replicas: int = 0
     replica_timeout: float = 1.0
@@ -88,12 +82,9 @@ class WorkQueue:
         init=False, repr=False, default_factory=WeakKeyDictionary
     )
 
-    @classmethod
-    def create(
-        cls, redis: Redis, store: Store, dedup_ttl: float, min_replicas: int = 0, replica_timeout: float = 1.0
-    ) -> WorkQueue:
-        queue = Queue(QUEUE_NAME, connection=redis)
-        return cls(redis, store, queue, dedup_ttl, JOB_TIMEOUT, min_replicas, replica_timeout)
+    def __post_init__(self) -> None:
+        self.redis = self.store.redis
+        self.queue = Queue(QUEUE_NAME, connection=self.redis)
 
     async def accept_async(
         self, client: AsyncRedis, event_id: str, kind: str, payload: str, trace: str = ""
@@ -162,7 +153,7 @@ class WorkQueue:
                 job_id=ident,
                 result_ttl=RESULT_TTL,
                 failure_ttl=self.store.retention,
-                timeout=self.job_timeout,
+                timeout=JOB_TIMEOUT,
             )
         except RedisError as exc:
             log.warning("wake-up job not queued (%s): the workers' sweep queues one", type(exc).__name__)
@@ -204,7 +195,7 @@ class WorkQueue:
             job_id=job_id("wake-at", str(second)),
             result_ttl=RESULT_TTL,
             failure_ttl=self.store.retention,
-            job_timeout=self.job_timeout,
+            job_timeout=JOB_TIMEOUT,
         )
 
     def enqueue_deliveries(self, ids: list[str]) -> None:
@@ -233,12 +224,6 @@ class WorkQueue:
 
     def deliver_at(self, delivery_id: str, at: float) -> None:
         self.schedule({delivery_id: at})
-
-    def release(self, records: list[Delivery], dry_run: bool = False) -> int:
-        return requeue.release(self, records, dry_run)
-
-    def replay(self, records: list[Delivery], attempts: int, dry_run: bool = False) -> int:
-        return requeue.replay(self, records, attempts, dry_run)
 
 
 def _acceptance(answer: Any) -> Acceptance:

@@ -12,6 +12,7 @@ from relay.admin.selection import Filters
 from relay.core.model import State
 from relay.runtime.bootstrap import Runtime
 from relay.storage.leases import LEASES, READY
+from relay.storage.requeue import replay
 from relay.storage.work_queue import QUEUE_NAME
 from tests.conftest import admin, post, run_scheduled, run_worker, sample_notification
 from tests.servers import HttpSink, SmtpSink
@@ -297,10 +298,10 @@ def test_a_replay_from_a_listing_read_before_the_delivery_went_out_sends_nothing
     run_worker(rt)
     stale = Filters(State.FAILED).page(rt.store, 50)[0]
     assert len(stale) == 1
-    assert rt.work.replay(stale, 3) == 1
+    assert replay(rt.work, stale, 3) == 1
     run_worker(rt)
     assert len(sink.at("/owners")) == 1
-    assert rt.work.replay(stale, 3) == 0  # the stale copy says failed; the record says delivered
+    assert replay(rt.work, stale, 3) == 0  # the stale copy says failed; the record says delivered
     run_worker(rt)
     assert len(sink.at("/owners")) == 1
     assert rt.store.delivery(stale[0].id).state == "delivered"  # type: ignore[union-attr]

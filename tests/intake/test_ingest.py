@@ -17,6 +17,7 @@ from relay.runtime.bootstrap import Runtime
 from relay.storage.leases import UNPLANNED, WAKE, WAKE_TTL
 from relay.storage.records import METRICS, RECEIVED, event_key, metric_field
 from relay.storage.work_queue import (
+    JOB_TIMEOUT,
     QUEUE_NAME,
     RESULT_TTL,
     WORK_JOB,
@@ -53,7 +54,7 @@ def test_the_wake_up_job_is_rqs_own(rt: Runtime, redis: Redis, event_id: str) ->
     assert queue.job_ids == [wake_job_id(event_id)]
     job = Job.fetch(wake_job_id(event_id), connection=redis)
     assert (job.func_name, job.args, job.kwargs) == (WORK_JOB, (event_id,), {})
-    assert (job.result_ttl, job.failure_ttl, job.timeout) == (RESULT_TTL, rt.store.retention, rt.work.job_timeout)
+    assert (job.result_ttl, job.failure_ttl, job.timeout) == (RESULT_TTL, rt.store.retention, JOB_TIMEOUT)
     # RQ owns nothing: a wake-up lost or abandoned loses no work (`relay.storage.leases`), so RQ retries none.
     assert job.retries_left is None
 
@@ -72,7 +73,7 @@ def test_accepted_notification_is_seen_by_rq_and_run_by_a_real_worker(
     assert job.id == wake_job_id(event_id) and job.id.startswith(job_id("plan", ""))
     assert job.get_status() == JobStatus.QUEUED
     assert job.func_name == WORK_JOB and job.args == (event_id,)
-    assert job.retries_left is None and job.timeout == rt.work.job_timeout
+    assert job.retries_left is None and job.timeout == JOB_TIMEOUT
 
     # The event, its index entry and its counter went in with the job. The record is the dedup (no key of its
     # own), kept for the retention or the dedup window, whichever is longer; its payload has its kind.
