@@ -78,6 +78,9 @@ def main() -> int:
             arrivals = sink.arrivals()
             lat = sorted(arrivals[f"{t}-0"] - sent[t] for t, _ in load if f"{t}-0" in arrivals)
             procs.stop(proc, 60)
+        if not lat:
+            print(f"no first try reached the sink of {n} notifications", file=sys.stderr)
+            return 1
         print(f"relay: {args.checkout or 'this checkout'}; {n} notifications at {args.rate:g}/s")
         print(f"non-2xx answers: {sum(c for s, c in statuses.items() if not 200 <= s < 300)}")
         print(f"first tries seen: {len(lat)} of {n}")

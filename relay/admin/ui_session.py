@@ -129,7 +129,8 @@ class PageAccess:
         return render("error.html.j2", self.clock(), status, headers, title=title, message=message)
 
     async def read(self, load: Callable[[], T], failed: str = UNREAD) -> T:
-        """`load()` off the event loop; when Redis fails under it, Answered: the 503 page saying `failed`."""
+        """`load()` (a read, or a session's, silence's or release's write) off the event loop; when Redis fails under
+        it, Answered: the 503 page saying `failed`, logged with it."""
         try:
             return await run_in_threadpool(load)
         except RedisError as exc:

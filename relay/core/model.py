@@ -64,7 +64,10 @@ class Message(_Open):
     def _few_recipients(cls, value: Any, info: ValidationInfo) -> Any:
         if value is None:
             return []  # a message with no recipient listed (null) still reaches audience channels
-        # Before validating the items: a list over the limit is refused without reading it.
+        # Before validating the items: a list over the limit is refused without reading it (not a list: the
+        # schema's error, not a limit's).
+        if not isinstance(value, list):
+            return value
         return _bounded(value, info, "number of recipients", lambda limits: limits.max_recipients)
 
 
@@ -83,6 +86,8 @@ class Notification(_Open):
     @field_validator("messages", mode="before")
     @classmethod
     def _few_messages(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, list):
+            return value  # the schema's error, not a limit's
         return _bounded(value, info, "number of messages", lambda limits: limits.max_messages)
 
     @property

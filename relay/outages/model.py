@@ -10,8 +10,9 @@ from relay.core.outcome import Delivered, Outcome, Transient
 
 MAX_PROBE = 600.0  # seconds: the longest wait between two probes of a down channel
 # seconds: a send this old counts half in the share of failures among a channel's recent sends. Down takes `after`
-# failures in a row and at least as many failures as successes: a channel failing one send in ten at random is
-# never down however long its rows by chance, and one that dies while busy is down within about this long.
+# failures in a row and at least as many failures as successes: a busy channel (a send a second or more) failing
+# one in ten at random is not down for a row of them by chance, and one that dies while busy is down about this
+# long after. A quiet one is down at its `after`-th failure, as a row lasting this long makes any channel down.
 SHARE_HALF_LIFE = 5.0
 DOWN_PREFIX = "channel down since "
 

@@ -83,10 +83,14 @@ redis.call('EXPIRE', KEYS[4], @TTL@)
 redis.call('SADD', KEYS[5], ARGV[11])
 local state = redis.call('HGET', KEYS[1], 'state')
 local w = redis.call('HMGET', KEYS[1], 'okW', 'failW', 'wAt')
-local decay = math.min(1, 2 ^ (((tonumber(w[3]) or clock) - clock) / @HALF@))  -- a clock behind: no growth
+-- `wAt` never moves back (a worker whose clock is a little behind decays nothing, and no gap decays twice), but
+-- one more than a minute ahead is a clock gone wrong: this one's time is taken
+local last = tonumber(w[3]) or clock
+local at = (last > clock + 60) and clock or math.max(last, clock)
+local decay = 2 ^ (math.min(0, last - at) / @HALF@)
 local ok_w, fail_w = (tonumber(w[1]) or 0) * decay, (tonumber(w[2]) or 0) * decay
 if kind == 'ok' then ok_w = ok_w + 1 elseif kind == 'transient' then fail_w = fail_w + 1 end
-redis.call('HSET', KEYS[1], 'okW', num(ok_w), 'failW', num(fail_w), 'wAt', ARGV[1])
+redis.call('HSET', KEYS[1], 'okW', num(ok_w), 'failW', num(fail_w), 'wAt', num(at))
 if kind == 'ok' then
   redis.call('HSET', KEYS[1], 'fails', 0, 'lastSuccessAt', ARGV[1])
   redis.call('ZREM', KEYS[2], id)

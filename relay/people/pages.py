@@ -212,8 +212,8 @@ class PeoplePages:
         )
 
     def _opt_out(self, link: Link, at: float) -> str | None:
-        """Read back as planning reads it: None when it holds, else why not (never "unsubscribed" for nothing)."""
-        try:  # what `update` stores has passed planning's own reading (it refuses, and stores nothing, else)
+        """Read back as the gates read it: None when it holds, else why not (never "unsubscribed" for nothing)."""
+        try:  # what `update` stores has passed the gates' own reading (it refuses, and stores nothing, else)
             pref = self.store.update(link.person, lambda p: p.with_opt_out(link.kind, link.channel), at)
         except PreferenceError as exc:
             log.warning("one-click unsubscribe not stored: %s", exc.message)

@@ -1,7 +1,7 @@
 """What each person chooses for themselves (docs/preferences.md): the kinds they opt out of on which channel, and the
-hours they want to be reached in. Pure: the preferences, the planned deliveries and the time in; each delivery's fate
-out. A person is their `userRef` or their e-mail address, lower-cased; a delivery obeys both (`claim_of`), and a link
-changes only the one it is bound to (relay.web.links)."""
+hours they want to be reached in. Pure: the preferences, a delivery's kind and channel and the time in; why its people
+skip it, or until when they hold it, out. A person is their `userRef` or their e-mail address, lower-cased; a delivery
+obeys both (`claim_of_delivery`), and a link changes only the one it is bound to (relay.web.links)."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def is_address(person: str) -> bool:
 
 
 def canonical_person(person: str) -> str:
-    """A person as relay keys them: an e-mail address lower-cased (as planning finds it), a userRef as it is."""
+    """A person as relay keys them: an e-mail address lower-cased (as the gates find it), a userRef as it is."""
     return person.lower() if is_address(person) else person
 
 

@@ -77,7 +77,7 @@ def link_person(rt: LinkContext, notification: Notification, record: Delivery) -
     """Whose preferences the links in a delivery may change. Whoever reads its address gets them, and the payload's
     `userRef` is only a claim (a webhook's caller could pair anyone's `userRef` with their own address): the `userRef`
     when this address is its own (the platform catalog's, when one is configured; else the first address relay sent that
-    `userRef`'s links to), else the address itself when the payload gave it (so planning obeys what is chosen there),
+    `userRef`'s links to), else the address itself when the payload gave it (its deliveries obey what is chosen there),
     else nobody (no links: a `userRef` relay cannot key a person by, whose address came from the catalog)."""
     claim = claim_of_delivery(rt.config, notification, record)
     address = (record.address or "").lower()

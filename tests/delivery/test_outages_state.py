@@ -169,3 +169,18 @@ def test_a_busy_channel_that_dies_is_down_within_seconds_and_a_quiet_one_at_the_
     quiet = [other.note("quiet", OK, "", "q", T0, T0 + i, after=5, probe=30.0) for i in range(10)]
     fails = [other.note("quiet", TRANSIENT, "e", f"f{i}", T0, T0 + 70 + i, after=5, probe=30.0) for i in range(5)]
     assert {g.state for g in quiet} == {"up"} and [g.state for g in fails] == ["up"] * 4 + ["down"]
+
+
+def test_workers_whose_clocks_disagree_by_seconds_weigh_the_same_sends(states: ChannelStates) -> None:
+    # Two workers taking turns, one's clock 2 s behind the other's: the recent successes weigh as they would on
+    # one clock (no gap decays twice), so a row of failures by chance still leaves a flaky channel up.
+    chance = random.Random(7)
+    outcomes = [TRANSIENT if chance.random() < 0.1 else OK for _ in range(800)] + [TRANSIENT] * 5
+    gates = [note(states, kind, T0 + i / 40 - 2.0 * (i % 2), f"d{i}") for i, kind in enumerate(outcomes)]
+    assert {g.state for g in gates} == {"up"}
+    # A clock an hour ahead, once, does not freeze the weights for the others: the next one starts again from its
+    # own time, so 10 s of successes weigh nothing 90 s later, and the fifth failure in a row makes it down.
+    note(states, OK, T0 + 3600)
+    sends(states, T0 + 100, 20, [OK] * 200)
+    later = [note(states, TRANSIENT, T0 + 200 + i, f"f{i}") for i in range(5)]
+    assert [g.state for g in later] == ["up"] * 4 + ["down"]

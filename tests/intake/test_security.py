@@ -226,6 +226,12 @@ def test_limits_are_configurable(make_runtime: Any) -> None:
         assert assert_error_body(post(client, payload), 422)["inputErrorField"] == "metadata.eventId"
         payload = sample_notification(kind="notification:x", messages=[], body=nested(8))
         assert assert_error_body(post(client, payload), 422)["inputErrorField"].startswith("body")
+        # A string where a list belongs is the schema's error, not a limit's, however long.
+        for field, path in (("messages", "messages"), ("recipients", "messages.0.recipients")):
+            payload = sample_notification(kind="notification:x", messages=[{}])
+            (payload if field == "messages" else payload["messages"][0])[field] = "m" * 101
+            refused = assert_error_body(post(client, payload), 422)
+            assert refused["inputErrorField"] == path and "over the limit" not in refused["errors"][0], refused
 
 
 def test_nesting_deeper_than_the_limit_is_422_naming_the_path(client: TestClient, rt: Runtime) -> None:
