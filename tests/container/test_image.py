@@ -1,5 +1,6 @@
 """The container image (deploy/Dockerfile), built and run with podman: `relay serve` as PID 1 delivers and is
-healthy with no worker restarted; `relay api` and `relay worker` containers on an external Redis are healthy.
+healthy with no worker restarted; `relay api` and `relay worker` containers on an external Redis are healthy, and
+deliver on a Redis that a Sentinel watches (`redis+sentinel://`).
 
 Marked `container`: left out of the default run (pyproject's addopts), run by deploy/container-test.sh,
 which installs podman and builds a base image where it can. Containers run with `--network host` (these
@@ -23,6 +24,7 @@ import pytest
 
 from tests.conftest import sample_notification
 from tests.processes import stop
+from tests.replicas import RedisGroup
 from tests.servers import HttpSink, free_port, http_get, wait_for
 
 pytestmark = pytest.mark.container
@@ -183,3 +185,23 @@ def test_api_and_worker_containers_on_an_external_redis_are_healthy(
         assert "the worker beat" in podman("exec", worker, "relay", "health").stdout
     finally:
         podman.remove_all()
+
+
+def test_api_and_worker_containers_reach_redis_through_a_sentinel(
+    podman: Podman, sink: HttpSink, tmp_path: Path
+) -> None:
+    group = RedisGroup(tmp_path / "redis", replicas=1, sentinels=1).start()
+    port = free_port()
+    config = _config(tmp_path, sink, port, redis={"url": group.url})
+    try:
+        api = podman.run(config, "relay", "api")
+        worker = podman.run(config, "relay", "worker")
+        wait_for(lambda: _ready(port), timeout=90, interval=0.5)
+        _send(port)
+        wait_for(lambda: sink.at("/container-owners"), timeout=30, interval=0.2)
+        for name in (api, worker):
+            check = podman.healthy(name)
+            assert check.returncode == 0, f"{name}: {check.stdout}{check.stderr}\n{podman.logs(name)}"
+    finally:
+        podman.remove_all()
+        group.stop()
