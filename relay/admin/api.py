@@ -188,7 +188,7 @@ class AdminApi:
         return await self._requeue(request, State.FAILED)
 
     @Operation(
-        "Send held deliveries now (quiet hours), whatever their time intervals say",
+        "Send held deliveries now, past quiet hours, a person's hours, a digest's window or a silence",
         {200: Answer("How many were released", Released)},
         errors=(400, 401, 415, 422, 429, 503),
         request=ReleaseRequest,
